@@ -1,0 +1,43 @@
+"""A request as the caches see it, after SGLang's `Req` (python/sglang/srt/managers/schedule_batch.py).
+
+Only the fields that `cache_finished_req` / `cache_unfinished_req` and the schedulers read or
+write. `slot_ids` plays SGLang's `req_to_token_pool.req_to_token[req.req_pool_idx]` row: the KV
+slot of every token position computed so far.
+Leaves out: sampling parameters, streaming state, speculative decoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(eq=False)
+class Req:
+    rid: str  # request id, unique in a run
+    origin_input_ids: list[int]  # the prompt's token ids
+    output_ids: list[int] = field(default_factory=list)  # generated so far
+    max_new_tokens: int = 16  # output_len of a trace line
+    extra_key: str | None = None  # namespace: LoRA id etc.; different keys never share a node
+    cache_salt: str | None = None  # per-tenant salt; also a namespace
+    priority: int = 0  # larger is more important (SGLang's priority scheduling)
+    arrival: float = 0.0  # seconds, from the trace
+    # --- cache state, written by the scheduler and the cache ---
+    slot_ids: list[int] = field(default_factory=list)  # KV slot per computed token position
+    prefix_indices: list[int] = field(default_factory=list)  # slots owned by the tree (locked)
+    last_node: Any = None  # TreeNode locked on this request's behalf, or None
+    fill_ids: list[int] = field(default_factory=list)  # tokens computed by the end of this chunk
+    metrics: dict[str, float] = field(default_factory=dict)  # ttft, matched, prefilled, ...
+
+    @property
+    def cache_protected_len(self) -> int:
+        """Tokens at the front whose KV belongs to the tree, not to this request."""
+        return len(self.prefix_indices)
+
+    @property
+    def all_ids(self) -> list[int]:
+        return self.origin_input_ids + self.output_ids
+
+    @property
+    def finished(self) -> bool:
+        return len(self.output_ids) >= self.max_new_tokens
