@@ -1,0 +1,46 @@
+"""The `python -m radix` command line: one subcommand per module, registered below.
+
+Each command module defines `register(subparsers)`, which adds its parser and sets
+`func=run` (a function taking the parsed args and returning an exit code). Bad input (a file, an
+argument) prints one clear line to stderr and exits 2; it never shows a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# (module, what it adds); modules are imported only when the CLI runs.
+COMMAND_MODULES = (
+    "radix.cmd_demo",  # demo, replay
+    "radix.cmd_compare",  # compare
+    "radix.cmd_simulate",  # simulate, configs
+)
+
+
+class InputError(Exception):
+    """Bad user input: the message names the file, line and field. Printed without a traceback."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m radix", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue  # a command not built yet
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (InputError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
