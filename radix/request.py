@@ -24,15 +24,14 @@ class Req:
     arrival: float = 0.0  # seconds, from the trace
     # --- cache state, written by the scheduler and the cache ---
     slot_ids: list[int] = field(default_factory=list)  # KV slot per computed token position
-    prefix_indices: list[int] = field(default_factory=list)  # slots owned by the tree (locked)
+    prefix_indices: list[int] = field(default_factory=list)  # prefix slots reused at admission
+    # Tokens at the front whose KV belongs to the tree (locked through last_node). Equals
+    # len(prefix_indices) except with page_size > 1 after a chunk, when prefix_indices also holds
+    # the request's own partial page (SGLang keeps the two apart for exactly that reason).
+    cache_protected_len: int = 0
     last_node: Any = None  # TreeNode locked on this request's behalf, or None
     fill_ids: list[int] = field(default_factory=list)  # tokens computed by the end of this chunk
     metrics: dict[str, float] = field(default_factory=dict)  # ttft, matched, prefilled, ...
-
-    @property
-    def cache_protected_len(self) -> int:
-        """Tokens at the front whose KV belongs to the tree, not to this request."""
-        return len(self.prefix_indices)
 
     @property
     def all_ids(self) -> list[int]:
