@@ -114,7 +114,7 @@ def decode_text(data: bytes) -> str:
         raise TraceError(f"not UTF-8 text (bad byte at offset {exc.start})", line) from None
     bad = text.find("\x00")
     if bad >= 0:
-        raise TraceError("binary data (a NUL byte) in a text trace", text.count("\n", 0, bad) + 1)
+        raise TraceError("binary data (a NUL byte): not a text trace nor a msgpack stream", text.count("\n", 0, bad) + 1)
     return text.removeprefix("\ufeff")
 
 
@@ -161,9 +161,8 @@ def detect_format(data: bytes) -> str:
     >>> detect_format(b'{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [0]}')
     'mooncake'
     """
-    head = data.lstrip()[:1]
-    if head and head not in b"{[":
-        return "kv_events"  # msgpack: an EventBatch is an array (0x9x / 0xdc / 0xdd)
+    if data[:1] and (0x90 <= data[0] <= 0x9F or data[0] in (0xDC, 0xDD)):
+        return "kv_events"  # msgpack: an EventBatch is an array (fixarray, array 16, array 32)
     first = data.lstrip().split(b"\n", 1)[0]
     try:
         obj = json.loads(first)

@@ -1,0 +1,179 @@
+"""KV-event recordings (format c): vLLM's EventBatch stream, and the block view rebuilt from it.
+
+Two renderings of one recording: msgpack (the batches' payloads back to back, as vLLM's
+publisher sends them, without ZMQ framing) and JSON lines (one batch a line, either
+{"ts", "events": [...], "data_parallel_rank"} or the wire array [ts, [events], dp_rank]).
+Events are decoded by `radix.kv_events`. `rebuild_block_view` replays BlockStored /
+BlockRemoved / AllBlocksCleared into the set of cached blocks with their chain links.
+Leaves out: ZMQ topics and sequence numbers, hybrid-model cache groups (group_idx is ignored).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import msgpack
+
+from radix.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, batch_from_wire
+from radix.trace import Trace, TraceError, decode_text, iter_json_lines, type_name
+
+_FIELD = re.compile(r"field '([^']+)'")
+
+
+def _error(exc: ValueError, line: int | None) -> TraceError:
+    """A TraceError from the decoder's message, keeping its field name for `.field`."""
+    err = TraceError(str(exc))
+    err.line = line
+    match = _FIELD.search(str(exc))
+    err.field = match.group(1) if match else None
+    return err
+
+
+def load_kv_events(data: bytes) -> Trace:
+    """A recording (msgpack or JSON lines) -> Trace("kv_events", batches=[EventBatch, ...]).
+
+    >>> t = load_kv_events(b'{"ts": 1.0, "events": [{"type": "AllBlocksCleared"}]}')
+    >>> t.format, len(t.batches), type(t.batches[0].events[0]).__name__
+    ('kv_events', 1, 'AllBlocksCleared')
+    """
+    if data[:1] in (b"{", b"[") or data.lstrip()[:1] in (b"{", b"["):
+        batches = _from_json_lines(decode_text(data))
+    else:
+        batches = _from_msgpack(data)
+    if not batches:
+        raise TraceError("no event batches in the file")
+    return Trace("kv_events", batches=batches)
+
+
+def _from_json_lines(text: str) -> list:
+    batches = []
+    for line, raw in iter_json_lines(text):
+        if isinstance(raw, dict):
+            for key in ("ts", "events"):
+                if key not in raw:
+                    raise TraceError("missing", line, key)
+            raw = [raw["ts"], raw["events"], raw.get("data_parallel_rank")]
+        try:
+            batches.append(batch_from_wire(raw, f"line {line}"))
+        except (ValueError, TypeError) as exc:
+            raise _error(ValueError(str(exc)), line) from None
+    return batches
+
+
+def _from_msgpack(data: bytes) -> list:
+    """Batches back to back; a truncated or junk stream names the batch and byte offset."""
+    unpacker = msgpack.Unpacker(strict_map_key=False, max_buffer_size=len(data) + 1)
+    unpacker.feed(data)
+    batches, offset = [], 0
+    while offset < len(data):
+        where = f"batch {len(batches) + 1} (byte {offset})"
+        try:
+            raw = unpacker.unpack()
+        except msgpack.OutOfData:
+            raise TraceError(f"{where}: truncated msgpack (the file ends inside a batch)") from None
+        except (msgpack.UnpackException, ValueError) as exc:
+            raise TraceError(f"{where}: binary data that is not a msgpack EventBatch stream "
+                             f"({type(exc).__name__}: {exc})") from None
+        if not isinstance(raw, list):
+            raise TraceError(f"{where}: expected an EventBatch array, got {type_name(raw)}")
+        try:
+            batches.append(batch_from_wire(raw, where))
+        except (ValueError, TypeError) as exc:
+            raise _error(ValueError(str(exc)), None) from None
+        offset = unpacker.tell()
+    return batches
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBlock:
+    """One cached block as the events describe it."""
+
+    block_hash: int
+    parent_block_hash: int | None  # None: the first block of its chain
+    token_ids: tuple[int, ...]  # this block's block_size tokens
+    medium: str | None  # "GPU", "CPU", ... as published
+    batch_index: int  # the batch that stored it
+
+
+@dataclass
+class BlockView:
+    """The cached blocks after a recording, keyed by hash, in the order they were stored."""
+
+    blocks: dict[int, StoredBlock] = field(default_factory=dict)
+    copies: dict[int, int] = field(default_factory=dict)  # blocks carrying each hash (vLLM
+    # may cache two blocks with one hash; the hash goes only when its last copy is removed)
+    num_stored: int = 0  # BlockStored blocks seen
+    num_removed: int = 0  # BlockRemoved blocks seen
+    num_cleared: int = 0  # AllBlocksCleared events seen
+    unknown_removed: list[int] = field(default_factory=list)  # removed, never seen stored
+
+    def unreachable(self) -> list[int]:
+        """Hashes that are cached but whose chain to the start has a missing ancestor."""
+        ok: dict[int, bool] = {}
+
+        def reachable(h: int) -> bool:
+            chain = []
+            while h not in ok:
+                block = self.blocks.get(h)
+                if block is None:
+                    ok[h] = False
+                    break
+                if block.parent_block_hash is None:
+                    ok[h] = True
+                    break
+                chain.append(h)
+                h = block.parent_block_hash
+            for c in chain:
+                ok[c] = ok[h]
+            return ok[h]
+
+        return [h for h in self.blocks if not reachable(h)]
+
+
+def rebuild_block_view(batches: Iterable, medium: str | None = None) -> BlockView:
+    """Replay recorded events into the cached block set (only `medium`'s when given).
+
+    >>> from radix.kv_events import EventBatch
+    >>> stored = BlockStored((11, 12), None, (1, 2, 3, 4), 2, None, "GPU", None)
+    >>> view = rebuild_block_view([EventBatch(0.0, (stored, BlockRemoved((11,), "GPU")))])
+    >>> sorted(view.blocks), view.blocks[12].token_ids, view.unreachable()
+    ([12], (3, 4), [12])
+    """
+    view = BlockView()
+    for index, batch in enumerate(batches):
+        for event in batch.events:
+            if isinstance(event, AllBlocksCleared):
+                view.blocks.clear()
+                view.copies.clear()
+                view.num_cleared += 1
+            elif medium is not None and event.medium not in (medium, None):
+                continue
+            elif isinstance(event, BlockStored):
+                _store(view, event, index)
+            elif isinstance(event, BlockRemoved):
+                _remove(view, event)
+    return view
+
+
+def _store(view: BlockView, event: BlockStored, index: int) -> None:
+    parent, size = event.parent_block_hash, event.block_size
+    for i, h in enumerate(event.block_hashes):
+        tokens = tuple(event.token_ids[i * size:(i + 1) * size])
+        view.blocks.setdefault(h, StoredBlock(h, parent, tokens, event.medium, index))
+        view.copies[h] = view.copies.get(h, 0) + 1
+        view.num_stored += 1
+        parent = h
+
+
+def _remove(view: BlockView, event: BlockRemoved) -> None:
+    for h in event.block_hashes:
+        view.num_removed += 1
+        if h not in view.copies:
+            view.unknown_removed.append(h)
+            continue
+        view.copies[h] -= 1
+        if view.copies[h] == 0:
+            del view.copies[h]
+            del view.blocks[h]
