@@ -114,7 +114,8 @@ def decode_text(data: bytes) -> str:
         raise TraceError(f"not UTF-8 text (bad byte at offset {exc.start})", line) from None
     bad = text.find("\x00")
     if bad >= 0:
-        raise TraceError("binary data (a NUL byte): not a text trace nor a msgpack stream", text.count("\n", 0, bad) + 1)
+        raise TraceError("binary data (a NUL byte): not a text trace nor a msgpack stream",
+                         text.count("\n", 0, bad) + 1)
     return text.removeprefix("\ufeff")
 
 
