@@ -1,0 +1,188 @@
+"""ModelRunner: the real model's forward over KV held in the pool, after SGLang's ModelRunner.
+
+It drives the Llama decoder layers of a transformers model itself (their projections, RMSNorm,
+RoPE and MLP modules) and runs its own attention against KV gathered from `KVPool` slots, so a
+request's prefill computes only its unmatched suffix and a decode step batches every running
+request in one forward (continuous batching, ragged lengths, padded attention mask).
+Sampling is greedy. Leaves out: CUDA graphs, paged attention kernels, sampling parameters.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+from engine.kv_pool import KVPool
+from radix.request import Req
+
+try:  # the scheduler owns the contract's StepOutput; same fields when it is absent
+    from engine.scheduler import StepOutput
+except ImportError:  # pragma: no cover - only while engine/scheduler.py is being written
+
+    class StepOutput(NamedTuple):  # type: ignore[no-redef]
+        next_token_ids: list[int | None]  # one per request; None for a chunk that is not last
+        seconds: float  # time the forward took
+
+
+MAX_TOKENS_PER_FORWARD = 8192  # an extend batch above this runs as several forwards (memory)
+
+
+class _Batch(NamedTuple):
+    token_ids: list[list[int]]  # new tokens of each request
+    start_pos: list[int]  # position of each request's first new token (its prefix length)
+    slot_ids: list[list[int]]  # KV slots of positions 0..start_pos+len(new)-1, per request
+
+
+class ModelRunner:
+    """Implements the Runner protocol of docs/CONTRACTS.md over a transformers Llama model."""
+
+    def __init__(self, model: Any, pool: KVPool) -> None:
+        self.model = model
+        self.pool = pool
+        self.device = pool.device
+        self.last_logits: torch.Tensor | None = None  # [num_reqs, vocab] of the last call, fp32
+
+    def extend(self, reqs: list[Req], prefix_lens: list[int]) -> StepOutput:
+        """Prefill `req.fill_ids[prefix_len:]`, attending to the KV at `req.slot_ids[:prefix_len]`.
+
+        Samples the next token of each request whose chunk ends its known tokens (prompt plus
+        any output kept across a retraction); a chunk that is not the last gets None.
+        """
+        start = time.perf_counter()
+        groups, logits = _split_by_tokens(reqs, prefix_lens), []
+        for group in groups:
+            logits.append(self._forward(_Batch(
+                [reqs[i].fill_ids[prefix_lens[i]:] for i in group],
+                [prefix_lens[i] for i in group],
+                [reqs[i].slot_ids[:len(reqs[i].fill_ids)] for i in group])))
+        self.last_logits = torch.cat(logits) if logits else None
+        next_ids = self._sample(self.last_logits)
+        out = [tok if len(r.fill_ids) >= len(r.all_ids) else None
+               for r, tok in zip(reqs, next_ids)]
+        return StepOutput(out, self._elapsed(start))
+
+    def decode(self, reqs: list[Req]) -> StepOutput:
+        """One batched step: input `req.output_ids[-1]`, its KV goes to `req.slot_ids[-1]`."""
+        start = time.perf_counter()
+        for r in reqs:
+            if len(r.slot_ids) != len(r.all_ids):
+                raise ValueError(f"{r.rid}: decode needs one slot per token, "
+                                 f"has {len(r.slot_ids)} for {len(r.all_ids)}")
+        self.last_logits = self._forward(_Batch(
+            [[r.output_ids[-1]] for r in reqs],
+            [len(r.all_ids) - 1 for r in reqs],
+            [list(r.slot_ids) for r in reqs]))
+        return StepOutput(self._sample(self.last_logits), self._elapsed(start))
+
+    @torch.inference_mode()
+    def _forward(self, batch: _Batch) -> torch.Tensor:
+        """Runs the new tokens of every request in one pass; returns last-token logits [B, V]."""
+        core = self.model.model
+        lens = [len(t) for t in batch.token_ids]
+        flat = [t for toks in batch.token_ids for t in toks]
+        ids = torch.tensor(flat, dtype=torch.long, device=self.device)
+        pos = torch.tensor([p + j for p, n in zip(batch.start_pos, lens) for j in range(n)],
+                           dtype=torch.long, device=self.device)
+        write = torch.tensor([s for sl, p, n in zip(batch.slot_ids, batch.start_pos, lens)
+                              for s in sl[p:p + n]], dtype=torch.long, device=self.device)
+        x = core.embed_tokens(ids)
+        cos, sin = core.rotary_emb(x, pos[None])
+        cos, sin = cos[0], sin[0]
+        attend = _attend_decode if max(lens) == 1 else _attend_extend
+        ctx = _Context(batch, lens, self.device)
+        for layer_idx, layer in enumerate(core.layers):
+            attn = layer.self_attn
+            h = layer.input_layernorm(x)
+            q = attn.q_proj(h).view(len(flat), -1, attn.head_dim)
+            k = attn.k_proj(h).view(len(flat), -1, attn.head_dim)
+            v = attn.v_proj(h).view(len(flat), -1, attn.head_dim)
+            q, k = apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
+            self.pool.write(layer_idx, write, k, v)
+            o = attend(self.pool, layer_idx, q, ctx, attn.scaling)
+            x = x + attn.o_proj(o.reshape(len(flat), -1))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        last = torch.tensor(list(_cumsum(lens)), device=self.device) - 1
+        return self.model.lm_head(core.norm(x[last])).float()
+
+    @staticmethod
+    def _sample(logits: torch.Tensor | None) -> list[int]:
+        return [] if logits is None else logits.argmax(dim=-1).tolist()
+
+    def _elapsed(self, start: float) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - start
+
+
+class _Context:
+    """Index tensors shared by every layer of one forward."""
+
+    def __init__(self, batch: _Batch, lens: list[int], device: torch.device) -> None:
+        self.lens, self.start_pos = lens, batch.start_pos
+        self.offsets = [0, *_cumsum(lens)]
+        self.slots = [torch.tensor(s, dtype=torch.long, device=device) for s in batch.slot_ids]
+        ctx_lens = [len(s) for s in batch.slot_ids]
+        width = max(ctx_lens)
+        # Decode: [B, width] slots, padded with slot 0, and a key mask [B, 1, 1, width].
+        self.padded = torch.zeros((len(lens), width), dtype=torch.long, device=device)
+        for b, s in enumerate(self.slots):
+            self.padded[b, :len(s)] = s
+        ar = torch.arange(width, device=device)
+        lens_t = torch.tensor(ctx_lens, device=device)
+        self.key_mask = (ar[None, :] < lens_t[:, None])[:, None, None]  # [B, 1, 1, width]
+
+
+def _attend_extend(pool: KVPool, layer: int, q: torch.Tensor, ctx: _Context,
+                   scaling: float) -> torch.Tensor:
+    """Per request: its new queries against its whole context, causal with a prefix offset.
+
+    Query j of a request whose new tokens start at position p sees keys 0..p+j.
+    """
+    out = torch.empty_like(q)
+    for b, n in enumerate(ctx.lens):
+        lo, hi, p = ctx.offsets[b], ctx.offsets[b + 1], ctx.start_pos[b]
+        k, v = pool.read(layer, ctx.slots[b])  # [p+n, kv_heads, d]
+        keys = torch.arange(p + n, device=q.device)
+        mask = keys[None, :] <= (p + torch.arange(n, device=q.device))[:, None]
+        o = F.scaled_dot_product_attention(
+            q[lo:hi].transpose(0, 1)[None], k.transpose(0, 1)[None].to(q.dtype),
+            v.transpose(0, 1)[None].to(q.dtype), attn_mask=mask, scale=scaling, enable_gqa=True)
+        out[lo:hi] = o[0].transpose(0, 1)
+    return out
+
+
+def _attend_decode(pool: KVPool, layer: int, q: torch.Tensor, ctx: _Context,
+                   scaling: float) -> torch.Tensor:
+    """All requests at once: one query each against its padded context (pad keys masked)."""
+    k, v = pool.read(layer, ctx.padded)  # [B, width, kv_heads, d]
+    o = F.scaled_dot_product_attention(
+        q[:, None].transpose(1, 2), k.transpose(1, 2).to(q.dtype), v.transpose(1, 2).to(q.dtype),
+        attn_mask=ctx.key_mask, scale=scaling, enable_gqa=True)  # [B, heads, 1, d]
+    return o[:, :, 0]
+
+
+def _cumsum(values: Sequence[int]) -> list[int]:
+    out, total = [], 0
+    for v in values:
+        total += v
+        out.append(total)
+    return out
+
+
+def _split_by_tokens(reqs: list[Req], prefix_lens: list[int]) -> list[list[int]]:
+    """Groups request indexes so each forward holds at most MAX_TOKENS_PER_FORWARD new tokens."""
+    groups: list[list[int]] = [[]]
+    used = 0
+    for i, (r, p) in enumerate(zip(reqs, prefix_lens)):
+        n = len(r.fill_ids) - p
+        if groups[-1] and used + n > MAX_TOKENS_PER_FORWARD:
+            groups.append([])
+            used = 0
+        groups[-1].append(i)
+        used += n
+    return groups
