@@ -53,6 +53,8 @@ class TraceRequest:
     extra_key: str | None = None  # namespace (LoRA id etc.): different keys never share cache
     cache_salt: str | None = None  # per-tenant salt; also a namespace
     priority: int = 0  # larger is more important
+    output_ids: tuple[int, ...] | None = None  # the reply a simulated run generates (recorded
+    # conversations: so the next turn's prompt, which contains it, can hit the cached reply)
 
 
 @dataclass

@@ -3,7 +3,8 @@
 Schema, a line:
   {"rid": str, "arrival": seconds >= 0 (default 0), "output_len": int >= 0,
    exactly one of "tokens": [int, ...] | "text": str | "messages": [{"role", "content"}, ...],
-   optional "extra_key": str, "cache_salt": str, "priority": int, "meta": any JSON (ignored)}
+   optional "extra_key": str, "cache_salt": str, "priority": int, "meta": any JSON (ignored),
+   "output_tokens": [int, ...] (output_len of them: the reply a simulated run generates)}
 "messages" are OpenAI chat messages (content a string or a list of {"type": "text", "text"}).
 Follows nothing upstream; the shape of an OpenAI request plus SGLang's extra_key / cache_salt.
 Leaves out: sampling parameters, images and tool calls in messages.
@@ -33,7 +34,7 @@ from radix.trace import (
 )
 
 FIELDS = {"rid", "arrival", "tokens", "text", "messages", "output_len", "extra_key",
-          "cache_salt", "priority", "meta"}  # "meta": anything, ignored (notes, scenario labels)
+          "cache_salt", "priority", "output_tokens", "meta"}  # "meta": anything, ignored
 PROMPT_FIELDS = ("tokens", "text", "messages")
 MAX_TEXT_CHARS = 16 * 1024 * 1024  # one request's text, before tokenizing
 
@@ -81,14 +82,22 @@ def parse_request(obj: Any, line: int, tokenize: Callable[[str], list[int]] | No
         raise TraceError(f"exactly one of tokens, text, messages is needed; got {what}",
                          line, given[1] if len(given) > 1 else "tokens")
     token_ids = _prompt(obj, given[0], line, tokenize, chat_template, max_tokens)
+    output_len = as_int(need(obj, "output_len", line), line, "output_len", 0, MAX_OUTPUT_LEN)
+    output_ids = None
+    if obj.get("output_tokens") is not None:
+        output_ids = as_int_list(obj["output_tokens"], line, "output_tokens", MAX_OUTPUT_LEN)
+        if len(output_ids) != output_len:
+            raise TraceError(f"{len(output_ids)} tokens but output_len is {output_len}",
+                             line, "output_tokens")
     return TraceRequest(
         rid=rid,
         arrival=as_number(obj.get("arrival", 0), line, "arrival", 0.0, MAX_SECONDS),
         token_ids=token_ids,
-        output_len=as_int(need(obj, "output_len", line), line, "output_len", 0, MAX_OUTPUT_LEN),
+        output_len=output_len,
         extra_key=as_opt_str(obj.get("extra_key"), line, "extra_key"),
         cache_salt=as_opt_str(obj.get("cache_salt"), line, "cache_salt"),
         priority=as_int(obj.get("priority", 0), line, "priority", -(2 ** 31), 2 ** 31 - 1),
+        output_ids=output_ids,
     )
 
 
@@ -165,6 +174,8 @@ def request_to_json(tr: TraceRequest) -> dict:
             obj[key] = getattr(tr, key)
     if tr.priority:
         obj["priority"] = tr.priority
+    if tr.output_ids is not None:
+        obj["output_tokens"] = list(tr.output_ids)
     return obj
 
 
