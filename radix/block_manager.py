@@ -1,0 +1,209 @@
+"""A request-level API over BlockPool, after vLLM v1's KVCacheManager (kv_cache_manager.py and
+single_type_kv_cache_manager.py): look up, allocate, cache blocks as they fill, free.
+
+Lookup takes the longest run of cached full blocks from the start, stops at the first miss, and is
+capped at num_tokens - 1 tokens (a fully cached prompt recomputes its last block). Each lookup
+leaves a `LookupRecord` (hit length, where it stopped and why). `allocate_slots` treats the
+tokens it allocates for as computed (our scheduler runs them right away).
+Leaves out: chunked-prefill lookahead, speculative tokens, preemption. Snapshot: block_snapshot.py.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from radix.block_hash import BlockHash, block_extra_keys, hash_request_tokens
+from radix.block_snapshot import BlockPoolSnapshot, take_snapshot, unreachable_block_ids
+from radix.blocks import BlockPool, KVCacheBlock
+from radix.events import Event
+from radix.request import Req
+
+
+class ComputedBlocks(NamedTuple):
+    blocks: list[KVCacheBlock]  # cache hits, in chain order (not yet touched)
+    num_computed_tokens: int  # len(blocks) * block_size
+
+
+class LookupRecord(NamedTuple):
+    rid: str
+    num_tokens: int  # the request's tokens at lookup (prompt + output so far)
+    hit_blocks: int  # cached blocks matched from the start
+    hit_tokens: int  # hit_blocks * block_size
+    stop_block: int  # index of the first block not matched
+    reason: str  # "miss" (stop_block not cached) | "cap" (would reach the last token) |
+    #              "partial" (stop_block is not full) | "disabled" (caching off)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixLookedUp(Event):
+    rid: str
+    hit_blocks: int
+    hit_tokens: int
+    stop_block: int
+    reason: str  # see LookupRecord
+
+
+class _ReqBlocks:
+    """What the manager holds for one live request."""
+
+    __slots__ = ("blocks", "block_hashes", "num_computed_tokens", "num_cached_blocks")
+
+    def __init__(self) -> None:
+        self.blocks: list[KVCacheBlock] = []  # the block table, in token order
+        self.block_hashes: list[BlockHash] = []  # hashes of the full blocks seen so far
+        self.num_computed_tokens = 0
+        self.num_cached_blocks = 0  # blocks[:n] carry their hash in the pool
+
+
+class BlockCacheManager:
+    """Blocks for requests, with prefix caching.
+
+    >>> m = BlockCacheManager(BlockPool(8, block_size=4)); r = Req("r1", list(range(10)))
+    >>> hit = m.get_computed_blocks(r); [b.block_id for b in m.allocate_slots(r, 10, hit)]
+    [1, 2, 3]
+    >>> m.free(r); r2 = Req("r2", list(range(9))); m.get_computed_blocks(r2).num_computed_tokens
+    8
+    """
+
+    def __init__(self, pool: BlockPool) -> None:
+        self.pool = pool
+        self.block_size = pool.block_size
+        self.requests: dict[str, _ReqBlocks] = {}  # rid -> its blocks, while live
+        self.lookups: list[LookupRecord] = []  # one per get_computed_blocks call
+
+    # --- hashing (vLLM hashes when the request arrives) ----------------------------------------
+    def hash_request(self, req: Req) -> list[BlockHash]:
+        """Hashes of every full block of req.all_ids, computed once and extended as it grows."""
+        state = self.requests.get(req.rid)
+        if state is None:
+            state = self.requests[req.rid] = _ReqBlocks()
+        return hash_request_tokens(req.origin_input_ids + req.output_ids, self.block_size,
+                                   req.extra_key, req.cache_salt, state.block_hashes)
+
+    # --- the three calls -----------------------------------------------------------------------
+    def get_computed_blocks(self, req: Req) -> ComputedBlocks:
+        """The cached prefix of a request that holds no blocks yet. Changes no block."""
+        sink = self.pool._sink
+        if sink is not None:
+            self.pool.begin_step("get_computed_blocks", req.rid)
+        hashes = self.hash_request(req)
+        if self.requests[req.rid].blocks:
+            raise ValueError(f"request {req.rid!r} already holds blocks; look up before allocating")
+        num_tokens = len(req.origin_input_ids) + len(req.output_ids)
+        max_blocks = (num_tokens - 1) // self.block_size if num_tokens else 0
+        hits: list[KVCacheBlock] = []
+        if not self.pool.enable_caching:
+            reason = "disabled"
+        else:
+            cache = self.pool.cached_block_hash_to_block
+            reason = "partial"
+            for block_hash in hashes[:max_blocks]:
+                same = cache.get(block_hash)
+                if same is None:
+                    reason = "miss"
+                    break
+                hits.append(next(iter(same.values())))
+            else:
+                if len(hashes) > max_blocks:
+                    reason = "cap"
+        n = len(hits)
+        record = LookupRecord(req.rid, num_tokens, n, n * self.block_size, n, reason)
+        self.lookups.append(record)
+        if sink is not None:
+            sink.emit(PrefixLookedUp(req.rid, n, n * self.block_size, n, reason))
+            self.pool.end_step("get_computed_blocks")
+        return ComputedBlocks(hits, n * self.block_size)
+
+    def allocate_slots(
+        self, req: Req, num_new_tokens: int, new_computed: ComputedBlocks | None = None
+    ) -> list[KVCacheBlock] | None:
+        """Slots for `num_new_tokens` more tokens after the computed ones (plus the hits in
+        `new_computed`, touched here); caches every block that is full afterwards. Returns the
+        newly taken blocks, or None (nothing changed) when the pool is short.
+
+        Arithmetic: 100 computed tokens, 30 new, block_size 16 -> ceil(130/16) = 9 blocks.
+        """
+        state = self.requests.get(req.rid) or self.requests.setdefault(req.rid, _ReqBlocks())
+        hits = new_computed.blocks if new_computed is not None else []
+        if hits and state.blocks:
+            raise ValueError(f"request {req.rid!r}: computed blocks given after allocation")
+        num_computed = state.num_computed_tokens + len(hits) * self.block_size
+        num_tokens = len(req.origin_input_ids) + len(req.output_ids)
+        if num_new_tokens < 0 or num_computed + num_new_tokens > num_tokens:
+            raise ValueError(f"request {req.rid!r}: num_new_tokens {num_new_tokens} with "
+                             f"{num_computed} computed exceeds its {num_tokens} tokens")
+        total = num_computed + num_new_tokens
+        num_new_blocks = max(0, -(-total // self.block_size) - len(state.blocks) - len(hits))
+        num_evictable_hits = sum(1 for b in hits if b.ref_cnt == 0)
+        pool = self.pool
+        if num_new_blocks + num_evictable_hits > pool.free_block_queue.num_free_blocks:
+            return None
+        sink = pool._sink
+        if sink is not None:
+            pool.begin_step("allocate_slots", req.rid, f"{num_new_tokens} new tokens")
+        if hits:
+            pool.touch(hits)
+            state.blocks.extend(hits)
+            state.num_cached_blocks = len(hits)
+        new_blocks = pool.get_new_blocks(num_new_blocks) if num_new_blocks else []
+        state.blocks.extend(new_blocks)
+        state.num_computed_tokens = total
+        self._cache_blocks(req, state, total)
+        if sink is not None:
+            pool.end_step("allocate_slots")
+        return new_blocks
+
+    def _cache_blocks(self, req: Req, state: _ReqBlocks, num_tokens: int) -> None:
+        num_full = num_tokens // self.block_size
+        if num_full <= state.num_cached_blocks or not self.pool.enable_caching:
+            return
+        token_ids = req.origin_input_ids + req.output_ids
+        hash_request_tokens(token_ids[:num_full * self.block_size], self.block_size,
+                            req.extra_key, req.cache_salt, state.block_hashes)
+        keys = ()
+        if self.pool._sink is not None:
+            keys = [block_extra_keys(i, req.extra_key, req.cache_salt) for i in range(num_full)]
+        self.pool.cache_full_blocks(state.blocks, state.block_hashes, state.num_cached_blocks,
+                                    num_full, token_ids, req.extra_key, keys)
+        state.num_cached_blocks = num_full
+
+    def free(self, req: Req) -> None:
+        """Releases the request's blocks, last block first (it is the least likely to be shared),
+        so its tail is evicted before its head."""
+        state = self.requests.pop(req.rid, None)
+        if state is None:
+            return
+        if self.pool._sink is not None:
+            self.pool.begin_step("free", req.rid)
+            self.pool.free_blocks(reversed(state.blocks))
+            self.pool.end_step("free")
+        else:
+            self.pool.free_blocks(reversed(state.blocks))
+
+    def reset_prefix_cache(self) -> bool:
+        return self.pool.reset_prefix_cache()
+
+    # --- diagnostics ---------------------------------------------------------------------------
+    def block_refs(self) -> Counter[int]:
+        """block_id -> how many live requests hold it."""
+        return Counter(b.block_id for s in self.requests.values() for b in s.blocks)
+
+    def num_unreachable_blocks(self) -> int:
+        """Cached blocks that no lookup can reach: an ancestor in their chain is not cached."""
+        return len(unreachable_block_ids(self.pool))
+
+    def check_invariants(self) -> None:
+        """The pool's invariants, with ref_cnt == references held by live requests."""
+        self.pool.check_invariants(self.block_refs())
+        for rid, state in self.requests.items():
+            for i, block in enumerate(state.blocks[:state.num_cached_blocks]):
+                assert block.block_hash == state.block_hashes[i], f"{rid}: block {i} hash"
+
+    def snapshot(self) -> BlockPoolSnapshot:
+        owners: dict[int, list[str]] = {}
+        for rid, state in self.requests.items():
+            for block in state.blocks:
+                owners.setdefault(block.block_id, []).append(rid)
+        return take_snapshot(self.pool, owners, self.pool._step)

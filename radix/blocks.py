@@ -1,0 +1,262 @@
+"""vLLM v1's block pool: KV blocks, the free queue, and the hash -> block map (block_pool.py).
+
+Follows vLLM: block 0 is the null block, never handed out; the free queue is a doubly linked list,
+first in block-id order; allocation pops from the head and evicts the popped block's hash then
+(lazily, `BlockRemoved`); a hit `touch`es a block (out of the queue when its ref_cnt was 0);
+`free_blocks` sends blocks without a hash to the front and hashed ones to the tail, in the order
+given (vLLM #42656). Several blocks may carry one hash; lookups take the first cached.
+Leaves out: KV cache groups (hybrid models), block bundles, offloading. UI events: below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from radix.block_hash import BlockHash, hash_to_int64
+from radix.blocks_queue import FreeKVCacheBlockQueue, KVCacheBlock
+from radix.events import Event, EventSink, StepEnded, StepStarted
+from radix.kv_events import MEDIUM_GPU, AllBlocksCleared, BlockRemoved, BlockStored
+
+__all__ = ["BlockPool", "KVCacheBlock", "FreeKVCacheBlockQueue", "BlockAllocated",
+           "BlockTouched", "BlockFreed"]
+
+
+@dataclass(frozen=True, slots=True)
+class BlockAllocated(Event):
+    block_ids: tuple[int, ...]  # popped from the free queue's head, in order (ref_cnt now 1)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockTouched(Event):
+    block_ids: tuple[int, ...]  # cache hits, in chain order
+    ref_cnts: tuple[int, ...]  # each block's ref_cnt after the touch
+
+
+@dataclass(frozen=True, slots=True)
+class BlockFreed(Event):
+    block_ids: tuple[int, ...]  # released, in the order given (a request's blocks reversed)
+    ref_cnts: tuple[int, ...]  # after the release; 0 means it went back to the free queue
+    to_front: tuple[int, ...]  # no hash: prepended (reused first)
+    to_tail: tuple[int, ...]  # hashed: appended (kept cached longest)
+
+
+class BlockPool:
+    """Blocks 1..num_blocks-1 for requests; block 0 is the null block.
+
+    >>> pool = BlockPool(4); [b.block_id for b in pool.get_new_blocks(2)]
+    [1, 2]
+    >>> pool.get_num_free_blocks()
+    1
+    """
+
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int = 16,
+        enable_caching: bool = True,
+        sink: EventSink | None = None,
+    ) -> None:
+        if num_blocks < 1:
+            raise ValueError(f"num_blocks must be >= 1 (block 0 is null), got {num_blocks}")
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.enable_caching = enable_caching
+        self.blocks = [KVCacheBlock(i) for i in range(num_blocks)]
+        self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
+        # hash -> {block_id: block}; dict order makes "the first cached" well defined.
+        self.cached_block_hash_to_block: dict[BlockHash, dict[int, KVCacheBlock]] = {}
+        self.null_block = self.free_block_queue.popleft()
+        self.null_block.is_null = True
+        self._sink = sink
+        self._step = 0  # index of the next public call (for StepStarted)
+        self._depth = 0  # nesting: a manager call wraps pool calls in one step
+        self.num_evictions = 0  # cached blocks whose hash was dropped to reuse the block
+
+    # --- steps ---------------------------------------------------------------------------------
+    def begin_step(self, op: str, rid: str | None = None, detail: str = "") -> None:
+        """Opens a step unless one is open (only called when there is a sink)."""
+        self._depth += 1
+        if self._depth == 1:
+            self._sink.emit(StepStarted(self._step, op, rid, detail))
+
+    def end_step(self, op: str) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._sink.emit(StepEnded(self._step, op))
+            self._step += 1
+
+    # --- lookups -------------------------------------------------------------------------------
+    def get_cached_block(self, block_hash: BlockHash) -> KVCacheBlock | None:
+        """The first block cached under `block_hash`, or None. Changes nothing."""
+        blocks = self.cached_block_hash_to_block.get(block_hash)
+        return next(iter(blocks.values())) if blocks else None
+
+    def get_num_free_blocks(self) -> int:
+        return self.free_block_queue.num_free_blocks
+
+    # --- mutations -----------------------------------------------------------------------------
+    def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
+        """Pops `num_blocks` from the queue's head (ref_cnt 1 each), evicting their old hashes.
+
+        >>> pool = BlockPool(3); pool.free_blocks(pool.get_new_blocks(2)[::-1])
+        >>> [b.block_id for b in pool.get_new_blocks(1)]  # freed unhashed: 2 went to the front
+        [2]
+        """
+        if num_blocks > self.free_block_queue.num_free_blocks:
+            raise ValueError(f"cannot get {num_blocks} free blocks from the pool "
+                             f"({self.free_block_queue.num_free_blocks} free)")
+        sink = self._sink
+        if sink is not None:
+            self.begin_step("get_new_blocks", detail=f"{num_blocks} blocks")
+        blocks = self.free_block_queue.popleft_n(num_blocks)
+        for block in blocks:
+            if block.block_hash is not None:
+                self._evict_cached_block(block)
+            block.ref_cnt = 1
+        if sink is not None:
+            sink.emit(BlockAllocated(tuple(b.block_id for b in blocks)))
+            self.end_step("get_new_blocks")
+        return blocks
+
+    def _evict_cached_block(self, block: KVCacheBlock) -> None:
+        """Drops `block` from the hash map (it is being reused); emits BlockRemoved."""
+        block_hash = block.block_hash
+        same = self.cached_block_hash_to_block[block_hash]
+        del same[block.block_id]
+        if not same:
+            del self.cached_block_hash_to_block[block_hash]
+        block.block_hash = block.parent_hash = None
+        block.chain_pos = -1
+        self.num_evictions += 1
+        if self._sink is not None:
+            self._sink.emit(BlockRemoved((hash_to_int64(block_hash),), MEDIUM_GPU))
+
+    def touch(self, blocks: Sequence[KVCacheBlock]) -> None:
+        """A hit: ref_cnt += 1, and out of the free queue if it was there (ref_cnt was 0)."""
+        sink = self._sink
+        if sink is not None:
+            self.begin_step("touch", detail=f"{len(blocks)} blocks")
+        remove = self.free_block_queue.remove
+        for block in blocks:
+            if block.ref_cnt == 0 and not block.is_null:
+                remove(block)
+            block.ref_cnt += 1
+        if sink is not None:
+            sink.emit(BlockTouched(tuple(b.block_id for b in blocks),
+                                   tuple(b.ref_cnt for b in blocks)))
+            self.end_step("touch")
+
+    def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
+        """ref_cnt -= 1 each; those at 0 return to the queue: unhashed ones to the front, hashed
+        ones to the tail, each group in the order given (first given = evicted first)."""
+        blocks = list(ordered_blocks)
+        sink = self._sink
+        if sink is not None:
+            self.begin_step("free_blocks", detail=f"{len(blocks)} blocks")
+        front: list[KVCacheBlock] = []
+        tail: list[KVCacheBlock] = []
+        for block in blocks:
+            block.ref_cnt -= 1
+            if block.ref_cnt == 0 and not block.is_null:
+                (front if block.block_hash is None else tail).append(block)
+        if front:
+            self.free_block_queue.prepend_n(front)
+        if tail:
+            self.free_block_queue.append_n(tail)
+        if sink is not None:
+            ids = tuple(b.block_id for b in blocks)
+            sink.emit(BlockFreed(ids, tuple(b.ref_cnt for b in blocks),
+                                 tuple(b.block_id for b in front), tuple(b.block_id for b in tail)))
+            self.end_step("free_blocks")
+
+    def cache_full_blocks(
+        self,
+        blocks: Sequence[KVCacheBlock],
+        block_hashes: Sequence[BlockHash],
+        num_cached_blocks: int,
+        num_full_blocks: int,
+        token_ids: Sequence[int] = (),
+        lora_name: str | None = None,
+        extra_keys: Sequence[tuple | None] = (),
+    ) -> None:
+        """Gives blocks[num_cached_blocks:num_full_blocks] their hashes and maps them; emits one
+        BlockStored (`token_ids` are the request's tokens, `extra_keys` one entry per block,
+        both used only for the event)."""
+        if num_cached_blocks >= num_full_blocks or not self.enable_caching:
+            return
+        sink = self._sink
+        if sink is not None:
+            self.begin_step("cache_full_blocks", detail=f"blocks {num_cached_blocks}..")
+        cache = self.cached_block_hash_to_block
+        parent = block_hashes[num_cached_blocks - 1] if num_cached_blocks else None
+        first_parent = parent
+        for i in range(num_cached_blocks, num_full_blocks):
+            block, block_hash = blocks[i], block_hashes[i]
+            assert block.block_hash is None, f"block {block.block_id} is already cached"
+            block.block_hash, block.parent_hash, block.chain_pos = block_hash, parent, i
+            same = cache.get(block_hash)
+            if same is None:
+                cache[block_hash] = {block.block_id: block}
+            else:
+                same[block.block_id] = block
+            parent = block_hash
+        if sink is not None:
+            self._emit_stored(block_hashes[num_cached_blocks:num_full_blocks], first_parent,
+                              token_ids, num_cached_blocks, lora_name, extra_keys)
+            self.end_step("cache_full_blocks")
+
+    def _emit_stored(self, hashes, parent, token_ids, first, lora_name, extra_keys) -> None:
+        bs = self.block_size
+        keys = tuple(extra_keys[first:first + len(hashes)]) if extra_keys else (None,) * len(hashes)
+        self._sink.emit(BlockStored(
+            tuple(hash_to_int64(h) for h in hashes),
+            None if parent is None else hash_to_int64(parent),
+            tuple(token_ids[first * bs:(first + len(hashes)) * bs]), bs, None, MEDIUM_GPU,
+            lora_name, keys, 0, "full_attention"))
+
+    def reset_prefix_cache(self) -> bool:
+        """Forgets every hash; only when no block is in use (else False, nothing changes)."""
+        if self.num_blocks - 1 - self.get_num_free_blocks() != 0:
+            return False
+        if self._sink is not None:
+            self.begin_step("reset_prefix_cache")
+        self.cached_block_hash_to_block.clear()
+        for block in self.blocks:
+            block.block_hash = block.parent_hash = None
+            block.chain_pos = -1
+        if self._sink is not None:
+            self._sink.emit(AllBlocksCleared())
+            self.end_step("reset_prefix_cache")
+        return True
+
+    # --- checks --------------------------------------------------------------------------------
+    def check_invariants(self, refs: dict[int, int] | None = None) -> None:
+        """Raises AssertionError unless: the queue is well linked; it holds exactly the blocks
+        with ref_cnt == 0 (never the null block); free + in use == num_blocks - 1; every cached
+        hash maps to blocks that carry it, and every hashed block is mapped; with `refs`
+        (block_id -> live references), each block's ref_cnt equals its references."""
+        self.free_block_queue.check_invariants()
+        queued = [b.block_id for b in self.free_block_queue]
+        idle = [b.block_id for b in self.blocks if b.ref_cnt == 0 and not b.is_null]
+        assert sorted(queued) == idle, f"free queue {sorted(queued)[:8]} != ref_cnt 0 {idle[:8]}"
+        assert all(b.ref_cnt >= 0 for b in self.blocks), "negative ref_cnt"
+        in_use = sum(1 for b in self.blocks if b.ref_cnt > 0 and not b.is_null)
+        assert len(queued) + in_use == self.num_blocks - 1, "free + in use != num_blocks - 1"
+        mapped = 0
+        for block_hash, same in self.cached_block_hash_to_block.items():
+            assert same, "empty entry in the hash map"
+            for block_id, block in same.items():
+                assert block.block_id == block_id and block.block_hash == block_hash, (
+                    f"hash maps to block {block_id}, which does not carry it")
+            mapped += len(same)
+        hashed = sum(1 for b in self.blocks if b.block_hash is not None)
+        assert hashed == mapped, f"{hashed} blocks carry a hash, {mapped} are mapped"
+        assert self.null_block.block_hash is None, "the null block is cached"
+        if refs is not None:
+            for block in self.blocks[1:]:
+                want = refs.get(block.block_id, 0)
+                assert block.ref_cnt == want, (
+                    f"block {block.block_id}: ref_cnt {block.ref_cnt}, live references {want}")

@@ -1,0 +1,130 @@
+"""A KV block and vLLM's free block queue: a doubly linked list threaded through the blocks.
+
+Follows vLLM's kv_cache_utils.FreeKVCacheBlockQueue: fake head and tail sentinels, O(1) popleft,
+append and remove of any block (a cache hit pulls a block out of the middle), no allocation per
+operation. Extras for diagnostics: a block remembers its parent hash and chain position.
+Leaves out: vLLM's BlockHashWithGroupId (one cache group here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+
+class KVCacheBlock:
+    """One block of `block_size` KV slots. `block_hash` is set only while it is cached."""
+
+    __slots__ = ("block_id", "ref_cnt", "block_hash", "parent_hash", "chain_pos", "is_null",
+                 "prev_free_block", "next_free_block")
+
+    def __init__(self, block_id: int) -> None:
+        self.block_id = block_id
+        self.ref_cnt = 0  # requests holding this block
+        self.block_hash: bytes | None = None  # set when full and cached
+        self.parent_hash: bytes | None = None  # hash of the block before it in its chain
+        self.chain_pos = -1  # index of the block in its chain (0: first block); -1 uncached
+        self.is_null = False
+        self.prev_free_block: KVCacheBlock | None = None
+        self.next_free_block: KVCacheBlock | None = None
+
+    def __repr__(self) -> str:
+        h = self.block_hash.hex()[:8] if self.block_hash else None
+        return f"KVCacheBlock(block_id={self.block_id}, ref_cnt={self.ref_cnt}, block_hash={h})"
+
+
+class FreeKVCacheBlockQueue:
+    """Free blocks in eviction order: the head is taken (and evicted) first.
+
+    >>> q = FreeKVCacheBlockQueue([KVCacheBlock(i) for i in range(4)])
+    >>> b = q.popleft(); q.append(b); [x.block_id for x in q]
+    [1, 2, 3, 0]
+    """
+
+    def __init__(self, blocks: Sequence[KVCacheBlock]) -> None:
+        self.num_free_blocks = len(blocks)
+        self.fake_head = KVCacheBlock(-1)
+        self.fake_tail = KVCacheBlock(-2)
+        prev = self.fake_head
+        for block in blocks:
+            prev.next_free_block = block
+            block.prev_free_block = prev
+            prev = block
+        prev.next_free_block = self.fake_tail
+        self.fake_tail.prev_free_block = prev
+
+    def popleft(self) -> KVCacheBlock:
+        block = self.fake_head.next_free_block
+        if block is self.fake_tail:
+            raise ValueError("no free blocks")
+        self.remove(block)
+        return block
+
+    def popleft_n(self, n: int) -> list[KVCacheBlock]:
+        """The first `n` blocks, unlinked in one splice."""
+        if n > self.num_free_blocks:
+            raise ValueError(f"asked for {n} blocks, {self.num_free_blocks} free")
+        out = []
+        block = self.fake_head.next_free_block
+        for _ in range(n):
+            out.append(block)
+            nxt = block.next_free_block
+            block.prev_free_block = block.next_free_block = None
+            block = nxt
+        self.fake_head.next_free_block = block
+        block.prev_free_block = self.fake_head
+        self.num_free_blocks -= n
+        return out
+
+    def remove(self, block: KVCacheBlock) -> None:
+        prev, nxt = block.prev_free_block, block.next_free_block
+        if prev is None or nxt is None:
+            raise ValueError(f"block {block.block_id} is not in the free queue")
+        prev.next_free_block = nxt
+        nxt.prev_free_block = prev
+        block.prev_free_block = block.next_free_block = None
+        self.num_free_blocks -= 1
+
+    def append(self, block: KVCacheBlock) -> None:
+        self.append_n((block,))
+
+    def append_n(self, blocks: Sequence[KVCacheBlock]) -> None:
+        """Links `blocks` at the tail, in order (the first of them is evicted first)."""
+        prev = self.fake_tail.prev_free_block
+        for block in blocks:
+            prev.next_free_block = block
+            block.prev_free_block = prev
+            prev = block
+        prev.next_free_block = self.fake_tail
+        self.fake_tail.prev_free_block = prev
+        self.num_free_blocks += len(blocks)
+
+    def prepend_n(self, blocks: Sequence[KVCacheBlock]) -> None:
+        """Links `blocks` at the head, in order: blocks[0] becomes the new head."""
+        nxt = self.fake_head.next_free_block
+        prev = self.fake_head
+        for block in blocks:
+            prev.next_free_block = block
+            block.prev_free_block = prev
+            prev = block
+        prev.next_free_block = nxt
+        nxt.prev_free_block = prev
+        self.num_free_blocks += len(blocks)
+
+    def __iter__(self) -> Iterator[KVCacheBlock]:
+        block = self.fake_head.next_free_block
+        while block is not self.fake_tail:
+            yield block
+            block = block.next_free_block
+
+    def check_invariants(self) -> None:
+        """Links agree both ways and the count matches."""
+        seen = 0
+        prev = self.fake_head
+        block = prev.next_free_block
+        while block is not None and block is not self.fake_tail:
+            assert block.prev_free_block is prev, f"block {block.block_id}: broken prev link"
+            prev, block = block, block.next_free_block
+            seen += 1
+            assert seen <= self.num_free_blocks, "free queue longer than num_free_blocks"
+        assert block is self.fake_tail and self.fake_tail.prev_free_block is prev, "broken tail"
+        assert seen == self.num_free_blocks, f"free queue has {seen}, count {self.num_free_blocks}"
