@@ -1,4 +1,4 @@
-"""A KV slot allocator without KV: hands out integer slot ids, as SGLang's token_to_kv_pool_allocator.
+"""A KV slot allocator without KV: hands out integer slot ids (SGLang's token_to_kv_pool_allocator).
 
 The caches and the simulator use this one; `engine/kv_pool.py` implements the same three calls
 over real tensors. Deterministic: frees go to the back, allocation takes from the front.

@@ -61,3 +61,91 @@ class TeeSink:
     def emit(self, event: Event) -> None:
         for sink in self.sinks:
             sink.emit(event)
+
+
+# --- radix tree micro-events (radix/tree.py) ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NodesTouched(Event):
+    """One access time written to every node a match or insert entered (root first)."""
+
+    node_ids: tuple[int, ...]
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSplit(Event):
+    """`node_id`'s edge was cut after `split_len` tokens: `new_node_id` is the new prefix node
+    (parent side), `node_id` keeps the suffix and becomes its only child."""
+
+    node_id: int
+    new_node_id: int
+    parent_id: int
+    split_len: int
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInserted(Event):
+    """A new leaf for the part of an inserted key that was not cached."""
+
+    node_id: int
+    parent_id: int
+    token_ids: tuple[int, ...]
+    slot_ids: tuple[int, ...]
+    priority: int
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class HitCounted(Event):
+    """An insert walked these nodes: hit_count += 1 on each (not for chunked inserts), and each
+    node's priority became max(priority, the insert's priority)."""
+
+    node_ids: tuple[int, ...]
+    priority: int
+    counted: bool  # False for chunked inserts: priorities still rise, hit counts do not
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixMatched(Event):
+    """A match_prefix result: the nodes of the matched path (root excluded)."""
+
+    node_ids: tuple[int, ...]
+    key_len: int  # length of the key asked for, after page alignment
+    prefix_len: int
+
+
+@dataclass(frozen=True, slots=True)
+class LockChanged(Event):
+    """One hop of an inc_lock_ref / dec_lock_ref walk to the root."""
+
+    node_id: int
+    lock_ref: int  # the value after this hop
+    delta: int  # +1 or -1
+    size_moved: int  # tokens moved between evictable and protected at this hop (0 if none)
+
+
+@dataclass(frozen=True, slots=True)
+class LeafSetChanged(Event):
+    """The set of evictable leaves changed."""
+
+    added: tuple[int, ...]
+    removed: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEvicted(Event):
+    """evict() popped this leaf (in policy order) and freed its slots."""
+
+    node_id: int
+    parent_id: int
+    num_tokens: int
+    slot_ids: tuple[int, ...]
+    sort_key: tuple | float | int
+
+
+@dataclass(frozen=True, slots=True)
+class CacheReset(Event):
+    """reset(): the tree is empty again."""

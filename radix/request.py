@@ -1,4 +1,4 @@
-"""A request as the caches see it, after SGLang's `Req` (python/sglang/srt/managers/schedule_batch.py).
+"""A request as the caches see it, after SGLang's `Req` (srt/managers/schedule_batch.py).
 
 Only the fields that `cache_finished_req` / `cache_unfinished_req` and the schedulers read or
 write. `slot_ids` plays SGLang's `req_to_token_pool.req_to_token[req.req_pool_idx]` row: the KV

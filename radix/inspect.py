@@ -1,0 +1,179 @@
+"""Looking at a tree: snapshot, SGLang-style pretty_print, and check_invariants.
+
+`format_tree` prints a TreeSnapshot the way SGLang's RadixCache.pretty_print does: a stack walk
+from the root, one line per node (indent, edge length, first ten token ids, `r=lock_ref`), then
+`#tokens: N`; options add hit counts, evictable-leaf marks and decoded text.
+`check_invariants` really checks: links, child keys, lock counts against the locks held,
+evictable + protected == total, the leaf set, the eviction heap, no evicted node reachable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from radix.node import NodeState, TreeNode, TreeSnapshot
+
+
+class InvariantError(AssertionError):
+    """A broken invariant of a cache; the message names the node and the rule."""
+
+
+def _node_state(node: TreeNode, evictable: bool) -> NodeState:
+    return NodeState(
+        id=node.id,
+        parent=None if node.parent is None else node.parent.id,
+        token_ids=tuple(node.key.token_ids),
+        slot_ids=tuple(node.value),
+        lock_ref=node.lock_ref,
+        hit_count=node.hit_count,
+        last_access_time=node.last_access_time,
+        creation_time=node.creation_time,
+        priority=node.priority,
+        evictable_leaf=evictable,
+        extra_key=node.key.extra_key,
+        cache_salt=node.key.cache_salt,
+        child_ids=tuple(c.id for c in node.children.values()),
+    )
+
+
+def child_sort_key(tokens: tuple[int, ...], extra_key, cache_salt, page_size: int) -> tuple:
+    """Orders siblings: default namespace first, then by namespace text, then by first page."""
+    ns = (extra_key, cache_salt)
+    return (ns != (None, None), repr(ns), tokens[:page_size])
+
+
+def format_tree(
+    snap: TreeSnapshot,
+    decode: Callable[[list[int]], str] | None = None,
+    show_hits: bool = False,
+    mark_leaves: bool = False,
+) -> str:
+    """SGLang's pretty_print lines for a snapshot.
+
+    >>> from radix.tree import RadixCache
+    >>> c = RadixCache(); _ = c.insert([1, 2, 3]); _ = c.insert([1, 2, 4])
+    >>> print(format_tree(c.snapshot()))
+     0 [] r=1
+       2 [1, 2] r=0
+         1 [4] r=0
+         1 [3] r=0
+    #tokens: 4
+    """
+    by_id = snap.by_id()
+    lines = []
+    stack = [(by_id[0], 0)]
+    while stack:
+        node, indent = stack.pop()
+        parts = [" " * indent, str(len(node.token_ids)), str(list(node.token_ids[:10])),
+                 f"r={node.lock_ref}"]
+        if show_hits:
+            parts.append(f"hits={node.hit_count}")
+        if mark_leaves and node.evictable_leaf:
+            parts.append("[evictable]")
+        if decode is not None and node.token_ids:
+            parts.append(repr(decode(list(node.token_ids))[:60]))
+        lines.append(" ".join(parts))
+        for cid in node.child_ids:
+            stack.append((by_id[cid], indent + 2))
+    lines.append(f"#tokens: {snap.total_size}")
+    return "\n".join(lines)
+
+
+class TreeInspection:
+    """Mixin for RadixCache: snapshot, pretty_print, check_invariants."""
+
+    def snapshot(self) -> TreeSnapshot:
+        """Plain immutable data: nodes in pre-order, siblings sorted by child key."""
+        out: list[NodeState] = []
+        leaves, ps = self.evictable_leaves, self.page_size
+
+        def order(n: TreeNode):
+            k = n.key
+            return child_sort_key(tuple(k.token_ids[:ps]), k.extra_key, k.cache_salt, ps)
+
+        stack = [self.root_node]
+        while stack:
+            node = stack.pop()
+            out.append(_node_state(node, node in leaves))
+            stack.extend(sorted(node.children.values(), key=order, reverse=True))
+        return TreeSnapshot(
+            tuple(out), ps, self.evictable_size_, self.protected_size_, self.num_steps
+        )
+
+    def pretty_print(
+        self,
+        decode: Callable[[list[int]], str] | None = None,
+        show_hits: bool = False,
+        mark_leaves: bool = False,
+        file=None,
+    ) -> str:
+        """Prints (and returns) SGLang-compatible lines; see format_tree for the options."""
+        text = format_tree(self.snapshot(), decode, show_hits, mark_leaves)
+        print(text, file=file)
+        return text
+
+    def check_invariants(self) -> None:
+        """Raises InvariantError on the first broken rule."""
+        root, ps = self.root_node, self.page_size
+        if root.lock_ref != 1:
+            raise InvariantError(f"root lock_ref is {root.lock_ref}, expected 1")
+        reachable: dict[int, TreeNode] = {}
+        leaves: set[TreeNode] = set()
+        evictable = protected = 0
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            reachable[node.id] = node
+            self._check_node(node, ps)
+            if node is not root:
+                if node.lock_ref == 0:
+                    evictable += len(node.key)
+                    if not node.children:
+                        leaves.add(node)
+                else:
+                    protected += len(node.key)
+            stack.extend(node.children.values())
+        self._check_totals(reachable, leaves, evictable, protected)
+
+    def _check_node(self, node: TreeNode, ps: int) -> None:
+        def fail(rule: str):
+            raise InvariantError(f"node {node.id}: {rule}")
+
+        if node.value is None:
+            fail("evicted node is reachable")
+        if len(node.value) != len(node.key):
+            fail(f"{len(node.value)} slot ids for a key of {len(node.key)} tokens")
+        if node is not self.root_node:
+            if len(node.key) == 0 or len(node.key) % ps:
+                fail(f"key length {len(node.key)} is not a positive multiple of page {ps}")
+            expected = self._held.get(node, 0) + sum(c.lock_ref for c in node.children.values())
+            if node.lock_ref != expected:
+                fail(f"lock_ref {node.lock_ref} != locks held here and below ({expected})")
+        for ck, child in node.children.items():
+            if child.parent is not node:
+                fail(f"child {child.id} does not point back to its parent")
+            if child.key.child_key(ps) != ck:
+                fail(f"child {child.id} is filed under {ck!r}, its key says otherwise")
+
+    def _check_totals(self, reachable, leaves, evictable: int, protected: int) -> None:
+        if reachable.keys() != self._nodes.keys():
+            extra = sorted(self._nodes.keys() - reachable.keys())[:5]
+            raise InvariantError(f"registered nodes not reachable from the root: {extra}")
+        if (evictable, protected) != (self.evictable_size_, self.protected_size_):
+            raise InvariantError(
+                f"evictable/protected sizes are {self.evictable_size_}/{self.protected_size_}, "
+                f"the tree holds {evictable}/{protected}"
+            )
+        if leaves != self.evictable_leaves:
+            wrong = sorted(n.id for n in leaves ^ self.evictable_leaves)[:5]
+            raise InvariantError(f"evictable leaf set is wrong for nodes {wrong}")
+        live = {e[3] for e in self._heap if e[2] == e[3].heap_version}
+        for node in leaves:
+            if node not in live:
+                raise InvariantError(f"evictable leaf {node.id} has no live heap entry")
+        for key, _, version, node in self._heap:
+            if version == node.heap_version and node in leaves and key != self.sort_key(node):
+                raise InvariantError(f"heap entry of leaf {node.id} has a stale sort key")
+        for node in self._held:
+            if self._nodes.get(node.id) is not node and node is not self.root_node:
+                raise InvariantError(f"a lock is held on node {node.id}, which is not live")

@@ -1,0 +1,104 @@
+"""TreeNode, the results of the cache's public calls, and the plain-data snapshot of a tree.
+
+Field names follow SGLang's TreeNode (mem_cache/radix_cache.py). `value` holds the KV slot ids of
+the node's edge, one per token. Node ids are given by the cache that owns the node (root = 0), not
+by a process-wide counter as in SGLang, so two runs of the same ops give the same ids.
+Leaves out: SGLang's host (HiCache) fields and per-page hash values.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from radix.key import RadixKey
+
+
+class TreeNode:
+    """One edge of the radix tree and the node it ends in."""
+
+    __slots__ = (
+        "id",
+        "children",
+        "parent",
+        "key",
+        "value",
+        "lock_ref",
+        "last_access_time",
+        "creation_time",
+        "hit_count",
+        "priority",
+        "heap_version",
+    )
+
+    def __init__(self, node_id: int, key: RadixKey, value: list[int] | None, time: float) -> None:
+        self.id = node_id
+        self.children: dict = {}  # child_key -> TreeNode, in insertion order (as SGLang)
+        self.parent: TreeNode | None = None
+        self.key = key  # the edge's tokens
+        self.value = value  # KV slot ids of the edge; None once evicted
+        self.lock_ref = 0  # running requests using this node or a node below it
+        self.last_access_time = time
+        self.creation_time = time
+        self.hit_count = 0  # inserts that walked through this node (not chunked ones)
+        self.priority = 0  # max priority of the requests that inserted through it
+        self.heap_version = 0  # bumps on each push to the eviction heap; older entries are stale
+
+    @property
+    def evicted(self) -> bool:
+        return self.value is None
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    def __repr__(self) -> str:
+        return f"TreeNode(id={self.id}, len={len(self.key)}, lock_ref={self.lock_ref})"
+
+
+class MatchResult(NamedTuple):
+    slot_ids: list[int]  # KV slots of the matched prefix, in token order
+    last_node: TreeNode  # the deepest node of the match (the root when nothing matched)
+    prefix_len: int  # tokens matched: len(slot_ids)
+
+
+class InsertResult(NamedTuple):
+    prefix_len: int  # tokens of the key that were already cached (their slots are duplicates)
+    last_node: TreeNode  # the node the key ends in
+
+
+class EvictResult(NamedTuple):
+    num_evicted: int  # tokens freed (may overshoot the request: whole nodes go)
+    evicted_nodes: list[TreeNode]  # in the order the policy popped them
+
+
+class NodeState(NamedTuple):
+    """One node of a TreeSnapshot: plain, immutable data for drawing and comparing."""
+
+    id: int
+    parent: int | None  # None for the root
+    token_ids: tuple[int, ...]  # the edge's tokens
+    slot_ids: tuple[int, ...]  # the edge's KV slots
+    lock_ref: int
+    hit_count: int
+    last_access_time: float
+    creation_time: float
+    priority: int
+    evictable_leaf: bool
+    extra_key: str | None
+    cache_salt: str | None
+    child_ids: tuple[int, ...]  # in the parent's dict order (the order pretty_print walks)
+
+
+class TreeSnapshot(NamedTuple):
+    nodes: tuple[NodeState, ...]  # pre-order from the root (id 0), children sorted by child key
+    page_size: int
+    evictable_size: int
+    protected_size: int
+    step: int  # number of public calls made on the cache when the snapshot was taken
+
+    @property
+    def total_size(self) -> int:
+        return self.evictable_size + self.protected_size
+
+    def by_id(self) -> dict[int, NodeState]:
+        return {n.id: n for n in self.nodes}
