@@ -1,0 +1,96 @@
+"""Property tests: random request sequences through the block cache, invariants after every op,
+and lookups checked against a brute-force oracle (longest cached run of the request's hashes)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from radix.block_hash import hash_request_tokens
+from radix.block_manager import BlockCacheManager
+from radix.blocks import BlockPool
+from radix.events import ListSink, StepEnded, StepStarted
+from radix.request import Req
+
+BS = 4
+PREFIXES = [list(range(0, 12)), list(range(100, 106)), []]
+
+op = st.one_of(
+    st.tuples(st.just("start"), st.integers(0, 2), st.lists(st.integers(0, 3), max_size=14),
+              st.sampled_from([None, "salt"])),
+    st.tuples(st.just("decode"), st.integers(0, 7), st.integers(0, 3)),
+    st.tuples(st.just("free"), st.integers(0, 7)),
+)
+
+
+def oracle_hit(pool: BlockPool, req: Req) -> int:
+    """Longest run of cached hashes from block 0, capped at (num_tokens - 1) // BS blocks."""
+    tokens = req.all_ids
+    hashes = hash_request_tokens(tokens, BS, req.extra_key, req.cache_salt)
+    n = 0
+    while n < min(len(hashes), (len(tokens) - 1) // BS) and hashes[n] in (
+            pool.cached_block_hash_to_block):
+        n += 1
+    return n * BS
+
+
+def apply(m: BlockCacheManager, live: list[Req], step: tuple, counter: list[int]) -> None:
+    kind = step[0]
+    if kind == "start":
+        _, p, tail, salt = step
+        counter[0] += 1
+        req = Req(f"r{counter[0]}", PREFIXES[p] + tail, cache_salt=salt)
+        if not req.origin_input_ids:
+            return
+        want = oracle_hit(m.pool, req)
+        hit = m.get_computed_blocks(req)
+        assert hit.num_computed_tokens == want
+        if m.allocate_slots(req, len(req.origin_input_ids) - want, hit) is None:
+            m.free(req)  # could not admit: drop the request state
+        else:
+            live.append(req)
+    elif kind == "decode" and live:
+        req = live[step[1] % len(live)]
+        req.output_ids.append(step[2])
+        if m.allocate_slots(req, 1) is None:
+            req.output_ids.pop()
+    elif kind == "free" and live:
+        m.free(live.pop(step[1] % len(live)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(op, max_size=40), st.integers(2, 12), st.booleans())
+def test_invariants_after_every_op(ops, num_blocks, with_sink):
+    sink = ListSink() if with_sink else None
+    m = BlockCacheManager(BlockPool(num_blocks, block_size=BS, sink=sink))
+    live: list[Req] = []
+    counter = [0]
+    for step in ops:
+        apply(m, live, step, counter)
+        m.check_invariants()
+        snap = m.snapshot()
+        assert snap.num_free == m.pool.get_num_free_blocks()
+        assert sum(1 for s in snap.blocks if s.state == "in_use") + snap.num_free == num_blocks - 1
+    for req in live:
+        m.free(req)
+    m.check_invariants()
+    assert m.pool.get_num_free_blocks() == num_blocks - 1
+    if sink is not None:  # steps are balanced and numbered 0, 1, 2, ...
+        starts = [e.step for e in sink.events if isinstance(e, StepStarted)]
+        ends = [e.step for e in sink.events if isinstance(e, StepEnded)]
+        assert starts == ends == list(range(len(starts)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(op, max_size=30))
+def test_sink_does_not_change_behaviour(ops):
+    """The same ops with and without a sink leave identical pools."""
+    runs = []
+    for sink in (None, ListSink()):
+        m = BlockCacheManager(BlockPool(6, block_size=BS, sink=sink))
+        live: list[Req] = []
+        counter = [0]
+        for step in ops:
+            apply(m, live, step, counter)
+        runs.append(m.snapshot()._replace(step=0))
+    assert runs[0] == runs[1]
