@@ -4,7 +4,8 @@ Four formats (schemas in the loader modules): (a) request traces, JSONL (`trace_
 (b) Mooncake block-hash traces (`trace_mooncake.py`); (c) vLLM/SGLang KV-event recordings,
 msgpack or JSON lines (`trace_kvevents.py`); (d) op traces, delegated to `radix.optrace`.
 Every error is a `TraceError` naming the line and the field. Files are parsed as JSON or msgpack
-data only: nothing is evaluated or unpickled. Leaves out: compressed files, network sources.
+data only: nothing is evaluated or unpickled. Any of them may be gzipped (.gz), decompressed
+under the same size cap. Leaves out: other compressions, network sources.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,7 +95,7 @@ def to_req(tr: TraceRequest) -> Req:
 # ---------------------------------------------------------------- reading and detecting
 
 def read_bytes(path_or_bytes: str | os.PathLike | bytes, max_bytes: int) -> tuple[bytes, str]:
-    """The raw bytes and a display name; a path is read at most `max_bytes` + 1 bytes far."""
+    """The raw (gunzipped) bytes and a display name; a path is read at most `max_bytes` + 1 far."""
     if isinstance(path_or_bytes, bytes | bytearray | memoryview):
         data, name = bytes(path_or_bytes), "<bytes>"
     else:
@@ -102,6 +104,16 @@ def read_bytes(path_or_bytes: str | os.PathLike | bytes, max_bytes: int) -> tupl
             data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise TraceError(f"file is larger than the {max_bytes:,}-byte cap (max_bytes)")
+    if data[:2] == b"\x1f\x8b":  # gzip; decompressed under the same cap (no zip bombs)
+        inflater = zlib.decompressobj(wbits=31)
+        try:
+            data = inflater.decompress(data, max_bytes + 1)
+        except zlib.error as exc:
+            raise TraceError(f"broken gzip data: {exc}") from None
+        if len(data) > max_bytes or inflater.unconsumed_tail:
+            raise TraceError(f"file decompresses past the {max_bytes:,}-byte cap (max_bytes)")
+        if not inflater.eof:
+            raise TraceError("truncated gzip data")
     if not data.strip():
         raise TraceError("file is empty")
     return data, name

@@ -1,0 +1,1 @@
+"""Scenario workloads (workloads.py) and ready trace files (traces/); see generate.py."""
