@@ -1,0 +1,229 @@
+"""The continuous-batching loop: waiting queue -> policy -> admission -> prefill -> decode steps.
+
+Follows SGLang's `Scheduler.get_next_batch_to_run` (managers/scheduler.py): a prefill batch when
+admission finds one (prefill first), else one batched decode step of every running request; the
+prompt of a request is inserted right after its prefill (`cache_unfinished_req`), so requests
+that arrive during its decode already hit; retraction when a decode step lacks slots. Pure
+Python: the model is a `Runner` (docs/CONTRACTS.md), priced or real. One `step()` per call, so
+the engine's thread can drive it. Leaves out: overlap scheduling, mixed chunks, abort.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+from radix.admission import (AddReqResult, PrefillAdder, alloc_token_slots, check_decode_mem,
+                             match_for_admission, retract_decode)
+from radix.events import EventSink
+from radix.request import Req
+from radix.schedule import SchedulePolicy
+
+
+class StepOutput(NamedTuple):
+    next_token_ids: list[int | None]  # one per request; None for a chunk that is not the last
+    seconds: float  # time the forward took (measured or from the cost model)
+
+
+class Runner(Protocol):
+    def extend(self, reqs: list[Req], prefix_lens: list[int]) -> StepOutput: ...
+    def decode(self, reqs: list[Req]) -> StepOutput: ...
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    policy: str = "lpm"  # a radix.schedule.POLICIES name
+    max_prefill_tokens: int = 16384  # SGLang's per-round input budget (rem_input_tokens)
+    chunked_prefill_size: int | None = None  # None: no chunking (SGLang sizes it per GPU)
+    max_running_requests: int | None = None  # None: bounded by memory only
+    check_threshold: int = 32  # in-batch prefix caching: check requests matching <= this
+    deprioritize_threshold: int = 32  # ... and deprioritize those sharing >= this in-batch
+    fcfs_fallback_len: int = 128  # LPM runs FCFS when more requests wait
+    init_new_token_ratio: float = 0.7  # SGLang's estimate of how much of max_new_tokens is used
+    min_new_token_ratio: float = 0.098  # 0.7 * 0.14
+    new_token_ratio_decay: float = (0.7 - 0.098) / 600  # per decode step
+    seed: int = 0  # for the "random" policy
+
+    def __post_init__(self) -> None:
+        if self.max_prefill_tokens < 1:
+            raise ValueError(f"max_prefill_tokens must be >= 1, got {self.max_prefill_tokens}")
+        if self.chunked_prefill_size is not None and self.chunked_prefill_size < 1:
+            raise ValueError(f"chunked_prefill_size must be >= 1 or None, "
+                             f"got {self.chunked_prefill_size}")
+
+
+class StepReport(NamedTuple):
+    kind: str  # "prefill", "decode" or "idle"
+    rids: list[str]  # requests in the forward
+    extend_lens: list[int]  # prefill: tokens computed per request; decode: 1 each
+    prefix_lens: list[int]  # prefill: tokens reused per request
+    seconds: float  # forward time reported by the runner
+    now: float  # clock after the step
+    finished: list[str]
+    retracted: list[str]
+    evicted_tokens: int  # tokens evicted from the tree during the step
+
+
+class Scheduler:
+    """Owns the waiting queue and the running batch; the tree and the pool are shared with the
+    runner. `add_request` then `step()` until `has_work` is False. Metrics go to `req.metrics`:
+    arrival, ttft, matched_tokens, prefilled_tokens, decode_tokens, finish_time, retractions."""
+
+    def __init__(self, runner: Runner, tree_cache: Any, allocator: Any,
+                 config: SchedulerConfig | None = None, *, clock: Callable[[], float] | None = None,
+                 sink: EventSink | None = None, shadow: Any = None) -> None:
+        self.runner, self.tree_cache, self.allocator = runner, tree_cache, allocator
+        self.config = config = config or SchedulerConfig()
+        self.clock = clock or time.monotonic
+        self.sink = sink
+        self.shadow = shadow  # a BlockShadow fed the same requests, or None
+        self.policy = SchedulePolicy(
+            config.policy, tree_cache, check_threshold=config.check_threshold,
+            deprioritize_threshold=config.deprioritize_threshold,
+            fcfs_fallback_len=config.fcfs_fallback_len, seed=config.seed, sink=sink)
+        self.waiting: list[Req] = []
+        self.running: list[Req] = []
+        self.chunked_req: Req | None = None
+        self.finished: list[Req] = []
+        self.new_token_ratio = config.init_new_token_ratio
+        self.notices: list[str] = []  # fallback notices, as they happened
+        self.num_retracted = 0
+        self.evicted_tokens = 0
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running or self.chunked_req)
+
+    def add_request(self, req: Req) -> None:
+        req.metrics.setdefault("arrival", req.arrival)
+        self.waiting.append(req)
+
+    def step(self) -> StepReport:
+        """One forward: a prefill batch if admission builds one, else a decode step."""
+        evicted_before = self.evicted_tokens
+        adder = self._get_new_batch_prefill()
+        if adder is not None and adder.can_run_list:
+            return self._run_prefill(adder, evicted_before)
+        if self.running:
+            return self._run_decode(evicted_before)
+        return StepReport("idle", [], [], [], 0.0, self.clock(), [], [], 0)
+
+    # ----------------------------------------------------------------------------- prefill
+
+    def _get_new_batch_prefill(self) -> PrefillAdder | None:
+        cfg = self.config
+        if not self.waiting and self.chunked_req is None:
+            return None
+        report = self.policy.calc_priority(self.waiting, self.running)
+        if report.notice:
+            self.notices.append(report.notice)
+        adder = PrefillAdder(self.tree_cache, self.allocator, self.running,
+                             rem_input_tokens=cfg.max_prefill_tokens,
+                             rem_chunk_tokens=cfg.chunked_prefill_size,
+                             new_token_ratio=self.new_token_ratio,
+                             page_size=self.tree_cache.page_size, sink=self.sink)
+        if self.chunked_req is not None:
+            self.chunked_req = adder.add_chunked_req(self.chunked_req)
+        for req in self.waiting:
+            running = len(self.running) + len(adder.can_run_list)
+            if cfg.max_running_requests is not None and running >= cfg.max_running_requests:
+                break
+            if adder.new_chunked_req is not None:
+                break  # one chunked request at a time
+            match_for_admission(self.tree_cache, req)
+            if adder.add_one_req(req) != AddReqResult.CONTINUE:
+                break
+        admitted = set(map(id, adder.can_run_list))
+        self.waiting = [r for r in self.waiting if id(r) not in admitted]
+        if adder.new_chunked_req is not None:
+            self.chunked_req = adder.new_chunked_req
+        return adder
+
+    def _run_prefill(self, adder: PrefillAdder, evicted_before: int) -> StepReport:
+        reqs, prefix_lens = adder.can_run_list, []
+        for req, extend_len in zip(reqs, adder.extend_lens):
+            prefix_len = len(req.prefix_indices)
+            prefix_lens.append(prefix_len)
+            slots, evicted = alloc_token_slots(self.tree_cache, self.allocator, extend_len)
+            self.evicted_tokens += evicted
+            req.slot_ids = list(req.prefix_indices) + slots  # == slot_ids[:prefix_len] + new
+            if "matched_tokens" not in req.metrics:
+                req.metrics["matched_tokens"] = prefix_len
+            req.metrics["prefilled_tokens"] = req.metrics.get("prefilled_tokens", 0) + extend_len
+            if self.shadow is not None:
+                self.shadow.on_prefill(req, extend_len)
+        out = self.runner.extend(reqs, prefix_lens)
+        now = self.clock()
+        finished = []
+        for req, token in zip(reqs, out.next_token_ids):
+            if req is self.chunked_req:
+                self.tree_cache.cache_unfinished_req(req, chunked=True)
+                continue
+            req.output_ids.append(token)
+            req.metrics.setdefault("ttft", now - req.metrics["arrival"])
+            if self._finish_if_done(req, now):
+                finished.append(req.rid)
+            else:
+                self.tree_cache.cache_unfinished_req(req)
+                self.running.append(req)
+        return StepReport("prefill", [r.rid for r in reqs], list(adder.extend_lens), prefix_lens,
+                          out.seconds, now, finished, [], self.evicted_tokens - evicted_before)
+
+    # ------------------------------------------------------------------------------ decode
+
+    def _run_decode(self, evicted_before: int) -> StepReport:
+        cfg = self.config
+        retracted: list[Req] = []
+        if not check_decode_mem(self.tree_cache, self.allocator, len(self.running)):
+            kept, retracted, ratio = retract_decode(self.tree_cache, self.allocator,
+                                                    self.running, self.sink)
+            self.running, self.new_token_ratio = kept, ratio
+            self.num_retracted += len(retracted)
+            for req in retracted:
+                if self.shadow is not None:
+                    self.shadow.on_release(req)
+            self.waiting.extend(retracted)
+        else:
+            self.new_token_ratio = max(self.new_token_ratio - cfg.new_token_ratio_decay,
+                                       cfg.min_new_token_ratio)
+        reqs = self.running
+        slots, evicted = alloc_token_slots(self.tree_cache, self.allocator, len(reqs))
+        self.evicted_tokens += evicted
+        for req, slot in zip(reqs, slots):
+            req.slot_ids.append(slot)
+            if self.shadow is not None:
+                self.shadow.on_decode(req)
+        out = self.runner.decode(reqs)
+        now = self.clock()
+        finished = []
+        for req, token in zip(reqs, out.next_token_ids):
+            req.output_ids.append(token)
+            req.metrics["decode_tokens"] = req.metrics.get("decode_tokens", 0) + 1
+            if self._finish_if_done(req, now):
+                finished.append(req.rid)
+        done = set(finished)
+        self.running = [r for r in reqs if r.rid not in done]
+        return StepReport("decode", [r.rid for r in reqs], [1] * len(reqs), [0] * len(reqs),
+                          out.seconds, now, finished, [r.rid for r in retracted],
+                          self.evicted_tokens - evicted_before)
+
+    def _finish_if_done(self, req: Req, now: float) -> bool:
+        if not req.finished:
+            return False
+        self.tree_cache.cache_finished_req(req)
+        req.metrics["finish_time"] = now
+        self.finished.append(req)
+        if self.shadow is not None:
+            self.shadow.on_release(req)
+        return True
+
+    def run_to_completion(self, max_steps: int = 10_000_000) -> list[StepReport]:
+        """Steps until no work is left; for tests and the simulator."""
+        reports = []
+        while self.has_work:
+            if len(reports) >= max_steps:
+                raise RuntimeError(f"no completion after {max_steps} steps")
+            reports.append(self.step())
+        return reports

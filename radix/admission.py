@@ -1,0 +1,274 @@
+"""Admission: which sorted waiting requests join this round's prefill, and decode retraction.
+
+Follows SGLang's `PrefillAdder` (schedule_policy.py) and `ScheduleBatch.retract_decode`
+(schedule_batch.py): a per-round input budget (`rem_input_tokens`, max_prefill_tokens), a chunk
+budget, a memory budget of free + evictable slots minus what admitted and running requests will
+still need, a lock on each admitted prefix, and retraction of running requests (their new suffix
+released, never inserted) when a decode step cannot get its slots.
+Leaves out: ignore_eos admission, host-cache load-back, mixed chunks, priority preemption.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from radix.events import Event, EventSink
+from radix.request import Req
+from radix.schedule import request_key
+
+CLIP_MAX_NEW_TOKENS = 4096  # SGLang clips the max_new_tokens estimate at this
+RETRACT_DECODE_STEPS = 20  # SGLang's global_config.retract_decode_steps
+
+
+class AddReqResult(Enum):
+    CONTINUE = "continue"  # keep adding
+    NO_TOKEN = "no_token"  # out of memory (free + evictable slots)
+    OTHER = "other"  # out of the round's input or chunk budget
+
+
+@dataclass(frozen=True, slots=True)
+class RequestAdmitted(Event):
+    rid: str
+    prefix_len: int  # tokens reused from the tree
+    extend_len: int  # tokens to prefill this round
+    chunked: bool  # the prompt continues in a later round
+    rem_input_tokens: int  # round budget left after this request
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionStopped(Event):
+    rid: str  # the first request not admitted
+    result: str  # AddReqResult value
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRetracted(Event):
+    rid: str
+    freed_slots: int  # KV slots of its own returned to the pool (its suffix is not inserted)
+    output_len: int  # tokens generated so far; kept, re-prefilled on readmission
+    reason: str
+
+
+def match_for_admission(tree_cache: Any, req: Req) -> None:
+    """SGLang's `init_next_round_input`: fill_ids = prompt + output, match all but the last
+    token (the forward needs at least one), store the (unlocked) match on the request.
+
+    A prompt of 5 tokens fully cached matches 4: one token must be computed to get logits.
+    """
+    req.fill_ids = req.all_ids
+    match = tree_cache.match_prefix(request_key(req, req.fill_ids[: len(req.fill_ids) - 1]))
+    req.prefix_indices = list(match.slot_ids)
+    req.last_node = match.last_node
+
+
+class PrefillAdder:
+    """Builds one prefill batch (`can_run_list`) under SGLang's three budgets.
+
+    Two 3,000-token prompts, max_prefill_tokens 4,096, chunking off: the first is admitted
+    whatever its size (SGLang lets the first request exceed the cap), leaving 1,096; the second
+    needs 3,000 >= 1,096 and stops the round with OTHER.
+    """
+
+    def __init__(
+        self,
+        tree_cache: Any,
+        allocator: Any,
+        running: Sequence[Req],
+        *,
+        rem_input_tokens: int = 16384,  # max_prefill_tokens
+        rem_chunk_tokens: int | None = None,  # chunked_prefill_size; None disables chunking
+        new_token_ratio: float = 0.7,
+        page_size: int = 1,
+        sink: EventSink | None = None,
+    ) -> None:
+        self.tree_cache = tree_cache
+        self.allocator = allocator
+        self.page_size = page_size
+        self.new_token_ratio = new_token_ratio
+        self.rem_input_tokens = rem_input_tokens
+        self.rem_chunk_tokens = rem_chunk_tokens
+        self.can_run_list: list[Req] = []
+        self.extend_lens: list[int] = []  # per admitted request, tokens to prefill
+        self.new_chunked_req: Req | None = None
+        self.log_hit_tokens = 0
+        self.log_input_tokens = 0
+        self._sink = sink
+        # Tokens the running requests may still generate (estimated by new_token_ratio).
+        self.rem_total_token_offset = sum(
+            min(r.max_new_tokens - len(r.output_ids), CLIP_MAX_NEW_TOKENS) * new_token_ratio
+            for r in running)
+        self.cur_rem_token_offset = 0
+
+    @property
+    def rem_total_tokens(self) -> float:
+        return (self.allocator.available_size() + self.tree_cache.evictable_size()
+                - self.rem_total_token_offset)
+
+    @property
+    def cur_rem_tokens(self) -> float:
+        return (self.allocator.available_size() + self.tree_cache.evictable_size()
+                - self.cur_rem_token_offset)
+
+    def ceil_paged(self, n: int) -> int:
+        return -(-n // self.page_size) * self.page_size
+
+    def budget_state(self) -> AddReqResult:
+        if self.rem_total_tokens <= 0 or self.cur_rem_tokens <= 0:
+            return AddReqResult.NO_TOKEN
+        if self.rem_input_tokens <= 0 or (
+                self.rem_chunk_tokens is not None and self.rem_chunk_tokens <= 0):
+            return AddReqResult.OTHER
+        return AddReqResult.CONTINUE
+
+    def _update_budget(self, prefix_len: int, extend_len: int, max_new_tokens: int) -> None:
+        paged = self.ceil_paged(extend_len)
+        self.rem_total_token_offset += paged + max_new_tokens
+        self.cur_rem_token_offset += paged
+        self.rem_input_tokens -= paged
+        if self.rem_chunk_tokens is not None:
+            self.rem_chunk_tokens -= paged
+        self.log_hit_tokens += prefix_len
+        self.log_input_tokens += extend_len
+
+    def _admit(self, req: Req, prefix_len: int, extend_len: int, chunked: bool) -> None:
+        req.fill_ids = req.fill_ids[: prefix_len + extend_len]
+        self.can_run_list.append(req)
+        self.extend_lens.append(extend_len)
+        if chunked:
+            self.new_chunked_req = req
+        self._emit(RequestAdmitted(req.rid, prefix_len, extend_len, chunked,
+                                   self.rem_input_tokens))
+
+    def add_chunked_req(self, req: Req) -> Req | None:
+        """Continues the request whose prompt is mid-chunk (its prefix is already locked).
+        Returns it while more chunks remain, else None."""
+        remaining = len(req.all_ids) - len(req.prefix_indices)
+        limit = remaining if self.rem_chunk_tokens is None else self.rem_chunk_tokens
+        truncated = remaining > limit
+        extend_len = (limit // self.page_size * self.page_size) if truncated else remaining
+        req.fill_ids = req.all_ids
+        max_new = 0 if truncated else min(req.max_new_tokens - len(req.output_ids),
+                                          CLIP_MAX_NEW_TOKENS)
+        self._update_budget(0, extend_len, max_new)
+        self._admit(req, len(req.prefix_indices), extend_len, truncated)
+        return req if truncated else None
+
+    def add_one_req(self, req: Req) -> AddReqResult:
+        """Admits `req` (matched by `match_for_admission`) or says why not. On admission the
+        matched prefix is locked (`inc_lock_ref`); its slots are allocated later, by the caller."""
+        prefix_len = len(req.prefix_indices)
+        extend = len(req.fill_ids) - prefix_len
+        max_new = min(max(req.max_new_tokens - len(req.output_ids), 0), CLIP_MAX_NEW_TOKENS)
+        total_tokens = extend + max_new
+        input_tokens = self.ceil_paged(extend)
+        if total_tokens >= self.rem_total_tokens:
+            return self._stop(req, AddReqResult.NO_TOKEN,
+                              f"needs {total_tokens} > {self.rem_total_tokens:.0f} free+evictable")
+        if input_tokens >= self.rem_input_tokens and self.can_run_list:
+            return self._stop(req, AddReqResult.OTHER,
+                              f"needs {input_tokens} >= {self.rem_input_tokens} input budget left")
+        self.tree_cache.inc_lock_ref(req.last_node)  # evictable shrinks by the locked prefix
+        if total_tokens >= self.rem_total_tokens:
+            self.tree_cache.dec_lock_ref(req.last_node)
+            return self._stop(req, AddReqResult.NO_TOKEN, "no room once its prefix is locked")
+        if self.rem_chunk_tokens is None or input_tokens <= self.rem_chunk_tokens:
+            self._update_budget(prefix_len, extend, max_new)
+            self._admit(req, prefix_len, extend, chunked=False)
+        else:
+            trunc_len = self.rem_chunk_tokens // self.page_size * self.page_size
+            if trunc_len <= 0:
+                self.tree_cache.dec_lock_ref(req.last_node)
+                return self._stop(req, AddReqResult.OTHER, "chunk budget spent")
+            self._update_budget(prefix_len, trunc_len, 0)
+            self._admit(req, prefix_len, trunc_len, chunked=True)
+        req.cache_protected_len = prefix_len
+        return self.budget_state()
+
+    def _stop(self, req: Req, result: AddReqResult, reason: str) -> AddReqResult:
+        self._emit(AdmissionStopped(req.rid, result.value, reason))
+        return result
+
+    def _emit(self, event: Event) -> None:
+        if self._sink is not None:
+            self._sink.emit(event)
+
+
+def alloc_token_slots(tree_cache: Any, allocator: Any, num_tokens: int) -> tuple[list[int], int]:
+    """Slots for `num_tokens`, evicting from the tree first when too few are free (SGLang's
+    `alloc_token_slots`: it asks the tree for `num_tokens`, not for the shortfall).
+    Returns (slot ids, tokens evicted).
+
+    8 free slots, 10 wanted, 30 evictable: evict(10) frees >= 10, then alloc(10) succeeds.
+    """
+    evicted = 0
+    if allocator.available_size() < num_tokens:
+        evicted = tree_cache.evict(num_tokens).num_evicted
+    slots = allocator.alloc(num_tokens)
+    if slots is None:
+        raise MemoryError(f"out of KV slots: {num_tokens} wanted, "
+                          f"{allocator.available_size()} free after evicting {evicted}")
+    return slots, evicted
+
+
+def check_decode_mem(tree_cache: Any, allocator: Any, batch_size: int) -> bool:
+    """SGLang's check_decode_mem: one slot per running request (our pool hands out tokens, so
+    page_size does not change the count); evicts from the tree first when short.
+
+    4 running requests, 2 free slots: evict(4) is asked of the tree, then 4 <= free is checked.
+    """
+    if allocator.available_size() < batch_size:
+        tree_cache.evict(batch_size)
+    return allocator.available_size() >= batch_size
+
+
+def release_req(tree_cache: Any, allocator: Any, req: Req) -> int:
+    """Frees the request's own slots (everything past the tree-owned prefix) without inserting
+    them, unlocks its prefix and resets it for a later re-prefill. Returns the slots freed."""
+    own = req.slot_ids[req.cache_protected_len:]
+    allocator.free(own)
+    if req.last_node is not None:
+        tree_cache.dec_lock_ref(req.last_node)
+    req.slot_ids, req.prefix_indices, req.fill_ids = [], [], []
+    req.last_node, req.cache_protected_len = None, 0
+    req.metrics["retractions"] = req.metrics.get("retractions", 0) + 1
+    return len(own)
+
+
+def retract_decode(tree_cache: Any, allocator: Any, running: list[Req],
+                   sink: EventSink | None = None) -> tuple[list[Req], list[Req], float]:
+    """When the next decode step cannot get one slot per request, retract requests (fewest
+    outputs first, then longest prompt) until it can; at least one goes, and the last one
+    stays. Returns (kept, retracted, new_token_ratio), as SGLang's retract_decode.
+
+    Three running requests with 5, 1 and 1 outputs, prompts 10, 30, 20: the victim order is the
+    one with 1 output and the 30-token prompt, then the other 1-output one.
+    """
+    order = sorted(range(len(running)), reverse=True,
+                   key=lambda i: (len(running[i].output_ids), -len(running[i].origin_input_ids)))
+    retracted: list[Req] = []
+    first = True
+    while first or not check_decode_mem(tree_cache, allocator, len(order)):
+        if len(order) == 1:
+            if allocator.available_size() <= 0:
+                raise MemoryError("no KV slot left even for a single running request")
+            break
+        first = False
+        req = running[order.pop()]
+        freed = release_req(tree_cache, allocator, req)
+        retracted.append(req)
+        if sink is not None:
+            sink.emit(RequestRetracted(req.rid, freed, len(req.output_ids),
+                                       "decode out of memory: released without insert"))
+        need = len(order) * RETRACT_DECODE_STEPS
+        if allocator.available_size() < need:
+            tree_cache.evict(need)
+    keep = set(order)
+    kept = [r for i, r in enumerate(running) if i in keep]
+    decoded = sum(len(r.output_ids) for r in kept)
+    max_new = sum(r.max_new_tokens for r in kept) or 1
+    ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(kept)) / max_new)
+    return kept, retracted, ratio
