@@ -159,9 +159,11 @@ class BlockCacheManager:
         num_full = num_tokens // self.block_size
         if num_full <= state.num_cached_blocks or not self.pool.enable_caching:
             return
-        token_ids = req.origin_input_ids + req.output_ids
-        hash_request_tokens(token_ids[:num_full * self.block_size], self.block_size,
-                            req.extra_key, req.cache_salt, state.block_hashes)
+        token_ids: list[int] = []
+        if len(state.block_hashes) < num_full or self.pool._sink is not None:
+            token_ids = req.origin_input_ids + req.output_ids
+            hash_request_tokens(token_ids[:num_full * self.block_size], self.block_size,
+                                req.extra_key, req.cache_salt, state.block_hashes)
         keys = ()
         if self.pool._sink is not None:
             keys = [block_extra_keys(i, req.extra_key, req.cache_salt) for i in range(num_full)]

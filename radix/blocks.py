@@ -112,27 +112,25 @@ class BlockPool:
         if sink is not None:
             self.begin_step("get_new_blocks", detail=f"{num_blocks} blocks")
         blocks = self.free_block_queue.popleft_n(num_blocks)
+        cache = self.cached_block_hash_to_block
         for block in blocks:
-            if block.block_hash is not None:
-                self._evict_cached_block(block)
+            block_hash = block.block_hash
+            if block_hash is not None:  # lazy eviction: the hash goes only now (inlined: hot)
+                same = cache[block_hash]
+                if len(same) == 1:
+                    del cache[block_hash]
+                else:
+                    del same[block.block_id]
+                block.block_hash = block.parent_hash = None
+                block.chain_pos = -1
+                self.num_evictions += 1
+                if sink is not None:
+                    sink.emit(BlockRemoved((hash_to_int64(block_hash),), MEDIUM_GPU))
             block.ref_cnt = 1
         if sink is not None:
             sink.emit(BlockAllocated(tuple(b.block_id for b in blocks)))
             self.end_step("get_new_blocks")
         return blocks
-
-    def _evict_cached_block(self, block: KVCacheBlock) -> None:
-        """Drops `block` from the hash map (it is being reused); emits BlockRemoved."""
-        block_hash = block.block_hash
-        same = self.cached_block_hash_to_block[block_hash]
-        del same[block.block_id]
-        if not same:
-            del self.cached_block_hash_to_block[block_hash]
-        block.block_hash = block.parent_hash = None
-        block.chain_pos = -1
-        self.num_evictions += 1
-        if self._sink is not None:
-            self._sink.emit(BlockRemoved((hash_to_int64(block_hash),), MEDIUM_GPU))
 
     def touch(self, blocks: Sequence[KVCacheBlock]) -> None:
         """A hit: ref_cnt += 1, and out of the free queue if it was there (ref_cnt was 0)."""
