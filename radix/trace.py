@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -133,10 +134,6 @@ def decode_text(data: bytes) -> str:
     return text.removeprefix("\ufeff")
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
 def iter_json_lines(text: str) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) for every non-blank line; bad JSON names its line.
 
@@ -148,7 +145,7 @@ def iter_json_lines(text: str) -> Iterator[tuple[int, Any]]:
         if not raw.strip():
             continue
         try:
-            value = json.loads(raw, parse_constant=_reject_constant)
+            value = json.loads(raw)  # NaN / Infinity parse; the field checks refuse them
         except (ValueError, RecursionError) as exc:
             last = i == len(lines) or all(not s.strip() for s in lines[i:])
             hint = " (truncated line?)" if last and not text.endswith("\n") else ""
@@ -183,7 +180,7 @@ def detect_format(data: bytes) -> str:
         obj = json.loads(first)
     except ValueError:
         obj = None
-    if isinstance(obj, list) or (isinstance(obj, dict) and "events" in obj):
+    if isinstance(obj, list) or (isinstance(obj, dict) and ("events" in obj or "ts" in obj)):
         return "kv_events"
     if isinstance(obj, dict) and "op" in obj:
         return "ops"
@@ -226,11 +223,18 @@ def load_trace(path_or_bytes: str | os.PathLike | bytes, *, fmt: str | None = No
 
 
 def _load_ops(text: str) -> Trace:
+    """Delegates to radix.optrace; its errors come back as TraceErrors with line and field."""
     try:
-        from radix.optrace import load_ops
+        from radix.optrace import parse_ops
     except ImportError:
         raise TraceError("op traces need radix.optrace, which is not available") from None
-    return Trace("ops", ops=load_ops(text))
+    try:
+        return Trace("ops", ops=parse_ops(text))
+    except ValueError as exc:
+        err = TraceError(str(exc))
+        where = re.match(r'line (\d+)(?:, field "([^"]+)")?', str(exc))
+        err.line, err.field = (int(where[1]), where[2]) if where else (None, None)
+        raise err from None
 
 
 # ---------------------------------------------------------------- field helpers
@@ -261,7 +265,9 @@ def as_number(value: Any, line: int, key: str, lo: float = 0.0, hi: float = MAX_
         raise TraceError(f"expected a number, got {type_name(value)}", line, key)
     if isinstance(value, int) and abs(value) > 2 ** 63:
         raise TraceError("number is too large", line, key)
-    if not (math.isfinite(value) and lo <= value <= hi):
+    if not math.isfinite(value):
+        raise TraceError(f"{value} is not a finite number", line, key)
+    if not lo <= value <= hi:
         raise TraceError(f"{value} is out of range [{lo:g}, {hi:g}]", line, key)
     return float(value)
 
