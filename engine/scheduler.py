@@ -15,8 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from radix.admission import (AddReqResult, PrefillAdder, alloc_token_slots, check_decode_mem,
-                             match_for_admission, retract_decode)
+from radix.admission import (
+    AddReqResult,
+    PrefillAdder,
+    alloc_token_slots,
+    check_decode_mem,
+    match_for_admission,
+    retract_decode,
+)
 from radix.events import EventSink
 from radix.request import Req
 from radix.schedule import SchedulePolicy

@@ -155,7 +155,7 @@ class SchedulePolicy:
 
     def _compute_prefix_matches(self, waiting_queue: list[Req], prefix_lens: dict[str, int],
                                 deprioritized: set[str]) -> dict[str, Any]:
-        """Matches every waiting request; fills prefix_lens and deprioritized; returns last nodes."""
+        """Matches each waiting request, fills prefix_lens and deprioritized; returns last nodes."""
         wq_tree = self.waiting_queue_radix_tree
         wq_tree.reset()
         last_nodes = {}

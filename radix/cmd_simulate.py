@@ -1,0 +1,119 @@
+"""`python -m radix simulate TRACE` and `python -m radix configs TRACE`: the simulated engine.
+
+`simulate` replays a trace through the scheduler (policy, admission, decode steps), the radix
+tree and vLLM's block cache, priced by the Llama-3-8B/H100 cost model (derived, not measured).
+`configs` runs the four server configurations of DESIGN.md side by side: FCFS + LRU + page 1
+(baseline); LPM + SLRU; page size 16; cache disabled. Sizes are real tokens.
+Leaves out: per-step traces (use the engine's event log).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from radix.cli import InputError
+from radix.schedule import POLICIES
+from radix.trace import TraceError, load_trace
+
+CONFIGS = (  # (name, SimConfig overrides)
+    ("fcfs+lru+page1", {"policy": "fcfs", "eviction": "lru", "page_size": 1}),
+    ("lpm+slru", {"policy": "lpm", "eviction": "slru", "page_size": 1}),
+    ("page16", {"policy": "fcfs", "eviction": "lru", "page_size": 16}),
+    ("no-cache", {"policy": "fcfs", "eviction": "lru", "page_size": 1, "disable_cache": True}),
+)
+ROWS = (  # (totals key, label, format)
+    ("hit_rate", "hit rate (tree)", "{:.1%}"),
+    ("block_hit_rate", "hit rate (blocks)", "{:.1%}"),
+    ("prefilled_tokens", "tokens prefilled", "{:,}"),
+    ("prefill_seconds", "prefill s (derived)", "{:.2f}"),
+    ("ttft_mean_s", "TTFT mean s", "{:.3f}"),
+    ("ttft_p99_s", "TTFT p99 s", "{:.3f}"),
+    ("evicted_tokens", "evicted tokens", "{:,}"),
+    ("retractions", "retractions", "{:,}"),
+    ("unreachable_blocks", "unreachable blocks", "{:,}"),
+    ("fallbacks", "LPM fallbacks", "{:,}"),
+)
+
+
+def register(subparsers: Any) -> None:
+    sim = subparsers.add_parser("simulate", help="replay a trace through the simulated engine")
+    _common(sim)
+    sim.add_argument("--policy", choices=POLICIES, default="lpm")
+    sim.add_argument("--eviction", default="lru", help="lru, mru, fifo, filo, lfu, priority, slru")
+    sim.add_argument("--page-size", type=int, default=1)
+    sim.add_argument("--no-cache", action="store_true", help="every match empty (the control)")
+    sim.set_defaults(func=run_simulate)
+    cfg = subparsers.add_parser("configs", help="the four configurations of DESIGN.md")
+    _common(cfg)
+    cfg.set_defaults(func=run_configs)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("trace", help="a request or Mooncake trace")
+    p.add_argument("--capacity", type=int, default=None, help="KV pool, tokens (default: no limit)")
+    p.add_argument("--budget", type=int, default=16384, help="max_prefill_tokens per round")
+    p.add_argument("--chunk", type=int, default=None, help="chunked_prefill_size (default: off)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _load(path: str):
+    try:
+        return load_trace(path)
+    except TraceError as exc:
+        raise InputError(f"{path}: {exc}") from None
+
+
+def _config(args: argparse.Namespace, **overrides: Any):
+    from engine.sim import SimConfig  # engine/sim.py is pure Python; imported only when run
+
+    return SimConfig(capacity=args.capacity, max_prefill_tokens=args.budget,
+                     chunked_prefill_size=args.chunk, **overrides)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    from engine.sim import simulate
+
+    trace = _load(args.trace)
+    result = simulate(trace, _config(args, policy=args.policy, eviction=args.eviction,
+                                     page_size=args.page_size, disable_cache=args.no_cache))
+    if args.json:
+        print(json.dumps({"totals": result.totals, "notices": result.notices,
+                          "requests": [r._asdict() for r in result.rows]}, indent=1))
+        return 0
+    for notice in result.notices[:3]:
+        print(f"NOTICE: {notice}")
+    print(f"{'rid':<16}{'ttft s':>10}{'input':>10}{'matched':>10}{'prefilled':>11}")
+    for r in result.rows[:40]:
+        print(f"{r.rid:<16}{r.ttft:>10.3f}{r.input_tokens:>10,}{r.matched_tokens:>10,}"
+              f"{r.prefilled_tokens:>11,}")
+    if len(result.rows) > 40:
+        print(f"... {len(result.rows) - 40:,} more requests (--json for all)")
+    print(_table([("this run", result.totals)]))
+    print(f"seconds are {result.totals['cost_label']}")
+    return 0
+
+
+def run_configs(args: argparse.Namespace) -> int:
+    from engine.sim import simulate
+
+    trace = _load(args.trace)
+    results = [(name, simulate(trace, _config(args, **over)).totals) for name, over in CONFIGS]
+    if args.json:
+        print(json.dumps(dict(results), indent=1))
+        return 0
+    print(_table(results))
+    cap = "unbounded" if args.capacity is None else f"{args.capacity:,} tokens"
+    print(f"capacity {cap}; budget {args.budget:,}; seconds are {results[0][1]['cost_label']}")
+    return 0
+
+
+def _table(results: list[tuple[str, dict[str, Any]]]) -> str:
+    """Metrics down, configurations across."""
+    width = max(16, *(len(name) + 2 for name, _ in results))
+    lines = [f"{'':<22}" + "".join(f"{name:>{width}}" for name, _ in results)]
+    for key, label, fmt in ROWS:
+        cells = [fmt.format(t[key]) if key in t else "-" for _, t in results]
+        lines.append(f"{label:<22}" + "".join(f"{c:>{width}}" for c in cells))
+    return "\n".join(lines)

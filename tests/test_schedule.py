@@ -1,0 +1,142 @@
+"""Schedule policies: LPM with in-batch deprioritization, the loud fallback, DFS weight, the rest."""
+
+from __future__ import annotations
+
+from radix.events import ListSink
+from radix.key import RadixKey
+from radix.request import Req
+from radix.schedule import (PolicyFellBack, QueueSorted, RequestRanked, SchedulePolicy,
+                            dfs_weight_order)
+from radix.tree import RadixCache
+
+
+def rids(queue):
+    return [r.rid for r in queue]
+
+
+def test_lpm_sorts_by_capped_match_and_deprioritizes_in_batch_duplicates():
+    """Tree holds [0..99]. Queue: a = 40 cold tokens, b = [0..99] exactly (match 100, capped at
+    input_len - 1 = 99), c = [0..49] + cold (match 50), d = a's 40 tokens + 1 (cached match 0 <= 32,
+    in-batch match 40 >= 32: deprioritized), e = 10 cold tokens different from a (in-batch 0).
+    LPM: b (99), c (50), a (0), e (0), then d last."""
+    tree = RadixCache()
+    tree.insert(RadixKey(range(100)))
+    cold = list(range(1000, 1040))
+    q = [Req("a", cold), Req("b", list(range(100))), Req("c", list(range(50)) + [7777] * 5),
+         Req("d", cold + [5]), Req("e", list(range(2000, 2010)))]
+    sink = ListSink()
+    report = SchedulePolicy("lpm", tree, sink=sink).calc_priority(q)
+    assert rids(q) == ["b", "c", "a", "e", "d"]
+    assert report.prefix_lens == {"a": 0, "b": 99, "c": 50, "d": 0, "e": 0}
+    assert report.deprioritized == {"d"}
+    ranked = {e.rid: e for e in sink.events if isinstance(e, RequestRanked)}
+    assert ranked["d"].in_batch_len == 40 and ranked["d"].deprioritized
+    assert ranked["b"].in_batch_len is None and "no in-batch check" in ranked["b"].reason
+    (sorted_ev,) = [e for e in sink.events if isinstance(e, QueueSorted)]
+    assert sorted_ev.order_before == ("a", "b", "c", "d", "e")
+    assert sorted_ev.order_after == ("b", "c", "a", "e", "d") and sorted_ev.deprioritized == ("d",)
+
+
+def test_in_batch_thresholds_are_configurable_and_minus_one_disables():
+    """Two requests share 20 cold tokens: under the default 32 nothing is deprioritized; with
+    deprioritize_threshold 16 the second waits; with check_threshold -1 nobody is checked."""
+    shared = list(range(500, 520))
+    def queue():
+        return [Req("x", shared + [1]), Req("y", shared + [2])]
+    assert SchedulePolicy("lpm", RadixCache()).calc_priority(queue()).deprioritized == set()
+    low = SchedulePolicy("lpm", RadixCache(), deprioritize_threshold=16)
+    assert low.calc_priority(queue()).deprioritized == {"y"}
+    off = SchedulePolicy("lpm", RadixCache(), deprioritize_threshold=16, check_threshold=-1)
+    assert off.calc_priority(queue()).deprioritized == set()
+
+
+def test_lpm_falls_back_to_fcfs_past_128_waiting_and_says_so():
+    """128 waiting: LPM sorts (the warm request goes first). 129: SGLang turns LPM into FCFS
+    (queue order kept); here a PolicyFellBack event and a notice say so."""
+    tree = RadixCache()
+    tree.insert(RadixKey(range(64)))
+    def queue(n):
+        return [Req(f"r{i:03d}", [10_000 + i] * 3) for i in range(n - 1)] + [
+            Req("warm", list(range(64)) + [1])]
+    sink = ListSink()
+    policy = SchedulePolicy("lpm", tree, sink=sink)
+    q = queue(128)
+    assert policy.calc_priority(q).notice is None and q[0].rid == "warm"
+    assert not any(isinstance(e, PolicyFellBack) for e in sink.events)
+    q = queue(129)
+    report = policy.calc_priority(q)
+    assert report.active_policy == "fcfs" and q[-1].rid == "warm"
+    assert "129" in report.notice and "FCFS" in report.notice
+    (fell,) = [e for e in sink.events if isinstance(e, PolicyFellBack)]
+    assert (fell.queue_len, fell.limit, fell.fallback) == (129, 128, "fcfs")
+
+
+def test_dfs_weight_order_on_a_constructed_queue():
+    """Tree: root -> A=[1,2] -> B=[1,2,3,4]; root -> C=[9,9]. Waiting: a1, a2 end at A, b1 at B,
+    c1, c2, c3 at C. Weights: A = 2 + 1 = 3, C = 3; tie, so child order (A inserted first).
+    Post-order: B's b1, then A's a1 a2, then C's c1 c2 c3. With one more request at B,
+    A weighs 4 and still goes first; with a fourth at C, C (4) beats A (3) and goes first."""
+    tree = RadixCache()
+    tree.insert(RadixKey([1, 2, 3, 4]))
+    tree.insert(RadixKey([1, 2, 5]))  # splits [1,2,3,4] into A=[1,2] and B=[3,4]
+    tree.insert(RadixKey([9, 9]))
+    def q(n_c):
+        return ([Req("a1", [1, 2, 7]), Req("c1", [9, 9, 0])] + [Req("b1", [1, 2, 3, 4, 8])]
+                + [Req(f"c{i}", [9, 9, i]) for i in range(2, n_c + 1)] + [Req("a2", [1, 2, 6])])
+    queue = q(3)
+    SchedulePolicy("dfs-weight", tree).calc_priority(queue)
+    assert rids(queue) == ["b1", "a1", "a2", "c1", "c2", "c3"]
+    queue = q(4)
+    SchedulePolicy("dfs-weight", tree).calc_priority(queue)
+    assert rids(queue) == ["c1", "c2", "c3", "c4", "b1", "a1", "a2"]
+
+
+def test_dfs_weight_order_helper_puts_a_node_after_its_subtree():
+    tree = RadixCache()
+    tree.insert(RadixKey([1, 2, 3]))
+    tree.insert(RadixKey([1, 4]))
+    short, deep = Req("short", [1]), Req("deep", [1, 2, 3])
+    nodes = {r.rid: tree.match_prefix(RadixKey(r.origin_input_ids)).last_node for r in
+             (short, deep)}
+    assert rids(dfs_weight_order(tree, [short, deep], nodes)) == ["deep", "short"]
+
+
+def test_agnostic_policies():
+    """fcfs keeps order (with priority scheduling: larger priority first, then arrival);
+    lof: longest max_new_tokens first; random: reproducible by seed; routing-key: keys most
+    frequent in the running batch first."""
+    tree = RadixCache()
+    q = [Req("a", [1], max_new_tokens=5, priority=0, arrival=0.0),
+         Req("b", [2], max_new_tokens=50, priority=2, arrival=1.0),
+         Req("c", [3], max_new_tokens=20, priority=2, arrival=0.5)]
+    fcfs = list(q)
+    SchedulePolicy("fcfs", tree).calc_priority(fcfs)
+    assert rids(fcfs) == ["a", "b", "c"]
+    SchedulePolicy("fcfs", tree, enable_priority_scheduling=True).calc_priority(fcfs)
+    assert rids(fcfs) == ["c", "b", "a"]
+    lof = list(q)
+    SchedulePolicy("lof", tree).calc_priority(lof)
+    assert rids(lof) == ["b", "c", "a"]
+    many = [Req(str(i), [i]) for i in range(20)]
+    r1, r2 = list(many), list(many)
+    SchedulePolicy("random", tree, seed=7).calc_priority(r1)
+    SchedulePolicy("random", tree, seed=7).calc_priority(r2)
+    assert rids(r1) == rids(r2) != rids(many)
+    keyed = list(q)
+    for r, k in zip(keyed, ["x", "y", None]):
+        r.routing_key = k
+    running = [Req("r1", [0]), Req("r2", [0]), Req("r3", [0])]
+    for r, k in zip(running, ["y", "y", "x"]):
+        r.routing_key = k
+    SchedulePolicy("routing-key", tree).calc_priority(keyed, running)
+    assert rids(keyed) == ["b", "a", "c"]
+
+
+def test_cache_aware_policy_on_a_disabled_cache_is_fcfs_and_unknown_policy_is_refused():
+    assert SchedulePolicy("lpm", RadixCache(disable=True)).policy == "fcfs"
+    try:
+        SchedulePolicy("sjf", RadixCache())
+    except ValueError as exc:
+        assert "sjf" in str(exc)
+    else:
+        raise AssertionError("an unknown policy was accepted")
