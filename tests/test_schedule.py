@@ -1,12 +1,17 @@
-"""Schedule policies: LPM with in-batch deprioritization, the loud fallback, DFS weight, the rest."""
+"""Schedule policies: LPM with in-batch deprioritization, the loud fallback, DFS weight, others."""
 
 from __future__ import annotations
 
 from radix.events import ListSink
 from radix.key import RadixKey
 from radix.request import Req
-from radix.schedule import (PolicyFellBack, QueueSorted, RequestRanked, SchedulePolicy,
-                            dfs_weight_order)
+from radix.schedule import (
+    PolicyFellBack,
+    QueueSorted,
+    RequestRanked,
+    SchedulePolicy,
+    dfs_weight_order,
+)
 from radix.tree import RadixCache
 
 
