@@ -5,7 +5,8 @@ first in block-id order; allocation pops from the head and evicts the popped blo
 (lazily, `BlockRemoved`); a hit `touch`es a block (out of the queue when its ref_cnt was 0);
 `free_blocks` sends blocks without a hash to the front and hashed ones to the tail, in the order
 given (vLLM #42656). Several blocks may carry one hash; lookups take the first cached.
-Leaves out: KV cache groups (hybrid models), block bundles, offloading. UI events: below.
+Leaves out: KV cache groups (hybrid models), block bundles, offloading. UI events: below;
+`snapshot()` shape: radix/block_snapshot.py.
 """
 
 from __future__ import annotations
@@ -229,6 +230,16 @@ class BlockPool:
             self._sink.emit(AllBlocksCleared())
             self.end_step("reset_prefix_cache")
         return True
+
+    def snapshot(self, owners: dict[int, list[str]] | None = None):
+        """Plain data for drawing (shape: radix/block_snapshot.py); `owners`: block id -> rids.
+
+        >>> [b.state for b in BlockPool(3).snapshot().blocks]
+        ['free', 'free']
+        """
+        from radix.block_snapshot import take_snapshot  # it imports this module for types only
+
+        return take_snapshot(self, owners or {}, self._step)
 
     # --- checks --------------------------------------------------------------------------------
     def check_invariants(self, refs: dict[int, int] | None = None) -> None:
