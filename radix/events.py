@@ -96,6 +96,8 @@ class NodeInserted(Event):
     slot_ids: tuple[int, ...]
     priority: int
     time: float
+    extra_key: str | None = None  # the key's namespace
+    cache_salt: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -159,7 +159,7 @@ class RadixCache(TreeBase):
     def dec_lock_ref(self, node: TreeNode, rid: str | None = None) -> int:
         """Releases a lock taken by inc_lock_ref(node); returns the change of evictable_size."""
         self._check_live(node)
-        if self._held.get(node, 0) == 0 and not self.disable:
+        if self._held.get(node, 0) == 0 and node is not self.root_node and not self.disable:
             raise ValueError(
                 f"dec_lock_ref: node {node.id} holds no lock (lock_ref {node.lock_ref})"
             )
@@ -289,7 +289,10 @@ class RadixCache(TreeBase):
         self.evictable_size_ += len(key)
         if self._sink is not None:
             self._emit(
-                ev.NodeInserted(leaf.id, parent.id, tuple(key.token_ids), tuple(value), priority, t)
+                ev.NodeInserted(
+                    leaf.id, parent.id, tuple(key.token_ids), tuple(value), priority, t,
+                    key.extra_key, key.cache_salt,
+                )
             )
         self._update_leaf_status(parent)
         self._update_leaf_status(leaf)

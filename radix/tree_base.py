@@ -44,8 +44,8 @@ class TreeBase(TreeInspection):
     # ----------------------------------------------------------------------------------- locks
 
     def _inc_lock(self, node: TreeNode) -> int:
-        if self.disable:
-            return 0
+        if self.disable or node is self.root_node:
+            return 0  # the root's lock_ref stays 1: locking it is a no-op, as in SGLang
         self._held[node] = self._held.get(node, 0) + 1
         start, root, delta = node, self.root_node, 0
         sink = self._sink
@@ -65,7 +65,7 @@ class TreeBase(TreeInspection):
         return delta
 
     def _dec_lock(self, node: TreeNode) -> int:
-        if self.disable:
+        if self.disable or node is self.root_node:
             return 0
         held = self._held[node] - 1
         if held:

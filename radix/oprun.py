@@ -1,0 +1,168 @@
+"""Running an op trace (radix/optrace.py) on a RadixCache, with a result per op.
+
+Raw ops call the cache directly; with no allocator (no capacity, no request op) an insert
+without a value stores its token ids as values, as SGLang's tests do. Request ops go the way
+SGLang's scheduler goes: start = match_prefix + inc_lock_ref; extend = slots for the next prompt
+tokens (evicting when short); decode = a slot for the previous token, then the new token;
+unfinished / finished = cache_unfinished_req / cache_finished_req.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from radix.allocator import SlotAllocator
+from radix.events import EventSink
+from radix.inspect import InvariantError
+from radix.key import RadixKey
+from radix.optrace import Op, OpTrace, OpTraceError
+from radix.request import Req
+from radix.tree import RadixCache
+
+UNBOUNDED = 2**40
+
+
+@dataclass
+class ReplayResult:
+    cache: RadixCache
+    results: list[dict[str, Any]] = field(default_factory=list)  # one per op
+    first_bad_line: int | None = None  # first op after which check_invariants failed
+    violation: str | None = None
+
+
+def _key(args: dict) -> RadixKey:
+    return RadixKey(args["tokens"], args.get("extra_key"), args.get("cache_salt"))
+
+
+class OpRunner:
+    def __init__(self, trace: OpTrace, sink: EventSink | None = None) -> None:
+        needs_slots = trace.capacity is not None or any(
+            op.op in ("start", "extend", "decode") for op in trace.ops
+        )
+        self.allocator = SlotAllocator(trace.capacity or UNBOUNDED) if needs_slots else None
+        self.cache = RadixCache(trace.page_size, trace.policy, trace.policy_config,
+                                sink=sink, allocator=self.allocator)
+        self.reqs: dict[str, Req] = {}
+
+    def run(self, op: Op) -> dict[str, Any]:
+        try:
+            out = getattr(self, "_" + op.op)(op.args)
+        except OpTraceError:
+            raise
+        except (ValueError, KeyError, TypeError) as exc:
+            raise OpTraceError(f'line {op.line}, op "{op.op}": {exc}') from None
+        c = self.cache
+        out.update(op=op.op, line=op.line, evictable_size=c.evictable_size(),
+                   protected_size=c.protected_size(), total_size=c.total_size())
+        return out
+
+    # raw ops
+    def _insert(self, a: dict) -> dict:
+        key, value = _key(a), a.get("value")
+        fresh = value is None and self.allocator is not None
+        if fresh:
+            value = self._alloc(len(key))
+        r = self.cache.insert(key, value, a.get("priority", 0), a.get("chunked", False))
+        if fresh:  # a caller that computed the whole key frees its duplicates
+            self.allocator.free(value[: r.prefix_len])
+            aligned = len(key) // self.cache.page_size * self.cache.page_size
+            self.allocator.free(value[aligned:])
+        return {"prefix_len": r.prefix_len, "last_node": r.last_node.id}
+
+    def _match(self, a: dict) -> dict:
+        r = self.cache.match_prefix(_key(a))
+        return {"prefix_len": r.prefix_len, "last_node": r.last_node.id}
+
+    def _lock(self, a: dict) -> dict:
+        node = self.cache.node(a["node"]) if "node" in a else self.cache.match_prefix(
+            _key(a)).last_node
+        return {"node": node.id, "delta": self.cache.inc_lock_ref(node)}
+
+    def _unlock(self, a: dict) -> dict:
+        return {"node": a["node"], "delta": self.cache.dec_lock_ref(self.cache.node(a["node"]))}
+
+    def _evict(self, a: dict) -> dict:
+        r = self.cache.evict(a["num_tokens"])
+        return {"num_evicted": r.num_evicted, "evicted": [
+            {"node": n.id, "key": list(n.key.token_ids)} for n in r.evicted_nodes]}
+
+    # request ops
+    def _alloc(self, n: int) -> list[int]:
+        slots = self.allocator.alloc(n)
+        if slots is None:
+            self.cache.evict(n - self.allocator.available_size())
+            slots = self.allocator.alloc(n)
+        if slots is None:
+            raise ValueError(f"out of KV slots: need {n}, {self.allocator.available_size()} free "
+                             "and nothing left to evict")
+        return slots
+
+    def _req(self, rid: str) -> Req:
+        if rid not in self.reqs:
+            raise KeyError(f"no running request {rid!r}")
+        return self.reqs[rid]
+
+    def _start(self, a: dict) -> dict:
+        if a["rid"] in self.reqs:
+            raise ValueError(f"request {a['rid']!r} is already running")
+        req = Req(a["rid"], list(a["tokens"]), extra_key=a.get("extra_key"),
+                  cache_salt=a.get("cache_salt"), priority=a.get("priority", 0))
+        m = self.cache.match_prefix(_key(a), rid=req.rid)
+        req.prefix_indices, req.cache_protected_len = list(m.slot_ids), m.prefix_len
+        req.slot_ids, req.fill_ids = list(m.slot_ids), req.origin_input_ids[: m.prefix_len]
+        req.last_node = m.last_node
+        self.cache.inc_lock_ref(m.last_node, rid=req.rid)
+        self.reqs[req.rid] = req
+        return {"rid": req.rid, "prefix_len": m.prefix_len, "last_node": m.last_node.id}
+
+    def _extend(self, a: dict) -> dict:
+        req = self._req(a["rid"])
+        left = len(req.origin_input_ids) - len(req.slot_ids)
+        n = a.get("num_tokens", left)
+        if not 0 <= n <= left:
+            raise ValueError(f"num_tokens {n} is outside 0..{left} (prompt tokens left)")
+        req.slot_ids += self._alloc(n)
+        req.fill_ids = req.origin_input_ids[: len(req.slot_ids)]
+        return {"rid": req.rid, "computed": len(req.slot_ids)}
+
+    def _decode(self, a: dict) -> dict:
+        req = self._req(a["rid"])
+        if len(req.slot_ids) < len(req.origin_input_ids):
+            raise ValueError(f"request {req.rid!r} has not finished its prefill")
+        if req.output_ids:
+            req.slot_ids += self._alloc(1)  # KV of the previous token
+        req.output_ids.append(a["token"])
+        return {"rid": req.rid, "num_output": len(req.output_ids)}
+
+    def _unfinished(self, a: dict) -> dict:
+        req = self._req(a["rid"])
+        chunked = a.get("chunked", len(req.fill_ids) < len(req.origin_input_ids))
+        self.cache.cache_unfinished_req(req, chunked=chunked)
+        return {"rid": req.rid, "cache_protected_len": req.cache_protected_len}
+
+    def _finished(self, a: dict) -> dict:
+        req = self._req(a["rid"])
+        self.cache.cache_finished_req(req, is_insert=a.get("is_insert", True))
+        del self.reqs[req.rid]
+        return {"rid": req.rid}
+
+
+def replay_ops(trace: OpTrace, sink: EventSink | None = None, check: bool = True) -> ReplayResult:
+    """Runs every op; with check=True, check_invariants after each and records the first failure.
+
+    >>> from radix.optrace import parse_ops
+    >>> t = parse_ops('{"op": "insert", "tokens": [1, 2, 3]}\\n{"op": "match", "tokens": [1, 2]}')
+    >>> [r["prefix_len"] for r in replay_ops(t).results]
+    [0, 2]
+    """
+    runner = OpRunner(trace, sink)
+    out = ReplayResult(runner.cache)
+    for op in trace.ops:
+        out.results.append(runner.run(op))
+        if check and out.first_bad_line is None:
+            try:
+                runner.cache.check_invariants()
+            except InvariantError as exc:
+                out.first_bad_line, out.violation = op.line, str(exc)
+    return out
