@@ -1,0 +1,132 @@
+"""The engine end to end on the real default model: scheduler loop, radix tree, KV pool, model.
+
+The three-request walk of DESIGN.md through real prefill, a pool too small for its load
+(retraction, then the same greedy text as a roomy run), and callers on several threads.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from engine.kv_pool import KVPool
+from engine.model import load_model
+from engine.runner import ModelRunner
+from engine.scheduler import Scheduler
+from engine.service import EngineService, fit_to_vocab
+from examples.workloads import three_requests
+from radix.request import Req
+from radix.tree import RadixCache
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(scope="session")
+def smol():
+    return load_model(device="cpu")
+
+
+def _check(service: EngineService) -> None:
+    def check():
+        service.tree.check_invariants()
+        service.pool.check_invariants()
+        service.shadow.manager.check_invariants()
+        return service.pool.num_used, service.tree.total_size()
+    used, cached = service.call(check)
+    assert used == cached, "with nothing running, every used slot belongs to the tree"
+
+
+def test_three_request_walk_matches_2055_then_512(smol):
+    """R1 = S+F+96 (2,151), R2 = S+F+80 (2,135), R3 = S+2,112 (2,624), one after another.
+
+    R2 matches S+F = 512 + 1,543 = 2,055 and prefills 80; R3 matches S = 512 and prefills 2,112.
+    Each request decodes 2 tokens, so the tree keeps prompt + 1 token each (the last token's KV
+    is never computed): 4,343 + 3 = 4,346. vLLM's 16-token blocks hit 2,048 and 512.
+    """
+    trace = three_requests(seed=0)
+    prompts = fit_to_vocab(trace, smol.model.config.vocab_size)
+    with EngineService(smol, capacity_tokens=8_000) as service:
+        results = [service.submit(p, 2, rid=t.rid).result(timeout=300)
+                   for t, p in zip(trace, prompts)]
+        _check(service)
+        assert service.call(service.tree.total_size) == 4_346
+    m1, m2, m3 = (r.metrics for r in results)
+    assert (m1["matched_tokens"], m1["prefilled_tokens"]) == (0, 2_151)
+    assert (m2["matched_tokens"], m2["prefilled_tokens"]) == (2_055, 80)
+    assert (m3["matched_tokens"], m3["prefilled_tokens"]) == (512, 2_112)
+    assert (m2["block_matched_tokens"], m3["block_matched_tokens"]) == (2_048, 512)
+    assert m2["ttft"] < m1["ttft"] / 2, "a 2,055-token hit must make R2's first token faster"
+    assert all(len(r.output_ids) == 2 for r in results)
+
+
+def _texts(smol, n: int) -> list[list[int]]:
+    """n prompts of 48 tokens: 32 shared, 16 of each one's own."""
+    shared = smol.tokenizer("Facts about rivers, mountains and the cities built beside "
+                            "them, told plainly and briefly for a school atlas. " * 3)["input_ids"]
+    own = [smol.tokenizer(f" Question {i}: which river flows through city number {i} "
+                          "and where does it reach the sea?")["input_ids"] for i in range(n)]
+    return [shared[:32] + o[:16] for o in own]
+
+
+def _run(smol, prompts: list[list[int]], capacity: int, disable: bool) -> Scheduler:
+    pool = KVPool.for_model(smol.model.config, capacity, smol.dtype, "cpu")
+    tree = RadixCache(allocator=pool, disable=disable)
+    sched = Scheduler(ModelRunner(smol.model, pool), tree, pool)
+    for i, p in enumerate(prompts):
+        sched.add_request(Req(f"r{i}", p, max_new_tokens=32))
+    while sched.has_work:
+        sched.step()
+        tree.check_invariants()
+        pool.check_invariants()
+        locked = sum(len(r.slot_ids) - r.cache_protected_len for r in sched.running)
+        assert pool.num_used == tree.total_size() + locked
+    return sched
+
+
+def test_pool_too_small_retracts_and_still_gives_the_roomy_text(smol):
+    """4 requests of 48 prompt + 32 output tokens need up to 32 + 4 x (16 + 32) = 224 slots at
+    once; a 200-slot pool admits them (SGLang's 0.7 x max_new_tokens estimate), runs out while
+    decoding and retracts one, which re-prefills later. The text must equal a 4,096-slot run's."""
+    prompts = _texts(smol, 4)
+    small = _run(smol, prompts, capacity=200, disable=False)
+    roomy = _run(smol, prompts, capacity=4_096, disable=True)
+    assert small.num_retracted >= 1 and roomy.num_retracted == 0
+    by_rid = {r.rid: r.output_ids for r in roomy.finished}
+    assert len(small.finished) == 4
+    for req in small.finished:
+        assert len(req.output_ids) == 32 and req.output_ids == by_rid[req.rid]
+
+
+def test_concurrent_callers_all_complete_with_their_metrics(smol):
+    """4 threads x 2 requests each, sharing a 32-token start. A thread's second request comes
+    after its first finished, so it matches at least those 32 tokens."""
+    prompts = _texts(smol, 8)
+    reference = {r.rid: r.output_ids for r in _run(smol, prompts, 4_096, True).finished}
+    results, streams, lock = {}, {}, threading.Lock()
+    with EngineService(smol, capacity_tokens=4_096) as service:
+        def caller(t: int) -> None:
+            for k in (0, 1):
+                rid = f"r{2 * t + k}"
+                handle = service.submit(prompts[2 * t + k], 12, rid=rid)
+                tokens = list(handle.tokens(timeout=120))
+                with lock:
+                    streams[rid], results[rid] = tokens, handle.result(timeout=1)
+        threads = [threading.Thread(target=caller, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=300)
+        _check(service)
+        stamped = list(service.events)
+    assert sorted(results) == [f"r{i}" for i in range(8)]
+    for rid, res in results.items():
+        m = res.metrics
+        assert streams[rid] == res.output_ids == reference[rid][:12]
+        assert m["matched_tokens"] + m["prefilled_tokens"] == 48
+        assert m["ttft"] > 0 and m["decode_tps"] > 0 and m["output_tokens"] == 12
+        if rid in ("r1", "r3", "r5", "r7"):
+            assert m["matched_tokens"] >= 32
+    tree_rids = {e.rid for e in stamped if e.source == "tree"}
+    assert set(results) <= tree_rids
+    assert all(e.wall_time > 0 for e in stamped)
