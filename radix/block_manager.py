@@ -100,11 +100,11 @@ class BlockCacheManager:
             cache = self.pool.cached_block_hash_to_block
             reason = "partial"
             for block_hash in hashes[:max_blocks]:
-                same = cache.get(block_hash)
-                if same is None:
+                entry = cache.get(block_hash)
+                if entry is None:
                     reason = "miss"
                     break
-                hits.append(next(iter(same.values())))
+                hits.append(entry if type(entry) is KVCacheBlock else next(iter(entry.values())))
             else:
                 if len(hashes) > max_blocks:
                     reason = "cap"
@@ -136,7 +136,7 @@ class BlockCacheManager:
                              f"{num_computed} computed exceeds its {num_tokens} tokens")
         total = num_computed + num_new_tokens
         num_new_blocks = max(0, -(-total // self.block_size) - len(state.blocks) - len(hits))
-        num_evictable_hits = sum(1 for b in hits if b.ref_cnt == 0)
+        num_evictable_hits = [b.ref_cnt for b in hits].count(0) if hits else 0
         pool = self.pool
         if num_new_blocks + num_evictable_hits > pool.free_block_queue.num_free_blocks:
             return None

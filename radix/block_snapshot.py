@@ -45,8 +45,8 @@ def reachable_hashes(pool: BlockPool) -> set[bytes]:
     >>> from radix.blocks import BlockPool; reachable_hashes(BlockPool(2))
     set()
     """
-    same_hash = pool.cached_block_hash_to_block.values()
-    firsts = sorted((next(iter(s.values())) for s in same_hash), key=lambda b: b.chain_pos)
+    firsts = sorted((pool.get_cached_block(h) for h in pool.cached_block_hash_to_block),
+                    key=lambda b: b.chain_pos)
     reachable: set[bytes] = set()
     for block in firsts:  # parents come before children: a chain position is one more
         if block.chain_pos == 0 or block.parent_hash in reachable:
@@ -61,8 +61,8 @@ def unreachable_block_ids(pool: BlockPool) -> list[int]:
     []
     """
     reachable = reachable_hashes(pool)
-    return sorted(b.block_id for same in pool.cached_block_hash_to_block.values()
-                  for b in same.values() if b.block_hash not in reachable)
+    return [b.block_id for b in pool.blocks
+            if b.block_hash is not None and b.block_hash not in reachable]
 
 
 def take_snapshot(pool: BlockPool, owners: dict[int, list[str]], step: int) -> BlockPoolSnapshot:
@@ -86,7 +86,7 @@ def take_snapshot(pool: BlockPool, owners: dict[int, list[str]], step: int) -> B
             state = "cached_free" if h in reachable else "unreachable"
         parent = None
         if h is not None and block.parent_hash is not None and block.parent_hash in cache:
-            parent = next(iter(cache[block.parent_hash]))
+            parent = pool.get_cached_block(block.parent_hash).block_id
         states.append(BlockState(
             block.block_id, state, block.ref_cnt, None if h is None else hash_to_int64(h),
             None if h is None else block.chain_pos, parent, free_pos.get(block.block_id),

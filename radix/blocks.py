@@ -67,8 +67,10 @@ class BlockPool:
         self.enable_caching = enable_caching
         self.blocks = [KVCacheBlock(i) for i in range(num_blocks)]
         self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
-        # hash -> {block_id: block}; dict order makes "the first cached" well defined.
-        self.cached_block_hash_to_block: dict[BlockHash, dict[int, KVCacheBlock]] = {}
+        # hash -> its block, or {block_id: block} while several blocks carry it (vLLM's
+        # BlockHashToBlockMap: one dict per hash only when needed); dict order = first cached.
+        self.cached_block_hash_to_block: dict[BlockHash, KVCacheBlock | dict[int, KVCacheBlock]]
+        self.cached_block_hash_to_block = {}
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
         self._sink = sink
@@ -92,8 +94,17 @@ class BlockPool:
     # --- lookups -------------------------------------------------------------------------------
     def get_cached_block(self, block_hash: BlockHash) -> KVCacheBlock | None:
         """The first block cached under `block_hash`, or None. Changes nothing."""
-        blocks = self.cached_block_hash_to_block.get(block_hash)
-        return next(iter(blocks.values())) if blocks else None
+        entry = self.cached_block_hash_to_block.get(block_hash)
+        if entry is None or type(entry) is KVCacheBlock:
+            return entry
+        return next(iter(entry.values()))
+
+    def cached_blocks(self, block_hash: BlockHash) -> list[KVCacheBlock]:
+        """Every block carrying `block_hash`, first cached first."""
+        entry = self.cached_block_hash_to_block.get(block_hash)
+        if entry is None:
+            return []
+        return [entry] if type(entry) is KVCacheBlock else list(entry.values())
 
     def get_num_free_blocks(self) -> int:
         return self.free_block_queue.num_free_blocks
@@ -117,11 +128,13 @@ class BlockPool:
         for block in blocks:
             block_hash = block.block_hash
             if block_hash is not None:  # lazy eviction: the hash goes only now (inlined: hot)
-                same = cache[block_hash]
-                if len(same) == 1:
+                entry = cache[block_hash]
+                if type(entry) is KVCacheBlock:
                     del cache[block_hash]
                 else:
-                    del same[block.block_id]
+                    del entry[block.block_id]
+                    if len(entry) == 1:  # back to a single block
+                        cache[block_hash] = next(iter(entry.values()))
                 block.block_hash = block.parent_hash = None
                 block.chain_pos = -1
                 self.num_evictions += 1
@@ -138,10 +151,14 @@ class BlockPool:
         sink = self._sink
         if sink is not None:
             self.begin_step("touch", detail=f"{len(blocks)} blocks")
-        remove = self.free_block_queue.remove
+        queue = self.free_block_queue
         for block in blocks:
-            if block.ref_cnt == 0 and not block.is_null:
-                remove(block)
+            if block.ref_cnt == 0 and not block.is_null:  # queue.remove, inlined (hot)
+                prev, nxt = block.prev_free_block, block.next_free_block
+                prev.next_free_block = nxt
+                nxt.prev_free_block = prev
+                block.prev_free_block = block.next_free_block = None
+                queue.num_free_blocks -= 1
             block.ref_cnt += 1
         if sink is not None:
             sink.emit(BlockTouched(tuple(b.block_id for b in blocks),
@@ -196,11 +213,13 @@ class BlockPool:
             block, block_hash = blocks[i], block_hashes[i]
             assert block.block_hash is None, f"block {block.block_id} is already cached"
             block.block_hash, block.parent_hash, block.chain_pos = block_hash, parent, i
-            same = cache.get(block_hash)
-            if same is None:
-                cache[block_hash] = {block.block_id: block}
+            entry = cache.get(block_hash)
+            if entry is None:
+                cache[block_hash] = block
+            elif type(entry) is KVCacheBlock:  # a duplicate (vLLM does not dedupe)
+                cache[block_hash] = {entry.block_id: entry, block.block_id: block}
             else:
-                same[block.block_id] = block
+                entry[block.block_id] = block
             parent = block_hash
         if sink is not None:
             self._emit_stored(block_hashes[num_cached_blocks:num_full_blocks], first_parent,
@@ -255,8 +274,9 @@ class BlockPool:
         in_use = sum(1 for b in self.blocks if b.ref_cnt > 0 and not b.is_null)
         assert len(queued) + in_use == self.num_blocks - 1, "free + in use != num_blocks - 1"
         mapped = 0
-        for block_hash, same in self.cached_block_hash_to_block.items():
-            assert same, "empty entry in the hash map"
+        for block_hash, entry in self.cached_block_hash_to_block.items():
+            same = {entry.block_id: entry} if type(entry) is KVCacheBlock else entry
+            assert len(same) >= 1 + (type(entry) is dict), "a dict entry holds < 2 blocks"
             for block_id, block in same.items():
                 assert block.block_id == block_id and block.block_hash == block_hash, (
                     f"hash maps to block {block_id}, which does not carry it")

@@ -172,6 +172,6 @@ def test_allocation_failure_changes_nothing_and_duplicates():
     big.allocate_slots(x, 9, hx)
     big.allocate_slots(y, 9, hy)
     h0 = big.requests["x"].block_hashes[0]
-    assert list(big.pool.cached_block_hash_to_block[h0]) == [1, 4]
+    assert [b.block_id for b in big.pool.cached_blocks(h0)] == [1, 4]
     assert big.pool.get_cached_block(h0).block_id == 1
     big.check_invariants()
