@@ -118,7 +118,7 @@ class OpRunner:
 
     def _extend(self, a: dict) -> dict:
         req = self._req(a["rid"])
-        left = len(req.origin_input_ids) - len(req.slot_ids)
+        left = max(0, len(req.origin_input_ids) - len(req.slot_ids))
         n = a.get("num_tokens", left)
         if not 0 <= n <= left:
             raise ValueError(f"num_tokens {n} is outside 0..{left} (prompt tokens left)")

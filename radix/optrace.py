@@ -77,7 +77,9 @@ def _check(line: int, name: str, value: Any, kind: str) -> None:
         if not isinstance(value, list):
             raise bad("a list of ints")
         if len(value) > MAX_TOKENS:
-            raise OpTraceError(f'line {line}, field "{name}": {len(value):,} tokens > {MAX_TOKENS:,}')
+            raise OpTraceError(
+                f'line {line}, field "{name}": {len(value):,} tokens, the limit is {MAX_TOKENS:,}'
+            )
         for i, tok in enumerate(value):
             if not isinstance(tok, int) or isinstance(tok, bool) or not 0 <= tok <= MAX_INT:
                 raise OpTraceError(
@@ -125,7 +127,9 @@ def parse_ops(text: str | bytes) -> OpTrace:
         try:
             row = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise OpTraceError(f"line {n}: not valid JSON ({exc.msg} at column {exc.colno})")
+            raise OpTraceError(
+                f"line {n}: not valid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
         if not isinstance(row, dict):
             raise OpTraceError(f"line {n}: expected a JSON object, got {type(row).__name__}")
         op = row.get("op")

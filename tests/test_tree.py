@@ -224,3 +224,21 @@ def test_bad_evict_and_unlock_raise_and_leave_the_tree_intact():
     with pytest.raises(ValueError, match="not a live node"):
         c.inc_lock_ref(node)
     c.check_invariants()
+
+
+def test_concurrent_duplicates_are_freed_at_finish():
+    """Two requests compute the same 4-token prompt side by side (neither hit the cache).
+    A finishes first: 4 + 1 - 1 = 4 slots go into the tree. B's insert then finds all 4
+    cached (prefix_len 4 > its cache_protected_len 0), so B's 4 slots are duplicates and
+    are freed: the pool ends with 4 used of 16."""
+    a = SlotAllocator(16)
+    c = RadixCache(allocator=a)
+    reqs = []
+    for rid in ("A", "B"):
+        r = Req(rid, [1, 2, 3, 4], output_ids=[9], slot_ids=a.alloc(4))
+        r.last_node = c.root_node
+        reqs.append(r)
+    for r in reqs:
+        c.cache_finished_req(r)
+    assert a.available_size() == 12 and c.total_size() == 4
+    c.check_invariants()

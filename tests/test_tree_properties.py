@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from radix.eviction import POLICIES
 from radix.key import RadixKey
-from radix.optrace import Op, OpTrace
 from radix.oprun import OpRunner
+from radix.optrace import Op, OpTrace
 from radix.tree import RadixCache
 
 NAMESPACES = (None, "lora-a")
@@ -150,7 +150,7 @@ def test_request_ops_keep_slots_and_locks_consistent(ops, page, policy):
             elif rids:
                 rid = rids[op[1] % len(rids)]
                 req = runner.reqs[rid]
-                left = len(req.origin_input_ids) - len(req.slot_ids)
+                left = max(0, len(req.origin_input_ids) - len(req.slot_ids))
                 if op[0] == "extend":
                     runner.run(Op(i, "extend", {"rid": rid, "num_tokens": min(op[2], left)}))
                 elif op[0] == "unfinished":
