@@ -22,6 +22,7 @@ class Req:
     cache_salt: str | None = None  # per-tenant salt; also a namespace
     priority: int = 0  # larger is more important (SGLang's priority scheduling)
     arrival: float = 0.0  # seconds, from the trace
+    routing_key: str | None = None  # groups requests for the routing-key schedule policy
     # --- cache state, written by the scheduler and the cache ---
     slot_ids: list[int] = field(default_factory=list)  # KV slot per computed token position
     prefix_indices: list[int] = field(default_factory=list)  # prefix slots reused at admission
