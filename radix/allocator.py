@@ -7,7 +7,6 @@ Leaves out: paged allocation (page_size > 1 uses the same per-token ids here).
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -21,6 +20,8 @@ class Allocator(Protocol):
 class SlotAllocator:
     """Slots 1..size (SGLang reserves slot 0 for padding); never-used slots go out first, in
     order, then freed ones in the order they were freed. Memory is O(slots handed out).
+    With check=True (the default) a double free or a free of a slot never handed out raises;
+    check=False skips that bookkeeping, as SGLang's allocator does (for benchmarks).
 
     >>> a = SlotAllocator(4); a.alloc(3)
     [1, 2, 3]
@@ -30,44 +31,60 @@ class SlotAllocator:
     [4, 2]
     """
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, check: bool = True) -> None:
         if not isinstance(size, int) or size < 0:
             raise ValueError(f"size must be an int >= 0, got {size!r}")
         self.size = size
+        self.check = check
         self._next_fresh = 1  # slots >= this were never handed out
-        self._free: deque[int] = deque()
-        self._in_use: set[int] = set()
+        self._free: list[int] = []  # freed slots; the live queue is _free[_head:]
+        self._head = 0
+        self._in_use: set[int] = set()  # kept only when check is on
+        self._num_used = 0
 
     def available_size(self) -> int:
-        return self.size - len(self._in_use)
+        return self.size - self._num_used
 
     def alloc(self, num_tokens: int) -> list[int] | None:
         """Takes `num_tokens` slots, or returns None (nothing taken) when too few are free."""
         if not isinstance(num_tokens, int) or num_tokens < 0:
             raise ValueError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
-        if num_tokens > self.available_size():
+        if num_tokens > self.size - self._num_used:
             return None
         fresh = min(num_tokens, self.size + 1 - self._next_fresh)
         out = list(range(self._next_fresh, self._next_fresh + fresh))
         self._next_fresh += fresh
-        out.extend(self._free.popleft() for _ in range(num_tokens - fresh))
-        self._in_use.update(out)
+        rest = num_tokens - fresh
+        if rest:
+            out += self._free[self._head : self._head + rest]
+            self._head += rest
+            if self._head > 4096 and self._head * 2 > len(self._free):
+                del self._free[: self._head]  # compact the consumed front
+                self._head = 0
+        self._num_used += num_tokens
+        if self.check:
+            self._in_use.update(out)
         return out
 
     def free(self, slot_ids: Sequence[int]) -> None:
-        """Returns slots; freeing a slot that is not in use raises ValueError (a double free)."""
+        """Returns slots; with check on, freeing a slot that is not in use raises ValueError."""
         ids = list(slot_ids)
-        bad = [s for s in ids if s not in self._in_use]
-        if bad or len(set(ids)) != len(ids):
-            raise ValueError(f"free of slots not in use: {(bad or ids)[:8]}")
-        self._in_use.difference_update(ids)
-        self._free.extend(ids)
+        if self.check:
+            as_set = set(ids)
+            if len(as_set) != len(ids) or not as_set <= self._in_use:  # set ops run in C
+                bad = [s for s in ids if s not in self._in_use] or ids
+                raise ValueError(f"free of slots not in use (or freed twice): {bad[:8]}")
+            self._in_use -= as_set
+        self._num_used -= len(ids)
+        self._free += ids
 
     @property
     def num_used(self) -> int:
-        return len(self._in_use)
+        return self._num_used
 
     def check_invariants(self) -> None:
-        num_free = len(self._free) + self.size + 1 - self._next_fresh
-        assert num_free + len(self._in_use) == self.size, "free + used != pool size"
-        assert not self._in_use.intersection(self._free), "a slot is both free and in use"
+        num_free = len(self._free) - self._head + self.size + 1 - self._next_fresh
+        assert num_free + self._num_used == self.size, "free + used != pool size"
+        if self.check:
+            assert len(self._in_use) == self._num_used, "in-use set disagrees with the count"
+            assert not self._in_use.intersection(self._free[self._head :]), "slot free and used"

@@ -22,6 +22,8 @@ from radix.key import RadixKey, gallop_match
 from radix.node import EvictResult, InsertResult, MatchResult, TreeNode
 from radix.tree_base import TreeBase
 
+HEAP_SLACK = 64  # stale heap entries tolerated beyond 2 per evictable leaf before a rebuild
+
 
 class LogicalClock:
     """A counter: each read returns the next integer as a float, so runs replay exactly.
@@ -352,7 +354,7 @@ class RadixCache(TreeBase):
     def _heap_push(self, node: TreeNode) -> None:
         node.heap_version += 1
         heapq.heappush(self._heap, (self.sort_key(node), node.id, node.heap_version, node))
-        if len(self._heap) > 2 * len(self.evictable_leaves) + 64:
+        if len(self._heap) > 2 * len(self.evictable_leaves) + HEAP_SLACK:
             self._rebuild_heap()
 
     def _rebuild_heap(self) -> None:
@@ -362,7 +364,7 @@ class RadixCache(TreeBase):
             node.heap_version += 1
             heap.append((self.sort_key(node), node.id, node.heap_version, node))
         heapq.heapify(heap)
-        self._heap = heap
+        self._heap[:] = heap  # in place: evict() may be holding this list
 
     def _after_touch(self, node: TreeNode, t: float) -> None:
         """A walk ending at an evictable leaf changed its sort key: give it a fresh heap entry."""

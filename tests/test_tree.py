@@ -242,3 +242,19 @@ def test_concurrent_duplicates_are_freed_at_finish():
         c.cache_finished_req(r)
     assert a.available_size() == 12 and c.total_size() == 4
     c.check_invariants()
+
+
+def test_evict_survives_a_heap_rebuild_in_the_same_call(monkeypatch):
+    """Regression: with no slack, every parent that becomes a leaf during evict triggers a heap
+    rebuild while evict is popping. 100 two-node chains [i] -> [i+1000] (a split made by a
+    read): one evict of everything must take all 200 nodes, 100 * (1 + 1) = 200 tokens."""
+    import radix.tree
+
+    monkeypatch.setattr(radix.tree, "HEAP_SLACK", 0)
+    c = RadixCache()
+    for i in range(100):
+        c.insert([i, 1000 + i])
+        c.match_prefix([i, 5000])  # splits [i, 1000+i] into [i] -> [1000+i]
+    r = c.evict(10_000)
+    assert (r.num_evicted, len(r.evicted_nodes), c.total_size()) == (200, 200, 0)
+    c.check_invariants()
