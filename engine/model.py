@@ -25,6 +25,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+hf_logging.disable_progress_bar()  # no "Loading weights" bars in the CLI's output
 
 DEFAULT_NAME = "SmolLM2-135M-Instruct"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -166,10 +169,25 @@ def _random(
     if config.vocab_size < len(tok):
         raise ValueError(f"--random-init {config_path}: field 'vocab_size' ({config.vocab_size}) "
                          f"is smaller than the tokenizer's {len(tok)}")
+    _check_fits(config, device, dtype, config_path)
     torch.manual_seed(0)
     with torch.device(device):
         hf_model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation="sdpa")
     return hf_model, tok, f"random:{config_path.stem}", "random"
+
+
+def _check_fits(config: Any, device: torch.device, dtype: torch.dtype, path: Path) -> None:
+    """Refuses a random model that would not fit (Llama-3-8B in fp32 needs 30 GiB of RAM)."""
+    with torch.device("meta"):
+        shell = AutoModelForCausalLM.from_config(config)
+    need = sum(p.numel() for p in shell.parameters()) * torch.empty((), dtype=dtype).element_size()
+    if device.type == "cuda":
+        free = torch.cuda.mem_get_info(device)[0]
+    else:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if need > 0.9 * free:
+        raise ValueError(f"--random-init {path}: the weights need {need / 2**30:.1f} GiB, "
+                         f"{device.type} has {free / 2**30:.1f} GiB free")
 
 
 def _default_tokenizer() -> Any:
