@@ -25,9 +25,10 @@ def _component() -> Any:
     import streamlit as st
 
     if not BUNDLE.is_file():
-        raise FileNotFoundError(f"{BUNDLE} is missing: run `npm run build` in viz/component/frontend")
+        raise FileNotFoundError(f"{BUNDLE} is missing: `npm run build` in viz/component/frontend")
     return st.components.v2.component(
         "radixlens.tree_view", js=BUNDLE.read_text(encoding="utf-8"), css=CSS,
+        # subtle: not in a shadow root: d3-graphviz finds its transition from the document root
         isolate_styles=False,
     )
 
