@@ -33,7 +33,7 @@ DEFAULT_NAME = "SmolLM2-135M-Instruct"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # Architectures whose decoder layer the runner drives directly (q/k/v/o projections, RoPE,
 # RMSNorm, gated MLP): the Llama family.
-SUPPORTED_TYPES = ("llama", "mistral", "qwen2")
+SUPPORTED_TYPES = ("llama", "mistral", "qwen2")  # mistral/qwen2 without a sliding window
 
 
 @dataclass
@@ -111,9 +111,13 @@ def load_model(
 
 
 def check_supported(config: Any) -> None:
+    """The runner's attention is full causal attention: no sliding windows, no QK norms."""
     if config.model_type not in SUPPORTED_TYPES:
         raise ValueError(f"model_type {config.model_type!r} is not supported "
                          f"(the runner drives {', '.join(SUPPORTED_TYPES)} layers)")
+    if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
+        raise ValueError(f"{config.model_type} with a sliding window "
+                         f"({config.sliding_window} tokens) is not supported")
 
 
 def _from_folder(folder: Path, device: torch.device, dtype: torch.dtype) -> tuple[Any, Any]:

@@ -18,16 +18,8 @@ import torch.nn.functional as F
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from engine.kv_pool import KVPool
+from engine.scheduler import StepOutput
 from radix.request import Req
-
-try:  # the scheduler owns the contract's StepOutput; same fields when it is absent
-    from engine.scheduler import StepOutput
-except ImportError:  # pragma: no cover - only while engine/scheduler.py is being written
-
-    class StepOutput(NamedTuple):  # type: ignore[no-redef]
-        next_token_ids: list[int | None]  # one per request; None for a chunk that is not last
-        seconds: float  # time the forward took
-
 
 MAX_TOKENS_PER_FORWARD = 8192  # an extend batch above this runs as several forwards (memory)
 

@@ -24,7 +24,7 @@ from engine.model import LoadedModel
 from engine.runner import ModelRunner
 from engine.scheduler import Scheduler, SchedulerConfig, StepReport
 from engine.sim import BlockShadow
-from radix.events import Event, StepStarted
+from radix.events import Event, StepEnded, StepStarted
 from radix.request import Req
 from radix.tree import RadixCache
 
@@ -57,6 +57,8 @@ class StampingSink:
             self.log.append(stamped)
         if self.listener is not None:
             self.listener(stamped)
+        if isinstance(event, StepEnded):
+            self.current_rid = None
 
 
 class RequestResult(NamedTuple):
