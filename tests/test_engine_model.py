@@ -33,6 +33,8 @@ def test_resolve_device():
 def test_default_model_is_kept_as_a_plain_checkpoint():
     """After a load, the cache folder holds fp32 safetensors, a GGUF-free config, the tokenizer
     with its chat template; a reload comes from there."""
+    first = load_model(device="cpu")  # converts the GGUF on a machine's very first load
+    assert first.source in ("gguf", "cache")
     loaded = load_model(device="cpu")
     assert loaded.source == "cache" and loaded.name == DEFAULT_NAME
     folder = cache_root() / DEFAULT_NAME
