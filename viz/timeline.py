@@ -1,0 +1,91 @@
+"""A cursor over an EventLog: (step, k) is the tree after `step` steps plus k micro-events.
+
+Each frame carries the snapshot to draw, the highlight for the event just played (split, new,
+lock, evicted, matched) and its narration. Scrubbing to any step costs one keyframe copy plus at
+most `keyframe_every` steps of replay (radix/eventlog.py), well under a second at 10,000 steps.
+subtle: an eviction frame shows the leaf still in place, in red; the next frame removes it.
+Leaves out: block-cache frames (viz/blocks_grid.py draws those per request).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from radix import events as ev
+from radix.eventlog import EventLog
+from viz.narrate import build_owners, narrate
+
+
+class Frame(NamedTuple):
+    step: int  # steps fully played before this frame (0..num_steps)
+    k: int  # micro-events of `step` played (0..num_micro(step))
+    snapshot: Any  # TreeSnapshot to draw
+    highlight: dict[int, str]  # node id -> role of viz.dot.ROLES
+    narration: str  # one line for the event just played ("" at a step boundary)
+
+
+def _highlight(e: ev.Event) -> dict[int, str]:
+    if isinstance(e, ev.NodeSplit):
+        return {e.node_id: "split", e.new_node_id: "split"}
+    if isinstance(e, ev.NodeInserted):
+        return {e.node_id: "new"}
+    if isinstance(e, ev.LockChanged):
+        return {e.node_id: "lock"}
+    if isinstance(e, ev.NodeEvicted):
+        return {e.node_id: "evicted"}
+    if isinstance(e, ev.PrefixMatched | ev.HitCounted):
+        return {n: "matched" for n in e.node_ids}
+    return {}
+
+
+class Timeline:
+    """Frames of a log. `frame(s, k)` for 0 <= s <= num_steps, 0 <= k <= num_micro(s)."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.log = log
+        self.owners = build_owners(log.steps)
+
+    @property
+    def num_steps(self) -> int:
+        return self.log.num_steps
+
+    def num_micro(self, step: int) -> int:
+        return len(self.log.micro_events(step)) if step < self.num_steps else 0
+
+    def rid_of(self, step: int) -> str | None:
+        first = self.log.events_of(step)[0] if step < self.num_steps else None
+        return first.rid if isinstance(first, ev.StepStarted) else None
+
+    def frame(self, step: int, k: int = 0) -> Frame:
+        if not 0 <= step <= self.num_steps:
+            raise IndexError(f"step {step} out of range 0..{self.num_steps}")
+        if not 0 <= k <= self.num_micro(step):
+            raise IndexError(f"micro-event {k} out of range 0..{self.num_micro(step)}")
+        model = self.log.model_at(step)
+        if k == 0:
+            return Frame(step, 0, model.snapshot(), {}, self._step_line(step))
+        micro = self.log.micro_events(step)
+        model.apply_all(micro[: k - 1])
+        last = micro[k - 1]
+        line = narrate(last, model, self.owners, self.rid_of(step))
+        if not isinstance(last, ev.NodeEvicted):
+            model.apply(last)
+        return Frame(step, k, model.snapshot(), _highlight(last), line)
+
+    def _step_line(self, step: int) -> str:
+        if step >= self.num_steps:
+            return f"end of the log: {self.num_steps:,} steps"
+        first = self.log.events_of(step)[0]
+        return narrate(first, self.log.model, self.owners, self.rid_of(step))
+
+    def next(self, step: int, k: int) -> tuple[int, int]:
+        """The cursor one micro-event later (stays at the end)."""
+        if k < self.num_micro(step):
+            return step, k + 1
+        return (step + 1, 0) if step < self.num_steps else (step, k)
+
+    def prev(self, step: int, k: int) -> tuple[int, int]:
+        """The cursor one micro-event earlier (stays at the start)."""
+        if k > 0:
+            return step, k - 1
+        return (step - 1, self.num_micro(step - 1)) if step > 0 else (0, 0)
