@@ -1,0 +1,79 @@
+"""Trace debugger: upload a trace, replay it through both caches, inspect the tree at any step."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+
+from radix.inspect import format_tree
+from radix.trace import TraceError
+from viz.component import tree_view
+from viz.dot import dot_to_svg, tree_to_dot
+from viz.trace_debug import replay_trace, snapshot_json
+
+MAX_DRAWN_NODES = 400  # larger trees: pretty_print and downloads only
+
+st.title("Trace debugger")
+st.caption("Any trace format (request JSONL, Mooncake, KV events, op log). Both caches get the "
+           "same capacity; the radix tree is checked after every request.")
+upload = st.file_uploader("trace file", key="trace.upload")
+capacity = st.number_input("capacity (tokens)", 1_000, 100_000_000, 1_000_000, step=100_000,
+                           key="trace.capacity")
+if upload is None:
+    st.info("Upload a trace to replay it, e.g. examples/traces/mooncake_excerpt.jsonl.")
+    st.stop()
+
+ident = (upload.name, upload.size, int(capacity))
+if st.session_state.get("trace.ident") != ident:
+    try:
+        with st.spinner("replaying through both caches…"):
+            replay = replay_trace(upload.getvalue(), capacity=int(capacity))
+    except TraceError as exc:
+        st.error(f"{upload.name}: {exc}")
+        st.stop()
+    except (ValueError, OSError) as exc:
+        st.error(f"{upload.name}: cannot replay: {exc}")
+        st.stop()
+    st.session_state["trace.ident"], st.session_state["trace.replay"] = ident, replay
+replay = st.session_state["trace.replay"]
+log = replay.log
+
+st.subheader(f"Replay summary: {upload.name} ({replay.trace.format}, "
+             f"{len(replay.trace.requests):,} requests, {log.num_steps:,} tree steps)")
+if replay.summary is not None:
+    rows = [(k, replay.summary["tree"][k], replay.summary["blocks"][k])
+            for k in ("requests", "prompt_tokens", "hit_tokens", "hit_rate", "prefilled_tokens",
+                      "evictions", "evicted_tokens", "unreachable_blocks")]
+    st.dataframe({"": [r[0] for r in rows], "radix tree": [str(r[1]) for r in rows],
+                  "block cache": [str(r[2]) for r in rows]}, hide_index=True)
+if replay.first_bad_step is None:
+    st.success("Invariants held after every request.")
+else:
+    st.error(f"First bad step: {replay.first_bad_step:,}. {replay.violation}")
+
+step = st.slider("tree after step", 0, log.num_steps, log.num_steps, key="trace.step")
+snap = log.snapshot_at(step)
+events = log.events_of(step - 1) if step else []
+if events:
+    st.caption(f"step {step - 1}: {events[0].op} {getattr(events[0], 'rid', '') or ''} "
+               f"({len(events)} events)")
+dot = tree_to_dot(snap)
+left, right = st.columns([3, 2])
+with left:
+    if len(snap.nodes) <= MAX_DRAWN_NODES:
+        tree_view(dot, key="trace.tree", height=420, duration_ms=250)
+    else:
+        st.info(f"{len(snap.nodes):,} nodes: too many to draw here; see pretty_print.")
+with right:
+    text = format_tree(snap, mark_leaves=True)
+    lines = text.splitlines()
+    st.code("\n".join(lines[:200]) + ("\n…" if len(lines) > 200 else ""), language=None)
+
+d = st.columns(4)
+d[0].download_button("tree.dot", dot, "tree.dot", key="trace.dl_dot")
+# deferred (callables): built only when clicked; the event log of a big trace is large
+d[1].download_button("tree.svg", lambda: dot_to_svg(dot), "tree.svg", key="trace.dl_svg")
+d[2].download_button("tree.json", lambda: json.dumps(snapshot_json(snap)), "tree.json",
+                     key="trace.dl_json")
+d[3].download_button("events.jsonl", log.to_jsonl, "events.jsonl", key="trace.dl_log")
