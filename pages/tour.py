@@ -50,11 +50,11 @@ st.caption("R1 = S+F+96 tokens, R2 = S+F+80, R3 = S+2,112 (S: 512-token system p
            "F: 1,543-token few-shot block). Each request: match_prefix, inc_lock_ref, insert, "
            "dec_lock_ref, as SGLang's scheduler does.")
 cols = st.columns([1, 1, 1, 1, 1.2, 2])
-cols[0].button("⏮ start", on_click=_move, args=("start",), key="tour.b_start")
-cols[1].button("◀ back", on_click=_move, args=("back",), key="tour.b_back")
+cols[0].button("start", on_click=_move, args=("start",), key="tour.b_start")
+cols[1].button("back", on_click=_move, args=("back",), key="tour.b_back")
 cols[2].button("next ▶", on_click=_move, args=("next",), key="tour.b_next")
-cols[3].button("next step ⏭", on_click=_move, args=("step",), key="tour.b_step")
-cols[4].button("⏸ pause" if st.session_state["tour.playing"] else "▶ play",
+cols[3].button("next step", on_click=_move, args=("step",), key="tour.b_step")
+cols[4].button("pause" if st.session_state["tour.playing"] else "play",
                on_click=_toggle_play, key="tour.b_play")
 speed = cols[5].select_slider("speed", list(SPEEDS), value="normal", key="tour.speed",
                               label_visibility="collapsed")
@@ -71,12 +71,12 @@ def _view() -> None:
     step, k = st.session_state["tour.cursor"]
     frame = tl.frame(step, k)
     st.markdown(f"**Step {step} / {tl.num_steps}, event {k} / {tl.num_micro(step)}**")
-    st.info(frame.narration or "…", icon="🗣️")
+    st.info(frame.narration or "…")
     n = tour_numbers(run, frame.snapshot, step, k)
     m = st.columns(5)
-    m[0].metric("tree stores", f"{n.stored:,} tok")
-    m[1].metric("stored apart", f"{n.apart:,} tok")
-    m[2].metric("saved", f"{n.saved:,} tok")
+    m[0].metric("tree stores (tokens)", f"{n.stored:,}")
+    m[1].metric("stored apart (tokens)", f"{n.apart:,}")
+    m[2].metric("saved (tokens)", f"{n.saved:,}")
     m[3].metric("saved KV", f"{n.saved_mib:,.0f} MiB")
     m[4].metric("saved prefill", f"{n.saved_prefill_ms:,.1f} ms")
     st.caption(f"MiB and ms: {LABEL}. Evictable {n.evictable:,} tokens, "

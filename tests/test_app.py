@@ -19,10 +19,10 @@ def test_tour_starts_empty_and_reaches_the_split():
     boundary and R1's insert (step 3, event 1): the tree stores R1's 2,151 tokens."""
     at = AppTest.from_file(str(ROOT / "pages" / "tour.py"), default_timeout=30).run()
     assert not at.exception
-    assert _metrics(at)["tree stores"] == "0 tok"
+    assert _metrics(at)["tree stores (tokens)"] == "0"
     at.session_state["tour.cursor"] = (3, 1)
     at.run()
-    assert _metrics(at)["tree stores"] == "2,151 tok"
+    assert _metrics(at)["tree stores (tokens)"] == "2,151"
     assert "grows a new leaf #1 of 2,151 tokens" in at.info[0].value
     at.session_state["tour.cursor"] = (5, 0)
     at.button(key="tour.b_next").click().run()
@@ -36,8 +36,8 @@ def test_tour_end_numbers():
     at.session_state["tour.cursor"] = (13, 0)
     at.run()
     assert not at.exception
-    assert _metrics(at) == {"tree stores": "4,343 tok", "stored apart": "6,910 tok",
-                            "saved": "2,567 tok", "saved KV": "321 MiB",
+    assert _metrics(at) == {"tree stores (tokens)": "4,343", "stored apart (tokens)": "6,910",
+                            "saved (tokens)": "2,567", "saved KV": "321 MiB",
                             "saved prefill": "116.5 ms"}
     at.button(key="tour.b_back").click().run()
     assert at.session_state["tour.cursor"] == (12, 1)  # step 12 has one micro-event
