@@ -13,20 +13,23 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 
-def _as_token_array(token_ids: Iterable[int]) -> array:
-    """Copies token ids into a compact array('q'); a non-int id raises TypeError."""
-    if isinstance(token_ids, array) and token_ids.typecode == "q":
-        return token_ids
-    if isinstance(token_ids, (str, bytes)):
+def _as_token_list(token_ids: Iterable[int]) -> list[int]:
+    """Copies token ids into a list; a non-int id raises TypeError.
+
+    The ints are checked by one pass through array('q') (in C), so a bool, float or str
+    anywhere fails fast without a Python loop over a long key.
+    """
+    if isinstance(token_ids, (str, bytes)) or not isinstance(token_ids, Iterable):
         raise TypeError(f"token_ids must be a sequence of ints, got {type(token_ids).__name__}")
+    ids = list(token_ids)
     try:
-        return array("q", token_ids)
-    except TypeError:
-        pass
-    for i, tok in enumerate(token_ids):
-        if not isinstance(tok, int) or isinstance(tok, bool):
-            raise TypeError(f"token id at position {i} is not an int: {tok!r}")
-    raise TypeError("token_ids must be ints")  # pragma: no cover (array raised for a reason)
+        array("q", ids)
+    except (TypeError, OverflowError):
+        for i, tok in enumerate(ids):
+            if not isinstance(tok, int) or isinstance(tok, bool):
+                raise TypeError(f"token id at position {i} is not an int: {tok!r}") from None
+        raise TypeError("token ids must fit in 64 bits") from None
+    return ids
 
 
 def gallop_match(a: Sequence[int], b: Sequence[int]) -> int:
@@ -76,7 +79,7 @@ class RadixKey:
         extra_key: str | None = None,
         cache_salt: str | None = None,
     ) -> None:
-        self.token_ids: array = _as_token_array(token_ids)
+        self.token_ids: list[int] = _as_token_list(token_ids)
         self.extra_key = extra_key  # e.g. a LoRA id
         self.cache_salt = cache_salt  # per-tenant salt
 
