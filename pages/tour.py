@@ -5,10 +5,22 @@ from __future__ import annotations
 import streamlit as st
 
 from engine.costs import LABEL
+from viz.blocks_chain import queue_line, request_chain
+from viz.blocks_grid import block_grid_figure, grid_caption
 from viz.component import tree_view
 from viz.dot import tree_to_dot
 from viz.timeline import Timeline
-from viz.tour import run_tour, tour_numbers
+from viz.tour import (
+    CAPACITY_TOKENS,
+    block_counters,
+    block_index,
+    counter_table,
+    lookup_text,
+    rid_at,
+    run_tour,
+    tour_numbers,
+    tree_counters,
+)
 
 SPEEDS = {"slow": 1.5, "normal": 0.8, "fast": 0.4}  # seconds per micro-event while playing
 
@@ -79,8 +91,17 @@ def _view() -> None:
     m[2].metric("saved (tokens)", f"{n.saved:,}")
     m[3].metric("saved KV", f"{n.saved_mib:,.0f} MiB")
     m[4].metric("saved prefill", f"{n.saved_prefill_ms:,.1f} ms")
-    st.caption(f"MiB and ms: {LABEL}. Evictable {n.evictable:,} tokens, "
-               f"protected {n.protected:,}.")
+    st.caption(f"MiB and ms: {LABEL}. Both caches: capacity {CAPACITY_TOKENS:,} tokens.")
+    st.dataframe(counter_table(tree_counters(run, frame.snapshot, step, k),
+                               block_counters(run, step, k)), hide_index=True)
+    left, right = st.columns([3, 2])
+    with left:
+        _tree(frame)
+    with right:
+        _blocks(step, k)
+
+
+def _tree(frame) -> None:
     selected = st.session_state["tour.selected"]
     highlight = dict(frame.highlight)
     if selected is not None and selected not in highlight:
@@ -96,6 +117,21 @@ def _view() -> None:
                     f"lock_ref {node.lock_ref}, hit_count {node.hit_count}, "
                     f"created t={node.creation_time:g}, last access t={node.last_access_time:g}, "
                     f"priority {node.priority}")
+
+
+def _blocks(step: int, k: int) -> None:
+    """vLLM's block pool beside the tree, after the block call that stands beside this step."""
+    snap = run.blocks[block_index(step, k, tl.num_steps)]
+    choice = st.selectbox("hash chain of", ["the current request", *run.rids], key="tour.rid")
+    rid = choice if choice in run.rids else rid_at(run, step)
+    prompt = run.prompts[run.rids.index(rid)]
+    chain = [link.block_id for link in request_chain(snap, prompt) if link.block_id]
+    st.plotly_chart(block_grid_figure(snap, columns=24, chain_ids=chain,
+                                      stop_text=f"vLLM block pool: {rid}'s chain outlined"),
+                    key="tour.blocks")
+    st.caption(grid_caption(snap))
+    st.markdown(lookup_text(run, rid, step, k))
+    st.caption(queue_line(snap))
 
 
 _view()

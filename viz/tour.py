@@ -4,7 +4,9 @@ Each request goes through SGLang's flow one call at a time: `match_prefix` (whic
 a match ends inside), `inc_lock_ref` on the matched node (the lock walks to the root), `insert`
 of the whole prompt (a new leaf for the uncached part), `dec_lock_ref` when it finishes. Costs
 are derived for Llama-3-8B on an H100 with engine/costs.py, and labelled so.
-Leaves out: decode tokens (output_len is 1, so the tree stores exactly the prompts).
+vLLM's block cache takes the same requests (BlockCacheManager, 16-token blocks): lookup beside
+the match, touch of the hits beside the lock, allocate + cache beside the insert, free beside the
+unlock; one block snapshot per step. Leaves out: decode tokens (output_len is 1).
 """
 
 from __future__ import annotations
@@ -13,11 +15,21 @@ from typing import NamedTuple
 
 from engine.costs import CostModel
 from examples.workloads import three_requests
+from radix import events as ev
+from radix.block_manager import BlockCacheManager, LookupRecord
+from radix.blocks import BlockPool
 from radix.eventlog import EventLog
 from radix.key import RadixKey
+from radix.request import Req
 from radix.tree import RadixCache
+from viz.blocks_chain import lookup_line
 
 OPS_PER_REQUEST = 4  # match_prefix, inc_lock_ref, insert, dec_lock_ref
+BLOCK_SIZE = 16  # vLLM's default
+# The capacity of both caches: the walk's 6,910 prompt tokens stored apart, in whole blocks,
+# ceil(6,910 / 16) = 432 blocks = 6,912 tokens. Neither evicts: the tree (unbounded here) peaks
+# at 4,343 tokens, the pool at 271 cached blocks + 1 partial.
+CAPACITY_TOKENS = 6_912
 
 
 class TourRun(NamedTuple):
@@ -25,6 +37,9 @@ class TourRun(NamedTuple):
     rids: list[str]  # in arrival order
     prompt_lens: list[int]
     insert_steps: list[int]  # log step index of each request's insert
+    blocks: list = []  # BlockPoolSnapshot after each number of log steps (0..num_steps)
+    lookups: list = []  # (log step, LookupRecord) of each request's block lookup
+    prompts: list = []  # each request's prompt token ids
 
 
 class TourNumbers(NamedTuple):
@@ -38,21 +53,41 @@ class TourNumbers(NamedTuple):
 
 
 def run_tour(seed: int = 0) -> TourRun:
-    """Plays the walk; 12 steps (4 per request), logged with a keyframe every 4 steps."""
+    """Plays the walk: a reset step, then 4 steps per request (13), logged with a keyframe
+    every 4 steps; the block cache takes one call per tree step (13 + 1 block snapshots)."""
     log = EventLog(keyframe_every=OPS_PER_REQUEST)
     cache = RadixCache(sink=log)
-    rids, lens, inserts = [], [], []
+    manager = BlockCacheManager(BlockPool(CAPACITY_TOKENS // BLOCK_SIZE + 1, BLOCK_SIZE))
+    blocks = [manager.snapshot()] * (log.num_steps + 1)  # the reset step changes no block
+    rids, lens, inserts, lookups, prompts = [], [], [], [], []
     for tr in three_requests(seed):
-        key = RadixKey(list(tr.token_ids))
+        key, req = RadixKey(list(tr.token_ids)), Req(tr.rid, list(tr.token_ids))
         m = cache.match_prefix(key, rid=tr.rid)
+        hit = manager.get_computed_blocks(req)
+        lookups.append((log.num_steps - 1, manager.lookups[-1]))
+        blocks.append(manager.snapshot())
         cache.inc_lock_ref(m.last_node, rid=tr.rid)
+        manager.allocate_slots(req, 0, hit)  # touch the hits: the lock of the block cache
+        blocks.append(manager.snapshot())
         inserts.append(log.num_steps)
         cache.insert(key, rid=tr.rid)
+        manager.allocate_slots(req, len(req.origin_input_ids) - hit.num_computed_tokens)
+        blocks.append(manager.snapshot())
         cache.dec_lock_ref(m.last_node, rid=tr.rid)
+        manager.free(req)
+        blocks.append(manager.snapshot())
         rids.append(tr.rid)
         lens.append(len(tr.token_ids))
+        prompts.append(list(tr.token_ids))
     cache.check_invariants()
-    return TourRun(log, rids, lens, inserts)
+    manager.check_invariants()
+    return TourRun(log, rids, lens, inserts, blocks, lookups, prompts)
+
+
+def block_index(step: int, k: int, num_steps: int) -> int:
+    """The block snapshot for the frame (step, k): a block call is one atomic change, shown
+    from the first micro-event of the tree step it stands beside."""
+    return min(step + (1 if k > 0 else 0), num_steps)
 
 
 def tour_numbers(run: TourRun, snapshot, step: int, k: int, cost: CostModel | None = None):
@@ -72,10 +107,83 @@ def tour_numbers(run: TourRun, snapshot, step: int, k: int, cost: CostModel | No
                        snapshot.protected_size)
 
 
+class CacheCounters(NamedTuple):
+    looked_up: int  # prompt tokens of the requests looked up so far
+    hit: int  # of those, tokens reused from the cache
+    hit_rate: float  # hit / looked_up (0.0 before the first lookup)
+    cached: int  # tokens the cache holds
+    evictable: int  # cached tokens no running request holds
+    protected: int  # cached tokens a running request holds (lock_ref / ref_cnt > 0)
+
+
+def _counters(looked_up: int, hit: int, cached: int, evictable: int, protected: int):
+    return CacheCounters(looked_up, hit, hit / looked_up if looked_up else 0.0, cached,
+                         evictable, protected)
+
+
+def tree_counters(run: TourRun, snapshot, step: int, k: int) -> CacheCounters:
+    """The tree's counters at (step, k), hits summed over the PrefixMatched events played.
+
+    At the end: hit 0 + 2,055 + 512 = 2,567 of 6,910 looked up: 37.1%; cached 4,343."""
+    matched = [e for s in range(min(step, run.log.num_steps)) for e in run.log.micro_events(s)]
+    if step < run.log.num_steps:
+        matched += run.log.micro_events(step)[:k]
+    matched = [e for e in matched if isinstance(e, ev.PrefixMatched)]
+    return _counters(sum(e.key_len for e in matched), sum(e.prefix_len for e in matched),
+                     snapshot.total_size, snapshot.evictable_size, snapshot.protected_size)
+
+
+def block_counters(run: TourRun, step: int, k: int) -> CacheCounters:
+    """The block cache's counters at (step, k), from the lookups done and the block snapshot.
+
+    At the end: hit 0 + 128 x 16 + 32 x 16 = 2,560 of 6,910: 37.0%. Cached: full blocks only,
+    R1 2,151 // 16 = 134, R2 133 - 128 hit = 5, R3 164 - 32 hit = 132: 271 x 16 = 4,336.
+    """
+    i = block_index(step, k, run.log.num_steps)
+    done = [rec for s, rec in run.lookups if s < i]
+    hashed = [b for b in run.blocks[i].blocks if b.hash is not None]
+    free = sum(1 for b in hashed if b.ref_cnt == 0)
+    bs = run.blocks[i].block_size
+    return _counters(sum(r.num_tokens for r in done), sum(r.hit_tokens for r in done),
+                     len(hashed) * bs, free * bs, (len(hashed) - free) * bs)
+
+
+def lookup_of(run: TourRun, rid: str, step: int, k: int) -> LookupRecord | None:
+    """The block lookup of `rid` if it has happened by (step, k)."""
+    i = block_index(step, k, run.log.num_steps)
+    return next((rec for s, rec in run.lookups if s < i and rec.rid == rid), None)
+
+
+def rid_at(run: TourRun, step: int) -> str:
+    """The request a step belongs to (its match .. its unlock); R1 at the reset, R3 at the end."""
+    return next((rid for rid, s in zip(run.rids, run.insert_steps) if step <= s + 1),
+                run.rids[-1])
+
+
+def lookup_text(run: TourRun, rid: str, step: int, k: int) -> str:
+    """Where `rid`'s block lookup stopped and why, beside the tree's match, at (step, k)."""
+    rec = lookup_of(run, rid, step, k)
+    if rec is None:
+        return f"{rid} has not been looked up yet."
+    i = run.rids.index(rid)
+    match = next(e for e in run.log.micro_events(run.insert_steps[i] - 2)
+                 if isinstance(e, ev.PrefixMatched))
+    return lookup_line(rec, run.blocks[0].block_size, match.prefix_len)
+
+
+def counter_table(tree: CacheCounters, blocks: CacheCounters) -> dict[str, list[str]]:
+    """Both caches' counters as table columns (strings, formatted for the page)."""
+    rows = [("hit tokens", lambda c: f"{c.hit:,} of {c.looked_up:,}"),
+            ("hit rate", lambda c: f"{c.hit_rate:.1%}"),
+            ("cached tokens", lambda c: f"{c.cached:,}"),
+            ("evictable tokens", lambda c: f"{c.evictable:,}"),
+            ("protected tokens", lambda c: f"{c.protected:,}")]
+    return {"": [r[0] for r in rows], "radix tree": [f(tree) for _, f in rows],
+            "block cache (16-token blocks)": [f(blocks) for _, f in rows]}
+
+
 def split_frame(run: TourRun, timeline) -> tuple[int, int]:
     """The cursor of the first split of the walk (R2's match leaving R1 at token 2,055)."""
-    from radix import events as ev
-
     for step in range(run.log.num_steps):
         for i, e in enumerate(run.log.micro_events(step)):
             if isinstance(e, ev.NodeSplit):
