@@ -1,13 +1,17 @@
-// RadixLens tree view: a Streamlit v2 component that renders DOT with d3-graphviz.
-// Each call gets {dot, duration_ms, height}; the renderer persists per mount (keyed by the
-// parent element), so a new DOT transitions from the last one: elements are matched by their
-// DOT `id` (node n<id>, edge e<child id>), so unchanged nodes keep their place, a split edge
-// morphs, new leaves grow in and evicted ones fade out. A click on a node sends its id back
-// to Python as the trigger value `clicked`. The host div carries data-nodes, data-draw-ms and
-// data-renders for tests (a state value would rerun the script on every draw).
-import { graphviz } from "d3-graphviz";
-import { transition } from "d3-transition";
+// RadixLens tree view: a Streamlit v2 component that draws a laid-out tree (viz/layout.py's
+// scene) as plain SVG and animates between scenes with d3-transition. Elements are keyed by
+// their stable ids (node n<id>, edge e<child id>): a node that moved slides to its new place, a
+// split edge re-bends to its new ends, new nodes and edges grow in from their parent, removed
+// ones fade out; unchanged elements are not touched at all. A click on a node sends its id back
+// to Python as the trigger value `clicked`. The host div carries data-nodes, data-draw-ms
+// (data in -> elements in place), data-settle-ms (-> transition ended) and data-renders for
+// tests and the benchmark (a state value would rerun the script on every draw).
+import { select } from "d3-selection";
+import "d3-transition";
 
+const SVG = "http://www.w3.org/2000/svg";
+const PAD = 8;
+const MIN_FONT_PX = 4; // smaller on screen: labels and arrowheads are not drawn (unreadable)
 const states = new WeakMap();
 
 function stateFor(parentElement) {
@@ -15,8 +19,20 @@ function stateFor(parentElement) {
   if (state) return state;
   const host = document.createElement("div");
   host.className = "radixlens-tree";
+  host.style.width = "100%";
   parentElement.appendChild(host);
-  state = { host, renderer: null, busy: false, pending: null, lastDot: null, callbacks: {} };
+  const svg = select(host).append("svg").attr("xmlns", SVG)
+    .attr("preserveAspectRatio", "xMidYMin meet")
+    .style("width", "100%").style("height", "100%").style("display", "block");
+  svg.append("style").text(
+    ".rl-small text { display: none; } .rl-small path { marker-end: none; }");
+  svg.append("defs").append("marker").attr("id", "radixlens-arrow")
+    .attr("viewBox", "0 0 10 10").attr("refX", 10).attr("refY", 5)
+    .attr("markerWidth", 5).attr("markerHeight", 5).attr("orient", "auto-start-reverse")
+    .append("path").attr("d", "M0,0L10,5L0,10z").attr("fill", "context-stroke");
+  const edges = svg.append("g").attr("class", "edges");
+  const nodes = svg.append("g").attr("class", "nodes");
+  state = { host, svg, edges, nodes, lastSig: null, animating: false, callbacks: {}, seq: 0 };
   host.addEventListener("click", (event) => {
     const node = event.target.closest && event.target.closest("g.node");
     if (!node || !node.id || !node.id.startsWith("n")) return;
@@ -29,69 +45,127 @@ function stateFor(parentElement) {
   return state;
 }
 
-function stamp(state, name) {
-  state.host.dataset[name] = String(Math.round(performance.now() - state.started));
+// node row: [id, x, y, w, h, label, fill, color, penwidth, dashed, tooltip]
+const place = (n, scale = 1) => `translate(${n[1]},${n[2]}) scale(${scale})`;
+
+function edgePath(a, b, lr) {
+  if (lr) {
+    const x1 = a[1] + a[3] / 2, x2 = b[1] - b[3] / 2, m = (x1 + x2) / 2;
+    return `M${x1},${a[2]}C${m},${a[2]},${m},${b[2]},${x2},${b[2]}`;
+  }
+  const y1 = a[2] + a[4] / 2, y2 = b[2] - b[4] / 2, m = (y1 + y2) / 2;
+  return `M${a[1]},${y1}C${a[1]},${m},${b[1]},${m},${b[1]},${y2}`;
 }
 
-function draw(state, dot, durationMs) {
-  if (state.busy) {
-    state.pending = { dot, durationMs }; // only the newest DOT matters
-    return;
-  }
-  state.busy = true;
-  if (!state.renderer) {
-    // subtle: the Graphviz WASM loads asynchronously; a transition made before "initEnd"
-    // expires before it is used ("transition 1 not found"), so the first draw waits for it.
-    state.renderer = graphviz(state.host, { useWorker: false })
-      .keyMode("id")
-      .fit(true)
-      .zoom(false)
-      .growEnteringEdges(true)
-      .tweenShapes(false)
-      .tweenPaths(false)
-      .convertEqualSidedPolygons(false)
-      .on("layoutEnd", () => stamp(state, "layoutMs"))
-      .on("renderEnd", () => stamp(state, "renderMs"))
-      .on("initEnd", () => {
-        state.busy = false;
-        draw(state, dot, durationMs);
-      });
-    return;
-  }
-  const started = performance.now();
-  state.started = started;
-  const finish = () => {
-    if (!state.busy) return;
-    state.busy = false;
-    state.host.dataset.nodes = String(state.host.querySelectorAll("g.node").length);
-    state.host.dataset.drawMs = String(Math.round(performance.now() - started));
-    state.host.dataset.renders = String(Number(state.host.dataset.renders || 0) + 1);
-    if (state.pending) {
-      const next = state.pending;
-      state.pending = null;
-      draw(state, next.dot, next.durationMs);
+function lines(text, sel, x, y, lineHeight) {
+  const parts = String(text).split("\n");
+  sel.selectAll("tspan").remove();
+  parts.forEach((part, i) => {
+    sel.append("tspan").attr("x", x)
+      .attr("y", y + (i - (parts.length - 1) / 2) * lineHeight).text(part);
+  });
+}
+
+function drawNodes(state, scene, t, moveAll) {
+  const sel = state.nodes.selectAll("g.node").data(scene.nodes, (d) => d[0]);
+  sel.exit().classed("node", false).classed("exiting", true)
+    .transition(t).style("opacity", 0).remove();
+  const enter = sel.enter().append("g").attr("class", "node").attr("id", (d) => d[0])
+    .style("cursor", "pointer").attr("transform", (d) => place(d, 0.01));
+  enter.append("title");
+  enter.append("rect");
+  enter.append("text").attr("text-anchor", "middle").attr("dominant-baseline", "central")
+    .attr("font-family", "DejaVu Sans, sans-serif").attr("font-size", 11).attr("fill", "#222");
+  enter.transition(t).attr("transform", (d) => place(d));
+  sel.each(function (d) {
+    const old = this.__prevNode;
+    if (moveAll || !old || old[1] !== d[1] || old[2] !== d[2]) {
+      select(this).transition(t).attr("transform", place(d));
     }
-  };
-  state.renderer
-    // subtle: d3-graphviz resolves the transition from document.documentElement, so it must be
-    // a root transition (d3.transition), and the component must not live in a shadow root.
-    .transition(() => transition("radixlens-tree").duration(Math.max(1, durationMs)))
-    .onerror((err) => {
-      state.host.dataset.error = String(err);
-      finish();
-    })
-    // the callback runs once the new elements are in place (the transition then plays on);
-    // d3-graphviz queues a render that arrives while it is still busy.
-    .renderDot(dot, finish);
+  });
+  enter.merge(sel).each(function (d) {
+    const key = d.slice(3).join("|");
+    if (this.__prevStyle === key) return;
+    this.__prevStyle = key;
+    const g = select(this);
+    g.select("title").text(d[10]);
+    g.select("rect").attr("x", -d[3] / 2).attr("y", -d[4] / 2).attr("width", d[3])
+      .attr("height", d[4]).attr("rx", 4).attr("fill", d[6]).attr("stroke", d[7])
+      .attr("stroke-width", d[8]).attr("stroke-dasharray", d[9] ? "4,2" : null);
+    lines(d[5], g.select("text"), 0, 0, 13);
+  }).each(function (d) { this.__prevNode = d; });
+}
+
+function drawEdges(state, scene, byId, t, moveAll) {
+  const lr = scene.rankdir === "LR";
+  const sel = state.edges.selectAll("g.edge").data(scene.edges, (d) => d[0]);
+  sel.exit().classed("edge", false).classed("exiting", true)
+    .transition(t).style("opacity", 0).remove();
+  const enter = sel.enter().append("g").attr("class", "edge").attr("id", (d) => d[0]);
+  enter.append("path").attr("fill", "none").attr("marker-end", "url(#radixlens-arrow)")
+    .attr("d", (d) => { const a = byId.get(d[1]); return edgePath(a, a, lr); });
+  enter.append("text").attr("text-anchor", "middle").attr("font-size", 9)
+    .attr("font-family", "DejaVu Sans, sans-serif").attr("fill", "#333")
+    .attr("stroke", "white").attr("stroke-width", 3).attr("stroke-linejoin", "round")
+    .attr("paint-order", "stroke").style("opacity", 0);
+  enter.select("text").transition(t).style("opacity", 1);
+  enter.merge(sel).each(function (d) {
+    const g = select(this);
+    const path = edgePath(byId.get(d[1]), byId.get(d[2]), lr);
+    if (moveAll || this.__prevPath !== path) {
+      g.select("path").transition(t).attr("d", path);
+      this.__prevPath = path;
+    }
+    const key = d.slice(3).join("|");
+    if (!moveAll && this.__prevStyle === key) return;
+    const changedPlace = this.__prevStyle !== undefined;
+    this.__prevStyle = key;
+    g.select("path").attr("stroke", d[6]).attr("stroke-width", d[7]);
+    const text = g.select("text");
+    if (text.text() !== d[3].replace(/\n/g, "")) lines(d[3], text, 0, 0, 11);
+    const to = `translate(${d[4]},${d[5]})`;
+    if (changedPlace) text.transition(t).attr("transform", to);
+    else text.attr("transform", to);
+  });
+}
+
+function draw(state, scene, durationMs) {
+  const started = performance.now();
+  const seq = ++state.seq;
+  state.host.querySelectorAll(".exiting").forEach((el) => el.remove());
+  const moveAll = state.animating; // an interrupted transition: send everything home
+  const t = state.svg.transition("radixlens").duration(Math.max(1, durationMs));
+  const byId = new Map(scene.nodes.map((n) => [n[0], n]));
+  drawEdges(state, scene, byId, t, moveAll);
+  drawNodes(state, scene, t, moveAll);
+  const box = `${-PAD} ${-PAD} ${scene.width + 2 * PAD} ${scene.height + 2 * PAD}`;
+  // level of detail: at the fitted scale a 1,000-node tree's labels are sub-pixel, and
+  // painting thousands of unreadable text runs is most of a frame's cost
+  const fit = Math.min(state.host.clientWidth / (scene.width + 2 * PAD),
+                       (state.host.clientHeight || 1e9) / (scene.height + 2 * PAD));
+  state.svg.classed("rl-small", fit * 9 < MIN_FONT_PX);
+  if (state.svg.attr("viewBox")) state.svg.transition(t).attr("viewBox", box);
+  else state.svg.attr("viewBox", box);
+  state.animating = true;
+  const host = state.host;
+  host.dataset.nodes = String(host.querySelectorAll("g.node").length);
+  host.dataset.drawMs = String(Math.round(performance.now() - started));
+  host.dataset.renders = String(Number(host.dataset.renders || 0) + 1);
+  t.end().catch(() => {}).then(() => {
+    if (seq !== state.seq) return;
+    state.animating = false;
+    host.dataset.settleMs = String(Math.round(performance.now() - started));
+    host.dataset.settled = String(Number(host.dataset.settled || 0) + 1);
+  });
 }
 
 export default function (component) {
   const { data, parentElement, setTriggerValue } = component;
   const state = stateFor(parentElement);
   state.callbacks.setTriggerValue = setTriggerValue;
-  const dot = data && data.dot;
-  if (!dot || dot === state.lastDot) return;
-  state.lastDot = dot;
+  const scene = data && data.scene;
+  if (!scene || data.sig === state.lastSig) return;
+  state.lastSig = data.sig;
   if (data.height) state.host.style.height = `${data.height}px`;
-  draw(state, dot, Number(data.duration_ms ?? 400));
+  draw(state, scene, Number(data.duration_ms ?? 400));
 }
