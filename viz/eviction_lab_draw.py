@@ -98,9 +98,10 @@ def frame_line(run: EvictionRun, k: int, micro: list[ev.Event], freed: int) -> s
     name = run.names
     if k == 0:
         first = run.candidates[0].name if run.candidates else "nothing"
-        return (f"evict({run.to_free:,}) under {run.policy}: {len(run.candidates):,} evictable "
-                f"leaves; {name[run.system_id]} (r>0, live children) is not one. First in "
-                f"policy order: {first}.")
+        n = len(run.candidates)
+        return (f"evict({run.to_free:,}) under {run.policy}: {n:,} evictable "
+                f"leaf{'' if n == 1 else 's'}; {name[run.system_id]} (r>0, live children) is "
+                f"not one. First in policy order: {first}.")
     e = micro[k - 1]
     if isinstance(e, ev.NodeEvicted):
         return (f"pops {name.get(e.node_id, e.node_id)} (#{e.node_id}, {e.num_tokens:,} tokens, "
