@@ -8,6 +8,9 @@ import streamlit as st
 
 from radix.inspect import format_tree
 from radix.trace import TraceError
+from viz.blocks_chain import queue_line
+from viz.blocks_grid import block_grid_figure, grid_caption
+from viz.blocks_trace import chain_view, replay_blocks, request_ends, requests_done, tree_matches
 from viz.component import tree_view
 from viz.dot import dot_to_svg, tree_to_dot
 from viz.trace_debug import replay_trace, snapshot_json
@@ -70,6 +73,39 @@ with right:
     lines = text.splitlines()
     st.code("\n".join(lines[:200]) + ("\n…" if len(lines) > 200 else ""), language=None)
 
+
+
+def _blocks(step: int) -> None:
+    """vLLM's block pool after the requests the tree had finished by `step` (whole requests)."""
+    if replay.trace.format not in ("request", "mooncake"):
+        st.caption(f"No block view for a {replay.trace.format} trace (no requests to replay).")
+        return
+    if st.session_state.get("trace.ends_ident") != ident:
+        st.session_state["trace.ends"] = (request_ends(log), tree_matches(log))
+        st.session_state["trace.ends_ident"] = ident
+    ends, matches = st.session_state["trace.ends"]
+    n = requests_done(ends, step)
+    if st.session_state.get("trace.blocks_ident") != (ident, n):
+        st.session_state["trace.blocks"] = replay_blocks(replay.trace, int(capacity), 16, n)
+        st.session_state["trace.blocks_ident"] = (ident, n)
+    br = st.session_state["trace.blocks"]
+    st.subheader(f"Block cache after {n:,} of {len(replay.trace.requests):,} requests")
+    if not br.reqs:
+        st.caption(grid_caption(br.snapshot))
+        return
+    rids = list(br.reqs)[::-1]  # the latest first
+    rid = st.selectbox("hash chain of", rids, key="trace.block_rid")
+    rid = rid if rid in br.reqs else rids[0]
+    chain, text = chain_view(br, rid, matches.get(rid))
+    st.plotly_chart(block_grid_figure(br.snapshot, chain_ids=chain,
+                                      stop_text=f"vLLM block pool: {rid}'s chain outlined"),
+                    key="trace.blocks_fig")
+    st.caption(grid_caption(br.snapshot))
+    st.markdown(text)
+    st.caption(queue_line(br.snapshot))
+
+
+_blocks(step)
 d = st.columns(4)
 d[0].download_button("tree.dot", dot, "tree.dot", key="trace.dl_dot")
 # deferred (callables): built only when clicked; the event log of a big trace is large

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
@@ -77,3 +78,59 @@ def test_trace_upload_replays_and_scrubs():
     assert "#tokens: 4" in at.code[0].value
     at.slider(key="trace.step").set_value(0).run()
     assert "#tokens: 0" in at.code[0].value
+
+
+def _plotly_specs(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def test_tour_block_view_beside_the_tree_at_the_end():
+    """The end of the walk: hit rates computed for both caches, 2,567 / 6,910 = 37.1% (tree)
+    and 2,560 / 6,910 = 37.0% (blocks); picking R2 shows its lookup stopping at block 128
+    (2,048 tokens, 7 shared tokens re-prefilled) and outlines its 133 cached chain blocks."""
+    at = AppTest.from_file(str(ROOT / "pages" / "tour.py"), default_timeout=30)
+    at.session_state["tour.cursor"] = (13, 0)
+    at.run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert list(table["radix tree"][:2]) == ["2,567 of 6,910", "37.1%"]
+    assert list(table["block cache (16-token blocks)"][:2]) == ["2,560 of 6,910", "37.0%"]
+    assert any(m.value.startswith("R3: lookup hit 32 blocks (512 tokens)") for m in at.markdown)
+    at.selectbox(key="tour.rid").set_value("R2").run()
+    text = [m.value for m in at.markdown if m.value.startswith("R2: ")][0]
+    assert "stopped at block 128" in text and "7 shared tokens re-prefilled" in text
+    chain = [t for t in _plotly_specs(at)[0]["data"] if t.get("name") == "selected request's chain"]
+    assert len(chain[0]["x"]) == 133  # 128 shared with R1 + R2's 5 own full blocks
+
+
+def test_tour_block_view_before_r2_arrives():
+    """After R1 (step 5): R2's lookup has not happened; the pool holds R1's 134 cached blocks."""
+    at = AppTest.from_file(str(ROOT / "pages" / "tour.py"), default_timeout=30)
+    at.session_state["tour.cursor"] = (5, 0)
+    at.session_state["tour.rid"] = "R2"
+    at.run()
+    assert not at.exception
+    assert any(m.value == "R2 has not been looked up yet." for m in at.markdown)
+    assert any("134 cached, free" in c.value for c in at.caption)
+
+
+def test_trace_block_view_at_the_chosen_step():
+    """a = tokens 1..48, b = 1..35 + 14 own (49). The tree matches 35 of b's 48 looked-up
+    tokens; the block lookup hits blocks 0, 1 (32 tokens) and misses block 2 (tokens 32..47:
+    3 shared + 13 own): 3 shared tokens re-prefilled. Slider at step 4 (a done): b not yet."""
+    at = AppTest.from_file(str(ROOT / "pages" / "trace.py"), default_timeout=30).run()
+    a = list(range(1, 49))
+    b = list(range(1, 36)) + list(range(200, 214))
+    data = (json.dumps({"rid": "a", "arrival": 0, "tokens": a, "output_len": 1}) + "\n"
+            + json.dumps({"rid": "b", "arrival": 1, "tokens": b, "output_len": 1}) + "\n")
+    at.file_uploader(key="trace.upload").set_value(("ab.jsonl", data.encode(), "text/plain"))
+    at.run()
+    assert not at.exception and not at.error
+    assert at.subheader[1].value == "Block cache after 2 of 2 requests"
+    text = [m.value for m in at.markdown if m.value.startswith("b: ")][0]
+    assert "hit 2 blocks (32 tokens) of 49; stopped at block 2 (tokens 32..47): miss" in text
+    assert "The tree matched 35: 3 shared tokens re-prefilled." in text
+    at.slider(key="trace.step").set_value(4).run()
+    assert at.subheader[1].value == "Block cache after 1 of 2 requests"
+    assert at.selectbox(key="trace.block_rid").options == ["a"]
+    assert len(_plotly_specs(at)) == 1
