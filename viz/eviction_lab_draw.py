@@ -100,7 +100,7 @@ def frame_line(run: EvictionRun, k: int, micro: list[ev.Event], freed: int) -> s
         first = run.candidates[0].name if run.candidates else "nothing"
         n = len(run.candidates)
         return (f"evict({run.to_free:,}) under {run.policy}: {n:,} evictable "
-                f"leaf{'' if n == 1 else 's'}; {name[run.system_id]} (r>0, live children) is "
+                f"{'leaf' if n == 1 else 'leaves'}; {name[run.system_id]} (r>0, live children) is "
                 f"not one. First in policy order: {first}.")
     e = micro[k - 1]
     if isinstance(e, ev.NodeEvicted):
