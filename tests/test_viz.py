@@ -1,4 +1,4 @@
-"""viz/: DOT ids and labels, narration, the timeline cursor, the Tour's numbers."""
+"""viz/: DOT ids and labels, the tree layout, narration, the timeline cursor, the Tour's numbers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import pytest
 
 from radix.eventlog import EventLog
 from radix.tree import RadixCache
+from viz.component import view_data
 from viz.dot import ROLES, token_preview, tree_to_dot
+from viz.layout import parse_tree_dot, tree_scene
 from viz.timeline import Timeline
 from viz.tour import run_tour, split_frame, tour_numbers
 
@@ -64,6 +66,63 @@ def test_token_preview_cuts():
     assert token_preview([5, 6], None) == "[5 6]"
     assert token_preview(list(range(100)), None, max_chars=10) == "[0 1 2 3…]"
     assert token_preview([1], lambda ids: "x" * 40, max_chars=5) == repr("xxxxx…")
+
+
+def _centres(scene: dict) -> dict[str, tuple[float, float]]:
+    return {n[0]: (n[1], n[2]) for n in scene["nodes"]}
+
+
+def test_layout_root_and_one_child():
+    """The worked example of tree_scene's docstring: band 61.7 + 10 = 71.7 px, both centres at
+    x = 35.9 (35.85 rounded); y = 10 (root box 20 / 2) and 20 + 2 x 12 + 22 + 10 = 76; the edge
+    label sits between: 76 - 10 - 12 - 11 = 43."""
+    c = RadixCache()
+    c.insert([1, 2, 3])
+    scene = tree_scene(tree_to_dot(c.snapshot()))
+    assert _centres(scene) == {"n0": (35.9, 10.0), "n1": (35.9, 76.0)}
+    assert (scene["width"], scene["height"]) == (71.7, 86.0)
+    [edge] = scene["edges"]
+    assert edge[:6] == ["e1", "n0", "n1", "3 tok\n[1 2 3]", 35.9, 43.0]
+    node1 = scene["nodes"][1]
+    assert node1[5:10] == ["#1  r=0", "#e3f4e1", "#555555", 1.0, 1]  # evictable: dashed
+
+
+def test_layout_split_on_the_right_keeps_the_left_in_place():
+    """Root children [1,2,3] (left, child key 1) and [5,6] (right); inserting [5,7] splits the
+    right one: its subtree gets a rank and a band more, the left leaf does not move at all."""
+    c = RadixCache()
+    c.insert([1, 2, 3])
+    c.insert([5, 6])
+    before = _centres(tree_scene(tree_to_dot(c.snapshot())))
+    c.insert([5, 7])
+    after = _centres(tree_scene(tree_to_dot(c.snapshot())))
+    assert set(after) - set(before) == {"n3", "n4"}
+    assert after["n1"] == before["n1"]
+    assert after["n2"][1] > before["n2"][1]  # the split node's old half moved down a rank
+    assert after["n3"][1] == before["n2"][1]  # the new prefix node took its rank
+
+
+def test_layout_lr_parse_and_signature():
+    """rankdir=LR swaps the axes (depth along x); DOT escapes come back as text; the
+    signature follows the DOT, so the browser skips a rerun that sends the same tree."""
+    c = RadixCache()
+    c.insert([7, 8])
+    dot = tree_to_dot(c.snapshot(), decode=lambda ids: 'say "hi"', rankdir="LR")
+    scene = tree_scene(dot)
+    (x0, y0), (x1, y1) = _centres(scene).values()
+    assert scene["rankdir"] == "LR" and x1 > x0 and y1 == y0
+    graph, nodes, edges = parse_tree_dot(dot)
+    assert graph["rankdir"] == "LR" and [n for n, _ in nodes] == ["n0", "n1"]
+    assert edges[0][2]["label"] == "2 tok\n'say \"hi\"'"
+    assert view_data(dot)["sig"] == view_data(dot)["sig"] != view_data(dot + " ")["sig"]
+
+
+def test_layout_cycle_is_laid_out_once():
+    """a -> b -> a: b's first edge makes it a's child, so no root is left; a, the first node no
+    root reaches, becomes one, b hangs under it and both edges are still drawn."""
+    dot = '  "a" [label="a"];\n  "a" -> "b" [id="x"];\n  "b" -> "a" [id="y"];\n'
+    scene = tree_scene(dot)
+    assert [n[0] for n in scene["nodes"]] == ["a", "b"] and len(scene["edges"]) == 2
 
 
 def test_tour_split_narration_and_numbers():

@@ -33,7 +33,9 @@ function stateFor(parentElement) {
   const edges = svg.append("g").attr("class", "edges");
   const nodes = svg.append("g").attr("class", "nodes");
   state = { host, svg, edges, nodes, lastSig: null, animating: false, callbacks: {}, seq: 0 };
+  enableZoom(state);
   host.addEventListener("click", (event) => {
+    if (state.dragged) return;
     const node = event.target.closest && event.target.closest("g.node");
     if (!node || !node.id || !node.id.startsWith("n")) return;
     const id = Number(node.id.slice(1));
@@ -43,6 +45,54 @@ function stateFor(parentElement) {
   });
   states.set(parentElement, state);
   return state;
+}
+
+// Wheel zooms around the pointer, a drag pans, a double click fits the tree again; the user's
+// view survives new scenes until then (labels come back once they are readable).
+function setView(state, view) {
+  state.view = view;
+  state.svg.attr("viewBox", view.join(" "));
+  state.svg.classed("rl-small", viewScale(state, view)[0] * 9 < MIN_FONT_PX);
+}
+
+// px per scene unit and the left offset, as preserveAspectRatio="xMidYMin meet" draws it
+function viewScale(state, v) {
+  const w = state.host.clientWidth || 1, h = state.host.clientHeight || Infinity;
+  const k = Math.min(w / v[2], h / v[3]);
+  return [k, (w - v[2] * k) / 2];
+}
+
+function enableZoom(state) {
+  const host = state.host;
+  const toScene = (event) => {
+    const r = host.getBoundingClientRect(), v = state.view, [k, ox] = viewScale(state, v);
+    return [v[0] + (event.clientX - r.left - ox) / k, v[1] + (event.clientY - r.top) / k, 1 / k];
+  };
+  host.addEventListener("wheel", (event) => {
+    if (!state.view) return;
+    event.preventDefault();
+    const [x, y] = toScene(event), f = Math.exp(event.deltaY * 0.002), v = state.view;
+    state.zoomed = true;
+    setView(state, [x - (x - v[0]) * f, y - (y - v[1]) * f, v[2] * f, v[3] * f]);
+  }, { passive: false });
+  host.addEventListener("pointerdown", (event) => {
+    if (!state.view) return;
+    const [, , k] = toScene(event), from = [event.clientX, event.clientY], v0 = state.view;
+    state.dragged = false;
+    const move = (e) => {
+      const dx = (e.clientX - from[0]) * k, dy = (e.clientY - from[1]) * k;
+      if (Math.abs(dx) + Math.abs(dy) < 3 * k && !state.dragged) return;
+      state.dragged = state.zoomed = true;
+      setView(state, [v0[0] - dx, v0[1] - dy, v0[2], v0[3]]);
+    };
+    const up = () => { host.removeEventListener("pointermove", move); };
+    host.addEventListener("pointermove", move);
+    host.addEventListener("pointerup", up, { once: true });
+  });
+  host.addEventListener("dblclick", () => {
+    state.zoomed = false;
+    if (state.fitView) setView(state, state.fitView);
+  });
 }
 
 // node row: [id, x, y, w, h, label, fill, color, penwidth, dashed, tooltip]
@@ -138,14 +188,17 @@ function draw(state, scene, durationMs) {
   const byId = new Map(scene.nodes.map((n) => [n[0], n]));
   drawEdges(state, scene, byId, t, moveAll);
   drawNodes(state, scene, t, moveAll);
-  const box = `${-PAD} ${-PAD} ${scene.width + 2 * PAD} ${scene.height + 2 * PAD}`;
-  // level of detail: at the fitted scale a 1,000-node tree's labels are sub-pixel, and
-  // painting thousands of unreadable text runs is most of a frame's cost
-  const fit = Math.min(state.host.clientWidth / (scene.width + 2 * PAD),
-                       (state.host.clientHeight || 1e9) / (scene.height + 2 * PAD));
-  state.svg.classed("rl-small", fit * 9 < MIN_FONT_PX);
-  if (state.svg.attr("viewBox")) state.svg.transition(t).attr("viewBox", box);
-  else state.svg.attr("viewBox", box);
+  const fitView = [-PAD, -PAD, scene.width + 2 * PAD, scene.height + 2 * PAD];
+  state.fitView = fitView;
+  // level of detail (setView): at the fitted scale a 1,000-node tree's labels are sub-pixel,
+  // and painting thousands of unreadable text runs is most of a frame's cost
+  if (state.zoomed) {
+    setView(state, state.view);
+  } else if (state.view) {
+    const from = state.view;
+    setView(state, fitView);
+    state.svg.attr("viewBox", from.join(" ")).transition(t).attr("viewBox", fitView.join(" "));
+  } else setView(state, fitView);
   state.animating = true;
   const host = state.host;
   host.dataset.nodes = String(host.querySelectorAll("g.node").length);
