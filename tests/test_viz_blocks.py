@@ -126,3 +126,24 @@ def test_lookup_line_reasons():
     cap = LookupRecord("x", 32, 1, 16, 1, "cap")
     assert "block 1 (tokens 16..31): cap" in lookup_line(cap, 16)
     assert "re-prefilled" not in lookup_line(cap, 16, tree_hit=16)
+
+
+def test_trace_block_replay_agrees_with_cmd_compare():
+    """Oracle: the Trace debugger's block replay over every request gives run_blocks' totals
+    (hit tokens, evictions, rejections, unreachable blocks) on the eviction-question trace at
+    2,000 tokens, where one request does not fit."""
+    from pathlib import Path
+
+    from radix.cmd_compare import compare
+    from radix.trace import load_trace
+    from viz.blocks_trace import replay_blocks
+
+    trace = load_trace(Path(__file__).resolve().parent.parent / "examples" / "traces"
+                       / "eviction_question.jsonl.gz")
+    want = compare(trace, 2_000)["blocks"]
+    got = replay_blocks(trace, 2_000)
+    assert sum(r.hit_tokens for r in got.lookups.values()) == want["hit_tokens"]
+    assert got.snapshot.num_unreachable == want["unreachable_blocks"]
+    assert len(got.rejected) == want["rejected"] == 1
+    assert got.num_evictions == want["evictions"] > 0
+    assert replay_blocks(trace, 2_000, num_requests=1).num_requests == 1

@@ -30,6 +30,7 @@ class BlockReplay(NamedTuple):
     reqs: dict[str, Req]  # rid -> the request (prompt, extra_key, cache_salt)
     num_requests: int  # requests replayed
     rejected: list[str]  # rids the pool could not hold
+    num_evictions: int  # cached blocks whose hash was dropped to reuse the block
 
 
 def request_ends(log: EventLog) -> list[int]:
@@ -83,7 +84,7 @@ def replay_blocks(trace: Trace, capacity: int, block_size: int = 16,
             if j < len(out) - 1 and manager.allocate_slots(req, 1) is None:
                 break
         manager.free(req)
-    return BlockReplay(manager.snapshot(), lookups, reqs, n, rejected)
+    return BlockReplay(manager.snapshot(), lookups, reqs, n, rejected, manager.pool.num_evictions)
 
 
 def chain_view(replay: BlockReplay, rid: str, tree_hit: int | None) -> tuple[list[int], str]:
