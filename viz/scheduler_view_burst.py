@@ -72,8 +72,9 @@ def run_burst(policy: str, budget: int, label: str = "", cost: CostModel | None 
 
     FCFS, no budget: round one admits 64, nothing cached: 64 x 2,000 = 128,000 prefix tokens
     (129,024 with the suffixes). Budget 2,016: round one admits burst-00 alone and prefills the
-    prefix once (2,000); round two admits the other 63, which hit it and prefill 16 each. LPM + 16,384: round one admits 2,016 x 8 = 16,128 (the 9th needs 2,016
-    >= 256 left): 8 x 2,000 = 16,000 prefix tokens, 7 duplicates; round two: 56 x 16.
+    prefix once (2,000); round two admits the other 63, which hit it and prefill 16 each.
+    LPM + 16,384: round one admits 2,016 x 8 = 16,128 (the 9th needs 2,016 >= 256 left):
+    8 x 2,000 = 16,000 prefix tokens, 7 duplicates; round two: 56 x 16.
     """
     if budget < 1:
         raise ValueError(f"budget: {budget} is not >= 1")
