@@ -67,9 +67,8 @@ with pick:
     name = st.selectbox("scenario", list(SCENARIOS), key="live.scenario")
     scenario = SCENARIOS[name]
     st.caption(scenario.about)
-    one_at_a_time = st.checkbox("one at a time (else all at once: the scheduler deprioritizes "
-                                "requests sharing a prefix with one in the same batch)",
-                                value=name == "multi-turn chat", key="live.sequential")
+    all_at_once = st.checkbox("all at once: one prefill batch, so no request finds another's "
+                              "prefix in the tree yet (a cold burst)", key="live.all_at_once")
     run_scenario = st.button(f"run {len(scenario.prompts)} requests", key="live.run_scenario")
 with own:
     system = st.text_area("system prompt", SYSTEM, height=120, key="live.system")
@@ -78,7 +77,7 @@ with own:
 
 try:
     if run_scenario:
-        session.submit_all(scenario.prompts, max_new, one_at_a_time)
+        session.submit_all(scenario.prompts, max_new, one_at_a_time=not all_at_once)
     if run_own:
         msgs = ([{"role": "system", "content": system}] if system.strip() else [])
         session.submit("you", msgs + [{"role": "user", "content": message}], max_new)
@@ -100,7 +99,8 @@ def _live() -> None:
     m[2].metric("prefilled tokens", f"{t.prefilled:,}")
     m[3].metric("hit rate", f"{t.hit_rate:.0%}")
     m[4].metric("saved prefill (derived)", f"{t.saved_prefill_ms:,.1f} ms")
-    st.dataframe(request_rows(session.requests), hide_index=True)
+    st.dataframe(request_rows(session.requests, admitted=session.tree.admitted()),
+                 hide_index=True)
     st.caption(f"TTFT and decode tok/s: {MEASURED}. Saved prefill and KV: {LABEL}, "
                "pricing each request's matched tokens.")
     lines = format_lines(session.tree.lines(8))
@@ -121,6 +121,8 @@ def _tree() -> None:
     snap = session.tree.snapshot()
     st.caption(f"Tree: {len(snap.nodes) - 1} nodes, {snap.evictable_size + snap.protected_size:,}"
                f" tokens cached ({snap.protected_size:,} locked by running requests).")
+    if len(snap.nodes) == 1:
+        return  # only the root: nothing to draw yet
     if len(snap.nodes) > MAX_DRAWN_NODES:
         st.info(f"{len(snap.nodes):,} nodes: too many to draw; reset to start over.")
         return

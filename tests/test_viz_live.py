@@ -64,6 +64,7 @@ def test_live_tree_scheduler_lines_and_unknown_actor():
     assert len(texts) == 3  # bounded
     assert texts[-2].startswith("the scheduler's match leaves R1 at token 1")
     assert texts[-1] == "R2 admitted: 1 tokens from the tree, 1 to prefill"
+    assert tree.admitted() == {"R2": (1, 1)}
     assert tree.snapshot() == cache.snapshot()
 
 
@@ -87,6 +88,9 @@ def test_rows_known_answer():
     rows = request_rows([done, _req("R3", None, 1)])
     assert rows[0]["request"] == "R3" and rows[0]["status"] == "running"
     assert rows[0]["matched"] is None and rows[0]["output tokens"] == 1
+    admitted = request_rows([done, _req("R3", None, 1)], admitted={"R3": (512, 2_112)})
+    assert (admitted[0]["matched"], admitted[0]["prefilled"]) == (512, 2_112)
+    assert admitted[0]["TTFT ms (measured)"] is None
     r = rows[1]
     assert (r["matched"], r["prefilled"], r["status"]) == (2_055, 80, "done")
     assert r["saved prefill ms (derived)"] == 93.3

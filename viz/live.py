@@ -88,7 +88,8 @@ class LiveSession:
 
     def submit_all(self, prompts: list[tuple[str, Messages]], max_new_tokens: int,
                    one_at_a_time: bool = False) -> None:
-        """All at once (the scheduler batches them), or each after the previous finished."""
+        """All at once (admitted together, they prefill shared prefixes side by side), or each
+        after the previous finished (each finds the earlier ones in the tree)."""
         if not one_at_a_time:
             for label, messages in prompts:
                 self.submit(label, messages, max_new_tokens)

@@ -17,8 +17,10 @@ COLUMNS = ("request", "cache", "status", "prompt tokens", "matched", "prefilled"
            "saved prefill ms (derived)", "saved KV MiB (derived)")
 
 
-def request_rows(requests: list[Any], cost: CostModel | None = None) -> list[dict[str, Any]]:
-    """One row per request, newest first; numbers are None until the request finishes.
+def request_rows(requests: list[Any], cost: CostModel | None = None,
+                 admitted: dict[str, tuple[int, int]] | None = None) -> list[dict[str, Any]]:
+    """One row per request, newest first. A running request shows its match from `admitted`
+    (rid -> (matched, to prefill), as the scheduler admitted it); timings once it finishes.
 
     A finished request that matched 2,055 tokens saves 2,055 / 22,036 tok/s = 93.3 ms of H100
     prefill and 2,055 x 131,072 B = 256.9 MiB of KV (derived for Llama-3-8B).
@@ -40,6 +42,8 @@ def request_rows(requests: list[Any], cost: CostModel | None = None) -> list[dic
                 "saved prefill ms (derived)": round(cost.prefill_seconds(matched) * 1000, 1),
                 "saved KV MiB (derived)": round(cost.kv_bytes(matched) / 2**20, 1),
             })
+        if m is None and r.rid in (admitted or {}):
+            row["matched"], row["prefilled"] = admitted[r.rid]
         rows.append(row)
     return rows
 

@@ -52,6 +52,7 @@ class LiveTree:
         self._model = TreeModel()
         self._owners: dict[int, str] = {}
         self._lines: deque[tuple[float, str]] = deque(maxlen=max_lines)
+        self._admitted: dict[str, tuple[int, int]] = {}  # rid -> (matched, to prefill), first
         self.num_events = 0  # tree events applied so far
 
     def __call__(self, stamped: Any) -> None:
@@ -61,6 +62,8 @@ class LiveTree:
             if stamped.source == "tree":
                 self._on_tree(e, stamped.rid, stamped.wall_time)
             elif stamped.source == "scheduler":
+                if isinstance(e, RequestAdmitted):
+                    self._admitted.setdefault(e.rid, (e.prefix_len, e.extend_len))
                 line = narrate_scheduler(e)
                 if line:
                     self._lines.append((stamped.wall_time, line))
@@ -83,6 +86,11 @@ class LiveTree:
     def lines(self, n: int = 10) -> list[tuple[float, str]]:
         with self._lock:
             return list(self._lines)[-n:] if n > 0 else []
+
+    def admitted(self) -> dict[str, tuple[int, int]]:
+        """rid -> (tokens matched, tokens to prefill) at its first admission, before it ends."""
+        with self._lock:
+            return dict(self._admitted)
 
     def owners(self) -> dict[int, str]:
         with self._lock:

