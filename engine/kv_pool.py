@@ -113,4 +113,7 @@ class KVPool:
 
     def read(self, layer: int, slot_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Gathers K/V at `slot_ids` (any shape S) -> two tensors [*S, kv_heads, head_dim]."""
-        return self.k_buffer[layer][slot_ids], self.v_buffer[layer][slot_ids]
+        # index_select on the flat ids is ~2x faster on CPU than advanced indexing with [B, L]
+        flat, shape = slot_ids.reshape(-1), (*slot_ids.shape, self.num_kv_heads, self.head_dim)
+        return (self.k_buffer[layer].index_select(0, flat).view(shape),
+                self.v_buffer[layer].index_select(0, flat).view(shape))
