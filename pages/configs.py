@@ -60,11 +60,13 @@ if st.session_state.get("configs.ident") != ident:
 runs = st.session_state["configs.runs"]
 
 cap = f"{int(capacity):,} tokens" if capacity else "room for everything"
-st.subheader(f"{st.session_state['configs.num_requests']:,} requests; capacity {cap}; "
+st.subheader(f"{st.session_state['configs.num_requests']:,} requests; capacity: {cap}; "
              f"budget {int(budget):,} tokens")
 st.dataframe(config_table(runs), hide_index=True)
 st.caption(f"Prefill seconds: {LABEL}. Hit rate (blocks): vLLM's block cache (16-token blocks) "
            "fed the same requests; block evictions and unreachable blocks are its counts.")
+st.caption("Each point is one request, in arrival order: the hit rate and the tokens prefilled "
+           "over all requests up to it.")
 left, right = st.columns(2)
 left.plotly_chart(hit_rate_figure(runs), key="configs.hit_rate")
 right.plotly_chart(prefilled_figure(runs), key="configs.prefilled")

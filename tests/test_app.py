@@ -99,7 +99,7 @@ def test_tour_block_view_beside_the_tree_at_the_end():
     at.selectbox(key="tour.rid").set_value("R2").run()
     text = [m.value for m in at.markdown if m.value.startswith("R2: ")][0]
     assert "stopped at block 128" in text and "7 shared tokens re-prefilled" in text
-    chain = [t for t in _plotly_specs(at)[0]["data"] if t.get("name") == "selected request's chain"]
+    chain = [t for t in _plotly_specs(at)[0]["data"] if t.get("name") == "hash chain"]
     assert len(chain[0]["x"]) == 133  # 128 shared with R1 + R2's 5 own full blocks
 
 

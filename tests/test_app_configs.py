@@ -49,7 +49,7 @@ def test_bounded_capacity_evicts():
     assert list(table["evicted tokens (tree)"]) == ["1,719", "1,719", "1,712", "0"]
     assert list(table["block evictions"]) == ["21", "21", "21", "0"]
     assert list(table["hit rate"]) == ["37.1%", "37.1%", "37.0%", "0.0%"]  # R3 hits S first
-    assert "capacity 4,000 tokens" in at.subheader[0].value
+    assert "capacity: 4,000 tokens" in at.subheader[0].value
 
 
 def test_mooncake_excerpt_runs():

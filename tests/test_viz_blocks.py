@@ -6,6 +6,7 @@ from radix.block_hash import hash_request_tokens
 from radix.blocks import BlockPool
 from viz.blocks_chain import free_queue, lookup_line, queue_line, queue_runs, request_chain
 from viz.blocks_grid import (
+    CHAIN_TRACE,
     STATES,
     block_grid_figure,
     drawn_blocks,
@@ -98,7 +99,7 @@ def test_grid_cells_and_figure_while_r1_runs():
     assert len(z) == 6 and z[-1].count(None) == 9 and z[0][0] == STATES.index("in_use")
     assert "block #1: in use" in text[0][0] and "owners R1" in text[0][0]
     fig = block_grid_figure(snap, columns=24, chain_ids=[1, 2, 3])
-    chain = [t for t in fig.data if t.name == "selected request's chain"]
+    chain = [t for t in fig.data if t.name == CHAIN_TRACE]
     assert list(chain[0].x) == [0, 1, 2] and list(chain[0].y) == [0, 0, 0]
     assert grid_caption(snap).startswith("432 blocks of 16 tokens: 135 in use, 0 cached")
 

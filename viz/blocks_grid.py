@@ -17,8 +17,11 @@ import plotly.graph_objects as go
 STATES = ("in_use", "cached_free", "unreachable", "free")  # code = index
 STATE_LABELS = {"in_use": "in use (ref_cnt > 0)", "cached_free": "cached, free (evictable)",
                 "unreachable": "unreachable (chain broken above)", "free": "free (no hash)"}
+SHORT_LABELS = {"in_use": "in use", "cached_free": "cached, free", "unreachable": "unreachable",
+                "free": "free"}
 STATE_COLORS = {"in_use": "#4c78a8", "cached_free": "#54a24b", "unreachable": "#e45756",
                 "free": "#e6e6e6"}
+CHAIN_TRACE = "hash chain"  # legend name of the outlined chain
 MAX_DRAWN_BLOCKS = 4_096  # cells drawn at most (the rest are counted in the caption)
 MIN_DRAWN_BLOCKS = 64  # an idle pool still draws a few rows
 
@@ -91,23 +94,23 @@ def block_grid_figure(snap: Any, columns: int = 32, chain_ids: Collection[int] =
     fig = go.Figure(go.Heatmap(
         z=z, text=text, hovertemplate="%{text}<extra></extra>", colorscale=_colorscale(),
         zmin=-0.5, zmax=len(STATES) - 0.5, showscale=False, xgap=1, ygap=1))
-    for state in STATES:  # legend entries (a heatmap has none)
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=STATE_LABELS[state],
-                                 marker={"symbol": "square", "size": 12,
+    for state in STATES:  # legend entries (a heatmap has none); hover has the long labels
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=SHORT_LABELS[state],
+                                 legendgroup=state, marker={"symbol": "square", "size": 11,
                                          "color": STATE_COLORS[state]}))
     index = {b.id: i for i, b in enumerate(blocks)}
     cells = [index[i] for i in chain_ids if i in index]
     if cells:
         fig.add_trace(go.Scatter(
             x=[c % columns for c in cells], y=[c // columns for c in cells], mode="markers",
-            name="selected request's chain", hoverinfo="skip",
+            name=CHAIN_TRACE, hoverinfo="skip",
             marker={"symbol": "square-open", "size": 9, "color": "#000000",
                     "line": {"width": 1.5}}))
     rows = len(z)
     fig.update_layout(
-        height=max(160, 70 + 14 * rows), margin={"l": 40, "r": 10, "t": 30, "b": 10},
+        height=max(180, 90 + 16 * rows), margin={"l": 40, "r": 10, "t": 30, "b": 10},
         title={"text": stop_text or "", "font": {"size": 12}},
-        legend={"orientation": "h", "y": -0.02, "yanchor": "top", "font": {"size": 10}},
+        legend={"orientation": "h", "y": 0, "yanchor": "top", "font": {"size": 10}},
         plot_bgcolor="#ffffff")
     fig.update_xaxes(visible=False, range=[-0.5, columns - 0.5])
     fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=list(range(rows)),
@@ -120,7 +123,7 @@ def grid_caption(snap: Any, max_blocks: int = MAX_DRAWN_BLOCKS) -> str:
     """One line: counts per state, and what was left out of the drawing."""
     counts = state_counts(snap)
     n = len(drawn_blocks(snap, max_blocks))
-    parts = [f"{counts[s]:,} {STATE_LABELS[s].split(' (')[0]}" for s in STATES]
+    parts = [f"{counts[s]:,} {SHORT_LABELS[s]}" for s in STATES]
     left = len(snap.blocks) - n
     tail = f"; blocks #{n + 1:,}..#{len(snap.blocks):,} not drawn" if left else ""
     return (f"{len(snap.blocks):,} blocks of {snap.block_size} tokens: " + ", ".join(parts)

@@ -97,21 +97,29 @@ def cumulative(rows: list[RequestRow]) -> tuple[list[float], list[float], list[i
     return [r.arrival for r in rows], rates, prefilled
 
 
+# One look per configuration, so that equal curves (LPM + SLRU often equals the baseline)
+# still show as two lines: (colour, dash).
+STYLES = (("#4c78a8", "solid"), ("#f58518", "dash"), ("#54a24b", "dot"), ("#e45756", "dashdot"))
+
+
 def _figure(runs: list[ConfigRun], pick: int, title: str, y_title: str) -> go.Figure:
     fig = go.Figure()
-    for run in runs:
+    for run, (color, dash) in zip(runs, STYLES * len(runs)):
         series = cumulative(run.rows)
         fig.add_trace(go.Scatter(x=series[0], y=series[pick], mode="lines+markers",
                                  name=run.label, customdata=[r.rid for r in run.rows],
                                  hovertemplate="%{customdata}: %{y}<extra>" + run.label
-                                 + "</extra>", line={"shape": "hv"}))
-    fig.update_layout(title=title, xaxis_title="arrival (s)", yaxis_title=y_title, height=360,
-                      margin={"l": 50, "r": 10, "t": 40, "b": 40}, legend={"orientation": "h"})
+                                 + "</extra>", line={"shape": "hv", "color": color,
+                                                     "dash": dash, "width": 2}))
+    fig.update_layout(title={"text": title, "font": {"size": 14}}, xaxis_title="arrival (s)",
+                      yaxis_title=y_title, height=400,
+                      margin={"l": 50, "r": 10, "t": 40, "b": 40},
+                      legend={"orientation": "h", "y": -0.25, "yanchor": "top"})
     return fig
 
 
 def hit_rate_figure(runs: list[ConfigRun]) -> go.Figure:
-    fig = _figure(runs, 1, "Cumulative hit rate (tree), requests in arrival order", "hit rate")
+    fig = _figure(runs, 1, "Hit rate so far (tree)", "hit rate")
     fig.update_yaxes(tickformat=".0%", rangemode="tozero")
     return fig
 
