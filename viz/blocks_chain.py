@@ -97,7 +97,7 @@ def queue_line(snap: Any, max_runs: int = 6) -> str:
     runs = queue_runs(free_queue(snap))
     if not runs:
         return "free queue: empty (every block is in use)"
-    parts = [(f"#{a}" if a == b else f"#{a}..#{b}") + f" {s.replace('_', ', ')} ({n:,})"
+    parts = [(f"#{a:,}" if a == b else f"#{a:,}..#{b:,}") + f" {s.replace('_', ', ')} ({n:,})"
              for a, b, s, n in runs[:max_runs]]
     more = f", … {len(runs) - max_runs:,} more runs" if len(runs) > max_runs else ""
     return "free queue, head first (taken next): " + ", ".join(parts) + more
