@@ -1,12 +1,15 @@
 """A real browser: `streamlit run app.py` headless on a free port, Debian's Chromium via Playwright.
 
 Plays the Tour to R2's split and checks the drawn SVG gained a node; uploads the Mooncake sample
-on the Trace page and sees the replay summary. Screenshots go to tmp_path, and the README ones
-are copied to docs/screenshots/.
+on the Trace page and sees the replay summary; opens every page of app.py's PAGE_SPECS whose file
+exists. Screenshots go to tmp_path, once everything on the page is drawn (the script stopped
+running, every tree's transition ended, every chart and table painted), and are copied to
+docs/screenshots/<url path>.png for the README.
 """
 
 from __future__ import annotations
 
+import ast
 import shutil
 import socket
 import subprocess
@@ -24,6 +27,24 @@ ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / "docs" / "screenshots"
 TREE = ".radixlens-tree"
+IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
+DRAWN = """() => {
+  const every = (sel, ok) => [...document.querySelectorAll(sel)].every(ok);
+  return every("[data-testid=stBidiComponentRegular]",
+               (c) => (c.querySelector(".radixlens-tree") || {dataset: {}})
+                             .dataset.animating === "0")
+    && every("[data-testid=stPlotlyChart]", (c) => c.querySelector(".main-svg"))
+    && every("[data-testid=stDataFrame]", (c) => c.querySelector("canvas, table"));
+}"""
+
+
+def _page_specs() -> list[tuple[str, str, str]]:
+    """app.py's PAGE_SPECS, read without running app.py; only pages whose file exists."""
+    tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and getattr(stmt.targets[0], "id", "") == "PAGE_SPECS":
+            return [s for s in ast.literal_eval(stmt.value) if (ROOT / s[0]).exists()]
+    raise AssertionError("app.py has no PAGE_SPECS")
 
 
 def _free_port() -> int:
@@ -87,8 +108,24 @@ def _svg_nodes(pg) -> int:
     return pg.eval_on_selector(TREE, "e => e.querySelectorAll('svg g.node').length")
 
 
+def _wait_drawn(pg, timeout_ms: int = 180_000) -> None:
+    """The script has finished its run and everything it put on the page has been drawn."""
+    pg.wait_for_selector("h1", timeout=timeout_ms)
+    pg.wait_for_selector(IDLE, timeout=timeout_ms)
+    pg.wait_for_function(DRAWN, timeout=timeout_ms)
+    pg.wait_for_selector(IDLE, timeout=timeout_ms)
+
+
 def _shoot(pg, tmp_path: Path, name: str) -> None:
-    pg.screenshot(path=str(tmp_path / name), full_page=True)
+    """The whole page: Streamlit scrolls inside its main block, so the viewport is made as tall
+    as the content (at most 6,000 px) for the picture, then put back."""
+    size = pg.viewport_size
+    tall = pg.evaluate("() => (document.querySelector('[data-testid=stMain]') || "
+                       "document.body).scrollHeight")
+    pg.set_viewport_size({"width": size["width"], "height": max(size["height"], min(tall, 6000))})
+    pg.wait_for_function(DRAWN, timeout=60_000)
+    pg.screenshot(path=str(tmp_path / name))
+    pg.set_viewport_size(size)
     SHOTS.mkdir(parents=True, exist_ok=True)
     shutil.copy(tmp_path / name, SHOTS / name)
 
@@ -117,7 +154,7 @@ def test_tour_split_adds_a_drawn_node(server, page, tmp_path):
     page.wait_for_function(f"() => document.querySelectorAll('{TREE} svg g.node').length == "
                            f"{before + 1}", timeout=30_000)
     assert (before, _svg_nodes(page)) == (2, 3)
-    page.wait_for_timeout(600)  # let the split transition finish for the picture
+    page.wait_for_function(DRAWN, timeout=30_000)  # the split transition has ended
     _shoot(page, tmp_path, "tour.png")
 
 
@@ -130,4 +167,15 @@ def test_trace_upload_shows_summary(server, page, tmp_path):
     page.get_by_text("Replay summary: mooncake_excerpt.jsonl").wait_for(timeout=120_000)
     page.get_by_text("Invariants held after every request.").wait_for(timeout=30_000)
     assert "200 requests" in page.inner_text("h3")
+    _wait_drawn(page)
     _shoot(page, tmp_path, "trace.png")
+
+
+@pytest.mark.parametrize("url", [s[2] for s in _page_specs() if s[2] not in ("tour", "trace")])
+def test_page_screenshot(server, page, tmp_path, url):
+    """Every other page: it renders (its title, no exception box) and is drawn; the Tour and
+    the Trace pages get theirs from the tests above, in a state worth showing."""
+    page.goto(f"{server}/{url}")
+    _wait_drawn(page)
+    assert page.locator("[data-testid=stException]").count() == 0
+    _shoot(page, tmp_path, f"{url}.png")

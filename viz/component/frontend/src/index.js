@@ -3,14 +3,17 @@
 // their stable ids (node n<id>, edge e<child id>): a node that moved slides to its new place, a
 // split edge re-bends to its new ends, new nodes and edges grow in from their parent, removed
 // ones fade out; unchanged elements are not touched at all. A click on a node sends its id back
-// to Python as the trigger value `clicked`. The host div carries data-nodes, data-draw-ms
-// (data in -> elements in place), data-settle-ms (-> transition ended) and data-renders for
-// tests and the benchmark (a state value would rerun the script on every draw).
+// to Python as the trigger value `clicked`. Wheel zooms, drag pans, double click fits; labels
+// are not drawn while they would be under 4 px on screen. The host div carries data-nodes,
+// data-draw-ms (data in -> elements in place), data-settle-ms (-> transition ended),
+// data-animating and data-renders for tests and the benchmark (a state value would rerun the
+// script on every draw).
 import { select } from "d3-selection";
 import "d3-transition";
 
 const SVG = "http://www.w3.org/2000/svg";
 const PAD = 8;
+const MAX_SCALE = 1.5; // a small tree is not blown up past this
 const MIN_FONT_PX = 4; // smaller on screen: labels and arrowheads are not drawn (unreadable)
 const states = new WeakMap();
 
@@ -93,6 +96,14 @@ function enableZoom(state) {
     state.zoomed = false;
     if (state.fitView) setView(state, state.fitView);
   });
+}
+
+// the whole scene, widened (centred) or lengthened so it is never scaled past MAX_SCALE
+function fitBox(state, scene) {
+  const w = scene.width + 2 * PAD, h = scene.height + 2 * PAD;
+  const cw = state.host.clientWidth / MAX_SCALE, ch = (state.host.clientHeight || 0) / MAX_SCALE;
+  const W = Math.max(w, cw), H = Math.max(h, ch);
+  return [-PAD - (W - w) / 2, -PAD, W, H];
 }
 
 // node row: [id, x, y, w, h, label, fill, color, penwidth, dashed, tooltip]
@@ -188,7 +199,7 @@ function draw(state, scene, durationMs) {
   const byId = new Map(scene.nodes.map((n) => [n[0], n]));
   drawEdges(state, scene, byId, t, moveAll);
   drawNodes(state, scene, t, moveAll);
-  const fitView = [-PAD, -PAD, scene.width + 2 * PAD, scene.height + 2 * PAD];
+  const fitView = fitBox(state, scene);
   state.fitView = fitView;
   // level of detail (setView): at the fitted scale a 1,000-node tree's labels are sub-pixel,
   // and painting thousands of unreadable text runs is most of a frame's cost
@@ -201,12 +212,14 @@ function draw(state, scene, durationMs) {
   } else setView(state, fitView);
   state.animating = true;
   const host = state.host;
+  host.dataset.animating = "1";
   host.dataset.nodes = String(host.querySelectorAll("g.node").length);
   host.dataset.drawMs = String(Math.round(performance.now() - started));
   host.dataset.renders = String(Number(host.dataset.renders || 0) + 1);
   t.end().catch(() => {}).then(() => {
     if (seq !== state.seq) return;
     state.animating = false;
+    host.dataset.animating = "0";
     host.dataset.settleMs = String(Math.round(performance.now() - started));
     host.dataset.settled = String(Number(host.dataset.settled || 0) + 1);
   });
