@@ -100,7 +100,8 @@ def _blocks(step: int) -> None:
     st.plotly_chart(block_grid_figure(br.snapshot, chain_ids=chain,
                                       stop_text=f"vLLM block pool: {rid}'s chain outlined"),
                     key="trace.blocks_fig")
-    st.caption(grid_caption(br.snapshot) + f" {br.num_evictions:,} evictions so far.")
+    st.caption(grid_caption(br.snapshot, chain_ids=chain)
+               + f" {br.num_evictions:,} evictions so far.")
     st.markdown(text)
     st.caption(queue_line(br.snapshot))
 

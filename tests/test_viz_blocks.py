@@ -102,6 +102,8 @@ def test_grid_cells_and_figure_while_r1_runs():
     chain = [t for t in fig.data if t.name == CHAIN_TRACE]
     assert list(chain[0].x) == [0, 1, 2] and list(chain[0].y) == [0, 0, 0]
     assert grid_caption(snap).startswith("432 blocks of 16 tokens: 135 in use, 0 cached")
+    assert grid_caption(snap, chain_ids=[1, 140, 141]).endswith(
+        "blocks #136..#432 not drawn (2 of the chain's 3 blocks among them).")
 
 
 def test_unreachable_block_is_coloured_and_counted():

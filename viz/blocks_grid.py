@@ -119,12 +119,16 @@ def block_grid_figure(snap: Any, columns: int = 32, chain_ids: Collection[int] =
     return fig
 
 
-def grid_caption(snap: Any, max_blocks: int = MAX_DRAWN_BLOCKS) -> str:
-    """One line: counts per state, and what was left out of the drawing."""
+def grid_caption(snap: Any, max_blocks: int = MAX_DRAWN_BLOCKS,
+                 chain_ids: Collection[int] = ()) -> str:
+    """One line: counts per state, and what was left out of the drawing (chain blocks too)."""
     counts = state_counts(snap)
     n = len(drawn_blocks(snap, max_blocks))
     parts = [f"{counts[s]:,} {SHORT_LABELS[s]}" for s in STATES]
     left = len(snap.blocks) - n
     tail = f"; blocks #{n + 1:,}..#{len(snap.blocks):,} not drawn" if left else ""
+    hidden = sum(1 for i in chain_ids if i > n)
+    if hidden:
+        tail += f" ({hidden:,} of the chain's {len(chain_ids):,} blocks among them)"
     return (f"{len(snap.blocks):,} blocks of {snap.block_size} tokens: " + ", ".join(parts)
             + tail + ".")
