@@ -68,7 +68,8 @@ def collapsed_dot(run: EvictionRun, snapshot, highlight: dict[int, str],
     nodes = tuple(n for n in snapshot.nodes if n.id not in conv or n.id in keep)
     hidden = [n for n in snapshot.nodes if n.id in conv and n.id not in keep]
     names = _decode_names(run, snapshot)
-    dot = tree_to_dot(snapshot._replace(nodes=nodes), highlight=highlight,
+    # LR: the many siblings under S stack down the screen instead of shrinking the picture
+    dot = tree_to_dot(snapshot._replace(nodes=nodes), highlight=highlight, rankdir="LR",
                       decode=lambda ids: names.get(ids[0], "…"))
     if not hidden and run.system_id not in {n.id for n in nodes}:
         return dot

@@ -23,7 +23,7 @@ def _traces(sort: QueueSort, where: str) -> list[go.Scatter]:
     out = []
     for kind in dict.fromkeys(PATTERN):
         rows = [r for r in sort.rows if r.kind == kind]
-        show_text = len(sort.rows) <= MAX_TEXT
+        show_text = len(sort.rows) <= MAX_TEXT and kind.startswith("warm")  # cold ones: y = 0
         out.append(go.Scatter(
             x=[getattr(r, where) for r in rows], y=[r.prefix_len for r in rows],
             ids=[r.rid for r in rows], name=kind, mode="markers+text" if show_text else "markers",
@@ -45,13 +45,14 @@ def queue_figure(sort: QueueSort) -> go.Figure:
     step = dict(frame=dict(duration=900, redraw=False), transition=dict(duration=800),
                 mode="immediate")
     fig.update_layout(
-        height=430, font=dict(size=16), margin=dict(l=10, r=10, t=50, b=10),
-        title=f"{sort.policy} (ran: {sort.active_policy}): place in the queue vs cached match",
+        height=450, font=dict(size=16), margin=dict(l=10, r=10, t=60, b=10),
+        title=dict(text=f"{sort.policy} (ran: {sort.active_policy})", x=0.01, y=0.97),
         xaxis=dict(title="place in the waiting queue (0 = offered to admission first)",
                    range=[-1, n]),
         yaxis=dict(title="cached match (tokens)", rangemode="tozero"),
         legend=dict(orientation="h", y=-0.25),
-        updatemenus=[dict(type="buttons", direction="left", x=0, y=1.18, showactive=False,
+        updatemenus=[dict(type="buttons", direction="left", x=1, xanchor="right", y=1.16,
+                          showactive=False,
                           buttons=[dict(label="▶ before → after", method="animate",
                                         args=[["before", "after"], step]),
                                    dict(label="before", method="animate",
