@@ -23,4 +23,4 @@ pages = [
     for path, title, url in PAGE_SPECS
     if (HERE / path).exists()
 ]
-st.navigation(pages).run()
+st.navigation(pages, position="top").run()
