@@ -56,8 +56,10 @@ if session is None or reset:
     if session is not None:
         session.close()
     session = LiveSession(loaded, no_cache=no_cache)
-elif session.no_cache != no_cache:
-    session = session.restart(no_cache)  # a fresh engine; earlier rows stay in the table
+elif session.closed or session.no_cache != no_cache:
+    # a fresh engine (empty tree); earlier rows stay. Closed: the registry swept this session
+    # while its browser was disconnected, and it came back.
+    session = session.restart(no_cache)
 st.session_state["live.session"] = session
 registry.put(session_id, session)
 registry.sweep(_is_active)

@@ -210,7 +210,8 @@ def test_restart_keeps_history_and_closes(loaded):
     s = _session(loaded)
     s.submit("a", [{"role": "user", "content": "x"}], 2)
     s2 = s.restart(no_cache=True)
-    assert s.service.closed and s2.no_cache and s2.requests is s.requests
+    assert s.service.closed and s.closed and not s2.closed
+    assert s2.no_cache and s2.requests is s.requests
     assert not s2.submit("b", [{"role": "user", "content": "y"}], 2).cache_on
 
 

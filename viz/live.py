@@ -67,6 +67,7 @@ class LiveSession:
         self.requests: list[LiveRequest] = history if history is not None else []
         self._later: deque[tuple[str, Messages, int]] = deque()  # one-at-a-time scenario rest
         self._ids = itertools.count(1)
+        self.closed = False  # True once close() ran: make a new session (restart) to go on
 
     def encode(self, messages: Messages) -> list[int]:
         """The chat template over `messages`, ending with the assistant's turn."""
@@ -128,6 +129,7 @@ class LiveSession:
     def close(self) -> None:
         """Stops the engine thread once its queued requests finish; never blocks."""
         self._later.clear()
+        self.closed = True
         try:
             self.service.close(timeout=0)
         except Exception:  # noqa: BLE001 - the engine's error was already given to its handles
