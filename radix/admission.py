@@ -60,7 +60,9 @@ def match_for_admission(tree_cache: Any, req: Req) -> None:
     A prompt of 5 tokens fully cached matches 4: one token must be computed to get logits.
     """
     req.fill_ids = req.all_ids
-    match = tree_cache.match_prefix(request_key(req, req.fill_ids[: len(req.fill_ids) - 1]))
+    match = tree_cache.match_prefix(
+        request_key(req, req.fill_ids[: len(req.fill_ids) - 1]), rid=req.rid
+    )
     req.prefix_indices = list(match.slot_ids)
     req.last_node = match.last_node
 

@@ -161,7 +161,7 @@ class SchedulePolicy:
         last_nodes = {}
         for r in waiting_queue:
             key = request_key(r)
-            match = self.tree_cache.match_prefix(key)
+            match = self.tree_cache.match_prefix(key, rid=r.rid)
             last_nodes[r.rid] = match.last_node
             prefix_lens[r.rid] = min(match.prefix_len, max(len(key) - 1, 0))
             in_batch = None
