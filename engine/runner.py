@@ -3,7 +3,8 @@
 It drives the Llama decoder layers of a transformers model itself (their projections, RMSNorm,
 RoPE and MLP modules) and runs its own attention against KV gathered from `KVPool` slots, so a
 request's prefill computes only its unmatched suffix and a decode step batches every running
-request in one forward (continuous batching, ragged lengths, padded attention mask).
+request in one forward (continuous batching; cascade attention over shared prefix slots,
+engine/attention.py).
 Sampling is greedy. Leaves out: CUDA graphs, paged attention kernels, sampling parameters.
 """
 
@@ -17,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
+from engine.attention import cascade_decode, plan_decode
 from engine.kv_pool import KVPool
 from engine.scheduler import StepOutput
 from radix.request import Req
@@ -85,8 +87,14 @@ class ModelRunner:
         x = core.embed_tokens(ids)
         cos, sin = core.rotary_emb(x, pos[None])
         cos, sin = cos[0], sin[0]
-        attend = _attend_decode if max(lens) == 1 else _attend_extend
-        ctx = _Context(batch, lens, self.device)
+        if max(lens) == 1:  # one new token each: decode, or a prefill of one token
+            plan = plan_decode(batch.slot_ids, self.device)
+            def attend(layer_idx: int, q: torch.Tensor, scaling: float) -> torch.Tensor:
+                return cascade_decode(self.pool, layer_idx, q, plan, scaling)
+        else:
+            ctx = _Context(batch, lens, self.device)
+            def attend(layer_idx: int, q: torch.Tensor, scaling: float) -> torch.Tensor:
+                return _attend_extend(self.pool, layer_idx, q, ctx, scaling)
         for layer_idx, layer in enumerate(core.layers):
             attn = layer.self_attn
             h = layer.input_layernorm(x)
@@ -95,7 +103,7 @@ class ModelRunner:
             v = attn.v_proj(h).view(len(flat), -1, attn.head_dim)
             q, k = apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
             self.pool.write(layer_idx, write, k, v)
-            o = attend(self.pool, layer_idx, q, ctx, attn.scaling)
+            o = attend(layer_idx, q, attn.scaling)
             x = x + attn.o_proj(o.reshape(len(flat), -1))
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         last = torch.tensor(list(_cumsum(lens)), device=self.device) - 1
@@ -118,15 +126,6 @@ class _Context:
         self.lens, self.start_pos = lens, batch.start_pos
         self.offsets = [0, *_cumsum(lens)]
         self.slots = [torch.tensor(s, dtype=torch.long, device=device) for s in batch.slot_ids]
-        ctx_lens = [len(s) for s in batch.slot_ids]
-        width = max(ctx_lens)
-        # Decode: [B, width] slots, padded with slot 0, and a key mask [B, 1, 1, width].
-        self.padded = torch.zeros((len(lens), width), dtype=torch.long, device=device)
-        for b, s in enumerate(self.slots):
-            self.padded[b, :len(s)] = s
-        ar = torch.arange(width, device=device)
-        lens_t = torch.tensor(ctx_lens, device=device)
-        self.key_mask = (ar[None, :] < lens_t[:, None])[:, None, None]  # [B, 1, 1, width]
 
 
 def _attend_extend(pool: KVPool, layer: int, q: torch.Tensor, ctx: _Context,
@@ -146,16 +145,6 @@ def _attend_extend(pool: KVPool, layer: int, q: torch.Tensor, ctx: _Context,
             v.transpose(0, 1)[None].to(q.dtype), attn_mask=mask, scale=scaling, enable_gqa=True)
         out[lo:hi] = o[0].transpose(0, 1)
     return out
-
-
-def _attend_decode(pool: KVPool, layer: int, q: torch.Tensor, ctx: _Context,
-                   scaling: float) -> torch.Tensor:
-    """All requests at once: one query each against its padded context (pad keys masked)."""
-    k, v = pool.read(layer, ctx.padded)  # [B, width, kv_heads, d]
-    o = F.scaled_dot_product_attention(
-        q[:, None].transpose(1, 2), k.transpose(1, 2).to(q.dtype), v.transpose(1, 2).to(q.dtype),
-        attn_mask=ctx.key_mask, scale=scaling, enable_gqa=True)  # [B, heads, 1, d]
-    return o[:, :, 0]
 
 
 def _cumsum(values: Sequence[int]) -> list[int]:

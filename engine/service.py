@@ -129,8 +129,8 @@ class EngineService:
         self.pool = KVPool.for_model(loaded.model.config, capacity_tokens, loaded.dtype,
                                      loaded.device)
         self.tree = RadixCache(sink=sinks["tree"], disable=no_cache, allocator=self.pool)
-        self.shadow = BlockShadow(capacity_tokens, block_size, enable_caching=not no_cache)
-        self.shadow.manager.pool._sink = sinks["blocks"]
+        self.shadow = BlockShadow(capacity_tokens, block_size, enable_caching=not no_cache,
+                                  sink=sinks["blocks"])
         self.runner = ModelRunner(loaded.model, self.pool)
         self.scheduler = Scheduler(self.runner, self.tree, self.pool, config,
                                    clock=time.monotonic, sink=sinks["scheduler"],

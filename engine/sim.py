@@ -20,6 +20,7 @@ from engine.scheduler import Scheduler, SchedulerConfig, StepOutput
 from radix.allocator import SlotAllocator
 from radix.block_manager import BlockCacheManager
 from radix.blocks import BlockPool
+from radix.events import EventSink
 from radix.request import Req
 from radix.trace import Trace, to_req
 from radix.tree import RadixCache
@@ -73,8 +74,10 @@ class BlockShadow:
     chunk, one token per decode step, free at finish or retraction. A request the pool cannot
     hold is dropped from the shadow and counted (vLLM would preempt it)."""
 
-    def __init__(self, capacity_tokens: int, block_size: int = 16, enable_caching: bool = True):
-        pool = BlockPool(max(capacity_tokens // block_size, 1) + 1, block_size, enable_caching)
+    def __init__(self, capacity_tokens: int, block_size: int = 16, enable_caching: bool = True,
+                 sink: EventSink | None = None) -> None:
+        pool = BlockPool(max(capacity_tokens // block_size, 1) + 1, block_size, enable_caching,
+                         sink=sink)
         self.manager = BlockCacheManager(pool)
         self.computed: dict[str, int] = {}  # rid -> tokens the shadow holds KV for
         self.dropped: set[str] = set()  # rids the pool could not hold

@@ -30,11 +30,10 @@ def test_resolve_device():
             resolve_device("cuda")
 
 
-def test_default_model_is_kept_as_a_plain_checkpoint():
+def test_default_model_is_kept_as_a_plain_checkpoint(smol):
     """After a load, the cache folder holds fp32 safetensors, a GGUF-free config, the tokenizer
     with its chat template; a reload comes from there."""
-    first = load_model(device="cpu")  # converts the GGUF on a machine's very first load
-    assert first.source in ("gguf", "cache")
+    assert smol.source in ("gguf", "cache")  # the session's load converts on a first run
     loaded = load_model(device="cpu")
     assert loaded.source == "cache" and loaded.name == DEFAULT_NAME
     folder = cache_root() / DEFAULT_NAME

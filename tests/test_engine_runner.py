@@ -10,18 +10,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from engine.attention import plan_decode
 from engine.kv_pool import KVPool, parse_capacity
-from engine.model import load_model
 from engine.runner import ModelRunner
 from radix.request import Req
 
 pytestmark = pytest.mark.engine
 TOL = 1e-4
-
-
-@pytest.fixture(scope="session")
-def smol():
-    return load_model(device="cpu")
 
 
 @pytest.fixture
@@ -122,3 +117,33 @@ def test_decode_without_a_slot_for_the_new_token_is_refused(smol, runner):
     req = _prefill(runner, _prompt(smol, "Hi"), [])
     with pytest.raises(ValueError, match="one slot per token"):
         runner.decode([req])
+
+
+def test_cascade_decode_of_shared_slots_equals_per_request_decode(smol, runner):
+    """Three requests reuse one cold run's system-prompt slots (as the radix tree hands them out),
+    a fourth shares nothing. The batched step groups the three (cascade attention on the shared
+    slots); each request's logits equal its own single-request decode and transformers' forward,
+    and greedy continuations match token for token."""
+    system = "You answer questions about geography briefly, naming rivers, peaks and capitals. "
+    prompts = [smol.tokenizer.apply_chat_template(
+        [{"role": "system", "content": system * 4}, {"role": "user", "content": q}],
+        add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
+        for q in ("Capital of Chile?", "Longest river in Asia?", "Highest mountain in Africa?")]
+    prefix = next(i for i, col in enumerate(zip(*prompts)) if len(set(col)) > 1)
+    assert prefix > 60  # the system part: long enough to be worth a group (2 x 60 > GROUP_COST)
+    first = _prefill(runner, prompts[0], [])
+    reqs = [first] + [_prefill(runner, p, first.slot_ids[:prefix]) for p in prompts[1:]]
+    reqs.append(_prefill(runner, smol.tokenizer("Rivers of the world:")["input_ids"], []))
+    groups = plan_decode([r.slot_ids + [0] for r in reqs], runner.device).groups
+    assert [(m.tolist(), len(s)) for m, s in groups] == [([0, 1, 2], prefix)]
+    for _ in range(3):
+        for r in reqs:
+            r.slot_ids += runner.pool.alloc(1)
+        batched = runner.decode(reqs)
+        both = runner.last_logits.clone()
+        for i, r in enumerate(reqs):
+            single = runner.decode([r])  # rewrites the same KV row with the same values
+            assert single.next_token_ids[0] == batched.next_token_ids[i]
+            assert (runner.last_logits[0] - both[i]).abs().max() < TOL
+            assert (both[i] - _hf_last_logits(smol, r.all_ids)).abs().max() < TOL
+            r.output_ids.append(batched.next_token_ids[i])

@@ -11,7 +11,6 @@ import threading
 import pytest
 
 from engine.kv_pool import KVPool
-from engine.model import load_model
 from engine.runner import ModelRunner
 from engine.scheduler import Scheduler
 from engine.service import EngineService, fit_to_vocab
@@ -20,11 +19,6 @@ from radix.request import Req
 from radix.tree import RadixCache
 
 pytestmark = pytest.mark.engine
-
-
-@pytest.fixture(scope="session")
-def smol():
-    return load_model(device="cpu")
 
 
 def _check(service: EngineService) -> None:
