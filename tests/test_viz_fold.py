@@ -1,0 +1,87 @@
+"""viz/dot.py's folding of wide and deep trees: known answers for what is drawn and counted."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from radix.tree import RadixCache
+from viz.dot import fold_tree, tree_to_dot
+from viz.layout import tree_scene
+
+
+def _fan(n: int = 100) -> RadixCache:
+    """A root with n children: child i (i = 1..n) holds i tokens [i, 0, 0, ...], node id i."""
+    c = RadixCache()
+    for i in range(1, n + 1):
+        c.insert([i] + [0] * (i - 1))
+    return c
+
+
+def _drawn(dot: str) -> list[str]:
+    return re.findall(r'^\s+"([nm]\d+)" \[id=', dot, flags=re.M)
+
+
+def test_fan_of_100_draws_12_and_one_summary():
+    """max_children=12: the 12 largest (100..89 tokens) are drawn, the other 88 fold into
+    "m0": 1 + 2 + ... + 88 = 88 x 89 / 2 = 3,916 tokens, all 88 evictable leaves, none locked."""
+    snap = _fan().snapshot()
+    plan = fold_tree(snap, max_children=12)
+    assert plan.drawn == frozenset([0, *range(89, 101)])
+    [fold] = plan.folds
+    assert fold == (0, 88, 88, 3_916, 0, 88)
+    dot = tree_to_dot(snap, max_children=12)
+    assert len(_drawn(dot)) == 1 + 12 + 1 and _drawn(dot)[-1] == "m0"
+    assert 'label="+88 more\\n0 locked, 88 evictable leaves"' in dot
+    assert '"n0" -> "m0" [id="em0", label="3,916 tok"' in dot
+    assert len(tree_scene(dot)["nodes"]) == 14
+
+
+def test_highlighted_and_locked_children_come_first():
+    """Child 5 (5 tokens, far from the top 12) is highlighted: drawn, and the 11 largest
+    (100..90) fill the rest; 88 fold: 3,916 - 5 + 89 = 4,000 tokens. Locking child 7 as well
+    puts it before the large ones: 5, 7 and 100..91 drawn; the fold counts 87 and no lock.
+    max_children=2: only 5 and 7; 98 fold with 1 + ... + 100 - 5 - 7 = 5,038 tokens."""
+    c = _fan()
+    dot = tree_to_dot(c.snapshot(), highlight={5: "new"}, max_children=12)
+    assert set(_drawn(dot)) == {"n0", "n5", *(f"n{i}" for i in range(90, 101)), "m0"}
+    assert 'label="4,000 tok"' in dot
+    c.inc_lock_ref(c.match_prefix([7] + [0] * 6).last_node)
+    plan = fold_tree(c.snapshot(), max_children=12, keep=[5])
+    assert plan.drawn == frozenset([0, 5, 7, *range(91, 101)])
+    assert plan.folds[0].locked == 0
+    locked = fold_tree(c.snapshot(), max_children=2, keep=[5])
+    assert locked.drawn == {0, 5, 7} and locked.folds[0][1:5] == (98, 98, 5_050 - 12, 0)
+
+
+def test_ids_stable_across_a_step():
+    """A new 1-token leaf (id 101) is the smallest: it folds, the drawn ids do not move and the
+    summary keeps its id m0, now +89. Highlighted as just inserted, it is drawn and takes the
+    place of the 12th largest (89 tokens), which folds: still 12 + 1 boxes under the root."""
+    c = _fan()
+    before = _drawn(tree_to_dot(c.snapshot(), max_children=12))
+    c.insert([1000])
+    after = tree_to_dot(c.snapshot(), max_children=12)
+    assert _drawn(after) == before and 'label="+89 more' in after
+    shown = _drawn(tree_to_dot(c.snapshot(), highlight={101: "new"}, max_children=12))
+    assert shown == ["n0", *(f"n{i}" for i in range(90, 102)), "m0"]
+
+
+def test_depth_cap_and_deep_counts():
+    """A chain 1 -> 2 -> 3 under the root ([1,2,3] then [1,2,3,4,5] then [1,2,3,4,5,6], node
+    ids by insert), max_depth=1: the root and node 1 drawn, "m1" folds 2 nodes of 3 tokens.
+    A kept deep node pulls its whole path in. One leftover child is drawn, not folded."""
+    c = RadixCache()
+    c.insert([1, 2, 3])
+    c.insert([1, 2, 3, 4, 5])
+    c.insert([1, 2, 3, 4, 5, 6])
+    snap = c.snapshot()
+    plan = fold_tree(snap, max_depth=1)
+    assert plan.drawn == {0, 1} and plan.folds[0] == (1, 1, 2, 3, 0, 1)
+    assert 'label="+1 more (2 nodes)' in tree_to_dot(snap, max_depth=1)
+    assert fold_tree(snap, max_depth=1, keep=[3]).drawn == {0, 1, 2, 3}
+    assert fold_tree(_fan(13).snapshot(), max_children=12).folds == ()
+    assert fold_tree(snap).folds == () and len(fold_tree(snap).drawn) == 4
+    with pytest.raises(ValueError, match="max_children"):
+        fold_tree(snap, max_children=0)
