@@ -102,14 +102,15 @@ def test_frames_default_run():
 
 def test_collapsed_picture_counts_all_400():
     """8 conversations drawn (ids 3..10); the summary stands for 392 live ones, 392 x 24 =
-    9,408 tokens; S reads r=400; 12 DOT nodes (root, S, RAG, 8 conversations, summary)."""
+    9,408 tokens; S reads r=400; 12 DOT nodes (root, S, RAG, 8 conversations, summary "m2":
+    viz/dot.py's fold under S, node 2)."""
     run = run_eviction()
     drawn = drawn_conversations(run)
     assert drawn == list(range(3, 3 + MAX_DRAWN))
     dot = collapsed_dot(run, run.log.snapshot_at(run.evict_step), {}, drawn)
-    assert len(re.findall(r'^\s+"n\w+" \[id=', dot, flags=re.M)) == 12
-    assert 'label="+392 more conversations\\n392 live (r=1)"' in dot
-    assert 'label="9,408 tok"' in dot and 'label="#2  r=400"' in dot
+    assert len(re.findall(r'^\s+"[nm]\d+" \[id=', dot, flags=re.M)) == 12
+    assert 'label="+392 more\\n392 locked, 0 evictable leaves"' in dot
+    assert '"n2" -> "m2" [id="em2", label="9,408 tok"' in dot and 'label="#2  r=400"' in dot
     assert "'RAG context…'" in dot  # edge previews name the segments
 
 

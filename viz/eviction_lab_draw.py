@@ -2,9 +2,9 @@
 
 400 conversation leaves are too many to draw on a projector: the picture keeps S, the RAG leaf
 and at most `MAX_DRAWN` conversations (the ones the call pops first, then a mix of finished and
-live ones) and folds the rest into one summary node, `+N more`, whose counts come from the full
-snapshot. The drawn set is chosen once per run, so node ids stay put and d3-graphviz animates
-each pop in place. Leaves out: clicks on the summary node (it stands for many nodes).
+live ones) and folds the rest into one summary node (viz/dot.py's `max_children` fold), `+N
+more`, whose counts come from the full snapshot. The drawn set is chosen once per run, so node
+ids stay put and each pop animates in place. Leaves out: clicks on the summary node.
 """
 
 from __future__ import annotations
@@ -12,12 +12,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from radix import events as ev
-from viz.dot import FILL_EVICTABLE, FILL_PROTECTED, ROLES, tree_to_dot
+from viz.dot import tree_to_dot
 from viz.eviction_lab import EvictionRun
 from viz.timeline import Timeline
 
 MAX_DRAWN = 8  # conversation leaves drawn one by one; the rest fold into the summary node
-SUMMARY_ID = "nmore"
 
 
 class LabFrame(NamedTuple):
@@ -59,39 +58,17 @@ def _decode_names(run: EvictionRun, snapshot) -> dict[int, str]:
 
 def collapsed_dot(run: EvictionRun, snapshot, highlight: dict[int, str],
                   drawn: list[int]) -> str:
-    """DOT of `snapshot` with the undrawn conversation leaves folded into `nmore`.
+    """DOT of `snapshot` with the undrawn conversation leaves folded into S's summary node
+    (viz/dot.py's fold: `m<S id>`, counted from the full snapshot).
 
-    All 400 live: 8 drawn, the summary says '+392 more conversations' and 'r=1 each (live)'.
+    All 400 live: 8 drawn, the summary says '+392 more' and '392 locked'.
     """
     conv = set(run.conv_ids)
-    keep = set(drawn)
-    nodes = tuple(n for n in snapshot.nodes if n.id not in conv or n.id in keep)
-    hidden = [n for n in snapshot.nodes if n.id in conv and n.id not in keep]
+    keep = [n.id for n in snapshot.nodes if n.id not in conv] + list(drawn)
     names = _decode_names(run, snapshot)
     # LR: the many siblings under S stack down the screen instead of shrinking the picture
-    dot = tree_to_dot(snapshot._replace(nodes=nodes), highlight=highlight, rankdir="LR",
-                      decode=lambda ids: names.get(ids[0], "…"))
-    if not hidden and run.system_id not in {n.id for n in nodes}:
-        return dot
-    return dot[: dot.rindex("}")] + _summary_lines(run, hidden, highlight) + "}\n"
-
-
-def _summary_lines(run: EvictionRun, hidden, highlight: dict[int, str]) -> str:
-    live = sum(1 for n in hidden if n.lock_ref > 0)
-    done = len(hidden) - live
-    tokens = sum(len(n.token_ids) for n in hidden)
-    popping = any(highlight.get(n.id) == "evicted" for n in hidden)
-    color, width = ROLES["evicted"] if popping else ("#555555", 1.0)
-    what = f"{live:,} live (r=1)" + (f", {done:,} finished" if done else "")
-    label = f"+{len(hidden):,} more conversations\\n{what}"
-    fill = FILL_PROTECTED if live else FILL_EVICTABLE
-    style = "filled,rounded" + ("" if live else ",dashed")
-    if not hidden:
-        label, fill, style = "no more conversations", "#ffffff", "rounded,dotted"
-    return (f'  "{SUMMARY_ID}" [id="{SUMMARY_ID}", label="{label}", style="{style}", '
-            f'fillcolor="{fill}", color="{color}", penwidth="{width:g}"];\n'
-            f'  "n{run.system_id}" -> "{SUMMARY_ID}" [id="emore", label="{tokens:,} tok", '
-            f'style="dashed", color="#777777"];\n')
+    return tree_to_dot(snapshot, highlight=highlight, rankdir="LR", max_children=len(drawn) or 1,
+                       keep=keep, decode=lambda ids: names.get(ids[0], "…"))
 
 
 def frame_line(run: EvictionRun, k: int, micro: list[ev.Event], freed: int) -> str:
