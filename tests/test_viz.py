@@ -13,7 +13,7 @@ from viz.component import view_data
 from viz.dot import ROLES, token_preview, tree_to_dot
 from viz.layout import parse_tree_dot, tree_scene
 from viz.timeline import Timeline
-from viz.tour import run_tour, split_frame, tour_numbers
+from viz.tour import block_counters, run_tour, split_frame, tour_numbers, tree_counters
 
 
 def _dot_nodes(dot: str) -> set[str]:
@@ -141,6 +141,23 @@ def test_tour_split_narration_and_numbers():
     n = tour_numbers(run, end.snapshot, tl.num_steps, 0)
     assert (n.stored, n.apart, n.saved) == (4_343, 6_910, 2_567)
     assert round(n.saved_mib, 1) == 320.9 and round(n.saved_prefill_ms, 1) == 116.5
+
+
+def test_tour_counters_count_a_lookup_at_the_same_frame():
+    """Both caches count a request's lookup from its match step's first micro-event. At step 5,
+    event 1 (R2's split, before its PrefixMatched): looked up 2,151 + 2,135 = 4,286 in both;
+    hits: tree 2,055 (S + F), blocks 128 x 16 = 2,048. At every frame of the walk the two
+    looked-up counts agree."""
+    run = run_tour()
+    tl = Timeline(run.log)
+    tree = tree_counters(run, tl.frame(5, 1).snapshot, 5, 1)
+    blocks = block_counters(run, 5, 1)
+    assert (tree.looked_up, tree.hit, blocks.looked_up, blocks.hit) == (4_286, 2_055, 4_286, 2_048)
+    assert tree_counters(run, tl.frame(5, 0).snapshot, 5, 0).looked_up == 2_151
+    for step in range(tl.num_steps + 1):
+        for k in range(tl.num_micro(step) + 1):
+            t = tree_counters(run, tl.frame(step, k).snapshot, step, k)
+            assert t.looked_up == block_counters(run, step, k).looked_up, (step, k)
 
 
 def test_timeline_eviction_frame_shows_then_removes():

@@ -122,13 +122,16 @@ def _counters(looked_up: int, hit: int, cached: int, evictable: int, protected: 
 
 
 def tree_counters(run: TourRun, snapshot, step: int, k: int) -> CacheCounters:
-    """The tree's counters at (step, k), hits summed over the PrefixMatched events played.
+    """The tree's counters at (step, k), hits summed over the PrefixMatched events of the steps
+    played, a step counting from its first micro-event (k > 0), as `block_index` does: so both
+    caches count a request's lookup at the same frame, its match step's first event.
 
-    At the end: hit 0 + 2,055 + 512 = 2,567 of 6,910 looked up: 37.1%; cached 4,343."""
-    matched = [e for s in range(min(step, run.log.num_steps)) for e in run.log.micro_events(s)]
-    if step < run.log.num_steps:
-        matched += run.log.micro_events(step)[:k]
-    matched = [e for e in matched if isinstance(e, ev.PrefixMatched)]
+    At "step 5, event 1" (R2's split, before its PrefixMatched): 2,055 of 2,151 + 2,135 =
+    4,286, beside the blocks' 2,048 of 4,286. At the end: hit 0 + 2,055 + 512 = 2,567 of
+    6,910 looked up: 37.1%; cached 4,343."""
+    played = min(step + (1 if k > 0 else 0), run.log.num_steps)
+    matched = [e for s in range(played) for e in run.log.micro_events(s)
+               if isinstance(e, ev.PrefixMatched)]
     return _counters(sum(e.key_len for e in matched), sum(e.prefix_len for e in matched),
                      snapshot.total_size, snapshot.evictable_size, snapshot.protected_size)
 
