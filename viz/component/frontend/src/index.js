@@ -13,7 +13,8 @@ import "d3-transition";
 
 const SVG = "http://www.w3.org/2000/svg";
 const PAD = 8;
-const MAX_SCALE = 1.5; // a small tree is not blown up past this
+const MAX_SCALE = 1.5; // a small tree (a lone root too) is not blown up past this
+const FALLBACK_W = 700; // px assumed while the host is not laid out (a hidden tab reads 0)
 const MIN_FONT_PX = 4; // smaller on screen: labels and arrowheads are not drawn (unreadable)
 const states = new WeakMap();
 
@@ -37,6 +38,16 @@ function stateFor(parentElement) {
   const nodes = svg.append("g").attr("class", "nodes");
   state = { host, svg, edges, nodes, lastSig: null, animating: false, callbacks: {}, seq: 0 };
   enableZoom(state);
+  // a host first drawn while hidden (0 px wide) or resized later refits, unless the user zoomed
+  if (typeof ResizeObserver !== "undefined") {
+    new ResizeObserver(() => {
+      if (!state.scene || state.zoomed) return;
+      const fit = fitBox(state, state.scene);
+      if (state.fitView && fit.join(" ") === state.fitView.join(" ")) return;
+      state.fitView = fit;
+      setView(state, fit);
+    }).observe(host);
+  }
   host.addEventListener("click", (event) => {
     if (state.dragged) return;
     const node = event.target.closest && event.target.closest("g.node");
@@ -98,10 +109,12 @@ function enableZoom(state) {
   });
 }
 
-// the whole scene, widened (centred) or lengthened so it is never scaled past MAX_SCALE
+// the whole scene, widened (centred) or lengthened so it is never scaled past MAX_SCALE; a host
+// not laid out yet counts as FALLBACK_W wide and its style height high
 function fitBox(state, scene) {
-  const w = scene.width + 2 * PAD, h = scene.height + 2 * PAD;
-  const cw = state.host.clientWidth / MAX_SCALE, ch = (state.host.clientHeight || 0) / MAX_SCALE;
+  const w = scene.width + 2 * PAD, h = scene.height + 2 * PAD, host = state.host;
+  const cw = (host.clientWidth || FALLBACK_W) / MAX_SCALE;
+  const ch = (host.clientHeight || parseFloat(host.style.height) || 0) / MAX_SCALE;
   const W = Math.max(w, cw), H = Math.max(h, ch);
   return [-PAD - (W - w) / 2, -PAD, W, H];
 }
@@ -199,6 +212,7 @@ function draw(state, scene, durationMs) {
   const byId = new Map(scene.nodes.map((n) => [n[0], n]));
   drawEdges(state, scene, byId, t, moveAll);
   drawNodes(state, scene, t, moveAll);
+  state.scene = scene;
   const fitView = fitBox(state, scene);
   state.fitView = fitView;
   // level of detail (setView): at the fitted scale a 1,000-node tree's labels are sub-pixel,
