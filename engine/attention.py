@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 
 from engine.kv_pool import KVPool
 
@@ -84,16 +85,21 @@ def _best_split(order: list[int], lcp: list[int], sizes: list[int], lo: int, hi:
 
 
 class DecodePlan(NamedTuple):
-    """Index tensors of one decode step, shared by every layer."""
+    """Index tensors of one decode step, shared by every layer. The own part (each request's
+    slots past its group's shared part) is either padded [B, W] or flat [T] with its request."""
 
     groups: list[tuple[torch.Tensor, torch.Tensor]]  # (member indexes [n], shared slots [m])
-    own_slots: torch.Tensor  # [T] every request's slots past its group's shared part, flat
-    own_req: torch.Tensor  # [T] the batch index of each of those slots
-    num_reqs: int
+    own_slots: torch.Tensor  # padded: [B, W] (pad slot 0); flat: [T]
+    own_req: torch.Tensor | None  # flat: [T] batch index of each slot; padded: None
+    own_mask: torch.Tensor | None  # padded: [B, 1, 1, W] True for real slots; flat: None
+
+
+PADDED_WASTE = 3  # pad when B x W <= this x T: a padded slot costs ~1/3 of a flat one (matmul)
 
 
 def plan_decode(slot_lists: Sequence[Sequence[int]], device: torch.device,
-                min_shared: int = MIN_SHARED_LEN) -> DecodePlan:
+                min_shared: int = MIN_SHARED_LEN, padded: bool | None = None) -> DecodePlan:
+    """Groups (shared_prefix_groups) and own slots; `padded` None picks the cheaper layout."""
     shared_len = [0] * len(slot_lists)
     groups = []
     for g in shared_prefix_groups(slot_lists, min_shared):
@@ -102,22 +108,40 @@ def plan_decode(slot_lists: Sequence[Sequence[int]], device: torch.device,
         groups.append((torch.tensor(g.members, device=device),
                        torch.tensor(list(slot_lists[g.members[0]][:g.shared_len]),
                                     device=device)))
-    own = [s for sl, n in zip(slot_lists, shared_len) for s in sl[n:]]
-    req = [b for b, (sl, n) in enumerate(zip(slot_lists, shared_len)) for _ in range(len(sl) - n)]
-    return DecodePlan(groups, torch.tensor(own, dtype=torch.long, device=device),
-                      torch.tensor(req, dtype=torch.long, device=device), len(slot_lists))
+    own = [list(sl[n:]) for sl, n in zip(slot_lists, shared_len)]
+    lens = [len(o) for o in own]
+    if padded is None:
+        padded = len(own) * max(lens) <= PADDED_WASTE * sum(lens)
+    if padded:
+        width = max(lens)
+        slots = torch.tensor([o + [0] * (width - len(o)) for o in own], device=device)
+        lens_t = torch.tensor(lens, device=device)
+        mask = torch.arange(width, device=device)[None, :] < lens_t[:, None]
+        return DecodePlan(groups, slots, None, mask[:, None, None])
+    req = [b for b, n in enumerate(lens) for _ in range(n)]
+    return DecodePlan(groups, torch.tensor([s for o in own for s in o], device=device),
+                      torch.tensor(req, device=device), None)
 
 
 def cascade_decode(pool: KVPool, layer: int, q: torch.Tensor, plan: DecodePlan,
                    scaling: float) -> torch.Tensor:
     """One query per request, q [B, heads, d] -> attention output [B, heads, d].
 
-    Softmax runs in fp32 whatever the pool's dtype; the output has q's dtype.
+    With no group and a padded layout this is the plain fused SDPA over padded slots; otherwise
+    the softmax runs in fp32 whatever the pool's dtype, and the output has q's dtype.
     """
     b, heads, d = q.shape
+    if not plan.groups and plan.own_mask is not None:  # nothing shared: fused SDPA, no LSE needed
+        k, v = pool.read(layer, plan.own_slots)  # [B, W, kv_heads, d]
+        o = F.scaled_dot_product_attention(
+            q[:, None].transpose(1, 2), k.transpose(1, 2).to(q.dtype),
+            v.transpose(1, 2).to(q.dtype), attn_mask=plan.own_mask, scale=scaling,
+            enable_gqa=True)  # [B, heads, 1, d]
+        return o[:, :, 0]
     kv_heads = pool.num_kv_heads
     qg = q.float().view(b, kv_heads, heads // kv_heads, d)
-    out, lse = _own_part(pool, layer, qg, plan, scaling)
+    own = _own_flat if plan.own_mask is None else _own_padded
+    out, lse = own(pool, layer, qg, plan, scaling)
     for members, shared_slots in plan.groups:
         o_s, lse_s = _shared_part(pool, layer, qg.index_select(0, members), shared_slots, scaling)
         o_own, lse_own = out.index_select(0, members), lse.index_select(0, members)
@@ -145,11 +169,25 @@ def _shared_part(pool: KVPool, layer: int, qg: torch.Tensor, slots: torch.Tensor
             lse.view(kv_heads, n, rep).permute(1, 0, 2))
 
 
-def _own_part(pool: KVPool, layer: int, qg: torch.Tensor, plan: DecodePlan,
+def _own_padded(pool: KVPool, layer: int, qg: torch.Tensor, plan: DecodePlan,
+                scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each request against its own slots, padded to the longest (pad keys masked)."""
+    k, v = pool.read(layer, plan.own_slots)  # [B, W, kv_heads, d]
+    scores = torch.matmul(qg, k.float().permute(0, 2, 3, 1)) * scaling  # [B, kv, rep, W]
+    scores = scores.masked_fill(~plan.own_mask, float("-inf"))
+    top = scores.amax(-1, keepdim=True)
+    weights = torch.exp(scores - top)
+    denom = weights.sum(-1, keepdim=True)
+    o = torch.matmul(weights, v.float().transpose(1, 2)) / denom  # [B, kv, rep, d]
+    return o, (top + denom.log()).squeeze(-1)
+
+
+def _own_flat(pool: KVPool, layer: int, qg: torch.Tensor, plan: DecodePlan,
               scaling: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Each request against its own slots: one flat gather, segment softmax by request."""
     b, kv_heads, rep, d = qg.shape
     k, v = pool.read(layer, plan.own_slots)  # [T, kv_heads, d]
+    assert plan.own_req is not None
     idx = plan.own_req
     scores = torch.einsum("tkrd,tkd->tkr", qg.index_select(0, idx), k.float()) * scaling
     top = torch.full((b, kv_heads, rep), float("-inf"), device=qg.device)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -49,13 +50,16 @@ def test_groups_known_answer():
     assert shared_prefix_groups([shared, shared]) == [SharedGroup([0, 1], 99)]  # each keeps one
 
 
-def test_cascade_equals_per_request_attention_mixed_batch():
-    """Four requests share 120 slots, two of them 180; one shares nothing."""
+@pytest.mark.parametrize("padded", [True, False])
+def test_cascade_equals_per_request_attention_mixed_batch(padded):
+    """Four requests share 120 slots, two of them 180; one shares nothing. Both layouts of the
+    own part (padded and flat)."""
     pool = _pool()
     common, deeper = list(range(1, 121)), list(range(121, 181))
     lists = [common + deeper + [181, 182], common + deeper + [183], common + [184, 185, 186],
              common + [187], list(range(190, 250))]
-    plan = plan_decode(lists, torch.device("cpu"))
+    plan = plan_decode(lists, torch.device("cpu"), padded=padded)
+    assert (plan.own_mask is not None) == padded
     assert [(g.tolist(), len(s)) for g, s in plan.groups] == [([0, 1, 2, 3], 120)]
     q = torch.randn(len(lists), HEADS, DIM)
     for layer in (0, 1):
@@ -75,15 +79,15 @@ def _slot_forest(draw):
         own = draw(st.integers(1, 40))
         lists.append(base + list(range(next_slot, next_slot + own)))
         next_slot += own
-    return lists, draw(st.sampled_from([0, 1, 8, 16]))
+    return lists, draw(st.sampled_from([0, 1, 8, 16])), draw(st.sampled_from([None, True, False]))
 
 
 @settings(max_examples=60, deadline=None)
 @given(_slot_forest())
 def test_cascade_equals_oracle_for_any_sharing(case):
-    lists, min_shared = case
+    lists, min_shared, padded = case
     pool = _pool(size=300)
-    plan = plan_decode(lists, torch.device("cpu"), min_shared=max(min_shared, 1))
+    plan = plan_decode(lists, torch.device("cpu"), min_shared=max(min_shared, 1), padded=padded)
     for members, shared in plan.groups:  # every member really holds the shared slots
         for b in members.tolist():
             assert lists[b][:len(shared)] == shared.tolist() and len(lists[b]) > len(shared)
