@@ -134,3 +134,34 @@ def test_trace_block_view_at_the_chosen_step():
     assert at.subheader[1].value == "Block cache after 1 of 2 requests"
     assert at.selectbox(key="trace.block_rid").options == ["a"]
     assert len(_plotly_specs(at)) == 1
+
+
+def test_trace_mooncake_tree_folds_and_text_is_cut():
+    """The Mooncake excerpt ends with 83 nodes, 76 under the root. 12 children per node: the
+    root, 12 children (mc-200's new leaf #208 and the 11 largest subtrees) and #143's two
+    children are drawn, 15; the other 83 - 15 = 68 fold into one box. 3 per node: the root,
+    #208, #198 and #146, 4 drawn, 79 folded."""
+    at = AppTest.from_file(str(ROOT / "pages" / "trace.py"), default_timeout=60).run()
+    at.file_uploader(key="trace.upload").set_value(("m.jsonl", MOONCAKE.read_bytes(), "text/plain"))
+    at.run()
+    assert not at.exception and not at.error
+    captions = [c.value for c in at.caption]
+    assert "83 nodes: 15 drawn, 68 folded into 1 '+K more' box(es), counted in full. Coloured: " \
+        "what the step touched." in captions
+    at.number_input(key="trace.max_children").set_value(3).run()
+    assert any(c.startswith("83 nodes: 4 drawn, 79 folded") for c in (x.value for x in at.caption))
+
+
+def test_trace_big_pretty_print_is_cut_with_a_download():
+    """250 requests with distinct first tokens: the root, 250 leaves and the "#tokens" line =
+    252 lines of pretty_print; the page shows 200 and says so; the whole text is a download."""
+    at = AppTest.from_file(str(ROOT / "pages" / "trace.py"), default_timeout=60).run()
+    data = "".join(json.dumps({"rid": f"r{i}", "arrival": i, "tokens": [1000 + i, 1, 2],
+                               "output_len": 1}) + "\n" for i in range(250))
+    at.file_uploader(key="trace.upload").set_value(("w.jsonl", data.encode(), "text/plain"))
+    at.run()
+    assert not at.exception and not at.error
+    assert len(at.code[0].value.splitlines()) == 200
+    assert any(c.value == "first 200 of 252 lines; download the whole text below"
+               for c in at.caption)
+    assert "trace.dl_text" in [b.key for b in at.get("download_button")]

@@ -1,4 +1,5 @@
-"""viz/dot.py's folding of wide and deep trees: known answers for what is drawn and counted."""
+"""viz/dot.py's folding of wide and deep trees (known answers for what is drawn and counted), and
+the Trace debugger's helpers for big trees (step highlight, pretty_print cut)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import re
 
 import pytest
 
+from radix.eventlog import EventLog
 from radix.tree import RadixCache
 from viz.dot import fold_tree, tree_to_dot
 from viz.layout import tree_scene
+from viz.trace_debug import step_highlight, text_head
 
 
 def _fan(n: int = 100) -> RadixCache:
@@ -85,3 +88,23 @@ def test_depth_cap_and_deep_counts():
     assert fold_tree(snap).folds == () and len(fold_tree(snap).drawn) == 4
     with pytest.raises(ValueError, match="max_children"):
         fold_tree(snap, max_children=0)
+
+
+def test_step_highlight_and_text_head():
+    """insert [1,2,3] then [1,2,4]: the second step splits node 1 (prefix 2) and grows leaf 3;
+    its HitCounted also names 2 and 3, but split and new outrank matched. The root never
+    shows. 1,000 lines cut to 200 with a note; 200 lines stay whole."""
+    log = EventLog()
+    c = RadixCache(sink=log)
+    c.insert([1, 2, 3])
+    c.insert([1, 2, 4])
+    last = log.num_steps - 1
+    assert step_highlight(log.events_of(last), log.snapshot_at(last + 1)) == {
+        1: "split", 2: "split", 3: "new"}
+    c.match_prefix([1, 2, 4])
+    step = log.num_steps - 1
+    assert step_highlight(log.events_of(step), log.snapshot_at(step + 1)) == {
+        2: "matched", 3: "matched"}
+    head, note = text_head("\n".join(str(i) for i in range(1_000)))
+    assert head.splitlines()[-1] == "199" and note.startswith("first 200 of 1,000 lines")
+    assert text_head("a\nb", 2) == ("a\nb", None)

@@ -4,6 +4,8 @@ Follows `radix.cmd_compare` for the side-by-side summary (the same capacity for 
 the block cache, SGLang's and vLLM's per-request flows). The tree is run a second time with an
 EventLog sink and `check_invariants()` after every request (op traces: after every op), so the
 page can scrub to any step and name the first step where an invariant broke.
+Big trees: `step_highlight` marks what a step touched, so viz/dot.py's fold always draws it, and
+`text_head` cuts pretty_print's text for the page (the whole text goes to a download).
 Leaves out: batching (see the Scheduler page); kv_events recordings have no tree replay.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from radix import events as ev
 from radix.allocator import SlotAllocator
 from radix.cmd_compare import compare, output_tokens, trace_reqs
 from radix.eventlog import EventLog
@@ -96,3 +99,44 @@ def snapshot_json(snapshot: Any) -> dict[str, Any]:
         "evictable_size": snapshot.evictable_size, "protected_size": snapshot.protected_size,
         "nodes": [n._asdict() for n in snapshot.nodes],
     }
+
+
+# A node touched twice in one step keeps its strongest role: a new leaf over its match.
+_RANK = {"new": 0, "split": 1, "lock": 2, "matched": 3}
+
+
+def step_highlight(events: list[Any], snapshot: Any) -> dict[int, str]:
+    """Node id -> role (viz.dot.ROLES) for what one step did, over the nodes still in `snapshot`.
+
+    insert [1, 2, 3], then insert [1, 2, 4]: node 1 splits into prefix 2 + node 1, leaf 3
+    grows, the insert's hit count touches 2 and 3: {1: "split", 2: "split", 3: "new"}
+    (split and new outrank matched).
+    """
+    roles: dict[int, str] = {}
+
+    def mark(ids: Any, role: str) -> None:
+        for i in ids:
+            if _RANK[role] < _RANK.get(roles.get(i, ""), 9):
+                roles[i] = role
+
+    for e in events:
+        if isinstance(e, ev.NodeInserted):
+            mark([e.node_id], "new")
+        elif isinstance(e, ev.NodeSplit):
+            mark([e.node_id, e.new_node_id], "split")
+        elif isinstance(e, ev.LockChanged):
+            mark([e.node_id], "lock")
+        elif isinstance(e, ev.PrefixMatched | ev.HitCounted):
+            mark(e.node_ids, "matched")
+    present = {n.id for n in snapshot.nodes}
+    return {i: r for i, r in roles.items() if i in present and i != snapshot.nodes[0].id}
+
+
+def text_head(text: str, max_lines: int = 200) -> tuple[str, str | None]:
+    """The first `max_lines` lines of `text`, and a note saying how many were left out (None
+    when nothing was): 1,000 lines, 200 kept -> "first 200 of 1,000 lines; …"."""
+    lines = text.splitlines()
+    if len(lines) <= max_lines:
+        return text, None
+    return ("\n".join(lines[:max_lines]),
+            f"first {max_lines:,} of {len(lines):,} lines; download the whole text below")
