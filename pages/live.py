@@ -12,10 +12,11 @@ from viz.component import tree_view
 from viz.live import LiveSession, SessionRegistry, measured_label
 from viz.live_scenarios import SCENARIOS, SYSTEM
 from viz.live_table import request_rows, totals
-from viz.live_tree import format_lines
+from viz.live_tree import format_lines, live_dot
 
 POLL_S = 0.7  # seconds between refreshes while requests run
-MAX_DRAWN_NODES = 300
+MAX_CHILDREN = 12  # children drawn per node; the rest fold into one "+K more" box
+MAX_DRAWN_NODES = 2_000
 
 
 @st.cache_resource(show_spinner="Loading SmolLM2-135M-Instruct (once per process)…")
@@ -121,15 +122,17 @@ def _live() -> None:
 
 def _tree() -> None:
     snap = session.tree.snapshot()
+    dot, drawn, folded = live_dot(snap, session.decode, st.session_state.get("live.selected"),
+                                  MAX_CHILDREN)
     st.caption(f"Tree: {len(snap.nodes) - 1} nodes, {snap.evictable_size + snap.protected_size:,}"
-               f" tokens cached ({snap.protected_size:,} locked by running requests).")
+               f" tokens cached ({snap.protected_size:,} locked by running requests)."
+               + (f" {folded:,} nodes folded into '+K more' boxes." if folded else ""))
     if len(snap.nodes) == 1:
         return  # only the root: nothing to draw yet
-    if len(snap.nodes) > MAX_DRAWN_NODES:
-        st.info(f"{len(snap.nodes):,} nodes: too many to draw; reset to start over.")
+    if drawn > MAX_DRAWN_NODES:
+        st.info(f"{drawn:,} nodes: too many to draw; reset to start over.")
         return
-    clicked = tree_view(session.dot(st.session_state.get("live.selected")), key="live.tree",
-                        height=380, duration_ms=300)
+    clicked = tree_view(dot, key="live.tree", height=380, duration_ms=300)
     if clicked is not None:
         st.session_state["live.selected"] = clicked
     node = snap.by_id().get(st.session_state.get("live.selected"))

@@ -11,6 +11,7 @@ from radix.eventlog import EventLog
 from radix.tree import RadixCache
 from viz.dot import fold_tree, tree_to_dot
 from viz.layout import tree_scene
+from viz.live_tree import live_dot
 from viz.trace_debug import step_highlight, text_head
 
 
@@ -108,3 +109,14 @@ def test_step_highlight_and_text_head():
     head, note = text_head("\n".join(str(i) for i in range(1_000)))
     assert head.splitlines()[-1] == "199" and note.startswith("first 200 of 1,000 lines")
     assert text_head("a\nb", 2) == ("a\nb", None)
+
+
+def test_live_dot_folds_and_keeps_the_selection():
+    """20 leaves of 1..20 tokens, 12 per node: the root and 12 leaves drawn, 20 - 12 = 8
+    folded. Selecting leaf 1 (the smallest) draws it, outlined, in place of leaf 9."""
+    snap = _fan(20).snapshot()
+    dot, drawn, folded = live_dot(snap, None, None)
+    assert (drawn, folded) == (13, 8) and 'label="+8 more' in dot
+    dot, drawn, folded = live_dot(snap, None, 1)
+    assert (drawn, folded) == (13, 8)
+    assert '"n1" [id="n1"' in dot and '"n9" [' not in dot and 'color="#000000"' in dot

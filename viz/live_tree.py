@@ -4,7 +4,8 @@
 stamped event; tree events are applied to a `radix.replay.TreeModel` (the replay law makes it
 equal to the engine's tree), and the interesting ones are narrated (viz/narrate.py). The page
 reads `snapshot()` and `lines()` at any time without waiting for the engine thread to finish a
-forward (`EngineService.snapshot()` would). Leaves out: block-cache events (source "blocks").
+forward (`EngineService.snapshot()` would). `live_dot` draws it folded (viz/dot.py), so many
+conversations under one system prompt stay readable. Leaves out: block-cache events.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from radix import events as ev
 from radix.admission import RequestAdmitted, RequestRetracted
 from radix.node import TreeSnapshot
 from radix.replay import TreeModel
+from viz.dot import Decode, fold_tree, tree_to_dot
 from viz.narrate import narrate
 
 # PrefixMatched is left out: the scheduler matches every waiting request on every round (LPM
@@ -101,3 +103,14 @@ def format_lines(lines: list[tuple[float, str]], now: float | None = None) -> li
     """Lines with their age: `(100.0, "x")` at now=102.5 reads `"2.5 s ago: x"`."""
     now = time.time() if now is None else now
     return [f"{max(now - t, 0.0):.1f} s ago: {text}" for t, text in lines]
+
+
+def live_dot(snapshot: TreeSnapshot, decode: Decode | None, selected: int | None,
+             max_children: int = 12) -> tuple[str, int, int]:
+    """(DOT, nodes drawn, nodes folded): at most `max_children` children per node, the selected
+    node (outlined) and locked ones (running requests) first. A root with 20 leaves, 12 per
+    node: 1 + 12 drawn, 8 folded into one "+8 more" box."""
+    highlight = {selected: "selected"} if selected is not None else None
+    plan = fold_tree(snapshot, max_children, None, [selected] if selected is not None else [])
+    dot = tree_to_dot(snapshot, decode=decode, highlight=highlight, max_children=max_children)
+    return dot, len(plan.drawn), len(snapshot.nodes) - len(plan.drawn)
