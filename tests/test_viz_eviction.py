@@ -109,7 +109,7 @@ def test_collapsed_picture_counts_all_400():
     assert drawn == list(range(3, 3 + MAX_DRAWN))
     dot = collapsed_dot(run, run.log.snapshot_at(run.evict_step), {}, drawn)
     assert len(re.findall(r'^\s+"[nm]\d+" \[id=', dot, flags=re.M)) == 12
-    assert 'label="+392 more\\n392 locked, 0 evictable leaves"' in dot
+    assert 'label="+392 more\\n392 locked"' in dot
     assert '"n2" -> "m2" [id="em2", label="9,408 tok"' in dot and 'label="#2  r=400"' in dot
     assert "'RAG context…'" in dot  # edge previews name the segments
 

@@ -37,7 +37,7 @@ def test_fan_of_100_draws_12_and_one_summary():
     assert fold == (0, 88, 88, 3_916, 0, 88)
     dot = tree_to_dot(snap, max_children=12)
     assert len(_drawn(dot)) == 1 + 12 + 1 and _drawn(dot)[-1] == "m0"
-    assert 'label="+88 more\\n0 locked, 88 evictable leaves"' in dot
+    assert 'label="+88 more\\n88 evictable leaves"' in dot
     assert '"n0" -> "m0" [id="em0", label="3,916 tok"' in dot
     assert len(tree_scene(dot)["nodes"]) == 14
 

@@ -174,15 +174,17 @@ def fold_tree(snapshot: Any, max_children: int | None = None, max_depth: int | N
 
 def _fold_lines(fold: Fold) -> list[str]:
     """The summary node and its edge. 88 folded leaves of 3,916 tokens, none locked:
-    label "+88 more\\n0 locked, 88 evictable leaves", edge label "3,916 tok"."""
+    label "+88 more\\n88 evictable leaves" (zero counts left out), edge label "3,916 tok"."""
     more = f"+{fold.num_children:,} more"
     if fold.num_nodes > fold.num_children:
         more += f" ({fold.num_nodes:,} nodes)"
+    counts = [f"{n:,} {what}" for n, what in ((fold.locked, "locked"),
+                                              (fold.evictable_leaves, "evictable leaves")) if n]
     fill = (FILL_PROTECTED if fold.locked else
             FILL_EVICTABLE if fold.evictable_leaves else FILL_CACHED)
     node = {
         "id": f"m{fold.parent}",
-        "label": f"{more}\n{fold.locked:,} locked, {fold.evictable_leaves:,} evictable leaves",
+        "label": more + "\n" + (", ".join(counts) or "cached"),
         "style": "filled,rounded" + ("" if fold.locked else ",dashed"), "fillcolor": fill,
         "color": "#555555", "penwidth": "1",
         "tooltip": (f"{fold.num_children:,} children of node {fold.parent} not drawn: "
