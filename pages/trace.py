@@ -67,9 +67,9 @@ max_children = int(f[0].number_input(
     help="The rest fold into one '+K more' node (counted in full). What the step touched, "
          "locked nodes and the largest subtrees are drawn first."))
 max_depth = int(f[1].number_input("depth cap (0: none)", 0, 1_000, 0, key="trace.max_depth"))
+max_depth = max_depth or None
 highlight = step_highlight(events, snap)
-fold = (max_children, max_depth or None, list(highlight))
-plan = fold_tree(snap, *fold)
+plan = fold_tree(snap, max_children, max_depth, highlight)
 dot = tree_to_dot(snap)  # the whole tree, for the downloads
 left, right = st.columns([3, 2])
 with left:
@@ -80,8 +80,8 @@ with left:
                + (" Coloured: what the step touched." if highlight else ""))
     if drawn <= MAX_DRAWN_NODES:
         # LR: a wide fan-out stacks down the column instead of shrinking to a thin line
-        tree_view(tree_to_dot(snap, highlight=highlight, rankdir="LR", max_children=fold[0],
-                              max_depth=fold[1]), key="trace.tree", height=420, duration_ms=250)
+        tree_view(tree_to_dot(snap, highlight=highlight, rankdir="LR", max_children=max_children,
+                              max_depth=max_depth), key="trace.tree", height=420, duration_ms=250)
     else:
         st.info(f"{drawn:,} boxes: too many to draw; lower the children per node or the depth.")
 with right:
