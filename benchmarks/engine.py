@@ -63,8 +63,12 @@ def run_engine(loaded: LoadedModel, prompts: list[list[int]], out: int, no_cache
         handles = [service.submit(p, out, rid=f"q{i}") for i, p in enumerate(prompts)]
         results = [h.result() for h in handles]
         wall = time.perf_counter() - start
+        decode = [s.seconds for s in service.steps if s.kind == "decode"]
+        prefill_s = sum(s.seconds for s in service.steps if s.kind == "prefill")
     prefilled = sum(r.metrics["prefilled_tokens"] for r in results)
     return {"wall_s": wall, "output_tok_s": len(prompts) * out / wall, "prefilled": prefilled,
+            "prefill_s": prefill_s, "decode_steps": len(decode),
+            "decode_step_mean_s": sum(decode) / max(len(decode), 1),
             "outputs": [r.output_ids for r in results]}
 
 
@@ -156,6 +160,9 @@ def print_table(report: dict, n: int, out: int) -> None:
     for name, r in report["shared_prefix"].items():
         print(f"{name:<26}{r['prefilled']:>10,}{r['wall_s']:>9.1f}{r['output_tok_s']:>11.1f}"
               f"{r['derived_s']:>11.3f}{r['same_greedy_as_generate']:>8}/{n}")
+        if "decode_step_mean_s" in r:
+            print(f"{'  prefill / decode':<26}{r['prefill_s']:>19.1f} s prefill, "
+                  f"{r['decode_steps']} decode steps of {r['decode_step_mean_s']:.3f} s")
         if r is not base:
             print(f"{'  engine speedup':<26}{r['wall_s'] / base['wall_s']:>19.1f}x measured, "
                   f"{r['derived_s'] / base['derived_s']:.1f}x derived")
