@@ -30,6 +30,10 @@ from radix.tree import RadixCache
 
 _STOP = object()
 _DONE = object()
+# subtle: HF fast tokenizers are not safe to use from two threads at once, and one loaded model
+# (with its tokenizer) is shared by every service in the process (the app's sessions), so the
+# lock is process-wide, not per service.
+TOKENIZER_LOCK = threading.Lock()
 
 
 class StampedEvent(NamedTuple):
@@ -103,8 +107,9 @@ class RequestHandle:
 
     def _finish(self, req: Req | None, error: BaseException | None = None) -> None:
         if req is not None:
-            self._result = RequestResult(self.rid, list(req.output_ids),
-                                         self._tokenizer.decode(req.output_ids), req.metrics)
+            with TOKENIZER_LOCK:
+                text = self._tokenizer.decode(req.output_ids)
+            self._result = RequestResult(self.rid, list(req.output_ids), text, req.metrics)
         self._error = error
         self._stream.put(_DONE)
         self._done.set()
@@ -139,7 +144,7 @@ class EngineService:
         self._inbox: queue.Queue = queue.Queue()
         self._handles: dict[str, tuple[RequestHandle, Req]] = {}
         self._streamed: dict[str, int] = {}  # rid -> output tokens already pushed to its handle
-        self._tok_lock = threading.Lock()
+        self._closed = False
         self._ids = itertools.count(1)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name="radixlens-engine", daemon=True)
@@ -150,6 +155,8 @@ class EngineService:
                rid: str | None = None, chat: bool = False, extra_key: str | None = None,
                priority: int = 0) -> RequestHandle:
         """Queues a request: token ids, raw text, or (chat=True) one user message."""
+        if self._closed:
+            raise RuntimeError("this engine service is closed; start a new one")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         token_ids = self.encode(prompt, chat) if isinstance(prompt, str) else list(prompt)
@@ -164,7 +171,7 @@ class EngineService:
         return handle
 
     def encode(self, text: str, chat: bool = False) -> list[int]:
-        with self._tok_lock:  # subtle: HF fast tokenizers are not safe to share across threads
+        with TOKENIZER_LOCK:
             if chat:
                 return list(self.tokenizer.apply_chat_template(
                     [{"role": "user", "content": text}], add_generation_prompt=True,
@@ -182,6 +189,7 @@ class EngineService:
 
     def close(self, timeout: float | None = None) -> None:
         """Finishes the queued work, then stops the thread; raises the engine's error if any."""
+        self._closed = True
         self._inbox.put(_STOP)
         self._thread.join(timeout)
         if self._error is not None:

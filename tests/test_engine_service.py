@@ -124,3 +124,10 @@ def test_concurrent_callers_all_complete_with_their_metrics(smol):
     tree_rids = {e.rid for e in stamped if e.source == "tree"}
     assert set(results) <= tree_rids
     assert all(e.wall_time > 0 for e in stamped)
+
+
+def test_submit_after_close_raises_instead_of_hanging(smol):
+    service = EngineService(smol, 256)
+    service.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        service.submit([1, 2, 3], max_new_tokens=1)
