@@ -28,6 +28,7 @@ class TreeNode:
         "hit_count",
         "priority",
         "heap_version",
+        "heap_key",
     )
 
     def __init__(self, node_id: int, key: RadixKey, value: list[int] | None, time: float) -> None:
@@ -42,6 +43,7 @@ class TreeNode:
         self.hit_count = 0  # inserts that walked through this node (not chunked ones)
         self.priority = 0  # max priority of the requests that inserted through it
         self.heap_version = 0  # bumps on each push to the eviction heap; older entries are stale
+        self.heap_key = None  # the sort key of its latest heap entry
 
     @property
     def evicted(self) -> bool:

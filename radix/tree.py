@@ -17,7 +17,7 @@ from typing import Any
 
 from radix import events as ev
 from radix.allocator import Allocator
-from radix.eviction import POLICY_FIELDS, get_strategy
+from radix.eviction import get_strategy
 from radix.key import RadixKey, gallop_match
 from radix.node import EvictResult, InsertResult, MatchResult, TreeNode
 from radix.tree_base import TreeBase
@@ -66,10 +66,6 @@ class RadixCache(TreeBase):
         self.eviction_policy = eviction_policy.lower()
         self.policy_config = dict(policy_config or {})
         self.sort_key = get_strategy(self.eviction_policy, self.policy_config)
-        self._key_uses_access = "last_access_time" in POLICY_FIELDS[self.eviction_policy]
-        self._key_uses_hits = bool(
-            {"hit_count", "priority"} & set(POLICY_FIELDS[self.eviction_policy])
-        )
         self.clock = clock if clock is not None else LogicalClock()
         self._sink = sink
         self.disable = disable
@@ -108,7 +104,7 @@ class RadixCache(TreeBase):
         [2]
         """
         key = self._as_key(key)
-        self._begin("match_prefix", rid, f"key of {len(key):,} tokens")
+        self._begin("match_prefix", rid, "key of {:,} tokens", len(key))
         result = self._match(key)
         self._end("match_prefix")
         return result
@@ -131,7 +127,7 @@ class RadixCache(TreeBase):
         4
         """
         key = self._as_key(key)
-        self._begin("insert", rid, f"key of {len(key):,} tokens")
+        self._begin("insert", rid, "key of {:,} tokens", len(key))
         result = self._insert(key, value, priority or 0, chunked)
         self._end("insert")
         return result
@@ -145,7 +141,7 @@ class RadixCache(TreeBase):
         """
         if not isinstance(num_tokens, int) or isinstance(num_tokens, bool) or num_tokens < 0:
             raise ValueError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
-        self._begin("evict", None, f"{num_tokens:,} tokens")
+        self._begin("evict", None, "{:,} tokens", num_tokens)
         result = self._evict(num_tokens)
         self._end("evict")
         return result
@@ -153,7 +149,7 @@ class RadixCache(TreeBase):
     def inc_lock_ref(self, node: TreeNode, rid: str | None = None) -> int:
         """Locks node and its ancestors; returns the change of evictable_size (<= 0)."""
         self._check_live(node)
-        self._begin("inc_lock_ref", rid, f"node {node.id}")
+        self._begin("inc_lock_ref", rid, "node {}", node.id)
         delta = self._inc_lock(node)
         self._end("inc_lock_ref")
         return delta
@@ -165,7 +161,7 @@ class RadixCache(TreeBase):
             raise ValueError(
                 f"dec_lock_ref: node {node.id} holds no lock (lock_ref {node.lock_ref})"
             )
-        self._begin("dec_lock_ref", rid, f"node {node.id}")
+        self._begin("dec_lock_ref", rid, "node {}", node.id)
         delta = self._dec_lock(node)
         self._end("dec_lock_ref")
         return delta
@@ -278,8 +274,7 @@ class RadixCache(TreeBase):
         self._nodes[new.id] = new
         if self._sink is not None:
             self._emit(ev.NodeSplit(child.id, new.id, parent.id, split_len, t))
-        if self._key_uses_access and child in self.evictable_leaves:
-            self._heap_push(child)  # the walk touched it before cutting: its sort key moved
+        self._after_touch(child, t)  # the walk touched it before cutting: its sort key moved
         return new
 
     def _add_leaf(self, parent: TreeNode, key: RadixKey, value: list[int], priority: int, t):
@@ -323,7 +318,8 @@ class RadixCache(TreeBase):
 
     @staticmethod
     def _as_value(value, length: int) -> list[int]:
-        value = list(value)
+        if type(value) is not list:  # only slices of it are stored, so a list needs no copy
+            value = list(value)
         if len(value) != length:
             raise ValueError(f"value has {len(value)} slot ids for a key of {length} tokens")
         return value
@@ -338,9 +334,10 @@ class RadixCache(TreeBase):
         if self.allocator is not None and len(slot_ids):
             self.allocator.free(slot_ids)
 
-    def _begin(self, op: str, rid: str | None = None, detail: str = "") -> None:
+    def _begin(self, op: str, rid: str | None = None, detail: str = "", *args) -> None:
+        """Opens a step; `detail` is formatted with `args` only when someone listens."""
         if self._sink is not None:
-            self._sink.emit(ev.StepStarted(self.num_steps, op, rid, detail))
+            self._sink.emit(ev.StepStarted(self.num_steps, op, rid, detail.format(*args)))
 
     def _end(self, op: str) -> None:
         if self._sink is not None:
@@ -353,7 +350,8 @@ class RadixCache(TreeBase):
 
     def _heap_push(self, node: TreeNode) -> None:
         node.heap_version += 1
-        heapq.heappush(self._heap, (self.sort_key(node), node.id, node.heap_version, node))
+        node.heap_key = key = self.sort_key(node)
+        heapq.heappush(self._heap, (key, node.id, node.heap_version, node))
         if len(self._heap) > 2 * len(self.evictable_leaves) + HEAP_SLACK:
             self._rebuild_heap()
 
@@ -362,11 +360,13 @@ class RadixCache(TreeBase):
         heap = []
         for node in self.evictable_leaves:
             node.heap_version += 1
-            heap.append((self.sort_key(node), node.id, node.heap_version, node))
+            node.heap_key = key = self.sort_key(node)
+            heap.append((key, node.id, node.heap_version, node))
         heapq.heapify(heap)
         self._heap[:] = heap  # in place: evict() may be holding this list
 
     def _after_touch(self, node: TreeNode, t: float) -> None:
-        """A walk ending at an evictable leaf changed its sort key: give it a fresh heap entry."""
-        if node in self.evictable_leaves and (self._key_uses_access or self._key_uses_hits):
+        """A walk ending at an evictable leaf may have changed its sort key: if so, give it a fresh
+        heap entry (while a node stays an evictable leaf its latest entry stays in the heap)."""
+        if node in self.evictable_leaves and self.sort_key(node) != node.heap_key:
             self._heap_push(node)

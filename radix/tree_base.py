@@ -134,7 +134,7 @@ class TreeBase(TreeInspection):
         >>> c.cache_finished_req(r); c.total_size(), a.available_size()
         (3, 5)
         """
-        self._begin("cache_finished_req", req.rid, f"{len(req.slot_ids):,} tokens")
+        self._begin("cache_finished_req", req.rid, "{:,} tokens", len(req.slot_ids))
         committed = len(req.slot_ids)
         slots = req.slot_ids
         if self.disable:
@@ -162,7 +162,7 @@ class TreeBase(TreeInspection):
         """
         if self.disable:
             return
-        self._begin("cache_unfinished_req", req.rid, f"{len(req.fill_ids):,} tokens")
+        self._begin("cache_unfinished_req", req.rid, "{:,} tokens", len(req.fill_ids))
         n = len(req.fill_ids)
         slots = req.slot_ids[:n]
         aligned = n // self.page_size * self.page_size
