@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from radix.allocator import SlotAllocator
 from radix.block_manager import BlockCacheManager
 from radix.blocks import BlockPool
+from radix.events import EventSink
 from radix.key import RadixKey
 from radix.request import Req
 from radix.trace import Trace, load_trace
@@ -64,10 +65,15 @@ def _finish(s: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_tree(reqs: Sequence[Req], outputs: Sequence[list[int]], capacity: int,
-             page_size: int) -> dict[str, Any]:
-    """SGLang's flow: match (capped), lock, alloc (evict on failure), decode, cache_finished_req."""
+             page_size: int, *, sink: EventSink | None = None,
+             after_request: Callable[[RadixCache], None] | None = None) -> dict[str, Any]:
+    """SGLang's flow: match (capped), lock, alloc (evict on failure), decode, cache_finished_req.
+
+    `sink` receives the tree's events; `after_request(tree)` runs after each request (the Trace
+    debugger checks invariants there; an exception it raises stops the run).
+    """
     alloc = SlotAllocator(capacity)
-    tree = RadixCache(page_size=page_size, allocator=alloc)
+    tree = RadixCache(page_size=page_size, allocator=alloc, sink=sink)
     s = _stats("radix tree")
 
     def take(n: int) -> list[int] | None:
@@ -81,13 +87,14 @@ def run_tree(reqs: Sequence[Req], outputs: Sequence[list[int]], capacity: int,
 
     for req, out in zip(reqs, outputs):
         prompt = req.origin_input_ids
-        m = tree.match_prefix(RadixKey(prompt[:len(prompt) - 1], req.extra_key, req.cache_salt))
-        tree.inc_lock_ref(m.last_node)
+        key = RadixKey(prompt[:len(prompt) - 1], req.extra_key, req.cache_salt)
+        m = tree.match_prefix(key, rid=req.rid)
+        tree.inc_lock_ref(m.last_node, rid=req.rid)
         req.last_node, req.prefix_indices = m.last_node, list(m.slot_ids)
         req.cache_protected_len = m.prefix_len
         new = take(len(prompt) - m.prefix_len)
         if new is None:
-            tree.dec_lock_ref(m.last_node)
+            tree.dec_lock_ref(m.last_node, rid=req.rid)
             s["rejected"] += 1
             continue
         req.slot_ids = list(m.slot_ids) + new
@@ -100,14 +107,22 @@ def run_tree(reqs: Sequence[Req], outputs: Sequence[list[int]], capacity: int,
                     break
                 req.slot_ids += slot
         tree.cache_finished_req(req)
+        if after_request is not None:
+            after_request(tree)
     return _finish(s)
 
 
 def run_blocks(reqs: Sequence[Req], outputs: Sequence[list[int]], capacity: int,
-               block_size: int) -> dict[str, Any]:
-    """vLLM's flow: get_computed_blocks, allocate_slots for the prompt, one per decode, free."""
-    pool = BlockPool(capacity // block_size + 1, block_size=block_size)
-    m = BlockCacheManager(pool)
+               block_size: int, *, manager: BlockCacheManager | None = None,
+               rejected_rids: list[str] | None = None) -> dict[str, Any]:
+    """vLLM's flow: get_computed_blocks, allocate_slots for the prompt, one per decode, free.
+
+    Pass `manager` to keep the pool for a look afterwards (it must hold capacity // block_size
+    + 1 blocks); `rejected_rids` collects the requests too big to admit.
+    """
+    if manager is None:
+        manager = BlockCacheManager(BlockPool(capacity // block_size + 1, block_size=block_size))
+    m, pool = manager, manager.pool
     s = _stats("block cache")
     for req, out in zip(reqs, outputs):
         hit = m.get_computed_blocks(req)
@@ -115,6 +130,8 @@ def run_blocks(reqs: Sequence[Req], outputs: Sequence[list[int]], capacity: int,
         if m.allocate_slots(req, prompt_len - hit.num_computed_tokens, hit) is None:
             m.free(req)
             s["rejected"] += 1
+            if rejected_rids is not None:
+                rejected_rids.append(req.rid)
             continue
         _count(s, prompt_len, hit.num_computed_tokens)
         for j, tok in enumerate(out):

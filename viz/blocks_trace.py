@@ -17,7 +17,7 @@ from radix import events as ev
 from radix.block_manager import BlockCacheManager, LookupRecord
 from radix.block_snapshot import BlockPoolSnapshot
 from radix.blocks import BlockPool
-from radix.cmd_compare import output_tokens, trace_reqs
+from radix.cmd_compare import output_tokens, run_blocks, trace_reqs
 from radix.eventlog import EventLog
 from radix.request import Req
 from radix.trace import Trace
@@ -69,22 +69,13 @@ def replay_blocks(trace: Trace, capacity: int, block_size: int = 16,
     """run_blocks' flow over the first `num_requests` requests (all when None)."""
     n = len(trace.requests) if num_requests is None else min(num_requests, len(trace.requests))
     manager = BlockCacheManager(BlockPool(capacity // block_size + 1, block_size=block_size))
-    lookups, reqs, rejected = {}, {}, []
-    for i, req in enumerate(trace_reqs(trace)[:n]):
-        hit = manager.get_computed_blocks(req)
-        lookups[req.rid], reqs[req.rid] = manager.lookups[-1], req
-        prompt_len = len(req.origin_input_ids)
-        if manager.allocate_slots(req, prompt_len - hit.num_computed_tokens, hit) is None:
-            manager.free(req)
-            rejected.append(req.rid)
-            continue
-        out = output_tokens(trace, i)
-        for j, tok in enumerate(out):
-            req.output_ids.append(tok)
-            if j < len(out) - 1 and manager.allocate_slots(req, 1) is None:
-                break
-        manager.free(req)
-    return BlockReplay(manager.snapshot(), lookups, reqs, n, rejected, manager.pool.num_evictions)
+    reqs = trace_reqs(trace)[:n]
+    outputs = [output_tokens(trace, i) for i in range(n)]
+    rejected: list[str] = []
+    run_blocks(reqs, outputs, capacity, block_size, manager=manager, rejected_rids=rejected)
+    lookups = {req.rid: rec for req, rec in zip(reqs, manager.lookups)}  # one lookup a request
+    return BlockReplay(manager.snapshot(), lookups, {r.rid: r for r in reqs}, n, rejected,
+                       manager.pool.num_evictions)
 
 
 def chain_view(replay: BlockReplay, rid: str, tree_hit: int | None) -> tuple[list[int], str]:

@@ -14,11 +14,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from radix import events as ev
-from radix.allocator import SlotAllocator
-from radix.cmd_compare import compare, output_tokens, trace_reqs
+from radix.cmd_compare import compare, output_tokens, run_tree, trace_reqs
 from radix.eventlog import EventLog
 from radix.inspect import InvariantError
-from radix.key import RadixKey
 from radix.oprun import replay_ops
 from radix.trace import Trace, load_trace
 from radix.tree import RadixCache
@@ -32,42 +30,15 @@ class TraceReplay(NamedTuple):
     violation: str | None  # its message
 
 
-def _take(tree: RadixCache, alloc: SlotAllocator, n: int) -> list[int] | None:
-    slots = alloc.alloc(n)
-    if slots is None:
-        tree.evict(n - alloc.available_size())
-        slots = alloc.alloc(n)
-    return slots
-
-
 def _run_tree_logged(trace: Trace, capacity: int, page_size: int) -> tuple[EventLog, Any, Any]:
     """cmd_compare.run_tree's flow with a sink and an invariant check after each request."""
     log = EventLog(page_size=page_size)
-    alloc = SlotAllocator(capacity)
-    tree = RadixCache(page_size=page_size, allocator=alloc, sink=log)
     outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
-    for req, out in zip(trace_reqs(trace), outputs):
-        prompt = req.origin_input_ids
-        m = tree.match_prefix(RadixKey(prompt[:-1], req.extra_key, req.cache_salt), rid=req.rid)
-        tree.inc_lock_ref(m.last_node, rid=req.rid)
-        req.last_node, req.prefix_indices = m.last_node, list(m.slot_ids)
-        req.cache_protected_len = m.prefix_len
-        new = _take(tree, alloc, len(prompt) - m.prefix_len)
-        if new is None:
-            tree.dec_lock_ref(m.last_node, rid=req.rid)
-            continue
-        req.slot_ids = list(m.slot_ids) + new
-        for j, tok in enumerate(out):
-            req.output_ids.append(tok)
-            slot = _take(tree, alloc, 1) if j < len(out) - 1 else []
-            if slot is None:
-                break
-            req.slot_ids += slot
-        tree.cache_finished_req(req)
-        try:
-            tree.check_invariants()
-        except InvariantError as exc:
-            return log, log.num_steps - 1, str(exc)
+    try:
+        run_tree(trace_reqs(trace), outputs, capacity, page_size, sink=log,
+                 after_request=RadixCache.check_invariants)
+    except InvariantError as exc:
+        return log, log.num_steps - 1, str(exc)
     return log, None, None
 
 
