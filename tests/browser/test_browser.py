@@ -3,13 +3,14 @@
 Plays the Tour to R2's split and checks the drawn SVG gained a node; uploads the Mooncake sample
 on the Trace page and sees the replay summary; opens every page of app.py's PAGE_SPECS whose file
 exists. Screenshots go to tmp_path, once everything on the page is drawn (the script stopped
-running, every tree's transition ended, every chart and table painted), and are copied to
-docs/screenshots/<url path>.png for the README.
+running, every tree's transition ended, every chart and table painted); with
+RADIXLENS_UPDATE_SCREENSHOTS=1 they are also copied to docs/screenshots/<url path>.png (README).
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import socket
 import subprocess
@@ -126,8 +127,9 @@ def _shoot(pg, tmp_path: Path, name: str) -> None:
     pg.wait_for_function(DRAWN, timeout=60_000)
     pg.screenshot(path=str(tmp_path / name))
     pg.set_viewport_size(size)
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    shutil.copy(tmp_path / name, SHOTS / name)
+    if os.environ.get("RADIXLENS_UPDATE_SCREENSHOTS"):  # refresh the README's pictures
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(tmp_path / name, SHOTS / name)
 
 
 def _click_next_until(pg, text: str, limit: int = 40) -> None:
