@@ -4,8 +4,10 @@ Follows SGLang 0.5.x mem_cache/radix_cache.py: match_prefix splits a node when a
 its edge (split-on-read), insert dedupes against what is cached and grows one new leaf, lock_ref
 walks to the root, evict pops evictable leaves by the policy's sort key and cascades to parents.
 Differences, all deliberate: evict keeps a heap across calls (SGLang heapifies every leaf on each
-call; the pop order is the same), ties are broken by node id, time is an injected clock, insert
-page-aligns its key (SGLang's callers do), and every mutation is emitted as an event.
+call; the pop order is the same), ties are broken by node id, time is an injected clock (read once
+per walk and once per new node, where SGLang reads time.monotonic()), insert page-aligns its key
+(SGLang's callers do), and every mutation is emitted as an event. tools/diff_sglang.py checks all
+this against SGLang's own radix_cache.py.
 Leaves out: HiCache tiers, EAGLE bigram keys, KV-event hashing (see radix/kv_events.py).
 """
 
@@ -243,7 +245,7 @@ class RadixCache(TreeBase):
             hits.append(node)
         prefix_len = pos
         if pos < n:
-            leaf = self._add_leaf(node, key[pos:n], value[pos:n], priority, t)
+            leaf = self._add_leaf(node, key[pos:n], value[pos:n], priority)
             hits.append(leaf)
             node = leaf
         if not chunked:
@@ -260,9 +262,12 @@ class RadixCache(TreeBase):
 
         new_node -> child: the new node inherits lock_ref, hit_count and priority (it stands
         for the same requests); values are sliced copies; sizes and the leaf set do not change.
+        subtle: the new node reads the clock itself (SGLang's TreeNode constructor reads
+        time.monotonic()), so it is younger than the walk's time `t`, which the child keeps.
         """
         ps = self.page_size
-        new = TreeNode(self._next_id, child.key[:split_len], child.value[:split_len], t)
+        created = self.clock()
+        new = TreeNode(self._next_id, child.key[:split_len], child.value[:split_len], created)
         self._next_id += 1
         new.parent = parent = child.parent
         new.lock_ref, new.hit_count, new.priority = child.lock_ref, child.hit_count, child.priority
@@ -273,11 +278,12 @@ class RadixCache(TreeBase):
         parent.children[new.key.child_key(ps)] = new  # same dict slot, so the order is kept
         self._nodes[new.id] = new
         if self._sink is not None:
-            self._emit(ev.NodeSplit(child.id, new.id, parent.id, split_len, t))
+            self._emit(ev.NodeSplit(child.id, new.id, parent.id, split_len, created))
         self._after_touch(child, t)  # the walk touched it before cutting: its sort key moved
         return new
 
-    def _add_leaf(self, parent: TreeNode, key: RadixKey, value: list[int], priority: int, t):
+    def _add_leaf(self, parent: TreeNode, key: RadixKey, value: list[int], priority: int):
+        t = self.clock()  # a new node reads the clock itself, as in SGLang (see _split)
         leaf = TreeNode(self._next_id, key, value, t)
         self._next_id += 1
         leaf.parent, leaf.priority = parent, priority

@@ -124,8 +124,8 @@ POLICY_ORDERS = {
 
 @pytest.mark.parametrize("policy", sorted(POLICY_ORDERS))
 def test_each_policy_eviction_order(policy):
-    """Clock ticks once per call: A=insert@1, B=insert@2,@3,@4 (hits 3), C=insert@5,@6 (hits 2),
-    then match C@7, match A@8. LRU by last access: B(4) < C(7) < A(8)."""
+    """A inserted once (prio 0), B three times (hits 3, prio 1), C twice (hits 2, prio 2), then
+    C matched, then A matched. Last access: B < C < A, so LRU pops B, C, A; creation: A < B < C."""
     c = RadixCache(eviction_policy=policy)
     a, b, cc = [1, 1], [2, 2], [3, 3]
     c.insert(a, priority=0)
