@@ -58,14 +58,14 @@ def test_compare_table_default_and_repeat_hit():
 
 
 def test_finished_conversations_split_the_policies():
-    """392 live: conv-000..007 finished (leaves #3..#10, last access t = 2..9). The RAG leaf was
-    touched at t = 2 by conv-000's insert (the walk enters it before splitting it).
-    LRU/FIFO/LFU/priority/SLRU: RAG first (2,112 >= 300, done). MRU: keys -9..-2 then RAG's -2
-    ties conv-000's -2 and wins on node id (1 < 3): 7 x 24 = 168, then RAG: 2,280 (over 1,980).
-    FILO (creation): conv-007..000 (8 x 24 = 192), then RAG (created t=1): 2,304."""
+    """392 live: conv-000..007 finished (leaves #3..#10). The RAG leaf was last touched by
+    conv-000's insert walk, which entered it before splitting it; each new leaf then read the
+    clock itself (as SGLang's TreeNode does), so every conversation leaf is younger than RAG.
+    LRU/FIFO/LFU/priority/SLRU: RAG first (2,112 >= 300, done). MRU: conv-007..000 (most recent
+    first, 8 x 24 = 192), then RAG: 2,304 (over 2,004). FILO (creation): the same 2,304."""
     rows = {r.policy: r for r in compare_policies(num_live=392)}
-    assert rows["mru"].evicts == "conv-007 … conv-001 (7 x 24), then RAG context (2,112)"
-    assert (rows["mru"].freed, rows["mru"].overshoot) == (2_280, 1_980)
+    assert rows["mru"].evicts == "conv-007 … conv-000 (8 x 24), then RAG context (2,112)"
+    assert (rows["mru"].freed, rows["mru"].overshoot) == (2_304, 2_004)
     assert (rows["filo"].freed, rows["filo"].num_leaves) == (2_304, 9)
     for p in ("lru", "fifo", "lfu", "priority", "slru"):
         assert rows[p].evicts == "RAG context (2,112)"
