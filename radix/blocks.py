@@ -139,7 +139,8 @@ class BlockPool:
                 block.chain_pos = -1
                 self.num_evictions += 1
                 if sink is not None:
-                    sink.emit(BlockRemoved((hash_to_int64(block_hash),), MEDIUM_GPU))
+                    # group 0 on the wire, as vLLM's BlockRemoved (its only cache group here)
+                    sink.emit(BlockRemoved((hash_to_int64(block_hash),), MEDIUM_GPU, 0))
             block.ref_cnt = 1
         if sink is not None:
             sink.emit(BlockAllocated(tuple(b.block_id for b in blocks)))
@@ -147,13 +148,16 @@ class BlockPool:
         return blocks
 
     def touch(self, blocks: Sequence[KVCacheBlock]) -> None:
-        """A hit: ref_cnt += 1, and out of the free queue if it was there (ref_cnt was 0)."""
+        """A hit: ref_cnt += 1, and out of the free queue if it was there (ref_cnt was 0).
+        The null block is skipped, here and in `free_blocks`: its ref_cnt stays 0."""
         sink = self._sink
         if sink is not None:
             self.begin_step("touch", detail=f"{len(blocks)} blocks")
         queue = self.free_block_queue
         for block in blocks:
-            if block.ref_cnt == 0 and not block.is_null:  # queue.remove, inlined (hot)
+            if block.is_null:  # never pooled: its ref_cnt is not kept (vLLM skips it too)
+                continue
+            if block.ref_cnt == 0:  # queue.remove, inlined (hot)
                 prev, nxt = block.prev_free_block, block.next_free_block
                 prev.next_free_block = nxt
                 nxt.prev_free_block = prev
@@ -175,8 +179,10 @@ class BlockPool:
         front: list[KVCacheBlock] = []
         tail: list[KVCacheBlock] = []
         for block in blocks:
+            if block.is_null:  # never pooled: its ref_cnt is not kept (vLLM skips it too)
+                continue
             block.ref_cnt -= 1
-            if block.ref_cnt == 0 and not block.is_null:
+            if block.ref_cnt == 0:
                 (front if block.block_hash is None else tail).append(block)
         if front:
             self.free_block_queue.prepend_n(front)

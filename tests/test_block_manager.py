@@ -5,6 +5,8 @@ from __future__ import annotations
 from radix.block_hash import NONE_HASH, hash_block_tokens, hash_request_tokens
 from radix.block_manager import BlockCacheManager
 from radix.blocks import BlockPool
+from radix.events import ListSink
+from radix.kv_events import BlockRemoved
 from radix.request import Req
 
 # The customer-support scenario (shared/DESIGN.md): S = 512-token system prompt, F = 1,543-token
@@ -175,3 +177,27 @@ def test_allocation_failure_changes_nothing_and_duplicates():
     assert [b.block_id for b in big.pool.cached_blocks(h0)] == [1, 4]
     assert big.pool.get_cached_block(h0).block_id == 1
     big.check_invariants()
+
+
+def test_null_block_is_skipped_by_touch_and_free():
+    """vLLM's BlockPool.touch and free_blocks skip the null block (its ref_cnt is not kept).
+    Found by tools/diff_vllm.py: ours counted it, so touch made it 1 and a double free -1.
+    blocks 1..3 stay in the queue in id order; the null block stays at ref_cnt 0, out of it."""
+    pool = BlockPool(4, block_size=4)
+    pool.touch([pool.null_block])
+    pool.free_blocks([pool.null_block, pool.null_block])
+    assert pool.null_block.ref_cnt == 0 and queue_ids(pool) == [1, 2, 3]
+    pool.check_invariants()
+
+
+def test_block_removed_carries_group_0():
+    """vLLM's BlockRemoved carries the block's cache group (group_idx=0 for one full-attention
+    group), like BlockStored. blocks 1..1, block_size 4: a 4-token prompt caches block 1, is
+    freed (hashed -> tail), and a 5-token prompt of other tokens pops it: one removal."""
+    sink = ListSink()
+    m = BlockCacheManager(BlockPool(2, block_size=4, sink=sink))
+    run_prefill(m, Req("a", [1, 2, 3, 4]))
+    m.free(Req("a", []))
+    run_prefill(m, Req("b", [9, 9, 9]))
+    [removed] = [e for e in sink.events if isinstance(e, BlockRemoved)]
+    assert (removed.medium, removed.group_idx) == ("GPU", 0)
