@@ -2,8 +2,9 @@
 
 Follows SGLang's `SchedulePolicy` (python/sglang/srt/managers/schedule_policy.py): lpm, dfs-weight,
 fcfs, lof, random and routing-key; LPM's in-batch prefix deprioritization through a throwaway
-radix tree of this round's waiting requests; LPM falling back to FCFS past 128 waiting requests.
-Unlike SGLang the fallback is loud (`PolicyFellBack`), and every sort says what it did.
+radix tree of this round's waiting requests; LPM falling back to FCFS past 128 waiting requests;
+the LRU refresh of waiting prefixes after cache-agnostic sorts. Checked by
+tools/diff_sglang_schedule.py. Unlike SGLang the fallback is loud (`PolicyFellBack`).
 Leaves out: hrrn, shortest-prefill-first, hierarchical (host) cache hits.
 """
 
@@ -22,6 +23,8 @@ from radix.tree import RadixCache
 
 POLICIES = ("lpm", "dfs-weight", "fcfs", "lof", "random", "routing-key")
 CACHE_AWARE = ("lpm", "dfs-weight")
+WAITING_QUEUE_PREFIX_MATCH_MAX = 128  # SGLang: LPM's FCFS fallback and the refresh's reach
+WAITING_PREFIX_REFRESH_INTERVAL = 32  # SGLang: the refresh runs on every 32nd cache-agnostic sort
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +100,7 @@ class SchedulePolicy:
         *,
         check_threshold: int = 32,  # IN_BATCH_PREFIX_CACHING_CHECK_THRESHOLD; -1 disables
         deprioritize_threshold: int = 32,  # IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD
-        fcfs_fallback_len: int = 128,  # LPM becomes FCFS when more requests wait than this
+        fcfs_fallback_len: int = WAITING_QUEUE_PREFIX_MATCH_MAX,  # LPM is FCFS past this many
         enable_priority_scheduling: bool = False,
         schedule_low_priority_values_first: bool = False,
         seed: int = 0,  # for "random"
@@ -117,6 +120,7 @@ class SchedulePolicy:
         self.priority_sign = 1 if schedule_low_priority_values_first else -1
         self.routing_key = routing_key
         self._rng = random.Random(seed)
+        self._refresh_calls = 0  # cache-agnostic sorts so far (the waiting-prefix refresh)
         self._sink = sink
         # The throwaway tree of this round's waiting requests (SGLang: page_size 1, no KV).
         self.waiting_queue_radix_tree = RadixCache(page_size=1)
@@ -149,6 +153,7 @@ class SchedulePolicy:
                 waiting_queue[:] = dfs_weight_order(self.tree_cache, waiting_queue, last_nodes)
         else:
             self._sort_agnostic(active, waiting_queue, running)
+            self._touch_waiting_prefixes(waiting_queue)
         self._emit(QueueSorted(self.policy, active, before, tuple(r.rid for r in waiting_queue),
                                tuple(r.rid for r in waiting_queue if r.rid in deprioritized)))
         return SortReport(active, notice, prefix_lens, frozenset(deprioritized))
@@ -188,7 +193,9 @@ class SchedulePolicy:
     def _sort_agnostic(self, active: str, queue: list[Req], running: Sequence[Req]) -> None:
         sign = self.priority_sign
         if active == "fcfs":
-            if self.enable_priority_scheduling:
+            # SGLang sorts by priority only when FCFS is the configured policy: LPM's fallback
+            # to FCFS keeps the queue as it is, priorities or not.
+            if self.enable_priority_scheduling and self.policy == "fcfs":
                 queue.sort(key=lambda r: (r.priority * sign, r.arrival))
         elif active == "lof":
             if self.enable_priority_scheduling:
@@ -204,6 +211,19 @@ class SchedulePolicy:
                     k = self.routing_key(r)
                     return (0, -counts[k], k) if k in counts else (1, 0, k or "")
                 queue.sort(key=key)
+
+    def _touch_waiting_prefixes(self, queue: list[Req]) -> None:
+        """SGLang's waiting-prefix refresh (SGLANG_ENABLE_WAITING_PREFIX_REFRESH, on by default):
+        under LRU, a cache-agnostic sort re-matches the first 128 waiting prefixes, head last,
+        on every 32nd call (the first included), so LRU evicts in reverse admission order."""
+        tree = self.tree_cache
+        if (not queue or getattr(tree, "eviction_policy", "lru") != "lru"
+                or getattr(tree, "disable", False)):
+            return
+        calls, self._refresh_calls = self._refresh_calls, self._refresh_calls + 1
+        if calls % WAITING_PREFIX_REFRESH_INTERVAL == 0:
+            for r in reversed(queue[:WAITING_QUEUE_PREFIX_MATCH_MAX]):
+                tree.match_prefix(request_key(r), rid=r.rid)
 
     def _emit(self, event: Event) -> None:
         if self._sink is not None:

@@ -145,3 +145,41 @@ def test_cache_aware_policy_on_a_disabled_cache_is_fcfs_and_unknown_policy_is_re
         assert "sjf" in str(exc)
     else:
         raise AssertionError("an unknown policy was accepted")
+
+
+def test_lpm_fallback_to_fcfs_ignores_priorities_as_sglang_does():
+    """SGLang sorts FCFS by (priority, arrival) only when FCFS is the configured policy; LPM's
+    fallback past 128 waiting keeps the queue as it is (found by tools/diff_sglang_schedule.py).
+    129 requests, the last one with priority 5: configured FCFS puts it first, LPM's fallback
+    leaves it last."""
+    def queue():
+        return [Req(f"r{i:03d}", [i], arrival=float(i)) for i in range(128)] + [
+            Req("vip", [999], priority=5, arrival=200.0)]
+    fcfs, lpm = queue(), queue()
+    SchedulePolicy("fcfs", RadixCache(), enable_priority_scheduling=True).calc_priority(fcfs)
+    assert fcfs[0].rid == "vip"
+    report = SchedulePolicy("lpm", RadixCache(), enable_priority_scheduling=True).calc_priority(lpm)
+    assert report.active_policy == "fcfs" and rids(lpm) == rids(queue())
+
+
+def test_cache_agnostic_sort_refreshes_waiting_prefixes_head_last_under_lru():
+    """SGLang's waiting-prefix refresh (on by default): under LRU, the 1st, 33rd, 65th...
+    cache-agnostic sort re-matches the first 128 waiting prefixes, head last, so LRU evicts in
+    reverse admission order. Tree: A = [1,1,1,1] inserted before B = [2,2,2,2], so A is older.
+    Sort 1 over [a, b] (a = A + [5], b = B + [5]) touches b then a: A is now the newest.
+    Sort 2 over [b, a] touches nothing (were it to, B would be newest). evict(4) takes B.
+    Under LFU no sort touches: a request for [1,1,5] leaves A whole instead of splitting it."""
+    tree = RadixCache(eviction_policy="lru")
+    tree.insert(RadixKey([1, 1, 1, 1]))
+    tree.insert(RadixKey([2, 2, 2, 2]))
+    policy = SchedulePolicy("fcfs", tree)
+    a, b = Req("a", [1, 1, 1, 1, 5]), Req("b", [2, 2, 2, 2, 5])
+    policy.calc_priority([a, b])
+    policy.calc_priority([b, a])
+    assert tree.evict(4).num_evicted == 4
+    assert [list(c.key.token_ids) for c in tree.root_node.children.values()] == [[1, 1, 1, 1]]
+    for eviction, lens in (("lru", [2]), ("lfu", [4])):
+        other = RadixCache(eviction_policy=eviction)
+        other.insert(RadixKey([1, 1, 1, 1]))
+        SchedulePolicy("lof", other).calc_priority([Req("a", [1, 1, 5])])
+        assert [len(c.key) for c in other.root_node.children.values()] == lens
