@@ -1,7 +1,7 @@
 """Admission: which sorted waiting requests join this round's prefill, and decode retraction.
 
-Follows SGLang's `PrefillAdder` (schedule_policy.py) and `ScheduleBatch.retract_decode`
-(schedule_batch.py): a per-round input budget (`rem_input_tokens`, max_prefill_tokens), a chunk
+Follows SGLang 0.5.23's `PrefillAdder`, `PrefillBudget` (one page held per request) and
+`ScheduleBatch.retract_decode`: a per-round input budget (`rem_input_tokens`), a chunk
 budget, a memory budget of free + evictable slots minus what admitted and running requests will
 still need, a lock on each admitted prefix, and retraction of running requests (their new suffix
 released, never inserted) when a decode step cannot get its slots.
@@ -128,8 +128,9 @@ class PrefillAdder:
 
     def _update_budget(self, prefix_len: int, extend_len: int, max_new_tokens: int) -> None:
         paged = self.ceil_paged(extend_len)
-        self.rem_total_token_offset += paged + max_new_tokens
-        self.cur_rem_token_offset += paged
+        # SGLang's PrefillBudget.reserve also holds one page per request (alloc_extend's overhead)
+        self.rem_total_token_offset += paged + self.page_size + max_new_tokens
+        self.cur_rem_token_offset += paged + self.page_size
         self.rem_input_tokens -= paged
         if self.rem_chunk_tokens is not None:
             self.rem_chunk_tokens -= paged
@@ -150,11 +151,12 @@ class PrefillAdder:
         Returns it while more chunks remain, else None."""
         remaining = len(req.all_ids) - len(req.prefix_indices)
         limit = remaining if self.rem_chunk_tokens is None else self.rem_chunk_tokens
+        if int(self.rem_total_tokens) > 0:  # SGLang's available_chunk_tokens
+            limit = min(limit, int(self.rem_total_tokens))
         truncated = remaining > limit
         extend_len = (limit // self.page_size * self.page_size) if truncated else remaining
         req.fill_ids = req.all_ids
-        max_new = 0 if truncated else min(req.max_new_tokens - len(req.output_ids),
-                                          CLIP_MAX_NEW_TOKENS)
+        max_new = 0 if truncated else min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS)
         self._update_budget(0, extend_len, max_new)
         self._admit(req, len(req.prefix_indices), extend_len, truncated)
         return req if truncated else None
@@ -165,12 +167,13 @@ class PrefillAdder:
         prefix_len = len(req.prefix_indices)
         extend = len(req.fill_ids) - prefix_len
         max_new = min(max(req.max_new_tokens - len(req.output_ids), 0), CLIP_MAX_NEW_TOKENS)
-        total_tokens = extend + max_new
+        total_tokens = extend + max_new + self.page_size  # SGLang: + per_req_token_overhead
         input_tokens = self.ceil_paged(extend)
         if total_tokens >= self.rem_total_tokens:
             return self._stop(req, AddReqResult.NO_TOKEN,
                               f"needs {total_tokens} > {self.rem_total_tokens:.0f} free+evictable")
-        if input_tokens >= self.rem_input_tokens and self.can_run_list:
+        if self.rem_chunk_tokens is None and self.can_run_list and (
+                input_tokens >= self.rem_input_tokens):  # with chunking, budget_state decides
             return self._stop(req, AddReqResult.OTHER,
                               f"needs {input_tokens} >= {self.rem_input_tokens} input budget left")
         self.tree_cache.inc_lock_ref(req.last_node)  # evictable shrinks by the locked prefix
@@ -178,7 +181,8 @@ class PrefillAdder:
             self.tree_cache.dec_lock_ref(req.last_node)
             return self._stop(req, AddReqResult.NO_TOKEN, "no room once its prefix is locked")
         if self.rem_chunk_tokens is None or input_tokens <= self.rem_chunk_tokens:
-            self._update_budget(prefix_len, extend, max_new)
+            # SGLang reserves the full max_new_tokens here, outputs so far not subtracted
+            self._update_budget(prefix_len, extend, min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS))
             self._admit(req, prefix_len, extend, chunked=False)
         else:
             trunc_len = self.rem_chunk_tokens // self.page_size * self.page_size

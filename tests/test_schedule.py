@@ -183,3 +183,46 @@ def test_cache_agnostic_sort_refreshes_waiting_prefixes_head_last_under_lru():
         other.insert(RadixKey([1, 1, 1, 1]))
         SchedulePolicy("lof", other).calc_priority([Req("a", [1, 1, 5])])
         assert [len(c.key) for c in other.root_node.children.values()] == lens
+
+
+def _adder(capacity: int, **kw):
+    from radix.admission import PrefillAdder
+    from radix.allocator import SlotAllocator
+    tree = RadixCache()
+    return tree, PrefillAdder(tree, SlotAllocator(capacity), [], **kw)
+
+
+def _offer(tree, adder, req):
+    from radix.admission import match_for_admission
+    match_for_admission(tree, req)
+    return adder.add_one_req(req)
+
+
+def test_admission_follows_sglang_0_5_23_prefill_budget():
+    """Facts from SGLang 0.5.23's PrefillAdder / PrefillBudget (schedule_policy.py, read by
+    hand beside tools/diff_sglang_schedule.py):
+    - a request must fit extend + max_new + one page (per_req_token_overhead) < free+evictable:
+      1,000 slots, a cold 900-token prompt with max_new 99: 900 + 99 + 1 = 1,000 is not
+      < 1,000, so NO_TOKEN; with max_new 98, 999 fits;
+    - each admission reserves one page more: rem_total offset 900 + 1 + 98 = 999;
+    - with chunking on, the input budget does not stop a request (budget_state does): input
+      budget 100, chunk budget 100; a (60 tokens) leaves 40 of each; b (50) is chunked to 40
+      instead of being refused as 50 >= 40;
+    - a retracted request reserves its whole max_new_tokens again: 30 outputs of 40 allowed,
+      the offset still grows by 40, not 10."""
+    from radix.admission import AddReqResult
+    tree, adder = _adder(1000)
+    assert _offer(tree, adder, Req("big", list(range(900)), max_new_tokens=99)) \
+        == AddReqResult.NO_TOKEN
+    assert _offer(tree, adder, Req("fits", list(range(900)), max_new_tokens=98)) \
+        == AddReqResult.CONTINUE
+    assert [r.rid for r in adder.can_run_list] == ["fits"]
+    assert adder.rem_total_token_offset == 999
+    tree, adder = _adder(10_000, rem_input_tokens=100, rem_chunk_tokens=100)
+    assert _offer(tree, adder, Req("a", list(range(60)))) == AddReqResult.CONTINUE
+    assert _offer(tree, adder, Req("b", list(range(100, 150)))) == AddReqResult.OTHER
+    assert adder.extend_lens == [60, 40] and adder.new_chunked_req.rid == "b"
+    tree, adder = _adder(10_000)
+    back = Req("back", [5, 6, 7], list(range(30)), max_new_tokens=40)
+    _offer(tree, adder, back)
+    assert adder.rem_total_token_offset == 33 + 1 + 40
