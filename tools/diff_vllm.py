@@ -4,14 +4,15 @@ Loads block_pool.py, kv_cache_utils.py, single_type_kv_cache_manager.py and util
 an unpacked vLLM wheel (checked with 0.33.0), stubbing the heavy modules they import, and drives
 vLLM's FullAttentionManager + BlockPool the way KVCacheManager.get_computed_blocks/allocate_slots/
 free do (hit capped at num_tokens - 1), beside ours, on random requests: shared prefixes over a
-4-token vocabulary, 16-token blocks, small pools (eviction, preemption), chunked prefill, decode,
-finish, LoRA and cache_salt. Compared after every op: hits, block ids handed out, ref counts, the
+4-token vocabulary, blocks of 16, 4 and 1 tokens, small pools (eviction, preemption), chunked
+prefill, decode, finish, reset, LoRA, cache_salt, caching off, the null block through touch/free.
+Compared after every op: hits, block ids handed out, ref counts (null block included), the
 free queue head to tail, which token chain each block caches (hashes differ by design: vLLM
 sha256-pickles, we sha256-msgpack), the hash map, and the KV events (stored/removed, as chains).
 
     pip download --no-deps vllm==0.33.0 -d /tmp/vllm
     unzip -q /tmp/vllm/vllm-*.whl 'vllm/v1/core/*' 'vllm/utils/*' -d /tmp/vllm/ex
-    python tools/diff_vllm.py /tmp/vllm/ex --seeds 300
+    python tools/diff_vllm.py /tmp/vllm/ex --seeds 400
 """
 
 from __future__ import annotations
@@ -28,14 +29,13 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from radix import kv_events as our_ev  # noqa: E402
 from radix.block_hash import hash_request_tokens, hash_to_int64  # noqa: E402
 from radix.block_manager import BlockCacheManager  # noqa: E402
 from radix.blocks import BlockPool  # noqa: E402
 from radix.events import ListSink  # noqa: E402
 from radix.request import Req  # noqa: E402
 
-BS = 16
+BLOCK_SIZES = (16, 16, 4, 1)  # vLLM's default first; hash_block_size == block_size
 
 
 class _Classes(types.ModuleType):
@@ -47,11 +47,6 @@ class _Classes(types.ModuleType):
         cls = type(name, (), {})
         setattr(self, name, cls)
         return cls
-
-
-class _Event:
-    def __init__(self, **fields) -> None:
-        self.__dict__.update(fields)
 
 
 def load_vllm(root: Path) -> types.SimpleNamespace:
@@ -81,7 +76,7 @@ def load_vllm(root: Path) -> types.SimpleNamespace:
     ev = sys.modules["vllm.distributed.kv_events"] = types.ModuleType("vllm.distributed.kv_events")
     ev.MEDIUM_GPU, ev.MEDIUM_CPU, ev.KVCacheEvent = "GPU", "CPU", object
     for cls in ("BlockStored", "BlockRemoved", "AllBlocksCleared"):
-        setattr(ev, cls, type(cls, (_Event,), {}))
+        setattr(ev, cls, type(cls, (types.SimpleNamespace,), {}))  # keeps its fields
     load("vllm.utils.math_utils", src / "utils/math_utils.py")
     hashing = load("vllm.utils.hashing", src / "utils/hashing.py")
     utils = load("vllm.v1.core.kv_cache_utils", src / "v1/core/kv_cache_utils.py")
@@ -89,42 +84,41 @@ def load_vllm(root: Path) -> types.SimpleNamespace:
     stm = load("vllm.v1.core.single_type_kv_cache_manager",
                src / "v1/core/single_type_kv_cache_manager.py")
     utils.init_none_hash(hashing.sha256)
-    hasher = utils.get_request_block_hasher(BS, hashing.sha256)
-    spec = sys.modules["vllm.v1.kv_cache_interface"].FullAttentionSpec()
-    spec.block_size, spec.dcp_sharded, spec.prefix_cacheable = BS, False, True
-    return types.SimpleNamespace(utils=utils, pool=pool, stm=stm, hasher=hasher, spec=spec)
+    spec_cls = sys.modules["vllm.v1.kv_cache_interface"].FullAttentionSpec
+    return types.SimpleNamespace(utils=utils, pool=pool, stm=stm, hashing=hashing,
+                                 spec_cls=spec_cls)
 
 
 class VReq:
     """The fields of vllm.v1.request.Request that the prefix cache reads."""
 
-    def __init__(self, v, rid: str, tokens: list[int], lora: str | None, salt: str | None):
+    def __init__(self, hasher, rid: str, tokens: list[int], lora: str | None, salt: str | None):
         self.request_id, self.all_token_ids, self.num_prompt_tokens = rid, list(tokens), len(tokens)
         self.lora_request = None if lora is None else types.SimpleNamespace(
             lora_name=lora, name=lora, lora_path=f"/loras/{lora}", adapter_id=1)
         self.cache_salt, self.mm_features, self.prompt_embeds = salt, [], None
-        self.session_id, self.shared_prefix_boundary, self._hasher = None, 0, v.hasher
-        self.block_hashes: list[bytes] = []
-        self.block_hashes.extend(self._hasher(self))
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.all_token_ids)
+        self.session_id, self.shared_prefix_boundary, self._hasher = None, 0, hasher
+        self.num_tokens, self.block_hashes = len(tokens), []
+        self.block_hashes.extend(self._hasher(self))  # as Request.__init__ and append_output
 
     def append(self, token: int) -> None:
         self.all_token_ids.append(token)
+        self.num_tokens += 1
         self.block_hashes.extend(self._hasher(self))
 
 
 class VSide:
     """vLLM's FullAttentionManager + BlockPool, glued as KVCacheManager glues them."""
 
-    def __init__(self, v, num_blocks: int, caching: bool) -> None:
-        self.v, self.caching = v, caching
-        self.pool = v.pool.BlockPool(num_blocks, caching, BS, enable_kv_cache_events=True)
-        self.mgr = v.stm.FullAttentionManager(v.spec, block_pool=self.pool,
+    def __init__(self, v, num_blocks: int, bs: int, caching: bool) -> None:
+        self.v, self.bs, self.caching = v, bs, caching
+        self.hasher = v.utils.get_request_block_hasher(bs, v.hashing.sha256)
+        self.spec = v.spec_cls()
+        self.spec.block_size, self.spec.dcp_sharded, self.spec.prefix_cacheable = bs, False, True
+        self.pool = v.pool.BlockPool(num_blocks, caching, bs, enable_kv_cache_events=True)
+        self.mgr = v.stm.FullAttentionManager(self.spec, block_pool=self.pool,
                                               enable_caching=caching, kv_cache_group_id=0,
-                                              scheduler_block_size=BS)
+                                              scheduler_block_size=bs)
         self.computed: dict[str, int] = {}  # request.num_computed_tokens
 
     def lookup(self, req: VReq):
@@ -132,8 +126,8 @@ class VSide:
             return [], 0
         blocks, hit = self.mgr.find_longest_cache_hit(
             block_hashes=req.block_hashes, max_length=req.num_tokens - 1,
-            kv_cache_group_ids=[0], block_pool=self.pool, kv_cache_spec=self.v.spec,
-            drop_eagle_block=False, alignment_tokens=BS)
+            kv_cache_group_ids=[0], block_pool=self.pool, kv_cache_spec=self.spec,
+            drop_eagle_block=False, alignment_tokens=self.bs)
         return blocks[0], hit
 
     def allocate(self, req: VReq, num_new: int, hits=(), hit_len: int = 0):
@@ -156,38 +150,27 @@ class VSide:
         self.computed.pop(rid, None)
 
 
-def chain_keys(tokens, lora, salt, our_keys: dict, their_keys: dict, vreq: VReq) -> None:
+def chain_keys(bs, tokens, lora, salt, our_keys: dict, their_keys: dict, vreq: VReq) -> None:
     """Maps both sides' hashes (and their low 64 bits) of each full block to its token chain."""
-    ours = hash_request_tokens(tokens, BS, lora, salt)
-    for i, (o, t) in enumerate(zip(ours, vreq.block_hashes)):
-        key = (lora, salt, tuple(tokens[:(i + 1) * BS]))
+    ours = hash_request_tokens(tokens, bs, lora, salt)
+    for i, (o, t) in enumerate(zip(ours, vreq.block_hashes, strict=True)):
+        key = (lora, salt, tuple(tokens[:(i + 1) * bs]))
         our_keys[o] = our_keys[hash_to_int64(o)] = key
         their_keys[t] = their_keys[int.from_bytes(t, "big") & ((1 << 64) - 1)] = key
 
 
-def their_state(side: VSide, keys: dict) -> tuple:
-    pool, gid = side.pool, side.v.utils.get_block_hash
-    blocks = pool.blocks
-    cache = {keys[gid(h)]: tuple([e.block_id] if hasattr(e, "block_id") else e)
-             for h, e in pool.cached_block_hash_to_block._cache.items()}
-    return (tuple(b.ref_cnt for b in blocks),
-            tuple(b.block_id for b in pool.free_block_queue.get_all_free_blocks()),
-            tuple(None if b.block_hash is None else keys[gid(b.block_hash)] for b in blocks),
-            cache)
+def pool_state(blocks, queue, cache: dict, key) -> tuple:
+    """Ref counts, free queue ids, each block's cached chain, chain -> block ids in the map."""
+    return (tuple(b.ref_cnt for b in blocks), tuple(b.block_id for b in queue),
+            tuple(None if b.block_hash is None else key(b.block_hash) for b in blocks),
+            {key(h): tuple([e.block_id] if hasattr(e, "block_id") else e)
+             for h, e in cache.items()})
 
 
-def our_state(m: BlockCacheManager, keys: dict) -> tuple:
-    pool = m.pool
-    blocks = pool.blocks
-    cache = {keys[h]: tuple([e.block_id] if hasattr(e, "block_id") else e)
-             for h, e in pool.cached_block_hash_to_block.items()}
-    return (tuple(b.ref_cnt for b in blocks), tuple(b.block_id for b in pool.free_block_queue),
-            tuple(None if b.block_hash is None else keys[b.block_hash] for b in blocks), cache)
-
-
-def their_events(side: VSide, keys: dict) -> list:
+def event_rows(events, keys: dict) -> list:
+    """KV events of either side (same field names) with hashes replaced by token chains."""
     out = []
-    for e in side.pool.take_events():
+    for e in events:
         name = type(e).__name__
         if name == "BlockStored":
             extra = e.extra_keys and tuple(None if k is None else tuple(k) for k in e.extra_keys)
@@ -196,107 +179,116 @@ def their_events(side: VSide, keys: dict) -> list:
                         e.lora_name, extra or None, e.medium, e.group_idx))
         elif name == "BlockRemoved":
             out.append((name, tuple(keys[h] for h in e.block_hashes), e.medium, e.group_idx))
-        else:
+        elif name == "AllBlocksCleared":
             out.append((name,))
     return out
 
 
-def our_events(sink: ListSink, keys: dict) -> list:
-    out = []
-    for e in sink.events:
-        if isinstance(e, our_ev.BlockStored):
-            extra = e.extra_keys and tuple(None if k is None else tuple(k) for k in e.extra_keys)
-            out.append(("BlockStored", tuple(keys[h] for h in e.block_hashes),
-                        keys.get(e.parent_block_hash), tuple(e.token_ids), e.block_size,
-                        e.lora_name, extra or None, e.medium, e.group_idx))
-        elif isinstance(e, our_ev.BlockRemoved):
-            out.append(("BlockRemoved", tuple(keys[h] for h in e.block_hashes), e.medium,
-                        e.group_idx))
-        elif isinstance(e, our_ev.AllBlocksCleared):
-            out.append(("AllBlocksCleared",))
-    sink.events.clear()
-    return out
+class Pair:
+    """vLLM's side and ours, fed the same requests; `check` compares them."""
+
+    def __init__(self, v, seed: int) -> None:
+        self.rng = rng = random.Random(seed)
+        self.bs, caching = BLOCK_SIZES[seed % len(BLOCK_SIZES)], rng.random() < 0.9
+        num_blocks = rng.randrange(4, 40) * 16 // self.bs
+        self.prefixes = [[rng.randrange(4) for _ in range(rng.randrange(70))] for _ in range(3)]
+        self.vs, self.sink = VSide(v, num_blocks, self.bs, caching), ListSink()
+        self.m = BlockCacheManager(BlockPool(num_blocks, block_size=self.bs,
+                                             enable_caching=caching, sink=self.sink))
+        self.our_keys: dict = {}
+        self.their_keys: dict = {}
+        self.live: dict[str, tuple[VReq, Req]] = {}
+        self.waiting: list[tuple[VReq, Req]] = []  # preempted, to be resumed
+        self.label = f"seed {seed} ({num_blocks} blocks of {self.bs}, caching {caching})"
+
+    def new_request(self, rid: str) -> tuple[VReq, Req]:
+        rng = self.rng
+        lora, salt = rng.choice([None, None, "lora-a"]), rng.choice([None, None, "s"])
+        toks = rng.choice(self.prefixes) + [rng.randrange(4) for _ in range(rng.randrange(1, 60))]
+        vr = VReq(self.vs.hasher, rid, toks, lora, salt)
+        chain_keys(self.bs, toks, lora, salt, self.our_keys, self.their_keys, vr)
+        return vr, Req(rid, toks, extra_key=lora, cache_salt=salt)
+
+    def start(self, rid: str, where: str) -> None:
+        use_waiting = self.waiting and self.rng.random() < 0.5
+        vr, our = self.waiting.pop(0) if use_waiting else self.new_request(rid)
+        th_blocks, th_hit = self.vs.lookup(vr)
+        hit = self.m.get_computed_blocks(our)
+        assert (th_hit, [b.block_id for b in th_blocks]) == (
+            hit.num_computed_tokens, [b.block_id for b in hit.blocks]), f"{where}: hits"
+        chunk = self.rng.randrange(1, vr.num_tokens - th_hit + 1)
+        a = self.vs.allocate(vr, chunk, th_blocks, th_hit)
+        self.compare_new(a, self.m.allocate_slots(our, chunk, hit), where)
+        if a is None:
+            self.m.free(our)  # drops the state our lookup made; vLLM keeps none
+        else:
+            self.live[vr.request_id] = (vr, our)
+
+    def step(self, where: str) -> None:
+        vr, our = self.live[self.rng.choice(sorted(self.live))]
+        done = self.vs.computed[vr.request_id]
+        if done < vr.num_tokens:  # chunked prefill continues
+            chunk = self.rng.randrange(1, vr.num_tokens - done + 1)
+        else:  # decode one token
+            chunk, tok = 1, self.rng.randrange(4)
+            vr.append(tok)
+            our.output_ids.append(tok)
+            chain_keys(self.bs, vr.all_token_ids, our.extra_key, our.cache_salt, self.our_keys,
+                       self.their_keys, vr)
+        a, b = self.vs.allocate(vr, chunk), self.m.allocate_slots(our, chunk)
+        self.compare_new(a, b, where)
+        if a is None:  # preempted: vLLM's scheduler frees it and queues it again
+            self.finish(vr.request_id)
+            self.waiting.append((vr, our))
+
+    def finish(self, rid: str) -> None:
+        vr, our = self.live.pop(rid)
+        self.vs.free(rid)
+        self.m.free(our)
+
+    @staticmethod
+    def compare_new(a, b, where: str) -> None:
+        assert (a is None) == (b is None), f"{where}: vLLM allocated {a is not None}, ours {b}"
+        assert a is None or [x.block_id for x in a] == [x.block_id for x in b], f"{where}: ids"
+
+    def check(self, where: str) -> None:
+        pool, gid, keys = self.vs.pool, self.vs.v.utils.get_block_hash, self.their_keys
+        theirs = pool_state(pool.blocks, pool.free_block_queue.get_all_free_blocks(),
+                            pool.cached_block_hash_to_block._cache, lambda h: keys[gid(h)])
+        ours = pool_state(self.m.pool.blocks, self.m.pool.free_block_queue,
+                          self.m.pool.cached_block_hash_to_block, self.our_keys.__getitem__)
+        assert theirs == ours, f"{where}: pools differ"
+        te = event_rows(pool.take_events(), keys)
+        oe = event_rows(self.sink.events, self.our_keys)
+        self.sink.events.clear()
+        assert te == oe, f"{where}: events\n  vLLM {te}\n  ours {oe}"
 
 
 def run(v, seed: int, num_ops: int = 80) -> int:
-    rng = random.Random(seed)
-    num_blocks, caching = rng.randrange(4, 40), rng.random() < 0.9
-    prefixes = [[rng.randrange(4) for _ in range(rng.randrange(0, 70))] for _ in range(3)]
-    vs, sink = VSide(v, num_blocks, caching), ListSink()
-    m = BlockCacheManager(BlockPool(num_blocks, block_size=BS, enable_caching=caching, sink=sink))
-    our_keys: dict = {}
-    their_keys: dict = {}
-    live: dict[str, tuple[VReq, Req]] = {}
-    waiting: list[tuple[VReq, Req]] = []  # preempted, to be resumed
+    p = Pair(v, seed)
     for i in range(num_ops):
-        op = rng.choice(["start", "start", "step", "step", "step", "step", "finish", "reset",
-                         "null"])
-        where = f"seed {seed} ({num_blocks} blocks, caching {caching}), op {i} ({op})"
+        op = p.rng.choice(["start"] * 2 + ["step"] * 4 + ["finish", "reset", "null"])
+        where = f"{p.label}, op {i} ({op})"
         if op == "start":
-            if waiting and rng.random() < 0.5:
-                vr, our = waiting.pop(0)
-            else:
-                lora, salt = rng.choice([None, None, "lora-a"]), rng.choice([None, None, "s"])
-                toks = rng.choice(prefixes) + [rng.randrange(4) for _ in range(rng.randrange(60))]
-                if not toks:
-                    continue
-                rid = f"r{i}"
-                vr, our = VReq(v, rid, toks, lora, salt), Req(rid, toks, extra_key=lora,
-                                                              cache_salt=salt)
-                chain_keys(toks, lora, salt, our_keys, their_keys, vr)
-            th_blocks, th_hit = vs.lookup(vr)
-            hit = m.get_computed_blocks(our)
-            assert (th_hit, [b.block_id for b in th_blocks]) == (
-                hit.num_computed_tokens, [b.block_id for b in hit.blocks]), f"{where}: hits"
-            chunk = rng.randrange(1, vr.num_tokens - th_hit + 1)
-            a = vs.allocate(vr, chunk, th_blocks, th_hit)
-            b = m.allocate_slots(our, chunk, hit)
-            assert (a is None) == (b is None), f"{where}: admitted {a is not None}, ours {b}"
-            if a is None:
-                m.free(our)
-            else:
-                assert [x.block_id for x in a] == [x.block_id for x in b], f"{where}: new ids"
-                live[vr.request_id] = (vr, our)
-        elif op == "step" and live:
-            vr, our = live[rng.choice(sorted(live))]
-            done = vs.computed[vr.request_id]
-            if done < vr.num_tokens:  # chunked prefill continues
-                chunk = rng.randrange(1, vr.num_tokens - done + 1)
-            else:  # decode one token
-                tok = rng.randrange(4)
-                vr.append(tok)
-                our.output_ids.append(tok)
-                chain_keys(vr.all_token_ids, our.extra_key, our.cache_salt, our_keys,
-                           their_keys, vr)
-                chunk = 1
-            a, b = vs.allocate(vr, chunk), m.allocate_slots(our, chunk)
-            assert (a is None) == (b is None), f"{where}: allocated {a is not None}, ours {b}"
-            if a is None:  # preempted: vLLM's scheduler frees it and queues it again
-                vs.free(vr.request_id)
-                m.free(our)
-                waiting.append(live.pop(vr.request_id))
-            else:
-                assert [x.block_id for x in a] == [x.block_id for x in b], f"{where}: new ids"
-        elif op == "finish" and live:
-            vr, our = live.pop(rng.choice(sorted(live)))
-            vs.free(vr.request_id)
-            m.free(our)
+            p.start(f"r{i}", where)
+        elif op == "step" and p.live:
+            p.step(where)
+        elif op == "finish" and p.live:
+            p.finish(p.rng.choice(sorted(p.live)))
         elif op == "null":  # the null block through touch and free_blocks: both skip it
-            for pool in (vs.pool, m.pool):
+            for pool in (p.vs.pool, p.m.pool):
                 pool.touch([pool.null_block])
                 pool.free_blocks([pool.null_block, pool.null_block])
-        elif op == "reset" and rng.random() < 0.3:
-            assert vs.pool.reset_prefix_cache() == m.reset_prefix_cache(), f"{where}: reset"
-        assert their_state(vs, their_keys) == our_state(m, our_keys), f"{where}: pools differ"
-        te, oe = their_events(vs, their_keys), our_events(sink, our_keys)
-        assert te == oe, f"{where}: events\n  vLLM {te}\n  ours {oe}"
+        elif op == "reset" and p.rng.random() < 0.3:
+            assert p.vs.pool.reset_prefix_cache() == p.m.reset_prefix_cache(), f"{where}: reset"
+        p.check(where)
     return num_ops
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("vllm_root", type=Path, help="folder holding the unpacked vllm package")
-    ap.add_argument("--seeds", type=int, default=300)
+    ap.add_argument("--seeds", type=int, default=400)
     args = ap.parse_args()
     if not (args.vllm_root / "vllm" / "v1" / "core" / "block_pool.py").exists():
         ap.error(f"{args.vllm_root}: no vllm/v1/core/block_pool.py there")
