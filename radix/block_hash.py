@@ -3,7 +3,8 @@
 Block i's hash = sha256(canonical bytes of (parent hash or NONE_HASH, the block's tokens, extra
 keys)). Canonical bytes: the msgpack array `[bin32 parent, [uint token, ...], nil | [str, ...]]`,
 shortest int forms, strings as str (msgpack-python's `Packer` with its defaults). Extra keys follow
-vLLM's order: the LoRA name on every block, then cache_salt on the first block only.
+vLLM's order: the LoRA name on every block, then cache_salt on the first block only (vLLM 0.33
+tags them and adds the adapter's path; one name = one adapter here, so partitions agree).
 Leaves out: multimodal and prompt-embedding keys. vLLM's default hashes a pickle (sha256 or
 xxhash of pickle.dumps), so hash values differ from vLLM's; chaining and lookups behave the same.
 """

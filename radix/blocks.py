@@ -139,8 +139,7 @@ class BlockPool:
                 block.chain_pos = -1
                 self.num_evictions += 1
                 if sink is not None:
-                    # group 0 on the wire, as vLLM's BlockRemoved (its only cache group here)
-                    sink.emit(BlockRemoved((hash_to_int64(block_hash),), MEDIUM_GPU, 0))
+                    sink.emit(BlockRemoved((hash_to_int64(block_hash),), MEDIUM_GPU))
             block.ref_cnt = 1
         if sink is not None:
             sink.emit(BlockAllocated(tuple(b.block_id for b in blocks)))

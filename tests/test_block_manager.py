@@ -5,8 +5,6 @@ from __future__ import annotations
 from radix.block_hash import NONE_HASH, hash_block_tokens, hash_request_tokens
 from radix.block_manager import BlockCacheManager
 from radix.blocks import BlockPool
-from radix.events import ListSink
-from radix.kv_events import BlockRemoved
 from radix.request import Req
 
 # The customer-support scenario (shared/DESIGN.md): S = 512-token system prompt, F = 1,543-token
@@ -189,15 +187,3 @@ def test_null_block_is_skipped_by_touch_and_free():
     assert pool.null_block.ref_cnt == 0 and queue_ids(pool) == [1, 2, 3]
     pool.check_invariants()
 
-
-def test_block_removed_carries_group_0():
-    """vLLM's BlockRemoved carries the block's cache group (group_idx=0 for one full-attention
-    group), like BlockStored. blocks 1..1, block_size 4: a 4-token prompt caches block 1, is
-    freed (hashed -> tail), and a 5-token prompt of other tokens pops it: one removal."""
-    sink = ListSink()
-    m = BlockCacheManager(BlockPool(2, block_size=4, sink=sink))
-    run_prefill(m, Req("a", [1, 2, 3, 4]))
-    m.free(Req("a", []))
-    run_prefill(m, Req("b", [9, 9, 9]))
-    [removed] = [e for e in sink.events if isinstance(e, BlockRemoved)]
-    assert (removed.medium, removed.group_idx) == ("GPU", 0)
