@@ -139,7 +139,7 @@ class BlockPool:
                 block.chain_pos = -1
                 self.num_evictions += 1
                 if sink is not None:
-                    sink.emit(BlockRemoved((hash_to_int64(block_hash),), MEDIUM_GPU))
+                    sink.emit(BlockRemoved((hash_to_int64(block_hash),), MEDIUM_GPU, 0))
             block.ref_cnt = 1
         if sink is not None:
             sink.emit(BlockAllocated(tuple(b.block_id for b in blocks)))

@@ -177,8 +177,8 @@ def event_rows(events, keys: dict) -> list:
             out.append((name, tuple(keys[h] for h in e.block_hashes),
                         keys.get(e.parent_block_hash), tuple(e.token_ids), e.block_size,
                         e.lora_name, extra or None, e.medium, e.group_idx))
-        elif name == "BlockRemoved":  # NOTE: group_idx left out: vLLM writes 0, ours None
-            out.append((name, tuple(keys[h] for h in e.block_hashes), e.medium))
+        elif name == "BlockRemoved":
+            out.append((name, tuple(keys[h] for h in e.block_hashes), e.medium, e.group_idx))
         elif name == "AllBlocksCleared":
             out.append((name,))
     return out
