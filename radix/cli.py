@@ -42,5 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (InputError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        message = str(exc)
+        path = getattr(args, "trace", None) or getattr(args, "file", None)
+        if path and str(path) not in message:
+            message = f"{path}: {message}"  # name the file as well as the line and field
+        print(f"error: {message}", file=sys.stderr)
         return 2
