@@ -122,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return cmd_run(args)
     except (TraceError, ValueError, OSError, MemoryError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        message = str(exc)
+        if isinstance(exc, TraceError) and args.trace not in message:
+            message = f"{args.trace}: {message}"
+        print(f"error: {message}", file=sys.stderr)
         return 2
 
 
