@@ -13,7 +13,13 @@ from viz.blocks_grid import block_grid_figure, grid_caption
 from viz.blocks_trace import chain_view, replay_blocks, request_ends, requests_done, tree_matches
 from viz.component import tree_view
 from viz.dot import dot_to_svg, fold_tree, tree_to_dot
-from viz.trace_debug import replay_trace, snapshot_json, step_highlight, text_head
+from viz.trace_debug import (
+    kv_events_summary,
+    replay_trace,
+    snapshot_json,
+    step_highlight,
+    text_head,
+)
 
 MAX_DRAWN_NODES = 2_000  # boxes drawn after folding (1,000 draw in ~0.4 s); more: text only
 
@@ -41,6 +47,10 @@ if st.session_state.get("trace.ident") != ident:
     st.session_state["trace.ident"], st.session_state["trace.replay"] = ident, replay
 replay = st.session_state["trace.replay"]
 log = replay.log
+if replay.trace.format == "kv_events":
+    st.subheader(f"{upload.name}: a vLLM KV-events recording")
+    st.info(kv_events_summary(replay.trace))
+    st.stop()
 
 st.subheader(f"Replay summary: {upload.name} ({replay.trace.format}, "
              f"{len(replay.trace.requests):,} requests, {log.num_steps:,} tree steps)")

@@ -165,3 +165,15 @@ def test_trace_big_pretty_print_is_cut_with_a_download():
     assert any(c.value == "first 200 of 252 lines; download the whole text below"
                for c in at.caption)
     assert "trace.dl_text" in [b.key for b in at.get("download_button")]
+
+
+def test_trace_kv_events_upload_says_what_it_holds():
+    """A KV-events recording has no requests: the page says what it holds (3 batches, 271 blocks
+    stored) instead of an all-zero table and an empty tree."""
+    at = AppTest.from_file(str(ROOT / "pages" / "trace.py"), default_timeout=30).run()
+    data = (ROOT / "examples" / "traces" / "kv_events.jsonl").read_bytes()
+    at.file_uploader(key="trace.upload").set_value(("kv.jsonl", data, "application/json")).run()
+    assert not at.exception and not at.error
+    assert "KV-events recording" in at.subheader[0].value
+    assert "271 blocks" in at.info[0].value
+    assert not at.dataframe and not at.success

@@ -207,3 +207,17 @@ def test_scrub_10000_step_log_under_a_second():
         f = tl.frame(step, tl.num_micro(step))
         assert time.perf_counter() - started < 1.0
         assert f.snapshot.nodes[0].id == 0
+
+
+def test_kv_events_summary_counts_the_recording():
+    """examples/traces/kv_events.jsonl: 3 batches; 3 BlockStored store 271 blocks x 16 = 4,336
+    tokens; 22 BlockRemoved remove one block each (22)."""
+    from pathlib import Path
+
+    from radix.trace import load_trace
+    from viz.trace_debug import kv_events_summary
+
+    data = (Path(__file__).resolve().parent.parent / "examples/traces/kv_events.jsonl").read_bytes()
+    text = kv_events_summary(load_trace(data))
+    assert text.startswith("3 batches (ts 0 .. 2): 3 BlockStored events storing 271 blocks "
+                           "(4,336 tokens), 22 BlockRemoved events removing 22 blocks")

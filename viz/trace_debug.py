@@ -6,7 +6,8 @@ EventLog sink and `check_invariants()` after every request (op traces: after eve
 page can scrub to any step and name the first step where an invariant broke.
 Big trees: `step_highlight` marks what a step touched, so viz/dot.py's fold always draws it, and
 `text_head` cuts pretty_print's text for the page (the whole text goes to a download).
-Leaves out: batching (see the Scheduler page); kv_events recordings have no tree replay.
+Leaves out: batching (see the Scheduler page); kv_events recordings have no tree replay
+(`kv_events_summary` says what the recording holds instead).
 """
 
 from __future__ import annotations
@@ -111,3 +112,24 @@ def text_head(text: str, max_lines: int = 200) -> tuple[str, str | None]:
         return text, None
     return ("\n".join(lines[:max_lines]),
             f"first {max_lines:,} of {len(lines):,} lines; download the whole text below")
+
+
+def kv_events_summary(trace: Trace) -> str:
+    """What a vLLM KV-events recording holds, for the page that cannot replay it as a tree.
+
+    examples/traces/kv_events.jsonl: 3 batches (ts 0 .. 2), 3 BlockStored events storing 271
+    blocks (x 16 = 4,336 tokens), 22 BlockRemoved events removing 22 blocks, 0 AllBlocksCleared.
+    """
+    batches = trace.batches or []
+    events = [e for b in batches for e in b.events]
+    stored = [e for e in events if type(e).__name__ == "BlockStored"]
+    removed = [e for e in events if type(e).__name__ == "BlockRemoved"]
+    cleared = len(events) - len(stored) - len(removed)
+    blocks = sum(len(e.block_hashes) for e in stored)
+    tokens = sum(len(e.block_hashes) * e.block_size for e in stored)
+    span = f" (ts {batches[0].ts:g} .. {batches[-1].ts:g})" if batches else ""
+    return (f"{len(batches):,} batches{span}: {len(stored):,} BlockStored events storing "
+            f"{blocks:,} blocks ({tokens:,} tokens), {len(removed):,} BlockRemoved events removing "
+            f"{sum(len(e.block_hashes) for e in removed):,} blocks, {cleared:,} AllBlocksCleared. "
+            "A KV-events recording has block hashes, not requests, so there is no tree or block "
+            "pool to replay here.")
