@@ -33,10 +33,11 @@ def _blocks(live: int, to_free: int):
     return run_block_eviction(live, to_free)
 
 
-st.title("Eviction lab: 300 tokens must go")
+asked = int(st.session_state.get("eviction.to_free", lab.TO_FREE))  # the widget's value
+st.title(f"Eviction lab: {asked:,} tokens must go")
 st.caption(f"A 512-token system prompt S is shared by {lab.NUM_CONVERSATIONS} conversations "
            "(S + 24 tokens each; live ones hold a lock). One finished request left S + a "
-           "2,112-token RAG context in the cache. The next admission must free 300 tokens.")
+           f"2,112-token RAG context in the cache. The next admission must free {asked:,} tokens.")
 c = st.columns([1.2, 1, 1.2, 1])
 policy = c[0].selectbox("eviction policy", POLICIES, key="eviction.policy")
 slru = c[1].slider("slru protected_threshold", 0, 10, 2, key="eviction.slru",
@@ -113,7 +114,7 @@ with right:
     m[1].metric("cached tokens dropped", f"{blk.cached_tokens_dropped:,}")
     m[2].metric("unreachable after", f"{len(blk.unreachable_after)}")
     if blk.num_needed < blk.num_wanted:
-        st.error(f"Only {blk.num_needed} blocks are free, {blk.num_wanted} wanted: vLLM "
+        st.error(f"Only {blk.num_needed:,} blocks are free, {blk.num_wanted:,} wanted: vLLM "
                  "cannot admit the request (it would preempt a running one).")
     st.caption("Free queue, head first: blocks in the order their ref_cnt last hit 0 (a "
                "request's blocks are freed last-first; blocks without a hash go to the head).")

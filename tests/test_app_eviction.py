@@ -64,3 +64,15 @@ def test_mru_with_finished_conversations():
     assert _metrics(at)["cached tokens dropped"] == "176"
     mru = at.dataframe[-1].value.set_index("policy").loc["mru"]
     assert (mru["freed"], mru["overshoot"]) == (2_304, 2_004)
+
+
+def test_title_and_errors_follow_tokens_to_free():
+    """Asking 100,000: the title says so; vLLM wants 100,000 / 16 = 6,250 blocks, 132 free
+    (2,112 / 16); the tree's last frame says it is 97,888 short."""
+    at = _page()
+    at.number_input(key="eviction.to_free").set_value(100_000).run()
+    at.button(key="eviction.b_end").click().run()
+    assert not at.exception
+    assert at.title[0].value == "Eviction lab: 100,000 tokens must go"
+    assert "Only 132 blocks are free, 6,250 wanted" in at.error[0].value
+    assert "97,888 short" in at.info[0].value

@@ -167,3 +167,12 @@ def test_describe_and_bad_parameters_name_the_field():
         check_params("lru", 2, 401, 300)
     with pytest.raises(ValueError, match="^to_free: 0"):
         run_eviction("lru", to_free=0)
+
+
+def test_end_line_says_when_the_call_falls_short():
+    """All 400 live, evict(5,000): only the RAG leaf (2,112) is evictable; 5,000 - 2,112 = 2,888
+    short, no overshoot claimed."""
+    run = run_eviction("lru", to_free=5_000)
+    line = lab_frame(run, Timeline(run.log), num_frames(run) - 1).line
+    assert line == ("done: only 2,112 tokens freed for 5,000 asked, 2,888 short: everything else "
+                    "is locked by live requests. system prompt S stays.")

@@ -95,10 +95,18 @@ def frame_line(run: EvictionRun, k: int, micro: list[ev.Event], freed: int) -> s
 
 
 def end_line(run: EvictionRun) -> str:
-    over = run.overshoot
+    """The last frame's line; a call that freed less than asked says so (the rest is locked).
+
+    All 400 live, evict(5,000): only the 2,112-token RAG leaf is evictable, so 2,888 short.
+    """
+    s = run.names[run.system_id]
+    s_state = "was evicted" if any(i == run.system_id for i, _, _ in run.evicted) else "stays"
+    short = run.to_free - run.num_evicted
+    if short > 0:
+        return (f"done: only {run.num_evicted:,} tokens freed for {run.to_free:,} asked, "
+                f"{short:,} short: everything else is locked by live requests. {s} {s_state}.")
     return (f"done: {run.num_evicted:,} tokens freed for {run.to_free:,} asked; overshoot "
-            f"{over:,} (whole leaves go). {run.names[run.system_id]} "
-            f"{'was evicted' if any(i == run.system_id for i, _, _ in run.evicted) else 'stays'}.")
+            f"{run.overshoot:,} (whole leaves go). {s} {s_state}.")
 
 
 def _pick_highlight(e: ev.Event | None) -> dict[int, str]:
