@@ -16,8 +16,9 @@ import time
 from engine.costs import CostModel
 from engine.kv_pool import KVPool, parse_capacity
 from engine.model import load_model
-from engine.scheduler import SchedulerConfig
+from engine.scheduler import SchedulerConfig, check_fits
 from engine.service import EngineService, RequestResult, fit_to_vocab
+from radix.request import Req
 from radix.schedule import POLICIES
 from radix.trace import Trace, TraceError, load_trace
 
@@ -53,7 +54,8 @@ def replay(service: EngineService, trace: Trace, prompts: list[list[int]],
         if honor_arrivals:
             time.sleep(max(0.0, start + tr.arrival - time.monotonic()))
         handles.append(service.submit(prompt, max(tr.output_len, 1), rid=tr.rid,
-                                      extra_key=tr.extra_key, priority=tr.priority))
+                                      extra_key=tr.extra_key, cache_salt=tr.cache_salt,
+                                      priority=tr.priority))
     results = [h.result() for h in handles]
     return results, time.monotonic() - start
 
@@ -105,6 +107,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"note: token ids past the vocabulary ({vocab:,}) mapped one-to-one onto it")
     per_token = KVPool.bytes_per_token_of(loaded.model.config, loaded.dtype)
     capacity = parse_capacity(args.capacity, per_token)
+    for tr, prompt in zip(trace.requests, prompts):  # before any runs: one clear error
+        check_fits(Req(tr.rid, prompt, max_new_tokens=max(tr.output_len, 1)), capacity)
     print(f"model: {loaded.label} ({loaded.source}, loaded in {loaded.load_seconds:.1f} s); "
           f"KV pool {capacity:,} tokens x {per_token:,} B = {capacity * per_token / 2**20:,.0f} "
           f"MiB{'; cache disabled' if args.no_cache else ''}")

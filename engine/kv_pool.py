@@ -52,8 +52,15 @@ class KVPool:
         self.num_layers, self.num_kv_heads, self.head_dim = num_layers, num_kv_heads, head_dim
         self.dtype, self.device = dtype, torch.device(device)
         shape = (size + 1, num_kv_heads, head_dim)
-        self.k_buffer = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
-        self.v_buffer = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        try:
+            self.k_buffer = [torch.zeros(shape, dtype=dtype, device=device)
+                             for _ in range(num_layers)]
+            self.v_buffer = [torch.zeros(shape, dtype=dtype, device=device)
+                             for _ in range(num_layers)]
+        except (RuntimeError, torch.OutOfMemoryError) as exc:  # CPU and CUDA allocators
+            raise MemoryError(f"a KV pool of {size:,} tokens ({self.total_bytes / 2**30:,.1f} "
+                              f"GiB) does not fit on {self.device}: pass a smaller --capacity"
+                              ) from exc
         self._slots = SlotAllocator(size)
 
     @classmethod

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from radix.admission import (
+    CLIP_MAX_NEW_TOKENS,
     AddReqResult,
     PrefillAdder,
     alloc_token_slots,
@@ -60,6 +61,28 @@ class SchedulerConfig:
                              f"got {self.chunked_prefill_size}")
 
 
+def slots_to_admit(req: Req, page_size: int = 1) -> int:
+    """KV slots a pool must hold *more than* to ever admit `req` alone: PrefillAdder stops a
+    request when prompt + max_new_tokens (clipped at 4,096) + one page >= free + evictable.
+
+    A 20-token prompt with 2 new tokens, page 1: 23, so a pool of 23 slots never admits it.
+    >>> slots_to_admit(Req("a", list(range(20)), max_new_tokens=2))
+    23
+    """
+    return len(req.origin_input_ids) + min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS) + page_size
+
+
+def check_fits(req: Req, pool_size: int, page_size: int = 1) -> None:
+    """Raises ValueError when `req` can never be admitted into a pool of `pool_size` slots,
+    instead of letting it wait forever (SGLang rejects such input at validation)."""
+    need = slots_to_admit(req, page_size)
+    if need >= pool_size:
+        raise ValueError(
+            f"request {req.rid}: {len(req.origin_input_ids):,} prompt + "
+            f"{min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS):,} new tokens + a page of "
+            f"{page_size} need a KV pool of more than {need:,} slots; it holds {pool_size:,}")
+
+
 class StepReport(NamedTuple):
     kind: str  # "prefill", "decode" or "idle"
     rids: list[str]  # requests in the forward
@@ -82,6 +105,9 @@ class Scheduler:
                  sink: EventSink | None = None, shadow: Any = None) -> None:
         self.runner, self.tree_cache, self.allocator = runner, tree_cache, allocator
         self.config = config = config or SchedulerConfig()
+        chunk, page = config.chunked_prefill_size, tree_cache.page_size
+        if chunk is not None and chunk < page:  # a chunk is cut to whole pages: 0 would stall
+            raise ValueError(f"chunked_prefill_size ({chunk}) must be >= page_size ({page})")
         self.clock = clock or time.monotonic
         self.sink = sink
         self.shadow = shadow  # a BlockShadow fed the same requests, or None
@@ -103,6 +129,8 @@ class Scheduler:
         return bool(self.waiting or self.running or self.chunked_req)
 
     def add_request(self, req: Req) -> None:
+        """Queues `req`; ValueError (check_fits) when the pool could never admit it."""
+        check_fits(req, self.allocator.size, self.tree_cache.page_size)
         req.metrics.setdefault("arrival", req.arrival)
         self.waiting.append(req)
 
@@ -114,6 +142,9 @@ class Scheduler:
             return self._run_prefill(adder, evicted_before)
         if self.running:
             return self._run_decode(evicted_before)
+        if adder is not None:  # waiting work, nothing running, nothing admitted: it never will be
+            raise RuntimeError(f"scheduler stalled: nothing runs and no waiting request can be "
+                               f"admitted ({adder.stop_reason or 'no reason given'})")
         return StepReport("idle", [], [], [], 0.0, self.clock(), [], [], 0)
 
     # ----------------------------------------------------------------------------- prefill

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from engine.kv_pool import KVPool
 from engine.model import LoadedModel
 from engine.runner import ModelRunner
-from engine.scheduler import Scheduler, SchedulerConfig, StepReport
+from engine.scheduler import Scheduler, SchedulerConfig, StepReport, check_fits
 from engine.sim import BlockShadow
 from radix.events import Event, StepEnded, StepStarted
 from radix.request import Req
@@ -153,8 +153,9 @@ class EngineService:
     # --- callers' side (any thread) -------------------------------------------------------
     def submit(self, prompt: str | list[int], max_new_tokens: int = 16, *,
                rid: str | None = None, chat: bool = False, extra_key: str | None = None,
-               priority: int = 0) -> RequestHandle:
-        """Queues a request: token ids, raw text, or (chat=True) one user message."""
+               cache_salt: str | None = None, priority: int = 0) -> RequestHandle:
+        """Queues a request: token ids, raw text, or (chat=True) one user message.
+        `extra_key` and `cache_salt` are namespaces: requests share KV only within one."""
         if self._closed:
             raise RuntimeError("this engine service is closed; start a new one")
         if max_new_tokens < 1:
@@ -165,7 +166,8 @@ class EngineService:
             raise ValueError(f"prompt token ids must be non-empty and in [0, {vocab})")
         rid = rid or f"req-{next(self._ids)}"
         req = Req(rid, token_ids, max_new_tokens=max_new_tokens, extra_key=extra_key,
-                  priority=priority, arrival=time.monotonic())
+                  cache_salt=cache_salt, priority=priority, arrival=time.monotonic())
+        check_fits(req, self.pool.size, self.tree.page_size)  # here, not on the engine thread
         handle = RequestHandle(rid, self.tokenizer)
         self._inbox.put((handle, req))
         return handle

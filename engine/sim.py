@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from engine.costs import CostModel
-from engine.scheduler import Scheduler, SchedulerConfig, StepOutput
+from engine.scheduler import Scheduler, SchedulerConfig, StepOutput, slots_to_admit
 from radix.allocator import SlotAllocator
 from radix.block_manager import BlockCacheManager
 from radix.blocks import BlockPool
@@ -131,6 +131,9 @@ class SimConfig:
         for name in ("page_size", "max_prefill_tokens", "block_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"SimConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.chunked_prefill_size is not None and self.chunked_prefill_size < 1:
+            raise ValueError(f"SimConfig.chunked_prefill_size must be >= 1 or None, "
+                             f"got {self.chunked_prefill_size}")
         if self.capacity is not None and self.capacity < 1:
             raise ValueError(f"SimConfig.capacity must be >= 1 or None, got {self.capacity}")
 
@@ -151,6 +154,7 @@ class SimResult:
     rows: list[RequestRow]
     totals: dict[str, Any]  # see `simulate`
     notices: list[str]  # LPM fallback notices
+    rejected: list[str] = field(default_factory=list)  # why each rejected request was
 
 
 def _units(real: int | None, scale: int) -> int | None:
@@ -160,7 +164,10 @@ def _units(real: int | None, scale: int) -> int | None:
 def simulate(trace: Trace, config: SimConfig | None = None) -> SimResult:
     """Replays `trace` through the scheduler, the tree and (optionally) the block cache.
 
-    Totals: requests, input_tokens, matched_tokens, hit_rate (matched / input), prefilled_tokens,
+    A request the pool could never admit (Scheduler.add_request) is left out of the rows,
+    counted in totals["rejected"] and explained in `SimResult.rejected`.
+    Totals: requests (run), rejected, input_tokens, matched_tokens, hit_rate (matched / input),
+    prefilled_tokens,
     prefill_seconds (derived), makespan_s, ttft_mean_s / ttft_p50_s / ttft_p99_s, evicted_tokens,
     retractions, fallbacks, and with the shadow block_matched_tokens, block_hit_rate,
     block_evictions, unreachable_blocks, block_dropped.
@@ -170,30 +177,43 @@ def simulate(trace: Trace, config: SimConfig | None = None) -> SimResult:
     reqs = [to_req(tr) for tr in trace.requests]
     for r in reqs:  # output_len is in real tokens; in units a decode step is `scale` tokens
         r.max_new_tokens = max(-(-r.max_new_tokens // scale), 1)
-    unit_total = sum(len(r.origin_input_ids) + r.max_new_tokens for r in reqs)
-    capacity = _units(cfg.capacity, scale) or unit_total + 1
+    page = _units(cfg.page_size, scale)
+    # room for every request at once, past admission's strict `>=` (hence + 1)
+    capacity = _units(cfg.capacity, scale) or sum(slots_to_admit(r, page) for r in reqs) + 1
     clock, allocator = SimClock(), SlotAllocator(capacity)
-    tree = RadixCache(page_size=_units(cfg.page_size, scale), eviction_policy=cfg.eviction,
+    tree = RadixCache(page_size=page, eviction_policy=cfg.eviction,
                       disable=cfg.disable_cache, allocator=allocator)
     shadow = None
-    if cfg.shadow:
-        shadow = BlockShadow(capacity, _units(cfg.block_size, scale), not cfg.disable_cache)
+    if cfg.shadow:  # vLLM preallocates every block: past what the trace can use, none matter
+        block = _units(cfg.block_size, scale)
+        usable = sum(slots_to_admit(r, block) for r in reqs) + block
+        if cfg.capacity is not None:  # unbounded: whole blocks for every request at once
+            usable = min(capacity, usable)
+        shadow = BlockShadow(usable, block, not cfg.disable_cache)
     sched_cfg = SchedulerConfig(
         policy=cfg.policy, max_prefill_tokens=_units(cfg.max_prefill_tokens, scale),
         chunked_prefill_size=_units(cfg.chunked_prefill_size, scale), seed=cfg.seed)
     sched = Scheduler(SimRunner(cfg.cost, clock, scale), tree, allocator, sched_cfg,
                       clock=clock, shadow=shadow)
-    i = 0
+    i, rejected = 0, []
     while i < len(reqs) or sched.has_work:
         while i < len(reqs) and reqs[i].arrival <= clock.now:
-            sched.add_request(reqs[i])
+            try:
+                sched.add_request(reqs[i])
+            except ValueError as exc:  # the pool can never hold it: skipped, counted, said
+                rejected.append(str(exc))
             i += 1
         if not sched.has_work:
+            if i == len(reqs):  # the last arrivals were rejected
+                break
             clock.now = reqs[i].arrival
             continue
         sched.step()
-    rows = [_row(trace, k, r) for k, r in enumerate(reqs)]
-    return SimResult(rows, _totals(rows, sched, shadow, cfg, clock.now, scale), list(sched.notices))
+    run = {id(r) for r in sched.finished}
+    rows = [_row(trace, k, r) for k, r in enumerate(reqs) if id(r) in run]
+    totals = _totals(rows, sched, shadow, cfg, clock.now, scale)
+    totals["rejected"] = len(rejected)
+    return SimResult(rows, totals, list(sched.notices), rejected)
 
 
 def _row(trace: Trace, k: int, r: Req) -> RequestRow:

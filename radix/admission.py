@@ -98,6 +98,7 @@ class PrefillAdder:
         self.new_chunked_req: Req | None = None
         self.log_hit_tokens = 0
         self.log_input_tokens = 0
+        self.stop_reason: str | None = None  # why the last request was not admitted
         self._sink = sink
         # Tokens the running requests may still generate (estimated by new_token_ratio).
         self.rem_total_token_offset = sum(
@@ -195,6 +196,7 @@ class PrefillAdder:
         return self.budget_state()
 
     def _stop(self, req: Req, result: AddReqResult, reason: str) -> AddReqResult:
+        self.stop_reason = f"{req.rid}: {reason}"
         self._emit(AdmissionStopped(req.rid, result.value, reason))
         return result
 

@@ -158,7 +158,9 @@ def compare(trace: Trace, capacity: int, page_size: int = 1, block_size: int = 1
         raise ValueError("--capacity, --page-size and --block-size must be >= 1")
     outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
     tree = run_tree(trace_reqs(trace), outputs, capacity, page_size)
-    blocks = run_blocks(trace_reqs(trace), outputs, capacity, block_size)
+    # vLLM preallocates every block; a pool past what the whole trace can fill behaves the same
+    usable = sum(len(t.token_ids) + len(o) + block_size for t, o in zip(trace.requests, outputs))
+    blocks = run_blocks(trace_reqs(trace), outputs, min(capacity, usable), block_size)
     return {"capacity": capacity, "page_size": page_size, "block_size": block_size,
             "tree": tree, "blocks": blocks}
 

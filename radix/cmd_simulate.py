@@ -24,6 +24,7 @@ CONFIGS = (  # (name, SimConfig overrides)
     ("no-cache", {"policy": "fcfs", "eviction": "lru", "page_size": 1, "disable_cache": True}),
 )
 ROWS = (  # (totals key, label, format)
+    ("rejected", "rejected (too big)", "{:,}"),
     ("hit_rate", "hit rate (tree)", "{:.1%}"),
     ("block_hit_rate", "hit rate (blocks)", "{:.1%}"),
     ("prefilled_tokens", "tokens prefilled", "{:,}"),
@@ -80,10 +81,15 @@ def run_simulate(args: argparse.Namespace) -> int:
                                      page_size=args.page_size, disable_cache=args.no_cache))
     if args.json:
         print(json.dumps({"totals": result.totals, "notices": result.notices,
+                          "rejected": result.rejected,
                           "requests": [r._asdict() for r in result.rows]}, indent=1))
         return 0
     for notice in result.notices[:3]:
         print(f"NOTICE: {notice}")
+    for reason in result.rejected[:3]:
+        print(f"REJECTED: {reason}")
+    if len(result.rejected) > 3:
+        print(f"REJECTED: ... {len(result.rejected) - 3:,} more")
     print(f"{'rid':<16}{'ttft s':>10}{'input':>10}{'matched':>10}{'prefilled':>11}")
     for r in result.rows[:40]:
         print(f"{r.rid:<16}{r.ttft:>10.3f}{r.input_tokens:>10,}{r.matched_tokens:>10,}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -11,6 +12,7 @@ from engine.sim import SimClock, SimRunner
 from radix.admission import RequestAdmitted, RequestRetracted
 from radix.allocator import SlotAllocator
 from radix.events import ListSink
+from radix.key import RadixKey
 from radix.request import Req
 from radix.tree import RadixCache
 
@@ -185,3 +187,24 @@ def test_random_workloads_complete_with_consistent_accounting(spec, capacity, po
         check_accounting(sched, tree, alloc)
     assert all(len(r.output_ids) == r.max_new_tokens for r in reqs)
     assert alloc.num_used == tree.total_size()
+
+
+def test_a_request_too_big_for_the_pool_is_refused_at_add_request():
+    """Pool of 23 slots, 20-token prompt, 2 new tokens: 20 + 2 + 1 page = 23 >= 23 can never be
+    admitted (PrefillAdder's strict check), so add_request says so instead of queueing it."""
+    sched, *_ = make(capacity=23)
+    with pytest.raises(ValueError, match="request big: 20 prompt .* more than 23 slots"):
+        sched.add_request(Req("big", list(range(1, 21)), max_new_tokens=2))
+    assert not sched.has_work
+
+
+def test_a_stalled_queue_raises_instead_of_idling_forever():
+    """30 slots; a 10-token sequence sits in the tree locked by someone outside the scheduler,
+    so free + evictable = 20 and a 20 + 2 + 1 = 23-slot request fits the pool (23 < 30) but can
+    never be admitted while nothing runs: step() raises with the admission's reason."""
+    sched, tree, alloc, _ = make(capacity=30)
+    held = tree.insert(RadixKey(list(range(500, 510))), alloc.alloc(10)).last_node
+    tree.inc_lock_ref(held)
+    sched.add_request(Req("r", list(range(1, 21)), max_new_tokens=2))
+    with pytest.raises(RuntimeError, match="stalled.*r: needs 23"):
+        sched.run_to_completion(max_steps=50)

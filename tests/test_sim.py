@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import signal
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,81 @@ def test_simulate_and_configs_commands(tmp_path, capsys):
     bad.write_text('{"rid": "a", "arrival": 0, "tokens": "oops", "output_len": 1}\n')
     assert main(["simulate", str(bad)]) == 2
     assert "line 1" in capsys.readouterr().err
+
+
+@contextlib.contextmanager
+def deadline(seconds: int):
+    """Turns a hang into a failure: SIGALRM raises in the main thread after `seconds`."""
+    def on_alarm(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _trace(*reqs: tuple[str, tuple[int, ...], int]) -> Trace:
+    return Trace("request", [TraceRequest(rid, 0.0, toks, out) for rid, toks, out in reqs])
+
+
+def test_one_token_prompt_runs_with_the_default_capacity():
+    """One request, prompt [5], one output token. Admission needs 1 + 1 + a page of 1 = 3 < the
+    pool, so the default capacity must hold more than 3 (it used to be 1 + 1 + 1 = 3: a hang)."""
+    with deadline(10):
+        res = simulate(_trace(("only", (5,), 1)))
+    (row,) = res.rows
+    assert (row.input_tokens, row.matched_tokens, row.prefilled_tokens) == (1, 0, 1)
+    assert res.totals["rejected"] == 0 and row.ttft > 0
+
+
+def test_a_request_the_pool_can_never_hold_is_rejected_not_waited_on():
+    """20-token prompts with 2 new tokens need 20 + 2 + 1 = 23 < capacity: 23 slots reject all
+    four (named, with the arithmetic), 24 run all four; the last three match 19 of the first."""
+    ids = tuple(range(100, 120))
+    trace = _trace(*[(f"i{k}", ids, 2) for k in range(4)])
+    with deadline(10):
+        small = simulate(trace, SimConfig(capacity=23, max_prefill_tokens=20))
+        roomy = simulate(trace, SimConfig(capacity=24, max_prefill_tokens=20))
+    assert small.rows == [] and small.totals["rejected"] == 4
+    assert "request i0: 20 prompt + 2 new tokens" in small.rejected[0]
+    assert "more than 23 slots; it holds 23" in small.rejected[0]
+    assert roomy.totals["rejected"] == 0
+    assert [r.matched_tokens for r in roomy.rows] == [0, 19, 19, 19]
+
+
+def test_huge_capacity_does_not_preallocate_a_block_per_token():
+    """A 10^9-token capacity: vLLM's pool would preallocate 62.5 M blocks; the shadow keeps only
+    what the trace can fill, so two small requests run at once exactly as unbounded. Unbounded
+    also means whole blocks for each: (4 + 2) tokens x 2 requests rounded down to 16-token blocks
+    used to leave one block for two requests, and the block cache dropped one."""
+    trace = _trace(("a", (1, 2, 3, 4), 2), ("b", (1, 2, 3, 5), 2))
+    with deadline(10):
+        huge = simulate(trace, SimConfig(capacity=10**9))
+    assert huge.totals == simulate(trace).totals
+    assert huge.totals["block_dropped"] == 0
+
+
+def test_compare_with_a_huge_capacity_finishes(tmp_path, capsys):
+    """The same for `compare`: its block pool stops at what the trace can fill."""
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"rid": "a", "tokens": [1, 2, 3], "output_len": 2}\n'
+                    '{"rid": "b", "tokens": [1, 2, 4], "output_len": 2}\n')
+    with deadline(10):
+        assert main(["compare", str(path), "--capacity", str(10**9)]) == 0
+    assert "hit tokens" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--chunk", "8", "--page-size", "16"], "chunked_prefill_size (8) must be >= page_size (16)"),
+    (["--chunk", "0"], "chunked_prefill_size must be >= 1"),
+])
+def test_chunk_sizes_that_could_never_run_are_refused(tmp_path, capsys, args, words):
+    """A chunk is cut to whole pages: a chunk of 8 with pages of 16 is 0 tokens, forever."""
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"rid": "a", "tokens": [1, 2, 3], "output_len": 2}\n')
+    with deadline(10):
+        assert main(["simulate", str(path), *args]) == 2
+    assert words in capsys.readouterr().err
