@@ -92,13 +92,13 @@ def _view() -> None:
     m[3].metric("saved KV", f"{n.saved_mib:,.0f} MiB")
     m[4].metric("saved prefill", f"{n.saved_prefill_ms:,.1f} ms")
     st.caption(f"MiB and ms: {LABEL}. Both caches: capacity {CAPACITY_TOKENS:,} tokens.")
-    st.dataframe(counter_table(tree_counters(run, frame.snapshot, step, k),
-                               block_counters(run, step, k)), hide_index=True)
-    left, right = st.columns([3, 2])
+    left, right = st.columns([3, 2])  # the pictures first: on a projector they stay in view
     with left:
         _tree(frame)
     with right:
         _blocks(step, k)
+    st.dataframe(counter_table(tree_counters(run, frame.snapshot, step, k),
+                               block_counters(run, step, k)), hide_index=True)
 
 
 def _tree(frame) -> None:
