@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--capacity", default="32768", help="KV pool: tokens (32768) or size (2GiB)")
     run.add_argument("--policy", default="lpm", choices=POLICIES, help="schedule policy")
     run.add_argument("--burst", action="store_true", help="submit all at once, not at arrivals")
+    run.add_argument("--chunked-prefill-size", type=int, default=None, metavar="N",
+                     help="prefill long prompts N tokens per round (default: off)")
+    run.add_argument("--page-size", type=int, default=1, help="radix tree page size (tokens)")
     return parser
 
 
@@ -108,14 +111,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     per_token = KVPool.bytes_per_token_of(loaded.model.config, loaded.dtype)
     capacity = parse_capacity(args.capacity, per_token)
     for tr, prompt in zip(trace.requests, prompts):  # before any runs: one clear error
-        check_fits(Req(tr.rid, prompt, max_new_tokens=max(tr.output_len, 1)), capacity)
+        check_fits(Req(tr.rid, prompt, max_new_tokens=max(tr.output_len, 1)), capacity,
+                   args.page_size)
     print(f"model: {loaded.label} ({loaded.source}, loaded in {loaded.load_seconds:.1f} s); "
           f"KV pool {capacity:,} tokens x {per_token:,} B = {capacity * per_token / 2**20:,.0f} "
           f"MiB{'; cache disabled' if args.no_cache else ''}")
     if loaded.meaningless_text:
         print("note: random weights: the generated text is meaningless; only timings count")
-    with EngineService(loaded, capacity, no_cache=args.no_cache,
-                       config=SchedulerConfig(policy=args.policy)) as service:
+    config = SchedulerConfig(policy=args.policy, chunked_prefill_size=args.chunked_prefill_size)
+    with EngineService(loaded, capacity, no_cache=args.no_cache, config=config,
+                       page_size=args.page_size) as service:
         results, wall = replay(service, trace, prompts, honor_arrivals=not args.burst)
     print("\n".join(format_rows(results) + totals(results, wall, loaded.label)))
     return 0

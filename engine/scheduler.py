@@ -197,6 +197,10 @@ class Scheduler:
         for req, token in zip(reqs, out.next_token_ids):
             if req is self.chunked_req:
                 self.tree_cache.cache_unfinished_req(req, chunked=True)
+                if self.tree_cache.disable:
+                    # NOTE: SGLang's ChunkCache makes the computed slots the next chunk's prefix;
+                    # our disabled tree returns at once, so without this the prompt restarts.
+                    req.prefix_indices = req.slot_ids[:len(req.fill_ids)]
                 continue
             req.output_ids.append(token)
             req.metrics.setdefault("ttft", now - req.metrics["arrival"])

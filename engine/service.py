@@ -119,11 +119,12 @@ class EngineService:
     """Owns model runner, KV pool, radix tree, block shadow and scheduler in one thread.
 
     `capacity_tokens` sizes the pool (and the shadow). `no_cache=True` disables the tree (every
-    match empty, SGLang's --disable-radix-cache) and the block cache's caching.
+    match empty, SGLang's --disable-radix-cache) and the block cache's caching. `page_size`
+    is the tree's (matches and inserts in whole pages); the pool stays one slot per token.
     """
 
     def __init__(self, loaded: LoadedModel, capacity_tokens: int, *, no_cache: bool = False,
-                 config: SchedulerConfig | None = None, block_size: int = 16,
+                 config: SchedulerConfig | None = None, block_size: int = 16, page_size: int = 1,
                  max_events: int = 200_000,
                  listener: Callable[[StampedEvent], None] | None = None) -> None:
         self.loaded, self.tokenizer = loaded, loaded.tokenizer
@@ -133,7 +134,8 @@ class EngineService:
                  for s in ("tree", "blocks", "scheduler")}
         self.pool = KVPool.for_model(loaded.model.config, capacity_tokens, loaded.dtype,
                                      loaded.device)
-        self.tree = RadixCache(sink=sinks["tree"], disable=no_cache, allocator=self.pool)
+        self.tree = RadixCache(page_size=page_size, sink=sinks["tree"], disable=no_cache,
+                               allocator=self.pool)
         self.shadow = BlockShadow(capacity_tokens, block_size, enable_caching=not no_cache,
                                   sink=sinks["blocks"])
         self.runner = ModelRunner(loaded.model, self.pool)

@@ -76,3 +76,48 @@ def test_a_trace_with_a_bad_line_names_it(tmp_path, capsys):
     assert main(["run", str(path), "--random-init", TINY]) == 2
     err = capsys.readouterr().err
     assert "line 2" in err
+
+
+def _rows(out: str, rids) -> dict[str, list[str]]:
+    return {line.split()[0]: line.split() for line in out.splitlines()
+            if line.split() and line.split()[0] in rids}
+
+
+def test_cache_salt_and_extra_key_never_share_across_namespaces(tmp_path, capsys):
+    """Same 41 leading tokens, one request every 0.2 s: s2 (salt B) must not hit s1 (salt A);
+    s3 (salt A) matches s1's 41; e1 (extra_key lora) and e2 (lora + salt A) match nothing."""
+    shared = list(range(2_000, 2_041))
+    lines = [("s1", {"cache_salt": "A"}), ("s2", {"cache_salt": "B"}), ("s3", {"cache_salt": "A"}),
+             ("e1", {"extra_key": "lora"}), ("e2", {"extra_key": "lora", "cache_salt": "A"})]
+    path = tmp_path / "ns.jsonl"
+    path.write_text("".join(json.dumps({"rid": rid, "arrival": 0.2 * k, "output_len": 1,
+                                        "tokens": shared + [3_000 + k], **ns}) + "\n"
+                            for k, (rid, ns) in enumerate(lines)))
+    assert main(["run", str(path), "--random-init", TINY]) == 0
+    rows = _rows(capsys.readouterr().out, {"s1", "s2", "s3", "e1", "e2"})
+    assert {rid: int(r[2]) for rid, r in rows.items()} == {"s1": 0, "s2": 0, "s3": 41,
+                                                           "e1": 0, "e2": 0}
+    assert {rid: int(r[4]) for rid, r in rows.items()}["s2"] == 0  # vLLM's salted block hash
+
+
+def test_chunked_prefill_and_page_size_options(tmp_path, capsys):
+    """--chunked-prefill-size 16 --page-size 8: a (50 tokens) prefills in chunks 16, 16, 16, 2;
+    b matches a's 40 shared tokens, exactly 5 pages of 8, as with page 1. A chunk smaller than
+    a page could never run and is refused."""
+    args = ["run", _trace(tmp_path), "--random-init", TINY, "--chunked-prefill-size", "16",
+            "--page-size", "8"]
+    assert main(args) == 0
+    rows = _rows(capsys.readouterr().out, "abc")
+    assert rows["b"][1:4] == ["52", "40", "12"] and rows["a"][1:4] == ["50", "0", "50"]
+    assert main(args[:4] + ["--chunked-prefill-size", "4", "--page-size", "8"]) == 2
+    assert "chunked_prefill_size (4) must be >= page_size (8)" in capsys.readouterr().err
+
+
+def test_a_prompt_larger_than_the_pool_is_one_error_line_not_a_hang(tmp_path, capsys):
+    """c needs 20 + 2 + 1 = 23 slots, a needs 50 + 3 + 1 = 54: with 40 slots the run stops before
+    it starts and names a; with a pool far beyond memory it says so instead of a traceback."""
+    assert main(["run", _trace(tmp_path), "--random-init", TINY, "--capacity", "40"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "request a: 50 prompt + 3 new tokens" in err[0]
+    assert main(["run", _trace(tmp_path), "--random-init", TINY, "--capacity", str(10**11)]) == 2
+    assert "does not fit on cpu" in capsys.readouterr().err

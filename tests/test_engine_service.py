@@ -12,7 +12,7 @@ import pytest
 
 from engine.kv_pool import KVPool
 from engine.runner import ModelRunner
-from engine.scheduler import Scheduler
+from engine.scheduler import Scheduler, SchedulerConfig
 from engine.service import EngineService, fit_to_vocab
 from examples.workloads import three_requests
 from radix.request import Req
@@ -131,3 +131,40 @@ def test_submit_after_close_raises_instead_of_hanging(smol):
     service.close()
     with pytest.raises(RuntimeError, match="closed"):
         service.submit([1, 2, 3], max_new_tokens=1)
+
+
+def _first_logits_and_text(smol, prompts, **kw):
+    """Runs prompts one after another; returns each one's first-token logits and greedy ids."""
+    pool = KVPool.for_model(smol.model.config, 2_048, smol.dtype, "cpu")
+    tree = RadixCache(page_size=kw.pop("page_size", 1), allocator=pool,
+                      disable=kw.pop("disable", False))
+    runner = ModelRunner(smol.model, pool)
+    sched = Scheduler(runner, tree, pool, SchedulerConfig(**kw))
+    out = []
+    for i, p in enumerate(prompts):
+        req, logits = Req(f"r{i}", p, max_new_tokens=6), None
+        sched.add_request(req)
+        while sched.has_work:
+            report = sched.step()
+            if report.kind == "prefill" and logits is None and req.output_ids:
+                logits = runner.last_logits[report.rids.index(req.rid)].clone()
+        tree.check_invariants()
+        out.append((logits, req.output_ids, req.metrics["matched_tokens"], req.metrics))
+    return out
+
+
+def test_chunked_and_paged_prefill_give_the_unchunked_cold_text_and_logits(smol):
+    """Two 271-token prompts sharing 265 + 2 tokens (" Question:"). Chunks of 64 (271 = 64 x 4 +
+    15): the second matches 267; a page size of 16: 256 = 16 x 16. Each must give the cold,
+    unchunked run's greedy tokens and first-token logits within 1e-4 (fp32)."""
+    base = smol.tokenizer("The river valley grew wheat, barley and lentils. " * 30)["input_ids"]
+    prompts = [base[:265] + smol.tokenizer(q)["input_ids"][:6]
+               for q in (" Question: what grew there?", " Question: who lived there?")]
+    cold = _first_logits_and_text(smol, prompts, disable=True)
+    assert len(base) >= 265
+    for kw, matched in (({"chunked_prefill_size": 64}, 267), ({"page_size": 16}, 256),
+                        ({"chunked_prefill_size": 64, "page_size": 16}, 256)):
+        warm = _first_logits_and_text(smol, prompts, **kw)
+        for (lc, tc, _, _), (lw, tw, _, _) in zip(cold, warm):
+            assert tw == tc and (lw - lc).abs().max().item() < 1e-4, kw
+        assert warm[1][2] == matched, kw

@@ -208,3 +208,19 @@ def test_a_stalled_queue_raises_instead_of_idling_forever():
     sched.add_request(Req("r", list(range(1, 21)), max_new_tokens=2))
     with pytest.raises(RuntimeError, match="stalled.*r: needs 23"):
         sched.run_to_completion(max_steps=50)
+
+
+def test_chunked_prefill_with_the_cache_disabled_continues_where_it_stopped():
+    """Cache off (SGLang's ChunkCache), chunks of 512, a 2,016-token prompt: the chunks are
+    512, 512, 512, 480 (sum 2,016) and the request completes; it used to restart the prompt at
+    every chunk (its computed slots were not kept as its prefix) until the pool ran out."""
+    alloc = SlotAllocator(4_096)
+    tree = RadixCache(allocator=alloc, disable=True)
+    clock = SimClock()
+    sched = Scheduler(SimRunner(CostModel(), clock), tree, alloc,
+                      SchedulerConfig(chunked_prefill_size=512), clock=clock)
+    (req,) = burst(n=1)
+    reports = run(sched, [req])
+    assert [r.extend_lens[0] for r in reports if r.kind == "prefill"] == [512, 512, 512, 480]
+    assert req.metrics["prefilled_tokens"] == 2_016 and len(req.output_ids) == 4
+    assert alloc.available_size() == 4_096
