@@ -69,7 +69,7 @@ def format_rows(results: list[RequestResult]) -> list[str]:
     rows = [head]
     for r in results:
         m = r.metrics
-        rows.append(f"{r.rid[:13]:<14}{m['matched_tokens'] + m['prefilled_tokens']:>8,}"
+        rows.append(f"{r.rid[:13]:<14}{m['prompt_tokens']:>8,}"
                     f"{m['matched_tokens']:>9,}{m['prefilled_tokens']:>9,}"
                     f"{m.get('block_matched_tokens', 0):>9,}{m['ttft'] * 1e3:>10.1f}"
                     f"{m['decode_tps']:>11.1f}{len(r.output_ids):>6}{m.get('retractions', 0):>6}")
@@ -78,16 +78,19 @@ def format_rows(results: list[RequestResult]) -> list[str]:
 
 def totals(results: list[RequestResult], wall: float, label: str) -> list[str]:
     matched = sum(r.metrics["matched_tokens"] for r in results)
-    prefilled = sum(r.metrics["prefilled_tokens"] for r in results)
+    prefilled = sum(r.metrics["prefilled_tokens"] for r in results)  # re-prefills included
+    prompt = sum(r.metrics["prompt_tokens"] for r in results)
     out = sum(len(r.output_ids) for r in results)
     blocks = sum(r.metrics.get("block_matched_tokens", 0) for r in results)
     ttfts = [r.metrics["ttft"] for r in results]
     cost = CostModel()
-    hit = matched / max(matched + prefilled, 1)
+    hit = matched / max(prompt, 1)
+    retracted = sum(r.metrics.get("retractions", 0) for r in results)
     return [
         f"measured ({label}): {len(results)} requests in {wall:.2f} s; matched {matched:,} of "
-        f"{matched + prefilled:,} prompt tokens ({hit:.1%}; vLLM blocks {blocks:,}); prefilled "
-        f"{prefilled:,}; TTFT mean {statistics.mean(ttfts) * 1e3:.1f} ms, max "
+        f"{prompt:,} prompt tokens ({hit:.1%}; vLLM blocks {blocks:,}); prefilled "
+        f"{prefilled:,}{f' ({retracted} retractions re-prefilled)' if retracted else ''}; "
+        f"TTFT mean {statistics.mean(ttfts) * 1e3:.1f} ms, max "
         f"{max(ttfts) * 1e3:.1f} ms; {out / wall:.1f} output tok/s",
         f"{cost.label}: the {matched:,} matched tokens are {cost.kv_bytes(matched) / 2**20:,.0f} "
         f"MiB of KV and {cost.prefill_seconds(matched) * 1e3:,.1f} ms of prefill saved",

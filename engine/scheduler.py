@@ -98,7 +98,8 @@ class StepReport(NamedTuple):
 class Scheduler:
     """Owns the waiting queue and the running batch; the tree and the pool are shared with the
     runner. `add_request` then `step()` until `has_work` is False. Metrics go to `req.metrics`:
-    arrival, ttft, matched_tokens, prefilled_tokens, decode_tokens, finish_time, retractions."""
+    arrival, prompt_tokens, ttft, matched_tokens (at first admission), prefilled_tokens (re-prefills
+    after a retraction included), decode_tokens, finish_time, retractions."""
 
     def __init__(self, runner: Runner, tree_cache: Any, allocator: Any,
                  config: SchedulerConfig | None = None, *, clock: Callable[[], float] | None = None,
@@ -132,6 +133,7 @@ class Scheduler:
         """Queues `req`; ValueError (check_fits) when the pool could never admit it."""
         check_fits(req, self.allocator.size, self.tree_cache.page_size)
         req.metrics.setdefault("arrival", req.arrival)
+        req.metrics.setdefault("prompt_tokens", len(req.origin_input_ids))
         self.waiting.append(req)
 
     def step(self) -> StepReport:

@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from engine.__main__ import main
+from engine.__main__ import format_rows, main, totals
+from engine.service import RequestResult
 
 pytestmark = pytest.mark.engine
 TINY = "examples/configs/tiny_llama.json"
@@ -121,3 +122,18 @@ def test_a_prompt_larger_than_the_pool_is_one_error_line_not_a_hang(tmp_path, ca
     assert len(err) == 1 and "request a: 50 prompt + 3 new tokens" in err[0]
     assert main(["run", _trace(tmp_path), "--random-init", TINY, "--capacity", str(10**11)]) == 2
     assert "does not fit on cpu" in capsys.readouterr().err
+
+
+def test_rows_and_totals_count_a_retracted_prompt_once():
+    """r3: 48 prompt tokens, 32 matched at admission, 16 prefilled; retracted after 11 outputs,
+    it re-prefills 48 + 11 - 32 = 27 more (prefilled 43). Its row and the totals must show a
+    48-token prompt (not 32 + 43 = 75) and a hit rate of 32 / (48 + 48) = 33.3%."""
+    metrics = {"matched_tokens": 32, "prefilled_tokens": 43, "prompt_tokens": 48, "ttft": 0.01,
+               "decode_tps": 100.0, "retractions": 1}
+    results = [RequestResult("r3", [1] * 32, "", metrics),
+               RequestResult("r0", [1] * 32, "", {**metrics, "matched_tokens": 0,
+                                                  "prefilled_tokens": 48, "retractions": 0})]
+    assert format_rows(results)[1].split()[1:4] == ["48", "32", "43"]
+    line = totals(results, 1.0, "m")[0]
+    assert "matched 32 of 96 prompt tokens (33.3%" in line
+    assert "prefilled 91 (1 retractions re-prefilled)" in line
