@@ -53,9 +53,10 @@ except ValueError as exc:
     st.stop()
 params = (policy, int(slru) if policy == "slru" else 2, int(live), int(to_free))
 if policy in ("lfu", "slru"):
-    st.caption("Here every cached leaf was inserted once (hit_count 1), so hit counts do not split "
-               "them: LFU, and SLRU at any threshold (all leaves land in one segment), order the leaves "
-               "by last access, as LRU does. Hit counts matter when prefixes are reused: see the Configurations page.")
+    st.caption("Here every cached leaf was inserted once (hit_count 1), so hit counts do not "
+               "split them: LFU, and SLRU at any threshold (all leaves land in one segment), "
+               "order the leaves by last access, as LRU does. Hit counts matter when prefixes "
+               "are reused: see the Configurations page.")
 run, tl = _run(*params)
 last = num_frames(run) - 1
 if st.session_state.get("eviction.ident") != params:
