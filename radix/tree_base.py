@@ -161,6 +161,9 @@ class TreeBase(TreeInspection):
         freed), and its lock moves from the old last node to the new one.
         """
         if self.disable:
+            # SGLang's ChunkCache: nothing is cached, but the request's own computed slots are
+            # its prefix for the next chunk (PrefillAdder.add_chunked_req reads them).
+            req.prefix_indices = req.slot_ids[: len(req.fill_ids)]
             return
         self._begin("cache_unfinished_req", req.rid, "{:,} tokens", len(req.fill_ids))
         n = len(req.fill_ids)

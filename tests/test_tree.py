@@ -258,3 +258,13 @@ def test_evict_survives_a_heap_rebuild_in_the_same_call(monkeypatch):
     r = c.evict(10_000)
     assert (r.num_evicted, len(r.evicted_nodes), c.total_size()) == (200, 200, 0)
     c.check_invariants()
+
+
+def test_disabled_cache_keeps_a_chunk_as_the_request_prefix():
+    """SGLang's ChunkCache: with the cache off, cache_unfinished_req caches nothing but hands
+    the request its own 3 computed slots as the prefix of its next chunk."""
+    a = SlotAllocator(8)
+    c = RadixCache(disable=True, allocator=a)
+    r = Req("r", [1, 2, 3, 4, 5], slot_ids=a.alloc(3), fill_ids=[1, 2, 3])
+    c.cache_unfinished_req(r, chunked=True)
+    assert r.prefix_indices == [1, 2, 3] and c.total_size() == 0
