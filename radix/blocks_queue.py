@@ -41,16 +41,12 @@ class FreeKVCacheBlockQueue:
     """
 
     def __init__(self, blocks: Sequence[KVCacheBlock]) -> None:
-        self.num_free_blocks = len(blocks)
+        self.num_free_blocks = 0
         self.fake_head = KVCacheBlock(-1)
         self.fake_tail = KVCacheBlock(-2)
-        prev = self.fake_head
-        for block in blocks:
-            prev.next_free_block = block
-            block.prev_free_block = prev
-            prev = block
-        prev.next_free_block = self.fake_tail
-        self.fake_tail.prev_free_block = prev
+        self.fake_head.next_free_block = self.fake_tail
+        self.fake_tail.prev_free_block = self.fake_head
+        self.append_n(blocks)
 
     def popleft(self) -> KVCacheBlock:
         block = self.fake_head.next_free_block
