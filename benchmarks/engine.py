@@ -24,11 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from engine.costs import CostModel  # noqa: E402
 from engine.model import LoadedModel, load_model  # noqa: E402
-from engine.scheduler import SchedulerConfig  # noqa: E402
 from engine.service import EngineService, fit_to_vocab  # noqa: E402
 from examples.workloads import Tokens, three_requests  # noqa: E402
+from radix.runs.costs import CostModel  # noqa: E402
+from radix.sched.scheduler import SchedulerConfig  # noqa: E402
 
 COST = CostModel()
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from radix.allocator import SlotAllocator  # noqa: E402
-from radix.key import RadixKey  # noqa: E402
-from radix.tree import RadixCache  # noqa: E402
+from radix.sched.allocator import SlotAllocator  # noqa: E402
+from radix.tree.key import RadixKey  # noqa: E402
+from radix.tree.radix_cache import RadixCache  # noqa: E402
 
 # SGLang's own RadixCache on this machine class (issue #2): p50 microseconds
 SGLANG_P50 = {"match_prefix": 61, "insert": 84, "evict": 55, "inc_lock_ref": 8}

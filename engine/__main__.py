@@ -13,14 +13,14 @@ import statistics
 import sys
 import time
 
-from engine.costs import CostModel
 from engine.kv_pool import KVPool, parse_capacity
 from engine.model import load_model
-from engine.scheduler import SchedulerConfig, check_fits
 from engine.service import EngineService, RequestResult, fit_to_vocab
-from radix.request import Req
-from radix.schedule import POLICIES
-from radix.trace import Trace, TraceError, load_trace
+from radix.runs.costs import CostModel
+from radix.sched.policy import POLICIES
+from radix.sched.request import Req
+from radix.sched.scheduler import SchedulerConfig, check_fits
+from radix.traces import Trace, TraceError, load_trace
 
 
 class _Parser(argparse.ArgumentParser):

@@ -22,11 +22,11 @@ from typing import Any, NamedTuple
 from engine.kv_pool import KVPool
 from engine.model import LoadedModel
 from engine.runner import ModelRunner
-from engine.scheduler import Scheduler, SchedulerConfig, StepReport, check_fits
-from engine.sim import BlockShadow
 from radix.events import Event, StepEnded, StepStarted
-from radix.request import Req
-from radix.tree import RadixCache
+from radix.runs.sim import BlockShadow
+from radix.sched.request import Req
+from radix.sched.scheduler import Scheduler, SchedulerConfig, StepReport, check_fits
+from radix.tree.radix_cache import RadixCache
 
 _STOP = object()
 _DONE = object()

@@ -16,10 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from examples.workloads import SCENARIOS
-from radix.block_manager import BlockCacheManager
-from radix.blocks import BlockPool
-from radix.events import ListSink
-from radix.kv_events import (
+from radix.blocks.kv_events import (
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,
@@ -27,8 +24,11 @@ from radix.kv_events import (
     batch_to_json,
     encode_batch,
 )
-from radix.trace import TraceRequest, to_req
-from radix.trace_request import dumps_requests
+from radix.blocks.manager import BlockCacheManager
+from radix.blocks.pool import BlockPool
+from radix.events import ListSink
+from radix.traces.base import TraceRequest, to_req
+from radix.traces.requests import dumps_requests
 
 KV_EVENTS = (BlockStored, BlockRemoved, AllBlocksCleared)
 REPO = Path(__file__).resolve().parent.parent

@@ -4,7 +4,7 @@ Token ids are synthetic: every segment (system prompt, few-shot block, message, 
 draws fresh ids that appear nowhere else in the workload, so two prompts share exactly the
 prefixes the scenario designs and nothing by accident. Same seed, same trace. Replies a later
 turn's prompt contains are carried as `output_ids`, so a simulated run can hit them.
-Leaves out: real text (see `radix.textcodec` / "text" traces for that), and server settings:
+Leaves out: real text (see `radix.traces.textcodec` / "text" traces for that), and server settings:
 capacity and budgets belong to the simulator; the docstrings say which ones the scenarios assume.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 
-from radix.trace import TraceRequest
+from radix.traces.base import TraceRequest
 
 SYSTEM_LEN = 512  # S: the customer-support system prompt
 FEW_SHOT_LEN = 1_543  # F: the few-shot block

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.costs import LABEL
-from radix.trace import TraceError, load_trace
+from radix.runs.costs import LABEL
+from radix.traces import TraceError, load_trace
 from viz.configs import (
     SCENARIOS,
     config_table,

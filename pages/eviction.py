@@ -5,8 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 import viz.eviction_lab as lab
-from engine.costs import LABEL, CostModel
-from radix.eviction import POLICIES
+from radix.runs.costs import LABEL, CostModel
+from radix.tree.eviction import POLICIES
 from viz.component import tree_view
 from viz.eviction_lab_blocks import run_block_eviction
 from viz.eviction_lab_draw import lab_frame, num_frames

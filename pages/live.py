@@ -6,8 +6,8 @@ import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from engine.costs import LABEL
 from engine.model import load_model
+from radix.runs.costs import LABEL
 from viz.component import tree_view
 from viz.live import LiveSession, SessionRegistry, measured_label
 from viz.live_scenarios import SCENARIOS, SYSTEM

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.costs import LABEL, CostModel
+from radix.runs.costs import LABEL, CostModel
 from viz.scheduler_view import FALLBACK_LEN, POLICIES, check_queue_params, sort_queue
 from viz.scheduler_view_burst import NUM_REQUESTS, PREFIX_LEN, SUFFIX_LEN, burst_cases, run_burst
 from viz.scheduler_view_charts import burst_figure, queue_figure

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.costs import LABEL
+from radix.runs.costs import LABEL
 from viz.blocks_chain import queue_line, request_chain
 from viz.blocks_grid import block_grid_figure, grid_caption
 from viz.component import tree_view

@@ -6,8 +6,8 @@ import json
 
 import streamlit as st
 
-from radix.inspect import format_tree
-from radix.trace import TraceError
+from radix.traces.base import TraceError
+from radix.tree.inspect import format_tree
 from viz.blocks_chain import queue_line
 from viz.blocks_grid import block_grid_figure, grid_caption
 from viz.blocks_trace import chain_view, replay_blocks, request_ends, requests_done, tree_matches

@@ -6,11 +6,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radix.block_hash import hash_request_tokens
-from radix.block_manager import BlockCacheManager
-from radix.blocks import BlockPool
+from radix.blocks.hashing import hash_request_tokens
+from radix.blocks.manager import BlockCacheManager
+from radix.blocks.pool import BlockPool
 from radix.events import ListSink, StepEnded, StepStarted
-from radix.request import Req
+from radix.sched.request import Req
 
 BS = 4
 PREFIXES = [list(range(0, 12)), list(range(100, 106)), []]

@@ -12,11 +12,11 @@ import pytest
 
 from engine.kv_pool import KVPool
 from engine.runner import ModelRunner
-from engine.scheduler import Scheduler, SchedulerConfig
 from engine.service import EngineService, fit_to_vocab
 from examples.workloads import three_requests
-from radix.request import Req
-from radix.tree import RadixCache
+from radix.sched.request import Req
+from radix.sched.scheduler import Scheduler, SchedulerConfig
+from radix.tree.radix_cache import RadixCache
 
 pytestmark = pytest.mark.engine
 

@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radix import events as ev
-from radix.eventlog import EventLog
-from radix.eviction import POLICIES
-from radix.oprun import OpRunner
-from radix.optrace import Op, OpTrace
-from radix.replay import TreeModel
-from radix.tree import RadixCache
+from radix.runs.ops import OpRunner
+from radix.traces.ops import Op, OpTrace
+from radix.tree.eventlog import EventLog
+from radix.tree.eviction import POLICIES
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import TreeModel
 
 op_st = st.one_of(
     st.tuples(st.just("start"), st.lists(st.integers(0, 2), min_size=1, max_size=16)),

@@ -17,9 +17,9 @@ from examples.workloads import (
     rag,
     three_requests,
 )
-from radix.key import RadixKey
-from radix.trace import load_trace
-from radix.tree import RadixCache
+from radix.traces import load_trace
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 TRACES = Path(__file__).resolve().parents[1] / "examples" / "traces"
 

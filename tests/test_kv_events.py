@@ -9,11 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from radix.block_hash import hash_request_tokens, hash_to_int64
-from radix.block_manager import BlockCacheManager
-from radix.blocks import BlockAllocated, BlockPool
-from radix.events import ListSink
-from radix.kv_events import (
+from radix.blocks.hashing import hash_request_tokens, hash_to_int64
+from radix.blocks.kv_events import (
     AllBlocksCleared,
     BlockRemoved,
     BlockStored,
@@ -25,7 +22,10 @@ from radix.kv_events import (
     read_batches,
     write_batches,
 )
-from radix.request import Req
+from radix.blocks.manager import BlockCacheManager
+from radix.blocks.pool import BlockAllocated, BlockPool
+from radix.events import ListSink
+from radix.sched.request import Req
 
 hashes = st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=4).map(tuple)
 stored = st.builds(

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from radix.cli import main
-from radix.oprun import replay_ops
-from radix.optrace import OpTraceError, load_ops, parse_ops
+from radix.runs.ops import replay_ops
+from radix.traces.ops import OpTraceError, load_ops, parse_ops
 
 GOOD = "\n".join([
     '{"op": "config", "page_size": 1, "policy": "lru", "capacity": 64}',

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from radix.events import ListSink
-from radix.key import RadixKey
-from radix.request import Req
-from radix.schedule import (
+from radix.sched.policy import (
     PolicyFellBack,
     QueueSorted,
     RequestRanked,
     SchedulePolicy,
     dfs_weight_order,
 )
-from radix.tree import RadixCache
+from radix.sched.request import Req
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 
 def rids(queue):
@@ -186,14 +186,14 @@ def test_cache_agnostic_sort_refreshes_waiting_prefixes_head_last_under_lru():
 
 
 def _adder(capacity: int, **kw):
-    from radix.admission import PrefillAdder
-    from radix.allocator import SlotAllocator
+    from radix.sched.admission import PrefillAdder
+    from radix.sched.allocator import SlotAllocator
     tree = RadixCache()
     return tree, PrefillAdder(tree, SlotAllocator(capacity), [], **kw)
 
 
 def _offer(tree, adder, req):
-    from radix.admission import match_for_admission
+    from radix.sched.admission import match_for_admission
     match_for_admission(tree, req)
     return adder.add_one_req(req)
 
@@ -210,7 +210,7 @@ def test_admission_follows_sglang_0_5_23_prefill_budget():
       instead of being refused as 50 >= 40;
     - a retracted request reserves its whole max_new_tokens again: 30 outputs of 40 allowed,
       the offset still grows by 40, not 10."""
-    from radix.admission import AddReqResult
+    from radix.sched.admission import AddReqResult
     tree, adder = _adder(1000)
     assert _offer(tree, adder, Req("big", list(range(900)), max_new_tokens=99)) \
         == AddReqResult.NO_TOKEN

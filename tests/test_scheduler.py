@@ -6,15 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.costs import CostModel
-from engine.scheduler import Scheduler, SchedulerConfig
-from engine.sim import SimClock, SimRunner
-from radix.admission import RequestAdmitted, RequestRetracted
-from radix.allocator import SlotAllocator
 from radix.events import ListSink
-from radix.key import RadixKey
-from radix.request import Req
-from radix.tree import RadixCache
+from radix.runs.costs import CostModel
+from radix.runs.sim import SimClock, SimRunner
+from radix.sched.admission import RequestAdmitted, RequestRetracted
+from radix.sched.allocator import SlotAllocator
+from radix.sched.request import Req
+from radix.sched.scheduler import Scheduler, SchedulerConfig
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 PREFIX = list(range(1, 2001))  # the cold 2,000-token shared prefix
 

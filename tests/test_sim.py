@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.costs import CostModel
-from engine.sim import SimConfig, simulate
 from radix.cli import main
-from radix.trace import Trace, TraceRequest, load_trace
+from radix.runs.costs import CostModel
+from radix.runs.sim import SimConfig, simulate
+from radix.traces import Trace, TraceRequest, load_trace
 
 MOONCAKE = Path(__file__).resolve().parents[2] / "shared/traces/mooncake_synthetic_trace.jsonl"
 

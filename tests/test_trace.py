@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radix.trace import TraceError, TraceRequest, detect_format, load_trace, to_req
-from radix.trace_request import dumps_requests
+from radix.traces import TraceError, TraceRequest, detect_format, load_trace, to_req
+from radix.traces.requests import dumps_requests
 
 BAD = Path(__file__).parent / "data" / "bad"
 
@@ -122,9 +122,9 @@ def test_detect_format():
 def test_op_traces_go_to_optrace_or_say_why():
     data = b'{"op": "config", "page_size": 1}\n{"op": "insert", "tokens": [1, 2]}\n'
     try:
-        import radix.optrace  # noqa: F401
+        import radix.traces.ops  # noqa: F401
     except ImportError:
-        with pytest.raises(TraceError, match="op traces need radix.optrace"):
+        with pytest.raises(TraceError, match="op traces need radix.traces.ops"):
             load_trace(data)
     else:
         assert load_trace(data).format == "ops"

@@ -7,12 +7,18 @@ from pathlib import Path
 
 from examples.generate import kv_event_recording
 from examples.workloads import three_requests
-from radix.block_hash import hash_to_int64
-from radix.block_manager import BlockCacheManager
-from radix.blocks import BlockPool
-from radix.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, EventBatch, encode_batch
-from radix.trace import load_trace, to_req
-from radix.trace_kvevents import rebuild_block_view
+from radix.blocks.hashing import hash_to_int64
+from radix.blocks.kv_events import (
+    AllBlocksCleared,
+    BlockRemoved,
+    BlockStored,
+    EventBatch,
+    encode_batch,
+)
+from radix.blocks.manager import BlockCacheManager
+from radix.blocks.pool import BlockPool
+from radix.traces import load_trace, to_req
+from radix.traces.kv_events import rebuild_block_view
 
 TRACES = Path(__file__).resolve().parents[1] / "examples" / "traces"
 

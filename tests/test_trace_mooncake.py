@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from radix.key import RadixKey
-from radix.trace import load_trace
-from radix.trace_mooncake import block_hit_rate
-from radix.tree import RadixCache
+from radix.traces import load_trace
+from radix.traces.mooncake import block_hit_rate
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO.parent / "shared" / "traces" / "mooncake_synthetic_trace.jsonl"

@@ -6,9 +6,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radix import textcodec
-from radix.textcodec import IM_END, IM_START, TextCodec, piece_id, pieces
-from radix.trace import load_trace
+from radix.traces import load_trace, textcodec
+from radix.traces.textcodec import IM_END, IM_START, TextCodec, piece_id, pieces
 
 
 @settings(max_examples=200, deadline=None)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from radix.allocator import SlotAllocator
-from radix.cmd_demo import DEMO_KEYS, three_request_keys
-from radix.key import RadixKey
-from radix.request import Req
-from radix.tree import RadixCache
+from radix.cli.demo import DEMO_KEYS, three_request_keys
+from radix.sched.allocator import SlotAllocator
+from radix.sched.request import Req
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 
 def demo_cache(**kw) -> RadixCache:
@@ -248,9 +248,9 @@ def test_evict_survives_a_heap_rebuild_in_the_same_call(monkeypatch):
     """Regression: with no slack, every parent that becomes a leaf during evict triggers a heap
     rebuild while evict is popping. 100 two-node chains [i] -> [i+1000] (a split made by a
     read): one evict of everything must take all 200 nodes, 100 * (1 + 1) = 200 tokens."""
-    import radix.tree
+    import radix.tree.radix_cache
 
-    monkeypatch.setattr(radix.tree, "HEAP_SLACK", 0)
+    monkeypatch.setattr(radix.tree.radix_cache, "HEAP_SLACK", 0)
     c = RadixCache()
     for i in range(100):
         c.insert([i, 1000 + i])

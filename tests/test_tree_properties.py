@@ -14,11 +14,11 @@ import copy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radix.eviction import POLICIES
-from radix.key import RadixKey
-from radix.oprun import OpRunner
-from radix.optrace import Op, OpTrace
-from radix.tree import RadixCache
+from radix.runs.ops import OpRunner
+from radix.traces.ops import Op, OpTrace
+from radix.tree.eviction import POLICIES
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 NAMESPACES = (None, "lora-a")
 tokens = st.lists(st.integers(0, 3), min_size=0, max_size=24)

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from radix.eventlog import EventLog
-from radix.tree import RadixCache
+from radix.tree.eventlog import EventLog
+from radix.tree.radix_cache import RadixCache
 from viz.component import view_data
 from viz.dot import ROLES, token_preview, tree_to_dot
 from viz.layout import parse_tree_dot, tree_scene
@@ -214,7 +214,7 @@ def test_kv_events_summary_counts_the_recording():
     tokens; 22 BlockRemoved remove one block each (22)."""
     from pathlib import Path
 
-    from radix.trace import load_trace
+    from radix.traces import load_trace
     from viz.trace_debug import kv_events_summary
 
     data = (Path(__file__).resolve().parent.parent / "examples/traces/kv_events.jsonl").read_bytes()

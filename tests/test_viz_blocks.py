@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from radix.block_hash import hash_request_tokens
-from radix.blocks import BlockPool
+from radix.blocks.hashing import hash_request_tokens
+from radix.blocks.pool import BlockPool
 from viz.blocks_chain import free_queue, lookup_line, queue_line, queue_runs, request_chain
 from viz.blocks_grid import (
     CHAIN_TRACE,
@@ -124,7 +124,7 @@ def test_unreachable_block_is_coloured_and_counted():
 
 
 def test_lookup_line_reasons():
-    from radix.block_manager import LookupRecord
+    from radix.blocks.manager import LookupRecord
 
     cap = LookupRecord("x", 32, 1, 16, 1, "cap")
     assert "block 1 (tokens 16..31): cap" in lookup_line(cap, 16)
@@ -137,8 +137,8 @@ def test_trace_block_replay_agrees_with_cmd_compare():
     2,000 tokens, where one request does not fit."""
     from pathlib import Path
 
-    from radix.cmd_compare import compare
-    from radix.trace import load_trace
+    from radix.runs.compare import compare
+    from radix.traces import load_trace
     from viz.blocks_trace import replay_blocks
 
     trace = load_trace(Path(__file__).resolve().parent.parent / "examples" / "traces"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from radix.cmd_simulate import CONFIGS
+from radix.cli.simulate import CONFIGS
 from viz.configs import (
     LABELS,
     SCENARIOS,

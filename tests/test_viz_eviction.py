@@ -7,7 +7,7 @@ import re
 import pytest
 
 from radix import events as ev
-from radix.eviction import POLICIES
+from radix.tree.eviction import POLICIES
 from viz.eviction_lab import (
     RAG,
     SYSTEM,

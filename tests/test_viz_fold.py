@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from radix.eventlog import EventLog
-from radix.tree import RadixCache
+from radix.tree.eventlog import EventLog
+from radix.tree.radix_cache import RadixCache
 from viz.dot import fold_tree, tree_to_dot
 from viz.layout import tree_scene
 from viz.live_tree import live_dot

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from radix.admission import RequestAdmitted
 from radix.events import ListSink
-from radix.tree import RadixCache
+from radix.sched.admission import RequestAdmitted
+from radix.tree.radix_cache import RadixCache
 from viz.live import LiveRequest, LiveSession, SessionRegistry, measured_label
 from viz.live_scenarios import SCENARIOS, SYSTEM
 from viz.live_table import request_rows, totals

@@ -1,4 +1,4 @@
-"""Differential check of radix.tree.RadixCache against SGLang's own RadixCache (not a test).
+"""Differential check of radix.tree.radix_cache.RadixCache against SGLang's own RadixCache (not a test).
 
 Loads radix_cache.py, evict_policy.py, base_prefix_cache.py and cache_init_params.py from an
 unpacked SGLang wheel (checked with 0.5.23), stubbing the heavy modules they import, then runs
@@ -25,9 +25,9 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from radix.eviction import POLICIES  # noqa: E402
-from radix.key import RadixKey  # noqa: E402
-from radix.tree import RadixCache  # noqa: E402
+from radix.tree.eviction import POLICIES  # noqa: E402
+from radix.tree.key import RadixKey  # noqa: E402
+from radix.tree.radix_cache import RadixCache  # noqa: E402
 
 STUBBED = ["allocator", "events", "memory_pool", "unified_cache.component_type"]
 

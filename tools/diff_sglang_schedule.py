@@ -1,4 +1,4 @@
-"""Differential check of radix.schedule.SchedulePolicy against SGLang's own (not a test).
+"""Differential check of radix.sched.policy.SchedulePolicy against SGLang's own (not a test).
 
 Loads schedule_policy.py and mem_cache/common.py from an unpacked SGLang wheel (checked with
 0.5.23) on top of tools/diff_sglang.py's RadixCache loader, with the heavy modules stubbed and a
@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from diff_sglang import load_sglang, shape  # noqa: E402
 
-from radix.key import RadixKey  # noqa: E402
-from radix.request import Req  # noqa: E402
-from radix.schedule import POLICIES, SchedulePolicy  # noqa: E402
-from radix.tree import RadixCache  # noqa: E402
+from radix.sched.policy import POLICIES, SchedulePolicy  # noqa: E402
+from radix.sched.request import Req  # noqa: E402
+from radix.tree.key import RadixKey  # noqa: E402
+from radix.tree.radix_cache import RadixCache  # noqa: E402
 
 STATS = {"deprioritized": 0, "fallback": 0, "matched": 0}  # rounds where each one happened
 ENV_DEFAULTS = {"SGLANG_RADIX_FORCE_MISS": False, "SGLANG_EXACT_CHUNK_FILL": False,

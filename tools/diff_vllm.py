@@ -1,4 +1,4 @@
-"""Differential check of radix.block_manager / radix.blocks against vLLM's own code (not a test).
+"""Differential check of radix.blocks.manager / radix.blocks.pool against vLLM's own code (not a test).
 
 Loads block_pool.py, kv_cache_utils.py, single_type_kv_cache_manager.py and utils/hashing.py from
 an unpacked vLLM wheel (checked with 0.33.0), stubbing the heavy modules they import, and drives
@@ -29,11 +29,11 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from radix.block_hash import hash_request_tokens, hash_to_int64  # noqa: E402
-from radix.block_manager import BlockCacheManager  # noqa: E402
-from radix.blocks import BlockPool  # noqa: E402
+from radix.blocks.hashing import hash_request_tokens, hash_to_int64  # noqa: E402
+from radix.blocks.manager import BlockCacheManager  # noqa: E402
+from radix.blocks.pool import BlockPool  # noqa: E402
 from radix.events import ListSink  # noqa: E402
-from radix.request import Req  # noqa: E402
+from radix.sched.request import Req  # noqa: E402
 
 BLOCK_SIZES = (16, 16, 4, 1)  # vLLM's default first; hash_block_size == block_size
 

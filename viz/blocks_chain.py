@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from radix.block_hash import hash_request_tokens, hash_to_int64
+from radix.blocks.hashing import hash_request_tokens, hash_to_int64
 
 REASONS = {  # LookupRecord.reason -> why the walk stopped there
     "miss": "miss: its hash is not cached (its tokens differ from every cached chain)",
@@ -33,7 +33,7 @@ def request_chain(snap: Any, token_ids: Sequence[int], extra_key: str | None = N
                   cache_salt: str | None = None) -> list[ChainLink]:
     """One link per full block of `token_ids`, matched against the snapshot's hashes.
 
-    >>> from radix.blocks import BlockPool
+    >>> from radix.blocks.pool import BlockPool
     >>> [link.block_id for link in request_chain(BlockPool(3, 4).snapshot(), range(9))]
     [None, None]
     """
@@ -91,7 +91,7 @@ def queue_runs(queue: Sequence[Any]) -> list[tuple[int, int, str, int]]:
 def queue_line(snap: Any, max_runs: int = 6) -> str:
     """The free queue as runs, head (next evicted) first.
 
-    >>> from radix.blocks import BlockPool; queue_line(BlockPool(5).snapshot())
+    >>> from radix.blocks.pool import BlockPool; queue_line(BlockPool(5).snapshot())
     'free queue, head first (taken next): #1..#4 free (4)'
     """
     runs = queue_runs(free_queue(snap))

@@ -1,6 +1,6 @@
 """The Trace debugger's block view: vLLM's block cache after the first n requests of a trace.
 
-Follows `radix.cmd_compare.run_blocks` (same capacity, same per-request flow: get_computed_blocks,
+Follows `radix.runs.compare.run_blocks` (same capacity, same per-request flow: get_computed_blocks,
 allocate_slots for the prompt, one slot per decode token, free), stopping after `num_requests`
 requests so the page can show the pool beside the tree at the chosen step. A test holds it to
 run_blocks' totals. Granularity: whole requests (the tree's steps inside a request map to the
@@ -14,13 +14,13 @@ import bisect
 from typing import NamedTuple
 
 from radix import events as ev
-from radix.block_manager import BlockCacheManager, LookupRecord
-from radix.block_snapshot import BlockPoolSnapshot
-from radix.blocks import BlockPool
-from radix.cmd_compare import output_tokens, run_blocks, trace_reqs
-from radix.eventlog import EventLog
-from radix.request import Req
-from radix.trace import Trace
+from radix.blocks.manager import BlockCacheManager, LookupRecord
+from radix.blocks.pool import BlockPool
+from radix.blocks.snapshot import BlockPoolSnapshot
+from radix.runs.compare import output_tokens, run_blocks, trace_reqs
+from radix.sched.request import Req
+from radix.traces.base import Trace
+from radix.tree.eventlog import EventLog
 from viz.blocks_chain import lookup_line, request_chain
 
 

@@ -1,6 +1,6 @@
 """DESIGN.md's four server configurations on one workload: a table and two plotly charts.
 
-Runs `engine.sim.simulate` once per entry of `radix.cmd_simulate.CONFIGS` (FCFS + LRU + page 1,
+Runs `radix.runs.sim.simulate` once per entry of `radix.cli.simulate.CONFIGS` (FCFS + LRU + page 1,
 the baseline; LPM + SLRU; page size 16; cache disabled), every other setting equal. Hit rate
 and tokens prefilled come from the simulated scheduler and radix tree; prefill seconds are
 derived (Llama-3-8B on H100, engine/costs.py); evictions and unreachable blocks also count vLLM's
@@ -16,10 +16,9 @@ from typing import Any, NamedTuple
 
 import plotly.graph_objects as go
 
-from engine.sim import RequestRow, SimConfig, simulate
 from examples import workloads
-from radix.cmd_simulate import CONFIGS
-from radix.trace import Trace, TraceRequest, load_trace
+from radix.runs.sim import CONFIGS, RequestRow, SimConfig, simulate
+from radix.traces import Trace, TraceRequest, load_trace
 
 MOONCAKE = Path(__file__).resolve().parent.parent / "examples" / "traces" / "mooncake_excerpt.jsonl"
 LABELS = {  # cmd_simulate.CONFIGS name -> what the page calls it

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from examples.workloads import eviction_question
-from radix.eventlog import EventLog
-from radix.eviction import POLICIES
-from radix.tree import RadixCache
+from radix.tree.eventlog import EventLog
+from radix.tree.eviction import POLICIES
+from radix.tree.radix_cache import RadixCache
 
 NUM_CONVERSATIONS = 400  # DESIGN.md: S is shared by 400 live conversations
 TO_FREE = 300  # tokens the next admission must free

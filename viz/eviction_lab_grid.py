@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from radix.block_snapshot import BlockPoolSnapshot
+from radix.blocks.snapshot import BlockPoolSnapshot
 
 COLUMNS = 32
 STATES = {  # state -> (legend text, colour)
@@ -27,7 +27,7 @@ CODES = {s: i for i, s in enumerate(STATES)}
 def cell_states(snap: BlockPoolSnapshot, taken: set[int]) -> list[str]:
     """One state name per block, by id; blocks in `taken` read 'taken'.
 
-    >>> from radix.blocks import BlockPool
+    >>> from radix.blocks.pool import BlockPool
     >>> cell_states(BlockPool(4).snapshot(), {2})
     ['free', 'taken', 'free']
     """

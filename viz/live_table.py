@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from engine.costs import CostModel
+from radix.runs.costs import CostModel
 
 COLUMNS = ("request", "cache", "status", "prompt tokens", "matched", "prefilled",
            "TTFT ms (measured)", "decode tok/s (measured)", "output tokens",

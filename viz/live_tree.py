@@ -1,7 +1,7 @@
 """The live tree: a copy of the engine's radix tree rebuilt from its events, as they happen.
 
 `LiveTree` is the `listener` of an `engine.service.EngineService`: the engine thread hands it every
-stamped event; tree events are applied to a `radix.replay.TreeModel` (the replay law makes it
+stamped event; tree events are applied to a `radix.tree.replay.TreeModel` (the replay law makes it
 equal to the engine's tree), and the interesting ones are narrated (viz/narrate.py). The page
 reads `snapshot()` and `lines()` at any time without waiting for the engine thread to finish a
 forward (`EngineService.snapshot()` would). `live_dot` draws it folded (viz/dot.py), so many
@@ -16,9 +16,9 @@ from collections import deque
 from typing import Any
 
 from radix import events as ev
-from radix.admission import RequestAdmitted, RequestRetracted
-from radix.node import TreeSnapshot
-from radix.replay import TreeModel
+from radix.sched.admission import RequestAdmitted, RequestRetracted
+from radix.tree.node import TreeSnapshot
+from radix.tree.replay import TreeModel
 from viz.dot import Decode, fold_tree, tree_to_dot
 from viz.narrate import narrate
 

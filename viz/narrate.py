@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from radix import events as ev
-from radix.replay import TreeModel
+from radix.tree.replay import TreeModel
 
 
 def build_owners(steps: Iterable[list[ev.Event]]) -> dict[int, str]:

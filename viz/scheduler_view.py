@@ -15,9 +15,15 @@ from typing import NamedTuple
 
 from examples.workloads import FEW_SHOT_LEN, SYSTEM_LEN, Tokens
 from radix.events import ListSink
-from radix.request import Req
-from radix.schedule import PolicyFellBack, QueueSorted, RequestRanked, SchedulePolicy, request_key
-from radix.tree import RadixCache
+from radix.sched.policy import (
+    PolicyFellBack,
+    QueueSorted,
+    RequestRanked,
+    SchedulePolicy,
+    request_key,
+)
+from radix.sched.request import Req
+from radix.tree.radix_cache import RadixCache
 
 POLICIES = ("lpm", "dfs-weight", "fcfs", "lof", "random")
 FALLBACK_LEN = 128  # SGLang: LPM runs FCFS when more requests wait than this

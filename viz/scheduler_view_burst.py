@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from engine.costs import CostModel
-from engine.scheduler import Scheduler, SchedulerConfig
-from engine.sim import SimClock, SimRunner
 from examples.workloads import cold_burst
-from radix.allocator import SlotAllocator
 from radix.events import ListSink
-from radix.schedule import QueueSorted
-from radix.trace import to_req
-from radix.tree import RadixCache
+from radix.runs.costs import CostModel
+from radix.runs.sim import SimClock, SimRunner
+from radix.sched.allocator import SlotAllocator
+from radix.sched.policy import QueueSorted
+from radix.sched.scheduler import Scheduler, SchedulerConfig
+from radix.traces.base import to_req
+from radix.tree.radix_cache import RadixCache
 
 NUM_REQUESTS = 64
 PREFIX_LEN = 2_000

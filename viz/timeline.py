@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from radix import events as ev
-from radix.eventlog import EventLog
+from radix.tree.eventlog import EventLog
 from viz.narrate import build_owners, narrate
 
 

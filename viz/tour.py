@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from engine.costs import CostModel
 from examples.workloads import three_requests
 from radix import events as ev
-from radix.block_manager import BlockCacheManager, LookupRecord
-from radix.blocks import BlockPool
-from radix.eventlog import EventLog
-from radix.key import RadixKey
-from radix.request import Req
-from radix.tree import RadixCache
+from radix.blocks.manager import BlockCacheManager, LookupRecord
+from radix.blocks.pool import BlockPool
+from radix.runs.costs import CostModel
+from radix.sched.request import Req
+from radix.tree.eventlog import EventLog
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 from viz.blocks_chain import lookup_line
 
 OPS_PER_REQUEST = 4  # match_prefix, inc_lock_ref, insert, dec_lock_ref

@@ -1,6 +1,6 @@
 """The Trace debugger's model: load any trace, replay it through both caches, keep the tree's log.
 
-Follows `radix.cmd_compare` for the side-by-side summary (the same capacity for the radix tree and
+Follows `radix.runs.compare` for the side-by-side summary (the same capacity for the radix tree and
 the block cache, SGLang's and vLLM's per-request flows). The tree is run a second time with an
 EventLog sink and `check_invariants()` after every request (op traces: after every op), so the
 page can scrub to any step and name the first step where an invariant broke.
@@ -15,12 +15,12 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from radix import events as ev
-from radix.cmd_compare import compare, output_tokens, run_tree, trace_reqs
-from radix.eventlog import EventLog
-from radix.inspect import InvariantError
-from radix.oprun import replay_ops
-from radix.trace import Trace, load_trace
-from radix.tree import RadixCache
+from radix.runs.compare import compare, output_tokens, run_tree, trace_reqs
+from radix.runs.ops import replay_ops
+from radix.traces import Trace, load_trace
+from radix.tree.eventlog import EventLog
+from radix.tree.inspect import InvariantError
+from radix.tree.radix_cache import RadixCache
 
 
 class TraceReplay(NamedTuple):

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("playwright")
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from radix.tree import RadixCache  # noqa: E402
+from radix.tree.radix_cache import RadixCache  # noqa: E402
 from viz.component import BUNDLE, view_data  # noqa: E402
 from viz.component.harness import draw_step, open_bundle, split_workload  # noqa: E402
 from viz.dot import tree_to_dot  # noqa: E402

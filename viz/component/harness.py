@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from radix.tree import RadixCache
+from radix.tree.radix_cache import RadixCache
 
 ORIGIN = "http://radixlens.test"
 PAGE = """<!doctype html><html><body style="margin:0;font-family:sans-serif">

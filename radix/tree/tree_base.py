@@ -12,10 +12,10 @@ from __future__ import annotations
 import heapq
 
 from radix import events as ev
-from radix.inspect import TreeInspection
-from radix.key import RadixKey
-from radix.node import EvictResult, TreeNode
-from radix.request import Req
+from radix.sched.request import Req
+from radix.tree.inspect import TreeInspection
+from radix.tree.key import RadixKey
+from radix.tree.node import EvictResult, TreeNode
 
 
 class TreeBase(TreeInspection):
@@ -127,8 +127,8 @@ class TreeBase(TreeInspection):
         committed. Slots [cache_protected_len, prefix_len) duplicate cached ones and are freed,
         as is the unaligned tail past the last full page.
 
-        >>> from radix.allocator import SlotAllocator
-        >>> from radix.tree import RadixCache
+        >>> from radix.sched.allocator import SlotAllocator
+        >>> from radix.tree.radix_cache import RadixCache
         >>> a = SlotAllocator(8); c = RadixCache(allocator=a)
         >>> r = Req("r1", [1, 2, 3], output_ids=[7], slot_ids=a.alloc(3))
         >>> c.cache_finished_req(r); c.total_size(), a.available_size()

@@ -14,15 +14,10 @@ import json
 from typing import Any
 
 from radix.cli import InputError
-from radix.schedule import POLICIES
-from radix.trace import TraceError, load_trace
+from radix.runs.sim import CONFIGS, SimConfig, simulate
+from radix.sched.policy import POLICIES
+from radix.traces import TraceError, load_trace
 
-CONFIGS = (  # (name, SimConfig overrides)
-    ("fcfs+lru+page1", {"policy": "fcfs", "eviction": "lru", "page_size": 1}),
-    ("lpm+slru", {"policy": "lpm", "eviction": "slru", "page_size": 1}),
-    ("page16", {"policy": "fcfs", "eviction": "lru", "page_size": 16}),
-    ("no-cache", {"policy": "fcfs", "eviction": "lru", "page_size": 1, "disable_cache": True}),
-)
 ROWS = (  # (totals key, label, format)
     ("rejected", "rejected (too big)", "{:,}"),
     ("hit_rate", "hit rate (tree)", "{:.1%}"),
@@ -67,15 +62,11 @@ def _load(path: str):
 
 
 def _config(args: argparse.Namespace, **overrides: Any):
-    from engine.sim import SimConfig  # engine/sim.py is pure Python; imported only when run
-
     return SimConfig(capacity=args.capacity, max_prefill_tokens=args.budget,
                      chunked_prefill_size=args.chunk, **overrides)
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    from engine.sim import simulate
-
     trace = _load(args.trace)
     result = simulate(trace, _config(args, policy=args.policy, eviction=args.eviction,
                                      page_size=args.page_size, disable_cache=args.no_cache))
@@ -102,8 +93,6 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 
 def run_configs(args: argparse.Namespace) -> int:
-    from engine.sim import simulate
-
     trace = _load(args.trace)
     results = [(name, simulate(trace, _config(args, **over)).totals) for name, over in CONFIGS]
     if args.json:

@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from radix import events as ev
-from radix.allocator import Allocator
-from radix.eviction import get_strategy
-from radix.key import RadixKey, gallop_match
-from radix.node import EvictResult, InsertResult, MatchResult, TreeNode
-from radix.tree_base import TreeBase
+from radix.sched.allocator import Allocator
+from radix.tree.eviction import get_strategy
+from radix.tree.key import RadixKey, gallop_match
+from radix.tree.node import EvictResult, InsertResult, MatchResult, TreeNode
+from radix.tree.tree_base import TreeBase
 
 HEAP_SLACK = 64  # stale heap entries tolerated beyond 2 per evictable leaf before a rebuild
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from radix.key import RadixKey
+from radix.tree.key import RadixKey
 
 
 class TreeNode:

@@ -13,11 +13,11 @@ import json
 
 from radix import events as ev
 from radix.cli import InputError
-from radix.eventlog import EventLog
-from radix.key import RadixKey
-from radix.oprun import replay_ops
-from radix.optrace import OpTraceError, load_ops
-from radix.tree import RadixCache
+from radix.runs.ops import replay_ops
+from radix.traces.ops import OpTraceError, load_ops
+from radix.tree.eventlog import EventLog
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 DEMO_KEYS = ([1, 2, 3], [1, 2, 3], [1, 2, 4, 5], [1, 2, 4, 5, 6, 7], [8, 9, 10, 11, 12])
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from radix.events import Event, EventSink
-from radix.key import RadixKey
-from radix.request import Req
-from radix.tree import RadixCache
+from radix.sched.request import Req
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 POLICIES = ("lpm", "dfs-weight", "fcfs", "lof", "random", "routing-key")
 CACHE_AWARE = ("lpm", "dfs-weight")
@@ -84,7 +84,7 @@ def _routing_key(req: Req) -> str | None:
 class SchedulePolicy:
     """Sorts a waiting queue in place, as SGLang's `calc_priority` does.
 
-    >>> from radix.tree import RadixCache
+    >>> from radix.tree.radix_cache import RadixCache
     >>> tree = RadixCache(); _ = tree.insert(RadixKey([1, 2, 3, 4]))
     >>> q = [Req("cold", [9, 9, 9]), Req("warm", [1, 2, 3, 4, 5])]
     >>> SchedulePolicy("lpm", tree).calc_priority(q).prefix_lens

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
-from radix.block_hash import hash_to_int64
+from radix.blocks.hashing import hash_to_int64
 
 if TYPE_CHECKING:
-    from radix.blocks import BlockPool
+    from radix.blocks.pool import BlockPool
 
 
 class BlockState(NamedTuple):
@@ -42,7 +42,7 @@ class BlockPoolSnapshot(NamedTuple):
 def reachable_hashes(pool: BlockPool) -> set[bytes]:
     """Hashes a lookup could reach: chain position 0, or the parent hash is reachable.
 
-    >>> from radix.blocks import BlockPool; reachable_hashes(BlockPool(2))
+    >>> from radix.blocks.pool import BlockPool; reachable_hashes(BlockPool(2))
     set()
     """
     firsts = sorted((pool.get_cached_block(h) for h in pool.cached_block_hash_to_block),
@@ -57,7 +57,7 @@ def reachable_hashes(pool: BlockPool) -> set[bytes]:
 def unreachable_block_ids(pool: BlockPool) -> list[int]:
     """Ids of cached blocks whose chain is broken above them (they only wait to be reused).
 
-    >>> from radix.blocks import BlockPool; unreachable_block_ids(BlockPool(2))
+    >>> from radix.blocks.pool import BlockPool; unreachable_block_ids(BlockPool(2))
     []
     """
     reachable = reachable_hashes(pool)
@@ -68,7 +68,7 @@ def unreachable_block_ids(pool: BlockPool) -> list[int]:
 def take_snapshot(pool: BlockPool, owners: dict[int, list[str]], step: int) -> BlockPoolSnapshot:
     """The pool as plain data; `owners` maps block id -> rids holding it.
 
-    >>> from radix.blocks import BlockPool; s = take_snapshot(BlockPool(3), {}, 0)
+    >>> from radix.blocks.pool import BlockPool; s = take_snapshot(BlockPool(3), {}, 0)
     >>> [(b.id, b.state, b.free_pos) for b in s.blocks]
     [(1, 'free', 0), (2, 'free', 1)]
     """

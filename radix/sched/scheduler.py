@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
-from radix.admission import (
+from radix.events import EventSink
+from radix.sched.admission import (
     CLIP_MAX_NEW_TOKENS,
     AddReqResult,
     PrefillAdder,
@@ -24,9 +25,8 @@ from radix.admission import (
     match_for_admission,
     retract_decode,
 )
-from radix.events import EventSink
-from radix.request import Req
-from radix.schedule import SchedulePolicy
+from radix.sched.policy import SchedulePolicy
+from radix.sched.request import Req
 
 
 class StepOutput(NamedTuple):
@@ -41,7 +41,7 @@ class Runner(Protocol):
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    policy: str = "lpm"  # a radix.schedule.POLICIES name
+    policy: str = "lpm"  # a radix.sched.policy.POLICIES name
     max_prefill_tokens: int = 16384  # SGLang's per-round input budget (rem_input_tokens)
     chunked_prefill_size: int | None = None  # None: no chunking (SGLang sizes it per GPU)
     max_running_requests: int | None = None  # None: bounded by memory only

@@ -15,14 +15,14 @@ import json
 from collections.abc import Iterator
 
 from radix import events as ev
-from radix.node import TreeSnapshot
-from radix.replay import TreeModel
+from radix.tree.node import TreeSnapshot
+from radix.tree.replay import TreeModel
 
 
 class EventLog:
     """Collects a cache's events by step.
 
-    >>> from radix.tree import RadixCache
+    >>> from radix.tree.radix_cache import RadixCache
     >>> log = EventLog(); c = RadixCache(sink=log)
     >>> _ = c.insert([1, 2, 3]); _ = c.insert([1, 2, 4])
     >>> log.num_steps, log.steps[2][0].op, log.snapshot_at(2).total_size

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from radix.node import NodeState, TreeNode, TreeSnapshot
+from radix.tree.node import NodeState, TreeNode, TreeSnapshot
 
 
 class InvariantError(AssertionError):
@@ -50,7 +50,7 @@ def format_tree(
 ) -> str:
     """SGLang's pretty_print lines for a snapshot.
 
-    >>> from radix.tree import RadixCache
+    >>> from radix.tree.radix_cache import RadixCache
     >>> c = RadixCache(); _ = c.insert([1, 2, 3]); _ = c.insert([1, 2, 4])
     >>> print(format_tree(c.snapshot()))
      0 [] r=1

@@ -1,4 +1,4 @@
-"""`python -m radix compare TRACE`: one trace through the radix tree and the block cache.
+"""One trace through the radix tree and the block cache, one request at a time (`compare`).
 
 Both get the same capacity in tokens (the tree a SlotAllocator of that many slots, evicting when
 an allocation fails; the block pool capacity // block_size blocks plus the null block) and see
@@ -9,19 +9,17 @@ the lookup at prompt_len - 1 tokens. Leaves out: batching and scheduling (see `s
 
 from __future__ import annotations
 
-import argparse
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from radix.allocator import SlotAllocator
-from radix.block_manager import BlockCacheManager
-from radix.blocks import BlockPool
+from radix.blocks.manager import BlockCacheManager
+from radix.blocks.pool import BlockPool
 from radix.events import EventSink
-from radix.key import RadixKey
-from radix.request import Req
-from radix.trace import Trace, load_trace
-from radix.tree import RadixCache
+from radix.sched.allocator import SlotAllocator
+from radix.sched.request import Req
+from radix.traces.base import Trace
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 OUTPUT_BASE = 1 << 40  # synthetic output tokens: OUTPUT_BASE + (request index << 20) + j
 
@@ -29,7 +27,7 @@ OUTPUT_BASE = 1 << 40  # synthetic output tokens: OUTPUT_BASE + (request index <
 def trace_reqs(trace: Trace) -> list[Req]:
     """Fresh Reqs in real tokens (a Mooncake unit token u becomes u*512 .. u*512+511).
 
-    >>> from radix.trace import TraceRequest
+    >>> from radix.traces.base import TraceRequest
     >>> t = Trace("request", [TraceRequest("a", 0, (5, 6), 1)])
     >>> [r.origin_input_ids for r in trace_reqs(t)]
     [[5, 6]]
@@ -163,42 +161,3 @@ def compare(trace: Trace, capacity: int, page_size: int = 1, block_size: int = 1
     blocks = run_blocks(trace_reqs(trace), outputs, min(capacity, usable), block_size)
     return {"capacity": capacity, "page_size": page_size, "block_size": block_size,
             "tree": tree, "blocks": blocks}
-
-
-ROWS = (("requests run", "requests"), ("rejected (too big)", "rejected"),
-        ("prompt tokens", "prompt_tokens"), ("hit tokens", "hit_tokens"),
-        ("hit rate", "hit_rate"), ("tokens prefilled", "prefilled_tokens"),
-        ("evictions (nodes / blocks)", "evictions"), ("evicted tokens", "evicted_tokens"),
-        ("unreachable blocks", "unreachable_blocks"))
-
-
-def format_table(result: dict) -> str:
-    lines = [f"{'capacity ' + format(result['capacity'], ',') + ' tokens':28} "
-             f"{'radix tree':>14} {'block cache':>14}"]
-    for label, key in ROWS:
-        cells = []
-        for side in ("tree", "blocks"):
-            v = result[side][key]
-            cells.append("-" if v is None else f"{v:.1%}" if key == "hit_rate" else f"{v:,}")
-        lines.append(f"{label:28} {cells[0]:>14} {cells[1]:>14}")
-    return "\n".join(lines)
-
-
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("compare", help="one trace through the radix tree and block cache")
-    p.add_argument("trace", metavar="TRACE", help="a trace file (see radix/trace.py)")
-    p.add_argument("--capacity", type=int, default=65_536, help="KV capacity in tokens")
-    p.add_argument("--page-size", type=int, default=1, help="the tree's page size (SGLang: 1)")
-    p.add_argument("--block-size", type=int, default=16, help="the block cache's block size")
-    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    trace = load_trace(args.trace)
-    if trace.format not in ("request", "mooncake"):
-        raise ValueError(f"{args.trace}: compare needs a request or Mooncake trace, "
-                         f"got a {trace.format} trace")
-    result = compare(trace, args.capacity, args.page_size, args.block_size)
-    print(json.dumps(result, indent=2) if args.json else format_table(result))
-    return 0

@@ -14,11 +14,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from radix.block_hash import BlockHash, block_extra_keys, hash_request_tokens
-from radix.block_snapshot import BlockPoolSnapshot, take_snapshot, unreachable_block_ids
-from radix.blocks import BlockPool, KVCacheBlock
+from radix.blocks.hashing import BlockHash, block_extra_keys, hash_request_tokens
+from radix.blocks.pool import BlockPool, KVCacheBlock
+from radix.blocks.snapshot import BlockPoolSnapshot, take_snapshot, unreachable_block_ids
 from radix.events import Event
-from radix.request import Req
+from radix.sched.request import Req
 
 
 class ComputedBlocks(NamedTuple):

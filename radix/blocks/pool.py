@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from radix.block_hash import BlockHash, hash_to_int64
-from radix.blocks_queue import FreeKVCacheBlockQueue, KVCacheBlock
+from radix.blocks.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
+from radix.blocks.hashing import BlockHash, hash_to_int64
+from radix.blocks.kv_events import MEDIUM_GPU, AllBlocksCleared, BlockRemoved, BlockStored
 from radix.events import Event, EventSink, StepEnded, StepStarted
-from radix.kv_events import MEDIUM_GPU, AllBlocksCleared, BlockRemoved, BlockStored
 
 __all__ = ["BlockPool", "KVCacheBlock", "FreeKVCacheBlockQueue", "BlockAllocated",
            "BlockTouched", "BlockFreed"]
@@ -261,7 +261,7 @@ class BlockPool:
         >>> [b.state for b in BlockPool(3).snapshot().blocks]
         ['free', 'free']
         """
-        from radix.block_snapshot import take_snapshot  # it imports this module for types only
+        from radix.blocks.snapshot import take_snapshot  # it imports this module for types only
 
         return take_snapshot(self, owners or {}, self._step)
 

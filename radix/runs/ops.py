@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from radix.allocator import SlotAllocator
 from radix.events import EventSink
-from radix.inspect import InvariantError
-from radix.key import RadixKey
-from radix.optrace import Op, OpTrace, OpTraceError
-from radix.request import Req
-from radix.tree import RadixCache
+from radix.sched.allocator import SlotAllocator
+from radix.sched.request import Req
+from radix.traces.ops import Op, OpTrace, OpTraceError
+from radix.tree.inspect import InvariantError
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 UNBOUNDED = 2**40
 
@@ -151,7 +151,7 @@ class OpRunner:
 def replay_ops(trace: OpTrace, sink: EventSink | None = None, check: bool = True) -> ReplayResult:
     """Runs every op; with check=True, check_invariants after each and records the first failure.
 
-    >>> from radix.optrace import parse_ops
+    >>> from radix.traces.ops import parse_ops
     >>> t = parse_ops('{"op": "insert", "tokens": [1, 2, 3]}\\n{"op": "match", "tokens": [1, 2]}')
     >>> [r["prefix_len"] for r in replay_ops(t).results]
     [0, 2]

@@ -13,9 +13,9 @@ import sys
 
 # (module, what it adds); modules are imported only when the CLI runs.
 COMMAND_MODULES = (
-    "radix.cmd_demo",  # demo, replay
-    "radix.cmd_compare",  # compare
-    "radix.cmd_simulate",  # simulate, configs
+    "radix.cli.demo",  # demo, replay
+    "radix.cli.compare",  # compare
+    "radix.cli.simulate",  # simulate, configs
 )
 
 

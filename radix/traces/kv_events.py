@@ -3,7 +3,7 @@
 Two renderings of one recording: msgpack (the batches' payloads back to back, as vLLM's
 publisher sends them, without ZMQ framing) and JSON lines (one batch a line, either
 {"ts", "events": [...], "data_parallel_rank"} or the wire array [ts, [events], dp_rank]).
-Events are decoded by `radix.kv_events`. `rebuild_block_view` replays BlockStored /
+Events are decoded by `radix.blocks.kv_events`. `rebuild_block_view` replays BlockStored /
 BlockRemoved / AllBlocksCleared into the set of cached blocks with their chain links.
 Leaves out: ZMQ topics and sequence numbers, hybrid-model cache groups (group_idx is ignored).
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import msgpack
 
-from radix.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, batch_from_wire
-from radix.trace import Trace, TraceError, decode_text, iter_json_lines, type_name
+from radix.blocks.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, batch_from_wire
+from radix.traces.base import Trace, TraceError, decode_text, iter_json_lines, type_name
 
 _FIELD = re.compile(r"field '([^']+)'")
 
@@ -135,7 +135,7 @@ class BlockView:
 def rebuild_block_view(batches: Iterable, medium: str | None = None) -> BlockView:
     """Replay recorded events into the cached block set (only `medium`'s when given).
 
-    >>> from radix.kv_events import EventBatch
+    >>> from radix.blocks.kv_events import EventBatch
     >>> stored = BlockStored((11, 12), None, (1, 2, 3, 4), 2, None, "GPU", None)
     >>> view = rebuild_block_view([EventBatch(0.0, (stored, BlockRemoved((11,), "GPU")))])
     >>> sorted(view.blocks), view.blocks[12].token_ids, view.unreachable()

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from radix import events as ev
-from radix.inspect import child_sort_key
-from radix.node import NodeState, TreeSnapshot
+from radix.tree.inspect import child_sort_key
+from radix.tree.node import NodeState, TreeSnapshot
 
 ROOT_PRIORITY = -(2**63)
 
@@ -39,7 +39,7 @@ class TreeModel:
     """A tree rebuilt from events.
 
     >>> from radix.events import ListSink
-    >>> from radix.tree import RadixCache
+    >>> from radix.tree.radix_cache import RadixCache
     >>> sink = ListSink(); c = RadixCache(sink=sink)
     >>> _ = c.insert([1, 2, 3]); _ = c.match_prefix([1, 2, 9])
     >>> m = TreeModel(); m.apply_all(sink.events); m.snapshot() == c.snapshot()

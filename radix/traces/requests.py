@@ -17,8 +17,8 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from radix import textcodec
-from radix.trace import (
+from radix.traces import textcodec
+from radix.traces.base import (
     MAX_OUTPUT_LEN,
     MAX_SECONDS,
     Trace,

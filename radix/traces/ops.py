@@ -6,17 +6,17 @@ Line 1: {"op": "config", "page_size": 1, "policy": "lru", "policy_config": {}, "
   lock {node} | lock {tokens}   unlock {node}   evict {num_tokens}
   start {rid, tokens, extra_key?, cache_salt?, priority?}   extend {rid, num_tokens?}
   decode {rid, token}   unfinished {rid, chunked?}   finished {rid, is_insert?}
-Validation names the line and field; nothing is evaluated. Execution: radix/oprun.py.
+Validation names the line and field; nothing is evaluated. Execution: radix/runs/ops.py.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from radix.eviction import POLICIES
+from radix.traces.base import TraceError, iter_json_lines, type_name
+from radix.tree.eviction import POLICIES
 
 MAX_TRACE_BYTES = 64 * 1024 * 1024
 MAX_TOKENS = 1_000_000  # per op
@@ -43,8 +43,8 @@ CONFIG_FIELDS = {"page_size": (_INT, False), "policy": (_STR, False),
                  "policy_config": (_OBJ, False), "capacity": (_INT, False)}
 
 
-class OpTraceError(ValueError):
-    """A bad op trace; the message names the line and the field."""
+class OpTraceError(TraceError):
+    """A bad op trace; the message names the line and the field (a TraceError)."""
 
 
 @dataclass(frozen=True)
@@ -65,26 +65,21 @@ class OpTrace:
 
 def _check(line: int, name: str, value: Any, kind: str) -> None:
     def bad(expected: str) -> OpTraceError:
-        got = type(value).__name__ if not isinstance(value, bool) else "bool"
-        return OpTraceError(f'line {line}, field "{name}": expected {expected}, got {got}')
+        return OpTraceError(f"expected {expected}, got {type_name(value)}", line, name)
 
     if kind == _INT:
         if not isinstance(value, int) or isinstance(value, bool):
             raise bad("an int")
         if not -MAX_INT <= value <= MAX_INT:
-            raise OpTraceError(f'line {line}, field "{name}": {value} is out of range')
+            raise OpTraceError(f"{value} is out of range", line, name)
     elif kind == _INTS:
         if not isinstance(value, list):
             raise bad("a list of ints")
         if len(value) > MAX_TOKENS:
-            raise OpTraceError(
-                f'line {line}, field "{name}": {len(value):,} tokens, the limit is {MAX_TOKENS:,}'
-            )
+            raise OpTraceError(f"{len(value):,} tokens, the limit is {MAX_TOKENS:,}", line, name)
         for i, tok in enumerate(value):
             if not isinstance(tok, int) or isinstance(tok, bool) or not 0 <= tok <= MAX_INT:
-                raise OpTraceError(
-                    f'line {line}, field "{name}": item {i} is {tok!r}, expected an int >= 0'
-                )
+                raise OpTraceError(f"item {i} is {tok!r}, expected an int >= 0", line, name)
     elif kind == _STR and not isinstance(value, str):
         raise bad("a string")
     elif kind == _BOOL and not isinstance(value, bool):
@@ -96,12 +91,12 @@ def _check(line: int, name: str, value: Any, kind: str) -> None:
 def _fields(line: int, row: dict, spec: dict[str, tuple[str, bool]]) -> dict[str, Any]:
     unknown = sorted(set(row) - set(spec) - {"op"})
     if unknown:
-        raise OpTraceError(f'line {line}, field "{unknown[0]}": unknown field')
+        raise OpTraceError("unknown field", line, unknown[0])
     for name, (kind, required) in spec.items():
         if name in row:
             _check(line, name, row[name], kind)
         elif required:
-            raise OpTraceError(f'line {line}, field "{name}": missing')
+            raise OpTraceError("missing", line, name)
     return {k: v for k, v in row.items() if k != "op"}
 
 
@@ -118,47 +113,47 @@ def parse_ops(text: str | bytes) -> OpTrace:
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise OpTraceError(f"trace is not UTF-8 text (byte {exc.start})") from None
+            raise OpTraceError(f"not UTF-8 text (bad byte at offset {exc.start})") from None
     config: dict[str, Any] = {}
     ops: list[Op] = []
-    for n, raw in enumerate(text.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            row = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise OpTraceError(
-                f"line {n}: not valid JSON ({exc.msg} at column {exc.colno})"
-            ) from None
+    for n, row in _json_lines(text):
         if not isinstance(row, dict):
-            raise OpTraceError(f"line {n}: expected a JSON object, got {type(row).__name__}")
+            raise OpTraceError(f"expected a JSON object, got {type_name(row)}", n)
         op = row.get("op")
         if op == "config":
             if ops or config:
-                raise OpTraceError(f'line {n}, field "op": config must be the first line')
+                raise OpTraceError("config must be the first line", n, "op")
             config = _fields(n, row, CONFIG_FIELDS) or {"_seen": True}
             continue
-        if op not in OP_FIELDS:
-            raise OpTraceError(f'line {n}, field "op": unknown op {op!r}')
+        if not isinstance(op, str) or op not in OP_FIELDS:
+            raise OpTraceError(f"unknown op {op!r}"[:120], n, "op")
         args = _fields(n, row, OP_FIELDS[op])
         if op == "lock" and ("node" in args) == ("tokens" in args):
-            raise OpTraceError(f'line {n}, field "node": give exactly one of "node" or "tokens"')
+            raise OpTraceError('give exactly one of "node" or "tokens"', n, "node")
         ops.append(Op(n, op, args))
     if not ops and not config:
         raise OpTraceError("trace is empty")
     return _build(config, ops)
 
 
+def _json_lines(text: str):
+    """iter_json_lines, with its TraceErrors as OpTraceErrors."""
+    try:
+        yield from iter_json_lines(text)
+    except TraceError as exc:
+        raise OpTraceError(exc.message, exc.line, exc.field) from None
+
+
 def _build(config: dict[str, Any], ops: list[Op]) -> OpTrace:
     page_size = config.get("page_size", 1)
     if page_size < 1:
-        raise OpTraceError('line 1, field "page_size": must be >= 1')
+        raise OpTraceError("must be >= 1", 1, "page_size")
     policy = config.get("policy", "lru").lower()
     if policy not in POLICIES:
-        raise OpTraceError(f'line 1, field "policy": unknown policy {policy!r}')
+        raise OpTraceError(f"unknown policy {policy!r}", 1, "policy")
     capacity = config.get("capacity")
     if capacity is not None and capacity < 0:
-        raise OpTraceError('line 1, field "capacity": must be >= 0')
+        raise OpTraceError("must be >= 0", 1, "capacity")
     return OpTrace(page_size, policy, config.get("policy_config") or {}, capacity, tuple(ops))
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from radix.trace import (
+from radix.traces.base import (
     MAX_OUTPUT_LEN,
     Trace,
     TraceError,

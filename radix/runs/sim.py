@@ -15,15 +15,15 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from engine.costs import CostModel
-from engine.scheduler import Scheduler, SchedulerConfig, StepOutput, slots_to_admit
-from radix.allocator import SlotAllocator
-from radix.block_manager import BlockCacheManager
-from radix.blocks import BlockPool
+from radix.blocks.manager import BlockCacheManager
+from radix.blocks.pool import BlockPool
 from radix.events import EventSink
-from radix.request import Req
-from radix.trace import Trace, to_req
-from radix.tree import RadixCache
+from radix.runs.costs import CostModel
+from radix.sched.allocator import SlotAllocator
+from radix.sched.request import Req
+from radix.sched.scheduler import Scheduler, SchedulerConfig, StepOutput, slots_to_admit
+from radix.traces.base import Trace, to_req
+from radix.tree.radix_cache import RadixCache
 
 OUTPUT_TOKEN_BASE = 1 << 31  # generated tokens lie above every trace token id
 
@@ -115,8 +115,8 @@ class BlockShadow:
 
 @dataclass(frozen=True)
 class SimConfig:
-    policy: str = "lpm"  # schedule policy (radix.schedule.POLICIES)
-    eviction: str = "lru"  # tree eviction policy (radix.eviction)
+    policy: str = "lpm"  # schedule policy (radix.sched.policy.POLICIES)
+    eviction: str = "lru"  # tree eviction policy (radix.tree.eviction)
     page_size: int = 1  # tree page size, real tokens
     capacity: int | None = None  # KV pool size, real tokens; None: room for the whole trace
     max_prefill_tokens: int = 16384  # per-round input budget, real tokens
@@ -137,6 +137,14 @@ class SimConfig:
         if self.capacity is not None and self.capacity < 1:
             raise ValueError(f"SimConfig.capacity must be >= 1 or None, got {self.capacity}")
 
+
+# DESIGN.md's four server configurations: (name, SimConfig overrides)
+CONFIGS = (
+    ("fcfs+lru+page1", {"policy": "fcfs", "eviction": "lru", "page_size": 1}),
+    ("lpm+slru", {"policy": "lpm", "eviction": "slru", "page_size": 1}),
+    ("page16", {"policy": "fcfs", "eviction": "lru", "page_size": 16}),
+    ("no-cache", {"policy": "fcfs", "eviction": "lru", "page_size": 1, "disable_cache": True}),
+)
 
 class RequestRow(NamedTuple):
     rid: str

@@ -1,8 +1,8 @@
-"""Trace files: detect the format, load it with validation, hand back one `Trace`.
+"""What every trace loader shares: `Trace`, `TraceRequest`, `TraceError`, reading and field checks.
 
 Four formats (schemas in the loader modules): (a) request traces, JSONL (`trace_request.py`);
 (b) Mooncake block-hash traces (`trace_mooncake.py`); (c) vLLM/SGLang KV-event recordings,
-msgpack or JSON lines (`trace_kvevents.py`); (d) op traces, delegated to `radix.optrace`.
+msgpack or JSON lines (`trace_kvevents.py`); (d) op traces, delegated to `radix.traces.ops`.
 Every error is a `TraceError` naming the line and the field. Files are parsed as JSON or msgpack
 data only: nothing is evaluated or unpickled. Any of them may be gzipped (.gz), decompressed
 under the same size cap. Leaves out: other compressions, network sources.
@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from radix.request import Req
+from radix.sched.request import Req
 
 MAX_BYTES = 64 * 1024 * 1024  # default cap on a trace file's size
 MAX_TOKENS_PER_REQUEST = 1 << 20  # default cap on one request's prompt (real tokens)
@@ -41,6 +40,7 @@ class TraceError(ValueError):
         if field is not None:
             where.append(f'field "{field}"')
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
+        self.message = message  # the message without the line and field
         self.line = line  # 1-based line number, or None when the error is about the whole file
         self.field = field  # the offending field, or None
 
@@ -69,7 +69,7 @@ class Trace:
     token_scale: int = 1  # real tokens per unit token: 1, or 512 for a Mooncake block-unit trace
     input_lens: list[int] = field(default_factory=list)  # real prompt length of each request
     batches: list[Any] = field(default_factory=list)  # kv_events: decoded EventBatch objects
-    ops: Any = None  # ops: whatever radix.optrace.load_ops returned
+    ops: Any = None  # ops: whatever radix.traces.ops.load_ops returned
     source: str = "<bytes>"  # the file name, for messages
 
     def real_prefix_len(self, index: int, num_units: int) -> int:
@@ -165,76 +165,6 @@ def _depth(value: Any) -> int:
         elif isinstance(v, list):
             stack.extend((x, d + 1) for x in v if isinstance(x, list | dict))
     return best
-
-
-def detect_format(data: bytes) -> str:
-    """The format of a trace from its first bytes / first JSON line.
-
-    >>> detect_format(b'{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [0]}')
-    'mooncake'
-    """
-    if data[:1] and (0x90 <= data[0] <= 0x9F or data[0] in (0xDC, 0xDD)):
-        return "kv_events"  # msgpack: an EventBatch is an array (fixarray, array 16, array 32)
-    first = data.lstrip().split(b"\n", 1)[0]
-    try:
-        obj = json.loads(first)
-    except ValueError:
-        obj = None
-    if isinstance(obj, list) or (isinstance(obj, dict) and ("events" in obj or "ts" in obj)):
-        return "kv_events"
-    if isinstance(obj, dict) and "op" in obj:
-        return "ops"
-    if isinstance(obj, dict) and ("hash_ids" in obj or "input_length" in obj):
-        return "mooncake"
-    return "request"  # and let the request loader say what is wrong
-
-
-def load_trace(path_or_bytes: str | os.PathLike | bytes, *, fmt: str | None = None,
-               tokenize: Callable[[str], list[int]] | None = None,
-               chat_template: Callable[[list[dict]], list[int]] | None = None,
-               max_bytes: int = MAX_BYTES,
-               max_tokens_per_request: int = MAX_TOKENS_PER_REQUEST) -> Trace:
-    """Load any trace format (detected unless `fmt` is given), validated.
-
-    `tokenize` / `chat_template` turn "text" / "messages" into token ids; without them the
-    deterministic fallback codec of `radix.textcodec` is used.
-
-    >>> t = load_trace(b'{"rid": "a", "arrival": 0, "tokens": [1, 2], "output_len": 3}')
-    >>> t.format, t.requests[0].token_ids
-    ('request', (1, 2))
-    """
-    data, name = read_bytes(path_or_bytes, max_bytes)
-    fmt = fmt or detect_format(data)
-    if fmt not in FORMATS:
-        raise TraceError(f"unknown trace format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    if fmt == "kv_events":
-        from radix.trace_kvevents import load_kv_events
-        trace = load_kv_events(data)
-    elif fmt == "ops":
-        trace = _load_ops(decode_text(data))
-    elif fmt == "mooncake":
-        from radix.trace_mooncake import load_mooncake
-        trace = load_mooncake(decode_text(data), max_tokens_per_request)
-    else:
-        from radix.trace_request import load_requests
-        trace = load_requests(decode_text(data), tokenize, chat_template, max_tokens_per_request)
-    trace.source = name
-    return trace
-
-
-def _load_ops(text: str) -> Trace:
-    """Delegates to radix.optrace; its errors come back as TraceErrors with line and field."""
-    try:
-        from radix.optrace import parse_ops
-    except ImportError:
-        raise TraceError("op traces need radix.optrace, which is not available") from None
-    try:
-        return Trace("ops", ops=parse_ops(text))
-    except ValueError as exc:
-        err = TraceError(str(exc))
-        where = re.match(r'line (\d+)(?:, field "([^"]+)")?', str(exc))
-        err.line, err.field = (int(where[1]), where[2]) if where else (None, None)
-        raise err from None
 
 
 # ---------------------------------------------------------------- field helpers

@@ -1,0 +1,51 @@
+"""`python -m radix compare TRACE`: one trace through the radix tree and the block cache.
+
+Parses the arguments, loads the trace and prints `radix.runs.compare.compare` as a table or JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from radix.runs.compare import compare
+from radix.traces.load import load_trace
+
+ROWS = (("requests run", "requests"), ("rejected (too big)", "rejected"),
+        ("prompt tokens", "prompt_tokens"), ("hit tokens", "hit_tokens"),
+        ("hit rate", "hit_rate"), ("tokens prefilled", "prefilled_tokens"),
+        ("evictions (nodes / blocks)", "evictions"), ("evicted tokens", "evicted_tokens"),
+        ("unreachable blocks", "unreachable_blocks"))
+
+
+def format_table(result: dict) -> str:
+    lines = [f"{'capacity ' + format(result['capacity'], ',') + ' tokens':28} "
+             f"{'radix tree':>14} {'block cache':>14}"]
+    for label, key in ROWS:
+        cells = []
+        for side in ("tree", "blocks"):
+            v = result[side][key]
+            cells.append("-" if v is None else f"{v:.1%}" if key == "hit_rate" else f"{v:,}")
+        lines.append(f"{label:28} {cells[0]:>14} {cells[1]:>14}")
+    return "\n".join(lines)
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("compare", help="one trace through the radix tree and block cache")
+    p.add_argument("trace", metavar="TRACE", help="a trace file (see radix/trace.py)")
+    p.add_argument("--capacity", type=int, default=65_536, help="KV capacity in tokens")
+    p.add_argument("--page-size", type=int, default=1, help="the tree's page size (SGLang: 1)")
+    p.add_argument("--block-size", type=int, default=16, help="the block cache's block size")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    trace = load_trace(args.trace)
+    if trace.format not in ("request", "mooncake"):
+        raise ValueError(f"{args.trace}: compare needs a request or Mooncake trace, "
+                         f"got a {trace.format} trace")
+    result = compare(trace, args.capacity, args.page_size, args.block_size)
+    print(json.dumps(result, indent=2) if args.json else format_table(result))
+    return 0

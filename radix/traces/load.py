@@ -1,0 +1,84 @@
+"""Load any trace file: detect its format from the content, run that format's loader.
+
+Four formats, one loader module each: request traces (`requests.py`), Mooncake block-hash traces
+(`mooncake.py`), vLLM/SGLang KV-event recordings (`kv_events.py`), op traces (`ops.py`). Every
+error is a `TraceError` naming the line and the field. Files are parsed as JSON or msgpack data
+only: nothing is evaluated or unpickled. Leaves out: other compressions, network sources.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+
+from radix.traces.base import (
+    FORMATS,
+    MAX_BYTES,
+    MAX_TOKENS_PER_REQUEST,
+    Trace,
+    TraceError,
+    decode_text,
+    read_bytes,
+)
+from radix.traces.kv_events import load_kv_events
+from radix.traces.mooncake import load_mooncake
+from radix.traces.ops import parse_ops
+from radix.traces.requests import load_requests
+
+
+def detect_format(data: bytes) -> str:
+    """The format of a trace from its first bytes / first JSON line.
+
+    >>> detect_format(b'{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [0]}')
+    'mooncake'
+    """
+    if data[:1] and (0x90 <= data[0] <= 0x9F or data[0] in (0xDC, 0xDD)):
+        return "kv_events"  # msgpack: an EventBatch is an array (fixarray, array 16, array 32)
+    first = data.lstrip().split(b"\n", 1)[0]
+    try:
+        obj = json.loads(first)
+    except ValueError:
+        obj = None
+    if isinstance(obj, list) or (isinstance(obj, dict) and ("events" in obj or "ts" in obj)):
+        return "kv_events"
+    if isinstance(obj, dict) and "op" in obj:
+        return "ops"
+    if isinstance(obj, dict) and ("hash_ids" in obj or "input_length" in obj):
+        return "mooncake"
+    return "request"  # and let the request loader say what is wrong
+
+
+def load_trace(path_or_bytes: str | os.PathLike | bytes, *, fmt: str | None = None,
+               tokenize: Callable[[str], list[int]] | None = None,
+               chat_template: Callable[[list[dict]], list[int]] | None = None,
+               max_bytes: int = MAX_BYTES,
+               max_tokens_per_request: int = MAX_TOKENS_PER_REQUEST) -> Trace:
+    """Load any trace format (detected unless `fmt` is given), validated.
+
+    `tokenize` / `chat_template` turn "text" / "messages" into token ids; without them the
+    deterministic fallback codec of `radix.traces.textcodec` is used.
+
+    >>> t = load_trace(b'{"rid": "a", "arrival": 0, "tokens": [1, 2], "output_len": 3}')
+    >>> t.format, t.requests[0].token_ids
+    ('request', (1, 2))
+    """
+    data, name = read_bytes(path_or_bytes, max_bytes)
+    fmt = fmt or detect_format(data)
+    if fmt not in FORMATS:
+        raise TraceError(f"unknown trace format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    if fmt == "kv_events":
+        trace = load_kv_events(data)
+    elif fmt == "ops":
+        trace = _load_ops(decode_text(data))
+    elif fmt == "mooncake":
+        trace = load_mooncake(decode_text(data), max_tokens_per_request)
+    else:
+        trace = load_requests(decode_text(data), tokenize, chat_template, max_tokens_per_request)
+    trace.source = name
+    return trace
+
+
+def _load_ops(text: str) -> Trace:
+    """An op trace wrapped in a Trace (radix/traces/ops.py; its errors are TraceErrors)."""
+    return Trace("ops", ops=parse_ops(text))
