@@ -16,17 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from examples.workloads import SCENARIOS
-from radix.blocks.kv_events import (
-    AllBlocksCleared,
-    BlockRemoved,
-    BlockStored,
-    EventBatch,
-    batch_to_json,
-    encode_batch,
-)
+from radix.blocks.kv_events import EventBatch, batch_to_json, encode_batch
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
-from radix.events import ListSink
+from radix.events import AllBlocksCleared, BlockRemoved, BlockStored, ListSink
 from radix.traces.base import TraceRequest, to_req
 from radix.traces.requests import dumps_requests
 

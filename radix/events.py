@@ -4,13 +4,15 @@ Every public call on a cache is one *step*: it opens with `StepStarted`, closes 
 and the micro-events in between (a split, a new leaf, each hop of a lock walk, each leaf popped by
 `evict`) are what the UI animates. A cache built without a sink emits nothing and builds no event
 objects at all (each emit site is guarded by `if self._sink is not None`).
-Leaves out: the vLLM wire format of block events (see `radix/kv_events.py`).
+One module for every event of radix/: the tree's, the block cache's (vLLM's own BlockStored,
+BlockRemoved, AllBlocksCleared among them) and scheduling's. Leaves out: the msgpack wire format
+of vLLM's events (radix/blocks/kv_events.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,18 +54,7 @@ class ListSink:
         self.events.append(event)
 
 
-class TeeSink:
-    """Sends each event to several sinks."""
-
-    def __init__(self, *sinks: EventSink) -> None:
-        self.sinks = sinks
-
-    def emit(self, event: Event) -> None:
-        for sink in self.sinks:
-            sink.emit(event)
-
-
-# --- radix tree micro-events (radix/tree.py) ---------------------------------------------------
+# --- the radix tree (radix/tree/radix_cache.py) ---------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,3 +142,131 @@ class NodeEvicted(Event):
 @dataclass(frozen=True, slots=True)
 class CacheReset(Event):
     """reset(): the tree is empty again."""
+
+
+# --- vLLM's KV cache events (vllm/distributed/kv_events.py), emitted by BlockPool -----------------
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStored(Event):
+    block_hashes: tuple[int, ...]  # the new full blocks, in chain order
+    parent_block_hash: int | None  # hash of the block before the first one; None at the start
+    token_ids: tuple[int, ...]  # len(block_hashes) * block_size tokens
+    block_size: int
+    lora_id: int | None  # deprecated in vLLM (use lora_name); we have no LoRA ids: None
+    medium: str | None  # "GPU"
+    lora_name: str | None
+    extra_keys: tuple[tuple[Any, ...] | None, ...] | None = None  # one entry per block
+    group_idx: int | None = None  # KV cache group; 0 for a single full-attention group
+    kv_cache_spec_kind: str | None = None  # "full_attention"
+    kv_cache_spec_sliding_window: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRemoved(Event):
+    block_hashes: tuple[int, ...]
+    medium: str | None
+    group_idx: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AllBlocksCleared(Event):
+    pass
+
+
+# --- block pool micro-events (radix/blocks/pool.py) -----------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BlockAllocated(Event):
+    block_ids: tuple[int, ...]  # popped from the free queue's head, in order (ref_cnt now 1)
+
+
+@dataclass(frozen=True, slots=True)
+class BlockTouched(Event):
+    block_ids: tuple[int, ...]  # cache hits, in chain order
+    ref_cnts: tuple[int, ...]  # each block's ref_cnt after the touch
+
+
+@dataclass(frozen=True, slots=True)
+class BlockFreed(Event):
+    block_ids: tuple[int, ...]  # released, in the order given (a request's blocks reversed)
+    ref_cnts: tuple[int, ...]  # after the release; 0 means it went back to the free queue
+    to_front: tuple[int, ...]  # no hash: prepended (reused first)
+    to_tail: tuple[int, ...]  # hashed: appended (kept cached longest)
+
+
+# --- the block cache manager (radix/blocks/manager.py) --------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixLookedUp(Event):
+    rid: str
+    hit_blocks: int
+    hit_tokens: int
+    stop_block: int
+    reason: str  # see LookupRecord
+
+
+# --- schedule policies (radix/sched/policy.py) ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRanked(Event):
+    """One waiting request as a cache-aware sort saw it."""
+
+    rid: str
+    prefix_len: int  # cached match, capped at input_len - 1 (SGLang's num_matched_prefix_tokens)
+    in_batch_len: int | None  # match in this round's throwaway tree; None: not checked
+    deprioritized: bool  # sorted last this round
+    reason: str  # why (or why not), in words
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyFellBack(Event):
+    """LPM turned itself into FCFS because the queue is long (SGLang does this silently)."""
+
+    policy: str
+    fallback: str
+    queue_len: int
+    limit: int
+    notice: str
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSorted(Event):
+    """The waiting queue before and after one sort."""
+
+    policy: str  # as configured
+    active_policy: str  # what actually ran (differs after a fallback)
+    order_before: tuple[str, ...]  # rids
+    order_after: tuple[str, ...]
+    deprioritized: tuple[str, ...]
+
+
+# --- admission and retraction (radix/sched/admission.py) ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestAdmitted(Event):
+    rid: str
+    prefix_len: int  # tokens reused from the tree
+    extend_len: int  # tokens to prefill this round
+    chunked: bool  # the prompt continues in a later round
+    rem_input_tokens: int  # round budget left after this request
+
+
+@dataclass(frozen=True, slots=True)
+class AdmissionStopped(Event):
+    rid: str  # the first request not admitted
+    result: str  # AddReqResult value
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRetracted(Event):
+    rid: str
+    freed_slots: int  # KV slots of its own returned to the pool (its suffix is not inserted)
+    output_len: int  # tokens generated so far; kept, re-prefilled on readmission
+    reason: str
+

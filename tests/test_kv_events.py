@@ -11,9 +11,6 @@ from hypothesis import strategies as st
 
 from radix.blocks.hashing import hash_request_tokens, hash_to_int64
 from radix.blocks.kv_events import (
-    AllBlocksCleared,
-    BlockRemoved,
-    BlockStored,
     EventBatch,
     batch_from_json,
     batch_to_json,
@@ -23,8 +20,8 @@ from radix.blocks.kv_events import (
     write_batches,
 )
 from radix.blocks.manager import BlockCacheManager
-from radix.blocks.pool import BlockAllocated, BlockPool
-from radix.events import ListSink
+from radix.blocks.pool import BlockPool
+from radix.events import AllBlocksCleared, BlockAllocated, BlockRemoved, BlockStored, ListSink
 from radix.sched.request import Req
 
 hashes = st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=4).map(tuple)

@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from radix.events import ListSink
-from radix.sched.policy import (
-    PolicyFellBack,
-    QueueSorted,
-    RequestRanked,
-    SchedulePolicy,
-    dfs_weight_order,
-)
+from radix.events import ListSink, PolicyFellBack, QueueSorted, RequestRanked
+from radix.sched.policy import SchedulePolicy, dfs_weight_order
 from radix.sched.request import Req
 from radix.tree.key import RadixKey
 from radix.tree.radix_cache import RadixCache

@@ -6,10 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radix.events import ListSink
+from radix.events import ListSink, RequestAdmitted, RequestRetracted
 from radix.runs.costs import CostModel
 from radix.runs.sim import SimClock, SimRunner
-from radix.sched.admission import RequestAdmitted, RequestRetracted
 from radix.sched.allocator import SlotAllocator
 from radix.sched.request import Req
 from radix.sched.scheduler import Scheduler, SchedulerConfig

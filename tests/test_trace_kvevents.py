@@ -8,15 +8,10 @@ from pathlib import Path
 from examples.generate import kv_event_recording
 from examples.workloads import three_requests
 from radix.blocks.hashing import hash_to_int64
-from radix.blocks.kv_events import (
-    AllBlocksCleared,
-    BlockRemoved,
-    BlockStored,
-    EventBatch,
-    encode_batch,
-)
+from radix.blocks.kv_events import EventBatch, encode_batch
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
+from radix.events import AllBlocksCleared, BlockRemoved, BlockStored
 from radix.traces import load_trace, to_req
 from radix.traces.kv_events import rebuild_block_view
 

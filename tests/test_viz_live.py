@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from radix.events import ListSink
-from radix.sched.admission import RequestAdmitted
+from radix.events import ListSink, RequestAdmitted
 from radix.tree.radix_cache import RadixCache
 from viz.live import LiveRequest, LiveSession, SessionRegistry, measured_label
 from viz.live_scenarios import SCENARIOS, SYSTEM

@@ -1,4 +1,4 @@
-"""Differential check of radix.tree.radix_cache.RadixCache against SGLang's own RadixCache (not a test).
+"""Differential check of radix.tree.RadixCache against SGLang's own RadixCache (not a test).
 
 Loads radix_cache.py, evict_policy.py, base_prefix_cache.py and cache_init_params.py from an
 unpacked SGLang wheel (checked with 0.5.23), stubbing the heavy modules they import, then runs

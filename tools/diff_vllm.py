@@ -1,4 +1,4 @@
-"""Differential check of radix.blocks.manager / radix.blocks.pool against vLLM's own code (not a test).
+"""Differential check of radix.blocks (manager, pool) against vLLM's own code (not a test).
 
 Loads block_pool.py, kv_cache_utils.py, single_type_kv_cache_manager.py and utils/hashing.py from
 an unpacked vLLM wheel (checked with 0.33.0), stubbing the heavy modules they import, and drives

@@ -16,7 +16,7 @@ from collections import deque
 from typing import Any
 
 from radix import events as ev
-from radix.sched.admission import RequestAdmitted, RequestRetracted
+from radix.events import RequestAdmitted, RequestRetracted
 from radix.tree.node import TreeSnapshot
 from radix.tree.replay import TreeModel
 from viz.dot import Decode, fold_tree, tree_to_dot

@@ -14,14 +14,8 @@ import random
 from typing import NamedTuple
 
 from examples.workloads import FEW_SHOT_LEN, SYSTEM_LEN, Tokens
-from radix.events import ListSink
-from radix.sched.policy import (
-    PolicyFellBack,
-    QueueSorted,
-    RequestRanked,
-    SchedulePolicy,
-    request_key,
-)
+from radix.events import ListSink, PolicyFellBack, QueueSorted, RequestRanked
+from radix.sched.policy import SchedulePolicy, request_key
 from radix.sched.request import Req
 from radix.tree.radix_cache import RadixCache
 

@@ -18,36 +18,9 @@ from typing import Any, BinaryIO
 
 import msgpack
 
-from radix.events import Event
+from radix.events import AllBlocksCleared, BlockRemoved, BlockStored, Event
 
 MEDIUM_GPU = "GPU"
-
-
-@dataclass(frozen=True, slots=True)
-class BlockStored(Event):
-    block_hashes: tuple[int, ...]  # the new full blocks, in chain order
-    parent_block_hash: int | None  # hash of the block before the first one; None at the start
-    token_ids: tuple[int, ...]  # len(block_hashes) * block_size tokens
-    block_size: int
-    lora_id: int | None  # deprecated in vLLM (use lora_name); we have no LoRA ids: None
-    medium: str | None  # "GPU"
-    lora_name: str | None
-    extra_keys: tuple[tuple[Any, ...] | None, ...] | None = None  # one entry per block
-    group_idx: int | None = None  # KV cache group; 0 for a single full-attention group
-    kv_cache_spec_kind: str | None = None  # "full_attention"
-    kv_cache_spec_sliding_window: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class BlockRemoved(Event):
-    block_hashes: tuple[int, ...]
-    medium: str | None
-    group_idx: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AllBlocksCleared(Event):
-    pass
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,13 +11,12 @@ Leaves out: chunked-prefill lookahead, speculative tokens, preemption. Snapshot:
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from radix.blocks.hashing import BlockHash, block_extra_keys, hash_request_tokens
 from radix.blocks.pool import BlockPool, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot, take_snapshot, unreachable_block_ids
-from radix.events import Event
+from radix.events import PrefixLookedUp
 from radix.sched.request import Req
 
 
@@ -34,15 +33,6 @@ class LookupRecord(NamedTuple):
     stop_block: int  # index of the first block not matched
     reason: str  # "miss" (stop_block not cached) | "cap" (would reach the last token) |
     #              "partial" (stop_block is not full) | "disabled" (caching off)
-
-
-@dataclass(frozen=True, slots=True)
-class PrefixLookedUp(Event):
-    rid: str
-    hit_blocks: int
-    hit_tokens: int
-    stop_block: int
-    reason: str  # see LookupRecord
 
 
 class _ReqBlocks:

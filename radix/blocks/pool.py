@@ -12,34 +12,24 @@ Leaves out: KV cache groups (hybrid models), block bundles, offloading. UI event
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from radix.blocks.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.hashing import BlockHash, hash_to_int64
-from radix.blocks.kv_events import MEDIUM_GPU, AllBlocksCleared, BlockRemoved, BlockStored
-from radix.events import Event, EventSink, StepEnded, StepStarted
+from radix.blocks.kv_events import MEDIUM_GPU
+from radix.events import (
+    AllBlocksCleared,
+    BlockAllocated,
+    BlockFreed,
+    BlockRemoved,
+    BlockStored,
+    BlockTouched,
+    EventSink,
+    StepEnded,
+    StepStarted,
+)
 
 __all__ = ["BlockPool", "KVCacheBlock", "FreeKVCacheBlockQueue", "BlockAllocated",
            "BlockTouched", "BlockFreed"]
-
-
-@dataclass(frozen=True, slots=True)
-class BlockAllocated(Event):
-    block_ids: tuple[int, ...]  # popped from the free queue's head, in order (ref_cnt now 1)
-
-
-@dataclass(frozen=True, slots=True)
-class BlockTouched(Event):
-    block_ids: tuple[int, ...]  # cache hits, in chain order
-    ref_cnts: tuple[int, ...]  # each block's ref_cnt after the touch
-
-
-@dataclass(frozen=True, slots=True)
-class BlockFreed(Event):
-    block_ids: tuple[int, ...]  # released, in the order given (a request's blocks reversed)
-    ref_cnts: tuple[int, ...]  # after the release; 0 means it went back to the free queue
-    to_front: tuple[int, ...]  # no hash: prepended (reused first)
-    to_tail: tuple[int, ...]  # hashed: appended (kept cached longest)
 
 
 class BlockPool:

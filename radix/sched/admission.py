@@ -11,11 +11,10 @@ Leaves out: ignore_eos admission, host-cache load-back, mixed chunks, priority p
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from radix.events import Event, EventSink
+from radix.events import AdmissionStopped, Event, EventSink, RequestAdmitted, RequestRetracted
 from radix.sched.policy import request_key
 from radix.sched.request import Req
 
@@ -27,30 +26,6 @@ class AddReqResult(Enum):
     CONTINUE = "continue"  # keep adding
     NO_TOKEN = "no_token"  # out of memory (free + evictable slots)
     OTHER = "other"  # out of the round's input or chunk budget
-
-
-@dataclass(frozen=True, slots=True)
-class RequestAdmitted(Event):
-    rid: str
-    prefix_len: int  # tokens reused from the tree
-    extend_len: int  # tokens to prefill this round
-    chunked: bool  # the prompt continues in a later round
-    rem_input_tokens: int  # round budget left after this request
-
-
-@dataclass(frozen=True, slots=True)
-class AdmissionStopped(Event):
-    rid: str  # the first request not admitted
-    result: str  # AddReqResult value
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class RequestRetracted(Event):
-    rid: str
-    freed_slots: int  # KV slots of its own returned to the pool (its suffix is not inserted)
-    output_len: int  # tokens generated so far; kept, re-prefilled on readmission
-    reason: str
 
 
 def match_for_admission(tree_cache: Any, req: Req) -> None:

@@ -13,10 +13,9 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from radix.events import Event, EventSink
+from radix.events import Event, EventSink, PolicyFellBack, QueueSorted, RequestRanked
 from radix.sched.request import Req
 from radix.tree.key import RadixKey
 from radix.tree.radix_cache import RadixCache
@@ -25,39 +24,6 @@ POLICIES = ("lpm", "dfs-weight", "fcfs", "lof", "random", "routing-key")
 CACHE_AWARE = ("lpm", "dfs-weight")
 WAITING_QUEUE_PREFIX_MATCH_MAX = 128  # SGLang: LPM's FCFS fallback and the refresh's reach
 WAITING_PREFIX_REFRESH_INTERVAL = 32  # SGLang: the refresh runs on every 32nd cache-agnostic sort
-
-
-@dataclass(frozen=True, slots=True)
-class RequestRanked(Event):
-    """One waiting request as a cache-aware sort saw it."""
-
-    rid: str
-    prefix_len: int  # cached match, capped at input_len - 1 (SGLang's num_matched_prefix_tokens)
-    in_batch_len: int | None  # match in this round's throwaway tree; None: not checked
-    deprioritized: bool  # sorted last this round
-    reason: str  # why (or why not), in words
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyFellBack(Event):
-    """LPM turned itself into FCFS because the queue is long (SGLang does this silently)."""
-
-    policy: str
-    fallback: str
-    queue_len: int
-    limit: int
-    notice: str
-
-
-@dataclass(frozen=True, slots=True)
-class QueueSorted(Event):
-    """The waiting queue before and after one sort."""
-
-    policy: str  # as configured
-    active_policy: str  # what actually ran (differs after a fallback)
-    order_before: tuple[str, ...]  # rids
-    order_after: tuple[str, ...]
-    deprioritized: tuple[str, ...]
 
 
 class SortReport(NamedTuple):

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import msgpack
 
-from radix.blocks.kv_events import AllBlocksCleared, BlockRemoved, BlockStored, batch_from_wire
+from radix.blocks.kv_events import batch_from_wire
+from radix.events import AllBlocksCleared, BlockRemoved, BlockStored
 from radix.traces.base import Trace, TraceError, decode_text, iter_json_lines, type_name
 
 _FIELD = re.compile(r"field '([^']+)'")

@@ -1,17 +1,21 @@
-"""The seven eviction strategies of SGLang's RadixCache (mem_cache/evict_policy.py).
+"""The seven eviction strategies of SGLang's RadixCache (mem_cache/evict_policy.py), and the heap
+that orders the evictable leaves by them.
 
 A strategy is a sort key over a leaf: the smallest key is evicted first. SGLang breaks exact ties
 by heap order over a set (arbitrary); we break them by node id (the older node first) so that
-every run replays exactly.
-Leaves out: SGLang's experimental strategies beyond these seven.
+every run replays exactly. SGLang heapifies every evictable leaf on each `evict` call;
+`EvictionHeap` keeps its heap across calls and drops stale entries lazily, which pops the same
+order in O(k log n) for k leaves. Leaves out: SGLang's experimental strategies beyond these seven.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping
 from typing import Any
 
 SortKey = Any  # a float or a tuple of numbers; smaller is evicted first
+HEAP_SLACK = 64  # stale heap entries tolerated beyond 2 per evictable leaf before a rebuild
 
 
 def lru(node) -> SortKey:
@@ -62,18 +66,6 @@ def make_slru(protected_threshold: int = 2) -> Callable[[Any], SortKey]:
 
 POLICIES = ("lru", "mru", "fifo", "filo", "lfu", "priority", "slru")
 
-# Which node fields each policy reads: a change to any other field never reorders the heap.
-POLICY_FIELDS = {
-    "lru": ("last_access_time",),
-    "mru": ("last_access_time",),
-    "fifo": ("creation_time",),
-    "filo": ("creation_time",),
-    "lfu": ("hit_count", "last_access_time"),
-    "priority": ("priority", "last_access_time"),
-    "slru": ("hit_count", "last_access_time"),
-}
-
-
 def get_strategy(
     name: str, policy_config: Mapping[str, Any] | None = None
 ) -> Callable[[Any], SortKey]:
@@ -94,3 +86,74 @@ def get_strategy(
     if config:
         raise ValueError(f"unknown policy_config keys for {name!r}: {sorted(config)}")
     return strategy
+
+
+class EvictionHeap:
+    """The evictable leaves (`leaves`, SGLang's `evictable_leaves` set) in eviction order.
+
+    Heap entries are (sort key, node id, version, node), invalidated lazily: a node's
+    `heap_version` bumps whenever it gets a fresh entry, so its older entries are skipped on pop,
+    as is any entry whose node left the set. While a node stays in the set its latest entry stays
+    in the heap, so `touch` pushes only when the node's sort key moved.
+
+    >>> class N:
+    ...     def __init__(self, i, t): self.id, self.last_access_time, self.heap_version = i, t, 0
+    >>> a, b = N(1, 5.0), N(2, 3.0); h = EvictionHeap(lru)
+    >>> h.add(a); h.add(b); h.pop().id  # b was used longer ago
+    2
+    """
+
+    def __init__(self, sort_key: Callable[[Any], SortKey]) -> None:
+        self.sort_key = sort_key
+        self.leaves: set = set()  # the evictable leaves
+        self.entries: list = []  # a heapq list of (sort key, node id, version, node)
+
+    def add(self, node: Any) -> None:
+        self.leaves.add(node)
+        self._push(node)
+
+    def discard(self, node: Any) -> None:
+        self.leaves.discard(node)  # its entries go stale
+
+    def touch(self, node: Any) -> None:
+        """A walk wrote `node`'s access time: if it is in the set and its key moved, re-push."""
+        if node in self.leaves and self.sort_key(node) != node.heap_key:
+            self._push(node)
+
+    def pop(self) -> Any | None:
+        """The first leaf in eviction order, taken out of the set; None when the set is empty."""
+        entries, leaves = self.entries, self.leaves
+        while entries:
+            _, _, version, node = heapq.heappop(entries)
+            if version == node.heap_version and node in leaves:
+                leaves.discard(node)
+                return node
+        return None
+
+    def _push(self, node: Any) -> None:
+        node.heap_version += 1
+        node.heap_key = key = self.sort_key(node)
+        heapq.heappush(self.entries, (key, node.id, node.heap_version, node))
+        if len(self.entries) > 2 * len(self.leaves) + HEAP_SLACK:
+            self._rebuild()
+
+    def _rebuild(self) -> None:
+        """One fresh entry per leaf, O(n); in place, since a running evict holds the list."""
+        entries = []
+        for node in self.leaves:
+            node.heap_version += 1
+            node.heap_key = key = self.sort_key(node)
+            entries.append((key, node.id, node.heap_version, node))
+        heapq.heapify(entries)
+        self.entries[:] = entries
+
+    def check(self) -> str | None:
+        """What is wrong with the heap, or None (for check_invariants)."""
+        live = {e[3] for e in self.entries if e[2] == e[3].heap_version}
+        for node in self.leaves:
+            if node not in live:
+                return f"evictable leaf {node.id} has no live heap entry"
+        for key, _, version, node in self.entries:
+            if version == node.heap_version and node in self.leaves and key != self.sort_key(node):
+                return f"heap entry of leaf {node.id} has a stale sort key"
+        return None

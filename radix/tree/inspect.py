@@ -1,4 +1,4 @@
-"""Looking at a tree: snapshot, SGLang-style pretty_print, and check_invariants.
+"""Looking at a tree, as plain functions: snapshot, SGLang-style pretty_print, check_invariants.
 
 `format_tree` prints a TreeSnapshot the way SGLang's RadixCache.pretty_print does: a stack walk
 from the root, one line per node (indent, edge length, first ten token ids, `r=lock_ref`), then
@@ -10,6 +10,7 @@ evictable + protected == total, the leaf set, the eviction heap, no evicted node
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from radix.tree.node import NodeState, TreeNode, TreeSnapshot
 
@@ -52,7 +53,7 @@ def format_tree(
 
     >>> from radix.tree.radix_cache import RadixCache
     >>> c = RadixCache(); _ = c.insert([1, 2, 3]); _ = c.insert([1, 2, 4])
-    >>> print(format_tree(c.snapshot()))
+    >>> print(format_tree(snapshot(c)))
      0 [] r=1
        2 [1, 2] r=0
          1 [4] r=0
@@ -79,101 +80,93 @@ def format_tree(
     return "\n".join(lines)
 
 
-class TreeInspection:
-    """Mixin for RadixCache: snapshot, pretty_print, check_invariants."""
+def snapshot(cache: Any) -> TreeSnapshot:
+    """A RadixCache as plain immutable data: nodes in pre-order, siblings sorted by child key."""
+    out: list[NodeState] = []
+    leaves, ps = cache.evictable_leaves, cache.page_size
 
-    def snapshot(self) -> TreeSnapshot:
-        """Plain immutable data: nodes in pre-order, siblings sorted by child key."""
-        out: list[NodeState] = []
-        leaves, ps = self.evictable_leaves, self.page_size
+    def order(n: TreeNode):
+        k = n.key
+        return child_sort_key(tuple(k.token_ids[:ps]), k.extra_key, k.cache_salt, ps)
 
-        def order(n: TreeNode):
-            k = n.key
-            return child_sort_key(tuple(k.token_ids[:ps]), k.extra_key, k.cache_salt, ps)
+    stack = [cache.root_node]
+    while stack:
+        node = stack.pop()
+        out.append(_node_state(node, node in leaves))
+        stack.extend(sorted(node.children.values(), key=order, reverse=True))
+    return TreeSnapshot(tuple(out), ps, cache.evictable_size_, cache.protected_size_,
+                        cache.num_steps)
 
-        stack = [self.root_node]
-        while stack:
-            node = stack.pop()
-            out.append(_node_state(node, node in leaves))
-            stack.extend(sorted(node.children.values(), key=order, reverse=True))
-        return TreeSnapshot(
-            tuple(out), ps, self.evictable_size_, self.protected_size_, self.num_steps
+
+def check_invariants(cache: Any) -> None:
+    """Raises InvariantError on the first broken rule of a RadixCache: links, child keys, lock
+    counts against the locks held, sizes, the leaf set, the eviction heap, live nodes only.
+
+    >>> from radix.tree.radix_cache import RadixCache
+    >>> c = RadixCache(); _ = c.insert([1, 2, 3]); c.evictable_size_ = 99
+    >>> check_invariants(c)
+    Traceback (most recent call last):
+    ...
+    radix.tree.inspect.InvariantError: evictable/protected sizes are 99/0, the tree holds 3/0
+    """
+    root, ps = cache.root_node, cache.page_size
+    if root.lock_ref != 1:
+        raise InvariantError(f"root lock_ref is {root.lock_ref}, expected 1")
+    reachable: dict[int, TreeNode] = {}
+    leaves: set[TreeNode] = set()
+    evictable = protected = 0
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        reachable[node.id] = node
+        _check_node(cache, node, ps)
+        if node is not root:
+            if node.lock_ref == 0:
+                evictable += len(node.key)
+                if not node.children:
+                    leaves.add(node)
+            else:
+                protected += len(node.key)
+        stack.extend(node.children.values())
+    _check_totals(cache, reachable, leaves, evictable, protected)
+
+
+def _check_node(cache: Any, node: TreeNode, ps: int) -> None:
+    def fail(rule: str):
+        raise InvariantError(f"node {node.id}: {rule}")
+
+    if node.value is None:
+        fail("evicted node is reachable")
+    if len(node.value) != len(node.key):
+        fail(f"{len(node.value)} slot ids for a key of {len(node.key)} tokens")
+    if node is not cache.root_node:
+        if len(node.key) == 0 or len(node.key) % ps:
+            fail(f"key length {len(node.key)} is not a positive multiple of page {ps}")
+        expected = cache._held.get(node, 0) + sum(c.lock_ref for c in node.children.values())
+        if node.lock_ref != expected:
+            fail(f"lock_ref {node.lock_ref} != locks held here and below ({expected})")
+    for ck, child in node.children.items():
+        if child.parent is not node:
+            fail(f"child {child.id} does not point back to its parent")
+        if child.key.child_key(ps) != ck:
+            fail(f"child {child.id} is filed under {ck!r}, its key says otherwise")
+
+
+def _check_totals(cache: Any, reachable, leaves, evictable: int, protected: int) -> None:
+    if reachable.keys() != cache._nodes.keys():
+        extra = sorted(cache._nodes.keys() - reachable.keys())[:5]
+        raise InvariantError(f"registered nodes not reachable from the root: {extra}")
+    if (evictable, protected) != (cache.evictable_size_, cache.protected_size_):
+        raise InvariantError(
+            f"evictable/protected sizes are {cache.evictable_size_}/{cache.protected_size_}, "
+            f"the tree holds {evictable}/{protected}"
         )
-
-    def pretty_print(
-        self,
-        decode: Callable[[list[int]], str] | None = None,
-        show_hits: bool = False,
-        mark_leaves: bool = False,
-        file=None,
-    ) -> str:
-        """Prints (and returns) SGLang-compatible lines; see format_tree for the options."""
-        text = format_tree(self.snapshot(), decode, show_hits, mark_leaves)
-        print(text, file=file)
-        return text
-
-    def check_invariants(self) -> None:
-        """Raises InvariantError on the first broken rule."""
-        root, ps = self.root_node, self.page_size
-        if root.lock_ref != 1:
-            raise InvariantError(f"root lock_ref is {root.lock_ref}, expected 1")
-        reachable: dict[int, TreeNode] = {}
-        leaves: set[TreeNode] = set()
-        evictable = protected = 0
-        stack = [root]
-        while stack:
-            node = stack.pop()
-            reachable[node.id] = node
-            self._check_node(node, ps)
-            if node is not root:
-                if node.lock_ref == 0:
-                    evictable += len(node.key)
-                    if not node.children:
-                        leaves.add(node)
-                else:
-                    protected += len(node.key)
-            stack.extend(node.children.values())
-        self._check_totals(reachable, leaves, evictable, protected)
-
-    def _check_node(self, node: TreeNode, ps: int) -> None:
-        def fail(rule: str):
-            raise InvariantError(f"node {node.id}: {rule}")
-
-        if node.value is None:
-            fail("evicted node is reachable")
-        if len(node.value) != len(node.key):
-            fail(f"{len(node.value)} slot ids for a key of {len(node.key)} tokens")
-        if node is not self.root_node:
-            if len(node.key) == 0 or len(node.key) % ps:
-                fail(f"key length {len(node.key)} is not a positive multiple of page {ps}")
-            expected = self._held.get(node, 0) + sum(c.lock_ref for c in node.children.values())
-            if node.lock_ref != expected:
-                fail(f"lock_ref {node.lock_ref} != locks held here and below ({expected})")
-        for ck, child in node.children.items():
-            if child.parent is not node:
-                fail(f"child {child.id} does not point back to its parent")
-            if child.key.child_key(ps) != ck:
-                fail(f"child {child.id} is filed under {ck!r}, its key says otherwise")
-
-    def _check_totals(self, reachable, leaves, evictable: int, protected: int) -> None:
-        if reachable.keys() != self._nodes.keys():
-            extra = sorted(self._nodes.keys() - reachable.keys())[:5]
-            raise InvariantError(f"registered nodes not reachable from the root: {extra}")
-        if (evictable, protected) != (self.evictable_size_, self.protected_size_):
-            raise InvariantError(
-                f"evictable/protected sizes are {self.evictable_size_}/{self.protected_size_}, "
-                f"the tree holds {evictable}/{protected}"
-            )
-        if leaves != self.evictable_leaves:
-            wrong = sorted(n.id for n in leaves ^ self.evictable_leaves)[:5]
-            raise InvariantError(f"evictable leaf set is wrong for nodes {wrong}")
-        live = {e[3] for e in self._heap if e[2] == e[3].heap_version}
-        for node in leaves:
-            if node not in live:
-                raise InvariantError(f"evictable leaf {node.id} has no live heap entry")
-        for key, _, version, node in self._heap:
-            if version == node.heap_version and node in leaves and key != self.sort_key(node):
-                raise InvariantError(f"heap entry of leaf {node.id} has a stale sort key")
-        for node in self._held:
-            if self._nodes.get(node.id) is not node and node is not self.root_node:
-                raise InvariantError(f"a lock is held on node {node.id}, which is not live")
+    if leaves != cache.evictable_leaves:
+        wrong = sorted(n.id for n in leaves ^ cache.evictable_leaves)[:5]
+        raise InvariantError(f"evictable leaf set is wrong for nodes {wrong}")
+    problem = cache._leaves.check()
+    if problem:
+        raise InvariantError(problem)
+    for node in cache._held:
+        if cache._nodes.get(node.id) is not node and node is not cache.root_node:
+            raise InvariantError(f"a lock is held on node {node.id}, which is not live")

@@ -1,35 +1,17 @@
 """RadixKey: the token ids of a prefix plus the namespace that keeps tenants apart.
 
 Follows SGLang's RadixKey (mem_cache/radix_cache.py): `child_key` names a node's edge in its
-parent's children dict, `match` finds the shared prefix length rounded down to the page size.
-Two keys share nodes only within one namespace, the pair (extra_key, cache_salt).
+parent's children dict. Two keys share nodes only within one namespace, the pair (extra_key,
+cache_salt). Like SGLang's, a RadixKey trusts its caller: a list of ids is kept, not copied or
+checked (ids are checked where they enter: trace loaders, op traces, RadixCache's plain-list
+arguments), since building keys is on the request loop's hot path.
 Leaves out: EAGLE's bigram keys and SGLang's `limit` view.
 """
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterable, Sequence
 from typing import Any
-
-
-def _as_token_list(token_ids: Iterable[int]) -> list[int]:
-    """Copies token ids into a list; a non-int id raises TypeError.
-
-    The ints are checked by one pass through array('q') (in C), so a bool, float or str
-    anywhere fails fast without a Python loop over a long key.
-    """
-    if isinstance(token_ids, (str, bytes)) or not isinstance(token_ids, Iterable):
-        raise TypeError(f"token_ids must be a sequence of ints, got {type(token_ids).__name__}")
-    ids = list(token_ids)
-    try:
-        array("q", ids)
-    except (TypeError, OverflowError):
-        for i, tok in enumerate(ids):
-            if not isinstance(tok, int) or isinstance(tok, bool):
-                raise TypeError(f"token id at position {i} is not an int: {tok!r}") from None
-        raise TypeError("token ids must fit in 64 bits") from None
-    return ids
 
 
 def gallop_match(a: Sequence[int], b: Sequence[int]) -> int:
@@ -65,8 +47,6 @@ class RadixKey:
     >>> k = RadixKey([1, 2, 3, 4, 5])
     >>> k.child_key(1), k.child_key(2)
     (1, (1, 2))
-    >>> k.match(RadixKey([1, 2, 3, 9]), page_size=2)
-    2
     >>> RadixKey([1], extra_key="lora-a").child_key(1)
     (('lora-a', None), 1)
     """
@@ -79,7 +59,12 @@ class RadixKey:
         extra_key: str | None = None,
         cache_salt: str | None = None,
     ) -> None:
-        self.token_ids: list[int] = _as_token_list(token_ids)
+        if type(token_ids) is not list:
+            if isinstance(token_ids, str | bytes) or not isinstance(token_ids, Iterable):
+                raise TypeError(f"token_ids must be a sequence of ints, "
+                                f"got {type(token_ids).__name__}")
+            token_ids = list(token_ids)
+        self.token_ids: list[int] = token_ids  # not copied: the caller must not mutate it
         self.extra_key = extra_key  # e.g. a LoRA id
         self.cache_salt = cache_salt  # per-tenant salt
 
@@ -132,16 +117,3 @@ class RadixKey:
         plain = t[0] if page_size == 1 else tuple(t[:page_size])
         ns = self.namespace
         return plain if ns is None else (ns, plain)
-
-    def match(self, other: RadixKey, page_size: int = 1) -> int:
-        """Shared prefix length with `other`, rounded down to page_size.
-
-        Keys of different namespaces never match: comparing them raises ValueError.
-        """
-        if self.namespace != other.namespace:
-            raise ValueError(
-                f"cannot match keys of different namespaces: {self.namespace!r} != "
-                f"{other.namespace!r}"
-            )
-        n = gallop_match(self.token_ids, other.token_ids)
-        return n if page_size == 1 else n // page_size * page_size

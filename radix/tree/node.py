@@ -12,6 +12,8 @@ from typing import NamedTuple
 
 from radix.tree.key import RadixKey
 
+ROOT_PRIORITY = -(2**63 - 1)  # the root's priority: SGLang's -sys.maxsize, below any real one
+
 
 class TreeNode:
     """One edge of the radix tree and the node it ends in."""

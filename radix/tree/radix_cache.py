@@ -1,30 +1,41 @@
 """RadixCache: a faithful model of SGLang's radix tree of cached KV prefixes.
 
-Follows SGLang 0.5.x mem_cache/radix_cache.py: match_prefix splits a node when a match ends inside
-its edge (split-on-read), insert dedupes against what is cached and grows one new leaf, lock_ref
-walks to the root, evict pops evictable leaves by the policy's sort key and cascades to parents.
-Differences, all deliberate: evict keeps a heap across calls (SGLang heapifies every leaf on each
-call; the pop order is the same), ties are broken by node id, time is an injected clock (read once
-per walk and once per new node, where SGLang reads time.monotonic()), insert page-aligns its key
-(SGLang's callers do), and every mutation is emitted as an event. tools/diff_sglang.py checks all
-this against SGLang's own radix_cache.py.
-Leaves out: HiCache tiers, EAGLE bigram keys, KV-event hashing (see radix/kv_events.py).
+Follows SGLang's mem_cache/radix_cache.py. An edge is a run of tokens used by exactly the same
+requests; a node is where two of them stopped agreeing. Read top to bottom:
+
+    match_prefix   the longest cached prefix of a key; splits the node the match ends inside
+    insert         caches a key: walks what is cached, grows one new leaf for the rest
+    evict          pops evictable leaves in policy order; a parent left childless competes too
+    inc/dec_lock_ref   walk to the root; tokens move between evictable and protected on 0 <-> 1
+    cache_finished_req / cache_unfinished_req   a request's KV into the tree, its lock moved
+
+Deliberate differences (tools/diff_sglang.py checks the rest against SGLang's own code): time is
+an injected clock (read once per walk and once per new node, where SGLang reads
+time.monotonic()); evict keeps its heap across calls (eviction.py); ties go to the older node id;
+insert page-aligns its key (SGLang's callers do); node ids belong to the cache; every mutation is
+emitted as an event. Leaves out: HiCache tiers, EAGLE bigram keys, SWA/mamba components.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from radix import events as ev
 from radix.sched.allocator import Allocator
-from radix.tree.eviction import get_strategy
+from radix.sched.request import Req
+from radix.tree import inspect
+from radix.tree.eviction import EvictionHeap, get_strategy
 from radix.tree.key import RadixKey, gallop_match
-from radix.tree.node import EvictResult, InsertResult, MatchResult, TreeNode
-from radix.tree.tree_base import TreeBase
-
-HEAP_SLACK = 64  # stale heap entries tolerated beyond 2 per evictable leaf before a rebuild
+from radix.tree.node import (
+    ROOT_PRIORITY,
+    EvictResult,
+    InsertResult,
+    MatchResult,
+    TreeNode,
+    TreeSnapshot,
+)
 
 
 class LogicalClock:
@@ -42,7 +53,7 @@ class LogicalClock:
         return self.now
 
 
-class RadixCache(TreeBase):
+class RadixCache:
     """SGLang's RadixCache over integer KV slot ids.
 
     >>> c = RadixCache()
@@ -71,11 +82,9 @@ class RadixCache(TreeBase):
         self.clock = clock if clock is not None else LogicalClock()
         self._sink = sink
         self.disable = disable
-        self.allocator = allocator
-        self.num_steps = 0
+        self.allocator = allocator  # where evicted and duplicate slots go back (None: nowhere)
+        self.num_steps = 0  # public calls made so far (the event log's step counter)
         self.reset()
-
-    # ----------------------------------------------------------------------------- public API
 
     def reset(self) -> None:
         """Empties the tree (slots of cached nodes are not freed: the caller owns the pool)."""
@@ -83,15 +92,16 @@ class RadixCache(TreeBase):
         self._next_id = 1
         self.root_node = TreeNode(0, RadixKey([]), [], 0.0)
         self.root_node.lock_ref = 1  # the root is never evicted
-        self.root_node.priority = -(2**63)  # any real priority overrides it (SGLang: -maxsize)
-        self._nodes: dict[int, TreeNode] = {0: self.root_node}
+        self.root_node.priority = ROOT_PRIORITY
+        self._nodes: dict[int, TreeNode] = {0: self.root_node}  # live nodes by id
         self._held: dict[TreeNode, int] = {}  # node -> locks taken on it by inc_lock_ref
-        self.evictable_leaves: set[TreeNode] = set()
-        self._heap: list = []  # (sort_key, node_id, heap_version, node), lazily invalidated
+        self._leaves = EvictionHeap(self.sort_key)
         self.evictable_size_ = 0
         self.protected_size_ = 0
         self._emit(ev.CacheReset())
         self._end("reset")
+
+    # ----------------------------------------------------------------------- match and insert
 
     def match_prefix(self, key: RadixKey | Sequence[int], rid: str | None = None) -> MatchResult:
         """Longest cached prefix of `key`, page-aligned; splits the node a match ends inside.
@@ -121,7 +131,7 @@ class RadixCache(TreeBase):
     ) -> InsertResult:
         """Caches `key` with KV slots `value` (the token ids when None); returns the prefix
         length that was already cached. Existing values are never overwritten: the caller frees
-        its own slots below prefix_len.
+        its own slots below prefix_len. A chunked insert raises priorities but counts no hits.
 
         >>> c = RadixCache(); c.insert([1, 2, 3]).prefix_len, c.insert([1, 2, 3, 4]).prefix_len
         (0, 3)
@@ -134,103 +144,56 @@ class RadixCache(TreeBase):
         self._end("insert")
         return result
 
-    def evict(self, num_tokens: int) -> EvictResult:
-        """Frees at least `num_tokens` (whole leaves, in policy order) or all that is evictable.
-
-        >>> c = RadixCache(); _ = c.insert([1, 2, 3]); _ = c.insert([1, 2, 4])
-        >>> r = c.evict(1); r.num_evicted, c.total_size()  # the older leaf [3] goes first
-        (1, 3)
-        """
-        if not isinstance(num_tokens, int) or isinstance(num_tokens, bool) or num_tokens < 0:
-            raise ValueError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
-        self._begin("evict", None, "{:,} tokens", num_tokens)
-        result = self._evict(num_tokens)
-        self._end("evict")
-        return result
-
-    def inc_lock_ref(self, node: TreeNode, rid: str | None = None) -> int:
-        """Locks node and its ancestors; returns the change of evictable_size (<= 0)."""
-        self._check_live(node)
-        self._begin("inc_lock_ref", rid, "node {}", node.id)
-        delta = self._inc_lock(node)
-        self._end("inc_lock_ref")
-        return delta
-
-    def dec_lock_ref(self, node: TreeNode, rid: str | None = None) -> int:
-        """Releases a lock taken by inc_lock_ref(node); returns the change of evictable_size."""
-        self._check_live(node)
-        if self._held.get(node, 0) == 0 and node is not self.root_node and not self.disable:
-            raise ValueError(
-                f"dec_lock_ref: node {node.id} holds no lock (lock_ref {node.lock_ref})"
-            )
-        self._begin("dec_lock_ref", rid, "node {}", node.id)
-        delta = self._dec_lock(node)
-        self._end("dec_lock_ref")
-        return delta
-
-    def evictable_size(self) -> int:
-        return self.evictable_size_
-
-    def protected_size(self) -> int:
-        """Tokens in locked nodes (in use by running requests)."""
-        return self.protected_size_
-
-    def total_size(self) -> int:
-        return self.evictable_size_ + self.protected_size_
-
-    def node(self, node_id: int) -> TreeNode:
-        """The live node with this id (KeyError when evicted or unknown)."""
-        return self._nodes[node_id]
-
-    # ------------------------------------------------------------------------- the walks
-
     def _match(self, key: RadixKey) -> MatchResult:
-        root = self.root_node
         if self.disable or len(key) < self.page_size:
-            return MatchResult([], root, 0)
-        ps = self.page_size
-        tok = key.token_ids
-        n = len(tok) // ps * ps
-        t = self.clock()
-        root.last_access_time = t
-        path = [root] if self._sink is not None else None
-        node, pos, out = root, 0, []
-        ns = key.namespace
-        while pos < n:
-            child = node.children.get(self._child_key_at(tok, pos, ns))
-            if child is None:
-                break
-            child.last_access_time = t
-            if path is not None:
-                path.append(child)
-            plen = self._match_len(child.key.token_ids, tok, pos, n)
-            if plen < len(child.key):
-                node = self._split(child, plen, t)
-                out.extend(node.value)
-                pos += plen
-                break
-            out.extend(child.value)
-            node, pos = child, pos + plen
-        self._after_touch(node, t)
-        if path is not None:
-            self._emit(ev.NodesTouched(tuple(x.id for x in path), t))
-            self._emit(ev.PrefixMatched(tuple(x.id for x in path[1:]), n, pos))
-        return MatchResult(out, node, pos)
+            return MatchResult([], self.root_node, 0)
+        path, prefix_len, touched = self._walk(key)
+        node = path[-1] if path else self.root_node
+        self._leaves.touch(node)
+        if touched is not None:
+            self._emit(touched)
+            self._emit(ev.PrefixMatched(tuple(n.id for n in path), self._aligned(key), prefix_len))
+        return MatchResult(_concat([n.value for n in path]), node, prefix_len)
 
     def _insert(self, key: RadixKey, value, priority: int, chunked: bool) -> InsertResult:
-        root = self.root_node
         if self.disable:
-            return InsertResult(0, root)
-        ps = self.page_size
-        tok = key.token_ids
-        n = len(tok) // ps * ps  # SGLang's callers page-align; an unaligned tail is never cached
-        value = list(tok) if value is None else self._as_value(value, len(tok))
+            return InsertResult(0, self.root_node)
+        n = self._aligned(key)  # an unaligned tail is never cached
+        value = key.token_ids if value is None else _check_value(value, len(key))
+        self.root_node.priority = max(self.root_node.priority, priority)
+        path, prefix_len, touched = self._walk(key)
+        for node in path:
+            node.priority = max(node.priority, priority)
+        node = path[-1] if path else self.root_node
+        if prefix_len < n:
+            node = self._add_leaf(node, key[prefix_len:n], value[prefix_len:n], priority)
+            path.append(node)
+        if not chunked:
+            for x in path:
+                x.hit_count += 1
+        self._leaves.touch(node)
+        if touched is not None:
+            self._emit(touched)
+            self._emit(ev.HitCounted(tuple(x.id for x in path), priority, not chunked))
+        return InsertResult(prefix_len, node)
+
+    def _walk(self, key: RadixKey) -> tuple[list[TreeNode], int, ev.NodesTouched | None]:
+        """The one walk of match and insert: follows key from the root, writing one access time
+        to the root and every node entered; where the match ends inside an edge, that node is
+        split (`_split_node`) and the walk stops. Returns (the nodes of the matched path, root
+        excluded and split nodes included, the matched length, the NodesTouched event for the
+        caller to emit after its own events when someone listens).
+
+            root -- [1 2 3 4] -- ...     key [1 2 9]: the match ends after 2 tokens of the edge
+            root -- [1 2] -- [3 4] -- ...   so the edge is cut there and [1 2] ends the path
+        """
         t = self.clock()
+        root, tok, ps = self.root_node, key.token_ids, self.page_size
         root.last_access_time = t
-        root.priority = max(root.priority, priority)
+        n = self._aligned(key)
         touched = [root] if self._sink is not None else None
-        hits: list[TreeNode] = []
-        node, pos, ns = root, 0, key.namespace
+        node, pos, path = root, 0, []
+        ns = key.namespace
         while pos < n:
             child = node.children.get(self._child_key_at(tok, pos, ns))
             if child is None:
@@ -238,30 +201,28 @@ class RadixCache(TreeBase):
             child.last_access_time = t
             if touched is not None:
                 touched.append(child)
-            plen = self._match_len(child.key.token_ids, tok, pos, n)
-            pos += plen
-            node = self._split(child, plen, t) if plen < len(child.key) else child
-            node.priority = max(node.priority, priority)
-            hits.append(node)
-        prefix_len = pos
-        if pos < n:
-            leaf = self._add_leaf(node, key[pos:n], value[pos:n], priority)
-            hits.append(leaf)
-            node = leaf
-        if not chunked:
-            for x in hits:
-                x.hit_count += 1
-        self._after_touch(node, t)
-        if touched is not None:
-            self._emit(ev.NodesTouched(tuple(x.id for x in touched), t))
-            self._emit(ev.HitCounted(tuple(x.id for x in hits), priority, not chunked))
-        return InsertResult(prefix_len, node)
+            edge = child.key.token_ids
+            m = len(edge)
+            if not (n - pos >= m and tok[pos : pos + m] == edge):  # usually the whole edge
+                m = gallop_match(edge, tok[pos:n])
+                m = m if ps == 1 else m // ps * ps
+            pos += m
+            if m < len(edge):
+                node = self._split_node(child, m, t)
+                path.append(node)
+                break
+            node = child
+            path.append(node)
+        event = None if touched is None else ev.NodesTouched(tuple(x.id for x in touched), t)
+        return path, pos, event
 
-    def _split(self, child: TreeNode, split_len: int, t: float) -> TreeNode:
+    def _split_node(self, child: TreeNode, split_len: int, t: float) -> TreeNode:
         """Cuts child's edge after split_len tokens; returns the new prefix node (parent side).
 
-        new_node -> child: the new node inherits lock_ref, hit_count and priority (it stands
-        for the same requests); values are sliced copies; sizes and the leaf set do not change.
+            parent -- child[0:split_len + rest]   becomes   parent -- new[0:split_len] -- child
+
+        The new node inherits lock_ref, hit_count and priority (it stands for the same
+        requests); values are sliced copies; sizes and the leaf set do not change.
         subtle: the new node reads the clock itself (SGLang's TreeNode constructor reads
         time.monotonic()), so it is younger than the walk's time `t`, which the child keeps.
         """
@@ -279,11 +240,11 @@ class RadixCache(TreeBase):
         self._nodes[new.id] = new
         if self._sink is not None:
             self._emit(ev.NodeSplit(child.id, new.id, parent.id, split_len, created))
-        self._after_touch(child, t)  # the walk touched it before cutting: its sort key moved
+        self._leaves.touch(child)  # the walk touched it before cutting: its sort key moved
         return new
 
-    def _add_leaf(self, parent: TreeNode, key: RadixKey, value: list[int], priority: int):
-        t = self.clock()  # a new node reads the clock itself, as in SGLang (see _split)
+    def _add_leaf(self, parent: TreeNode, key: RadixKey, value, priority: int) -> TreeNode:
+        t = self.clock()  # a new node reads the clock itself, as in SGLang (see _split_node)
         leaf = TreeNode(self._next_id, key, value, t)
         self._next_id += 1
         leaf.parent, leaf.priority = parent, priority
@@ -291,44 +252,256 @@ class RadixCache(TreeBase):
         self._nodes[leaf.id] = leaf
         self.evictable_size_ += len(key)
         if self._sink is not None:
-            self._emit(
-                ev.NodeInserted(
-                    leaf.id, parent.id, tuple(key.token_ids), tuple(value), priority, t,
-                    key.extra_key, key.cache_salt,
-                )
-            )
+            self._emit(ev.NodeInserted(leaf.id, parent.id, tuple(key.token_ids), tuple(value),
+                                       priority, t, key.extra_key, key.cache_salt))
         self._update_leaf_status(parent)
         self._update_leaf_status(leaf)
         return leaf
+
+    # ---------------------------------------------------------------------------------- evict
+
+    def evict(self, num_tokens: int) -> EvictResult:
+        """Frees at least `num_tokens` (whole leaves, in policy order) or all that is evictable.
+        A parent whose last child goes becomes a leaf and competes in the same call.
+
+        >>> c = RadixCache(); _ = c.insert([1, 2, 3]); _ = c.insert([1, 2, 4])
+        >>> r = c.evict(1); r.num_evicted, c.total_size()  # the older leaf [3] goes first
+        (1, 3)
+        """
+        if not isinstance(num_tokens, int) or isinstance(num_tokens, bool) or num_tokens < 0:
+            raise ValueError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
+        self._begin("evict", None, "{:,} tokens", num_tokens)
+        evicted: list[TreeNode] = []
+        num_evicted = 0
+        while not self.disable and num_evicted < num_tokens:
+            node = self._leaves.pop()
+            if node is None:
+                break
+            num_evicted += len(node.value)
+            self._delete_leaf(node)
+            evicted.append(node)
+        self._end("evict")
+        return EvictResult(num_evicted, evicted)
+
+    def _delete_leaf(self, node: TreeNode) -> None:
+        parent = node.parent
+        del parent.children[node.key.child_key(self.page_size)]
+        del self._nodes[node.id]
+        self._leaves.discard(node)
+        self.evictable_size_ -= len(node.key)
+        slot_ids, node.value = node.value, None  # evicted
+        self._free(slot_ids)
+        if self._sink is not None:
+            self._emit(ev.LeafSetChanged((), (node.id,)))
+            self._emit(ev.NodeEvicted(node.id, parent.id, len(slot_ids), tuple(slot_ids),
+                                      node.heap_key))
+        self._update_leaf_status(parent)  # it may become a candidate in this same call
+
+    def _update_leaf_status(self, node: TreeNode) -> None:
+        """node is an evictable leaf iff it is live, unlocked, not the root and has no child.
+
+        subtle: children are always live here (evict deletes a leaf from its parent), so "no
+        live child" is "no child", as in SGLang's plain RadixCache.
+        """
+        is_leaf = node.lock_ref == 0 and not node.children and node.value is not None
+        leaves = self._leaves
+        if is_leaf == (node in leaves.leaves):
+            return
+        if is_leaf:
+            leaves.add(node)
+        else:
+            leaves.discard(node)
+        if self._sink is not None:
+            ids = (node.id,)
+            self._emit(ev.LeafSetChanged(ids, ()) if is_leaf else ev.LeafSetChanged((), ids))
+
+    # ---------------------------------------------------------------------------------- locks
+
+    def inc_lock_ref(self, node: TreeNode, rid: str | None = None) -> int:
+        """Locks node and its ancestors; returns the change of evictable_size (<= 0).
+
+        >>> c = RadixCache(); leaf = c.insert([1, 2, 3]).last_node
+        >>> c.inc_lock_ref(leaf), c.protected_size(), c.evictable_size()
+        (-3, 3, 0)
+        """
+        self._check_live(node)
+        self._begin("inc_lock_ref", rid, "node {}", node.id)
+        delta = self._lock(node, +1)
+        self._end("inc_lock_ref")
+        return delta
+
+    def dec_lock_ref(self, node: TreeNode, rid: str | None = None) -> int:
+        """Releases a lock taken by inc_lock_ref(node); returns the change of evictable_size."""
+        self._check_live(node)
+        if self._held.get(node, 0) == 0 and node is not self.root_node and not self.disable:
+            raise ValueError(
+                f"dec_lock_ref: node {node.id} holds no lock (lock_ref {node.lock_ref})"
+            )
+        self._begin("dec_lock_ref", rid, "node {}", node.id)
+        delta = self._lock(node, -1)
+        self._end("dec_lock_ref")
+        return delta
+
+    def _lock(self, node: TreeNode, direction: int) -> int:
+        """The lock walk: lock_ref += direction from node up to the root (excluded). A node's
+        tokens move from evictable to protected when its lock_ref leaves 0 (and back when it
+        returns to 0). Returns the change of evictable_size.
+
+            root -- a(r=0) -- b(r=0) -- c(r=0)    inc_lock_ref(c): c, b, a each become r=1,
+            root -- a(r=1) -- b(r=1) -- c(r=1)    and their tokens are protected
+        """
+        if self.disable or node is self.root_node:
+            return 0  # the root's lock_ref stays 1: locking it is a no-op, as in SGLang
+        held = self._held.get(node, 0) + direction
+        if held:
+            self._held[node] = held
+        else:
+            del self._held[node]
+        start, root, moved_total = node, self.root_node, 0
+        edge = 0 if direction > 0 else 1  # the lock_ref at which a node's tokens move
+        sink = self._sink
+        while node is not root:
+            moved = 0
+            if node.lock_ref == edge:
+                moved = len(node.key)
+                moved_total += moved
+            node.lock_ref += direction
+            if sink is not None:
+                sink.emit(ev.LockChanged(node.id, node.lock_ref, direction, moved))
+            node = node.parent
+        self.evictable_size_ -= direction * moved_total
+        self.protected_size_ += direction * moved_total
+        # only the start node can become or stop being a leaf: every node above it has a child
+        self._update_leaf_status(start)
+        return -direction * moved_total
+
+    # ------------------------------------------------------------------------------- requests
+
+    def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
+        """A request finished: cache its tokens, free what the tree already had, drop its lock.
+
+        The KV of the last output token was never computed, so len(req.slot_ids) tokens are
+        committed. Slots [cache_protected_len, prefix_len) duplicate cached ones and are freed,
+        as is the unaligned tail past the last full page.
+
+        >>> from radix.sched.allocator import SlotAllocator
+        >>> a = SlotAllocator(8); c = RadixCache(allocator=a)
+        >>> r = Req("r1", [1, 2, 3], output_ids=[7], slot_ids=a.alloc(3))
+        >>> c.cache_finished_req(r); c.total_size(), a.available_size()
+        (3, 5)
+        """
+        self._begin("cache_finished_req", req.rid, "{:,} tokens", len(req.slot_ids))
+        committed = len(req.slot_ids)
+        slots = req.slot_ids
+        if self.disable:
+            self._free(slots[:committed])
+        else:
+            token_ids = (req.origin_input_ids + req.output_ids)[:committed]
+            aligned = committed // self.page_size * self.page_size
+            key = RadixKey(token_ids[:aligned], req.extra_key, req.cache_salt)
+            if is_insert:
+                result = self._insert(key, slots[:aligned], req.priority or 0, False)
+                self._free(slots[req.cache_protected_len : result.prefix_len])
+            else:
+                self._free(slots[req.cache_protected_len : aligned])
+            self._free(slots[aligned:])
+            if req.last_node is not None:
+                self._lock(req.last_node, -1)
+        req.last_node = None
+        self._end("cache_finished_req")
+
+    def cache_unfinished_req(self, req: Req, chunked: bool = False) -> None:
+        """A request's prompt (or chunk) is computed: cache req.fill_ids and lock them for it.
+
+        After the insert the request reads its prefix from the tree (its duplicate slots are
+        freed), and its lock moves from the old last node to the new one.
+        """
+        if self.disable:
+            # SGLang's ChunkCache: nothing is cached, but the request's own computed slots are
+            # its prefix for the next chunk (PrefillAdder.add_chunked_req reads them).
+            req.prefix_indices = req.slot_ids[: len(req.fill_ids)]
+            return
+        self._begin("cache_unfinished_req", req.rid, "{:,} tokens", len(req.fill_ids))
+        n = len(req.fill_ids)
+        slots = req.slot_ids[:n]
+        aligned = n // self.page_size * self.page_size
+        key = RadixKey(req.fill_ids[:aligned], req.extra_key, req.cache_salt)
+        result = self._insert(key, slots[:aligned], req.priority or 0, chunked)
+        self._free(slots[req.cache_protected_len : result.prefix_len])
+        match = self._match(key)
+        new_indices, new_last = match.slot_ids, match.last_node
+        assert len(new_indices) == aligned, (len(new_indices), aligned)
+        p = req.cache_protected_len
+        req.slot_ids[p : len(new_indices)] = new_indices[p:]
+        req.cache_protected_len = len(new_indices)
+        if req.last_node is not None:
+            self._lock(req.last_node, -1)
+        self._lock(new_last, +1)
+        req.prefix_indices = new_indices + slots[len(new_indices) :]
+        req.last_node = new_last
+        self._end("cache_unfinished_req")
+
+    # ------------------------------------------------------------------------- sizes, looking
+
+    def evictable_size(self) -> int:
+        return self.evictable_size_
+
+    def protected_size(self) -> int:
+        """Tokens in locked nodes (in use by running requests)."""
+        return self.protected_size_
+
+    def total_size(self) -> int:
+        return self.evictable_size_ + self.protected_size_
+
+    @property
+    def evictable_leaves(self) -> set[TreeNode]:
+        """SGLang's set of unlocked, childless nodes: what evict may take next."""
+        return self._leaves.leaves
+
+    def node(self, node_id: int) -> TreeNode:
+        """The live node with this id (KeyError when evicted or unknown)."""
+        return self._nodes[node_id]
+
+    def snapshot(self) -> TreeSnapshot:
+        """Plain immutable data for drawing and comparing (see inspect.snapshot)."""
+        return inspect.snapshot(self)
+
+    def pretty_print(self, decode: Callable[[list[int]], str] | None = None,
+                     show_hits: bool = False, mark_leaves: bool = False, file=None) -> str:
+        """Prints (and returns) SGLang's pretty_print lines; see inspect.format_tree."""
+        text = inspect.format_tree(self.snapshot(), decode, show_hits, mark_leaves)
+        print(text, file=file)
+        return text
+
+    def check_invariants(self) -> None:
+        """Raises InvariantError on the first broken rule (see inspect.check_invariants)."""
+        inspect.check_invariants(self)
+
+    # -------------------------------------------------------------------------------- helpers
+
+    def _aligned(self, key: RadixKey) -> int:
+        n = len(key)
+        return n if self.page_size == 1 else n // self.page_size * self.page_size
 
     def _child_key_at(self, tok, pos: int, ns) -> Any:
         plain = tok[pos] if self.page_size == 1 else tuple(tok[pos : pos + self.page_size])
         return plain if ns is None else (ns, plain)
 
-    def _match_len(self, edge, tok, pos: int, end: int) -> int:
-        """Shared length of an edge and tok[pos:end], page-aligned (galloping, see key.py)."""
-        m = len(edge)
-        if end - pos >= m and tok[pos : pos + m] == edge:
-            return m  # the common case: the whole edge matches
-        m = gallop_match(edge, tok[pos:end])
-        return m if self.page_size == 1 else m // self.page_size * self.page_size
-
-    # ----------------------------------------------------------------------------- helpers
-
-    def _as_key(self, key) -> RadixKey:
+    @staticmethod
+    def _as_key(key) -> RadixKey:
+        """A RadixKey is trusted as SGLang trusts its callers; a plain sequence is checked once
+        (ints only, in C) since it comes straight from a user."""
         if isinstance(key, RadixKey):
             return key
-        if isinstance(key, Iterable):
-            return RadixKey(key)
-        raise TypeError(f"expected a RadixKey or a sequence of token ids, got {type(key).__name__}")
-
-    @staticmethod
-    def _as_value(value, length: int) -> list[int]:
-        if type(value) is not list:  # only slices of it are stored, so a list needs no copy
-            value = list(value)
-        if len(value) != length:
-            raise ValueError(f"value has {len(value)} slot ids for a key of {length} tokens")
-        return value
+        if isinstance(key, str | bytes) or not isinstance(key, Sequence | range):
+            raise TypeError(f"expected a RadixKey or a sequence of token ids, "
+                            f"got {type(key).__name__}")
+        ids = list(key)
+        try:
+            array("q", ids)
+        except (TypeError, OverflowError):
+            raise TypeError("token ids must be ints that fit in 64 bits") from None
+        return RadixKey(ids)
 
     def _check_live(self, node: TreeNode) -> None:
         if not isinstance(node, TreeNode):
@@ -354,25 +527,20 @@ class RadixCache(TreeBase):
         if self._sink is not None:
             self._sink.emit(event)
 
-    def _heap_push(self, node: TreeNode) -> None:
-        node.heap_version += 1
-        node.heap_key = key = self.sort_key(node)
-        heapq.heappush(self._heap, (key, node.id, node.heap_version, node))
-        if len(self._heap) > 2 * len(self.evictable_leaves) + HEAP_SLACK:
-            self._rebuild_heap()
 
-    def _rebuild_heap(self) -> None:
-        """Drops stale entries: one fresh entry per evictable leaf, O(n)."""
-        heap = []
-        for node in self.evictable_leaves:
-            node.heap_version += 1
-            node.heap_key = key = self.sort_key(node)
-            heap.append((key, node.id, node.heap_version, node))
-        heapq.heapify(heap)
-        self._heap[:] = heap  # in place: evict() may be holding this list
+def _concat(values: list[Sequence[int]]) -> list[int]:
+    """The slot ids of a path, in token order (one list)."""
+    if len(values) == 1:
+        return list(values[0])
+    out: list[int] = []
+    for v in values:
+        out += v
+    return out
 
-    def _after_touch(self, node: TreeNode, t: float) -> None:
-        """A walk ending at an evictable leaf may have changed its sort key: if so, give it a fresh
-        heap entry (while a node stays an evictable leaf its latest entry stays in the heap)."""
-        if node in self.evictable_leaves and self.sort_key(node) != node.heap_key:
-            self._heap_push(node)
+
+def _check_value(value: Sequence[int], length: int) -> list[int]:
+    if type(value) is not list:  # only slices of it are stored, so a list needs no copy
+        value = list(value)
+    if len(value) != length:
+        raise ValueError(f"value has {len(value)} slot ids for a key of {length} tokens")
+    return value

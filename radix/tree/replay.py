@@ -14,9 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from radix import events as ev
 from radix.tree.inspect import child_sort_key
-from radix.tree.node import NodeState, TreeSnapshot
-
-ROOT_PRIORITY = -(2**63)
+from radix.tree.node import ROOT_PRIORITY, NodeState, TreeSnapshot
 
 
 @dataclass
