@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from radix.blocks.manager import BlockCacheManager  # noqa: E402
 from radix.blocks.pool import BlockPool  # noqa: E402
-from radix.sched.request import Req  # noqa: E402
+from radix.request import Req  # noqa: E402
 
 VLLM_P50_US = {"lookup": 189.0, "allocate": 105.0, "free": 44.0, "hashing": 548.0}
 OPS = ("hashing", "lookup", "allocate", "free")

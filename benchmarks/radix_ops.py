@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from radix.sched.allocator import SlotAllocator  # noqa: E402
+from radix.allocator import SlotAllocator  # noqa: E402
 from radix.tree.key import RadixKey  # noqa: E402
 from radix.tree.radix_cache import RadixCache  # noqa: E402
 

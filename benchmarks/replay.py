@@ -18,11 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from radix.allocator import SlotAllocator  # noqa: E402
 from radix.blocks.manager import BlockCacheManager  # noqa: E402
 from radix.blocks.pool import BlockPool  # noqa: E402
+from radix.request import Req  # noqa: E402
 from radix.runs.sim import SimConfig, simulate  # noqa: E402
-from radix.sched.allocator import SlotAllocator  # noqa: E402
-from radix.sched.request import Req  # noqa: E402
 from radix.traces import load_trace  # noqa: E402
 from radix.tree.key import RadixKey  # noqa: E402
 from radix.tree.radix_cache import RadixCache  # noqa: E402

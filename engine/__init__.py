@@ -2,6 +2,27 @@
 
 `model.py` loads a Llama-architecture model (default SmolLM2-135M-Instruct from its GGUF),
 `kv_pool.py` holds K/V rows by slot id, `runner.py` runs prefill of unmatched suffixes and batched
-decode over them, `scheduler.py` is the continuous-batching loop, `service.py` runs it in a
-background thread, `sim.py` prices steps with a cost model instead. `python -m engine run TRACE`.
+decode over them (`attention.py`: shared-prefix decode attention), `service.py` runs radix's
+scheduler loop with them in a background thread. `python -m engine run TRACE`.
+The names below are the public API (docs/CONTRACTS.md); they load lazily, so `import engine`
+does not import torch until one is used.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {  # name -> module
+    "LoadedModel": "engine.model", "load_model": "engine.model",
+    "KVPool": "engine.kv_pool", "ModelRunner": "engine.runner",
+    "EngineService": "engine.service", "RequestHandle": "engine.service",
+    "RequestResult": "engine.service",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

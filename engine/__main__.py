@@ -16,9 +16,9 @@ import time
 from engine.kv_pool import KVPool, parse_capacity
 from engine.model import load_model
 from engine.service import EngineService, RequestResult, fit_to_vocab
+from radix.request import Req
 from radix.runs.costs import CostModel
 from radix.sched.policy import POLICIES
-from radix.sched.request import Req
 from radix.sched.scheduler import SchedulerConfig, check_fits
 from radix.traces import Trace, TraceError, load_trace
 

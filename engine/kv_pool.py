@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from radix.sched.allocator import SlotAllocator
+from radix.allocator import SlotAllocator
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,
           "kib": 2**10, "mib": 2**20, "gib": 2**30}

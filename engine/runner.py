@@ -20,7 +20,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from engine.attention import cascade_decode, plan_decode
 from engine.kv_pool import KVPool
-from radix.sched.request import Req
+from radix.request import Req
 from radix.sched.scheduler import StepOutput
 
 MAX_TOKENS_PER_FORWARD = 8192  # an extend batch above this runs as several forwards (memory)

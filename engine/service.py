@@ -23,8 +23,8 @@ from engine.kv_pool import KVPool
 from engine.model import LoadedModel
 from engine.runner import ModelRunner
 from radix.events import Event, StepEnded, StepStarted
+from radix.request import Req
 from radix.runs.sim import BlockShadow
-from radix.sched.request import Req
 from radix.sched.scheduler import Scheduler, SchedulerConfig, StepReport, check_fits
 from radix.tree.radix_cache import RadixCache
 

@@ -1,5 +1,60 @@
 """RadixLens's model of LLM prefix caches: pure Python, deterministic, no torch, no streamlit.
 
-`RadixCache` follows SGLang's radix tree (python/sglang/srt/mem_cache/radix_cache.py);
-`BlockPool` follows vLLM v1's block-hash prefix cache. Every mutation is emitted as an event.
+`RadixCache` follows SGLang's radix tree (mem_cache/radix_cache.py); `BlockPool` and
+`BlockCacheManager` follow vLLM v1's block-hash prefix cache; `SchedulePolicy`, `PrefillAdder`
+and `Scheduler` follow SGLang's scheduler; `simulate` runs a trace through all of them with a
+cost model. Every mutation is emitted as an event (`radix.events`). The names below are the
+public API, listed in docs/CONTRACTS.md (a test keeps the two in step).
 """
+
+from radix import events
+from radix.allocator import Allocator, SlotAllocator
+from radix.blocks.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
+from radix.blocks.hashing import NONE_HASH, hash_block_tokens, hash_request_tokens
+from radix.blocks.kv_events import EventBatch, decode_batch, encode_batch
+from radix.blocks.manager import BlockCacheManager, ComputedBlocks, LookupRecord
+from radix.blocks.pool import BlockPool
+from radix.blocks.snapshot import BlockPoolSnapshot, BlockState, take_snapshot
+from radix.events import EventSink, ListSink
+from radix.request import Req
+from radix.runs.compare import compare
+from radix.runs.costs import CostModel
+from radix.runs.ops import replay_ops
+from radix.runs.sim import SimConfig, SimResult, simulate
+from radix.sched.admission import PrefillAdder
+from radix.sched.policy import SchedulePolicy
+from radix.sched.scheduler import Scheduler, SchedulerConfig
+from radix.traces import Trace, TraceError, TraceRequest, load_trace
+from radix.tree.eventlog import EventLog
+from radix.tree.eviction import POLICIES as EVICTION_POLICIES
+from radix.tree.inspect import InvariantError, check_invariants, format_tree, snapshot
+from radix.tree.key import RadixKey
+from radix.tree.node import (
+    EvictResult,
+    InsertResult,
+    MatchResult,
+    NodeState,
+    TreeNode,
+    TreeSnapshot,
+)
+from radix.tree.radix_cache import LogicalClock, RadixCache
+from radix.tree.replay import TreeModel
+
+__all__ = [
+    # the radix tree (SGLang)
+    "RadixKey", "TreeNode", "RadixCache", "LogicalClock", "MatchResult", "InsertResult",
+    "EvictResult", "EVICTION_POLICIES", "TreeSnapshot", "NodeState", "snapshot", "format_tree",
+    "check_invariants", "InvariantError", "TreeModel", "EventLog",
+    # the block cache (vLLM)
+    "BlockPool", "KVCacheBlock", "FreeKVCacheBlockQueue", "BlockCacheManager", "ComputedBlocks",
+    "LookupRecord", "hash_block_tokens", "hash_request_tokens", "NONE_HASH", "BlockPoolSnapshot",
+    "BlockState", "take_snapshot", "EventBatch", "encode_batch", "decode_batch",
+    # requests, slots, scheduling
+    "Req", "Allocator", "SlotAllocator", "SchedulePolicy", "PrefillAdder", "Scheduler",
+    "SchedulerConfig",
+    # events
+    "events", "EventSink", "ListSink",
+    # traces and runs
+    "Trace", "TraceRequest", "TraceError", "load_trace", "compare", "simulate", "SimConfig",
+    "SimResult", "CostModel", "replay_ops",
+]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from radix.blocks.hashing import NONE_HASH, hash_block_tokens, hash_request_tokens
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
-from radix.sched.request import Req
+from radix.request import Req
 
 # The customer-support scenario (shared/DESIGN.md): S = 512-token system prompt, F = 1,543-token
 # few-shot block; R1 = S+F+96, R2 = S+F+80, R3 = S + 2,112 (RAG context and query).

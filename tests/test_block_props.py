@@ -10,7 +10,7 @@ from radix.blocks.hashing import hash_request_tokens
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.events import ListSink, StepEnded, StepStarted
-from radix.sched.request import Req
+from radix.request import Req
 
 BS = 4
 PREFIXES = [list(range(0, 12)), list(range(100, 106)), []]

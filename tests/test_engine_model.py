@@ -14,7 +14,7 @@ import torch
 from engine.kv_pool import KVPool
 from engine.model import DEFAULT_NAME, cache_root, load_model, resolve_device
 from engine.runner import ModelRunner
-from radix.sched.request import Req
+from radix.request import Req
 
 pytestmark = pytest.mark.engine
 TINY = "examples/configs/tiny_llama.json"

@@ -13,7 +13,7 @@ import torch
 from engine.attention import plan_decode
 from engine.kv_pool import KVPool, parse_capacity
 from engine.runner import ModelRunner
-from radix.sched.request import Req
+from radix.request import Req
 
 pytestmark = pytest.mark.engine
 TOL = 1e-4

@@ -14,7 +14,7 @@ from engine.kv_pool import KVPool
 from engine.runner import ModelRunner
 from engine.service import EngineService, fit_to_vocab
 from examples.workloads import three_requests
-from radix.sched.request import Req
+from radix.request import Req
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.tree.radix_cache import RadixCache
 

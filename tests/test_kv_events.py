@@ -22,7 +22,7 @@ from radix.blocks.kv_events import (
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.events import AllBlocksCleared, BlockAllocated, BlockRemoved, BlockStored, ListSink
-from radix.sched.request import Req
+from radix.request import Req
 
 hashes = st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=4).map(tuple)
 stored = st.builds(

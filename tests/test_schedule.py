@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from radix.events import ListSink, PolicyFellBack, QueueSorted, RequestRanked
+from radix.request import Req
 from radix.sched.policy import SchedulePolicy, dfs_weight_order
-from radix.sched.request import Req
 from radix.tree.key import RadixKey
 from radix.tree.radix_cache import RadixCache
 
@@ -180,8 +180,8 @@ def test_cache_agnostic_sort_refreshes_waiting_prefixes_head_last_under_lru():
 
 
 def _adder(capacity: int, **kw):
+    from radix.allocator import SlotAllocator
     from radix.sched.admission import PrefillAdder
-    from radix.sched.allocator import SlotAllocator
     tree = RadixCache()
     return tree, PrefillAdder(tree, SlotAllocator(capacity), [], **kw)
 

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from radix.allocator import SlotAllocator
 from radix.events import ListSink, RequestAdmitted, RequestRetracted
+from radix.request import Req
 from radix.runs.costs import CostModel
 from radix.runs.sim import SimClock, SimRunner
-from radix.sched.allocator import SlotAllocator
-from radix.sched.request import Req
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.tree.key import RadixKey
 from radix.tree.radix_cache import RadixCache

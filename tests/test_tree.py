@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from radix.allocator import SlotAllocator
 from radix.cli.demo import DEMO_KEYS, three_request_keys
-from radix.sched.allocator import SlotAllocator
-from radix.sched.request import Req
+from radix.request import Req
 from radix.tree.key import RadixKey
 from radix.tree.radix_cache import RadixCache
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from radix.blocks.hashing import hash_request_tokens
 from radix.blocks.pool import BlockPool
+from radix.blocks.snapshot import take_snapshot
 from viz.blocks_chain import free_queue, lookup_line, queue_line, queue_runs, request_chain
 from viz.blocks_grid import (
     CHAIN_TRACE,
@@ -115,7 +116,7 @@ def test_unreachable_block_is_coloured_and_counted():
     pool.cache_full_blocks([a, b], hash_request_tokens(list(range(8)), 4), 0, 2)
     pool.free_blocks([a, b])
     pool.get_new_blocks(2)
-    snap = pool.snapshot()
+    snap = take_snapshot(pool, {}, 0)
     assert [s.state for s in snap.blocks] == ["in_use", "unreachable", "in_use"]
     z, _ = grid_cells(drawn_blocks(snap), 8)
     assert z[0][:3] == [0, STATES.index("unreachable"), 0]

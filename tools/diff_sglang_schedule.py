@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from diff_sglang import load_sglang, shape  # noqa: E402
 
+from radix.request import Req  # noqa: E402
 from radix.sched.policy import POLICIES, SchedulePolicy  # noqa: E402
-from radix.sched.request import Req  # noqa: E402
 from radix.tree.key import RadixKey  # noqa: E402
 from radix.tree.radix_cache import RadixCache  # noqa: E402
 

@@ -33,7 +33,7 @@ from radix.blocks.hashing import hash_request_tokens, hash_to_int64  # noqa: E40
 from radix.blocks.manager import BlockCacheManager  # noqa: E402
 from radix.blocks.pool import BlockPool  # noqa: E402
 from radix.events import ListSink  # noqa: E402
-from radix.sched.request import Req  # noqa: E402
+from radix.request import Req  # noqa: E402
 
 BLOCK_SIZES = (16, 16, 4, 1)  # vLLM's default first; hash_block_size == block_size
 

@@ -33,8 +33,8 @@ def request_chain(snap: Any, token_ids: Sequence[int], extra_key: str | None = N
                   cache_salt: str | None = None) -> list[ChainLink]:
     """One link per full block of `token_ids`, matched against the snapshot's hashes.
 
-    >>> from radix.blocks.pool import BlockPool
-    >>> [link.block_id for link in request_chain(BlockPool(3, 4).snapshot(), range(9))]
+    >>> from radix.blocks.pool import BlockPool; from radix.blocks.snapshot import take_snapshot
+    >>> [link.block_id for link in request_chain(take_snapshot(BlockPool(3, 4), {}, 0), range(9))]
     [None, None]
     """
     by_hash: dict[int, Any] = {}
@@ -91,7 +91,8 @@ def queue_runs(queue: Sequence[Any]) -> list[tuple[int, int, str, int]]:
 def queue_line(snap: Any, max_runs: int = 6) -> str:
     """The free queue as runs, head (next evicted) first.
 
-    >>> from radix.blocks.pool import BlockPool; queue_line(BlockPool(5).snapshot())
+    >>> from radix.blocks.pool import BlockPool; from radix.blocks.snapshot import take_snapshot
+    >>> queue_line(take_snapshot(BlockPool(5), {}, 0))
     'free queue, head first (taken next): #1..#4 free (4)'
     """
     runs = queue_runs(free_queue(snap))

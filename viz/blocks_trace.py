@@ -17,8 +17,8 @@ from radix import events as ev
 from radix.blocks.manager import BlockCacheManager, LookupRecord
 from radix.blocks.pool import BlockPool
 from radix.blocks.snapshot import BlockPoolSnapshot
+from radix.request import Req
 from radix.runs.compare import output_tokens, run_blocks, trace_reqs
-from radix.sched.request import Req
 from radix.traces.base import Trace
 from radix.tree.eventlog import EventLog
 from viz.blocks_chain import lookup_line, request_chain

@@ -17,7 +17,7 @@ from examples.workloads import SYSTEM_LEN, eviction_question
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.blocks.snapshot import BlockPoolSnapshot, unreachable_block_ids
-from radix.sched.request import Req
+from radix.request import Req
 from viz.eviction_lab import NUM_CONVERSATIONS, TO_FREE
 
 BLOCK_SIZE = 16  # vLLM's default

@@ -27,8 +27,8 @@ CODES = {s: i for i, s in enumerate(STATES)}
 def cell_states(snap: BlockPoolSnapshot, taken: set[int]) -> list[str]:
     """One state name per block, by id; blocks in `taken` read 'taken'.
 
-    >>> from radix.blocks.pool import BlockPool
-    >>> cell_states(BlockPool(4).snapshot(), {2})
+    >>> from radix.blocks.pool import BlockPool; from radix.blocks.snapshot import take_snapshot
+    >>> cell_states(take_snapshot(BlockPool(4), {}, 0), {2})
     ['free', 'taken', 'free']
     """
     return ["taken" if b.id in taken else b.state for b in snap.blocks]

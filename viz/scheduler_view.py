@@ -15,8 +15,8 @@ from typing import NamedTuple
 
 from examples.workloads import FEW_SHOT_LEN, SYSTEM_LEN, Tokens
 from radix.events import ListSink, PolicyFellBack, QueueSorted, RequestRanked
+from radix.request import Req
 from radix.sched.policy import SchedulePolicy, request_key
-from radix.sched.request import Req
 from radix.tree.radix_cache import RadixCache
 
 POLICIES = ("lpm", "dfs-weight", "fcfs", "lof", "random")

@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from examples.workloads import cold_burst
+from radix.allocator import SlotAllocator
 from radix.events import ListSink, QueueSorted
 from radix.runs.costs import CostModel
 from radix.runs.sim import SimClock, SimRunner
-from radix.sched.allocator import SlotAllocator
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.traces.base import to_req
 from radix.tree.radix_cache import RadixCache

@@ -17,8 +17,8 @@ from examples.workloads import three_requests
 from radix import events as ev
 from radix.blocks.manager import BlockCacheManager, LookupRecord
 from radix.blocks.pool import BlockPool
+from radix.request import Req
 from radix.runs.costs import CostModel
-from radix.sched.request import Req
 from radix.tree.eventlog import EventLog
 from radix.tree.key import RadixKey
 from radix.tree.radix_cache import RadixCache

@@ -17,7 +17,7 @@ from radix.blocks.hashing import BlockHash, block_extra_keys, hash_request_token
 from radix.blocks.pool import BlockPool, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot, take_snapshot, unreachable_block_ids
 from radix.events import PrefixLookedUp
-from radix.sched.request import Req
+from radix.request import Req
 
 
 class ComputedBlocks(NamedTuple):

@@ -245,16 +245,6 @@ class BlockPool:
             self.end_step("reset_prefix_cache")
         return True
 
-    def snapshot(self, owners: dict[int, list[str]] | None = None):
-        """Plain data for drawing (shape: radix/block_snapshot.py); `owners`: block id -> rids.
-
-        >>> [b.state for b in BlockPool(3).snapshot().blocks]
-        ['free', 'free']
-        """
-        from radix.blocks.snapshot import take_snapshot  # it imports this module for types only
-
-        return take_snapshot(self, owners or {}, self._step)
-
     # --- checks --------------------------------------------------------------------------------
     def check_invariants(self, refs: dict[int, int] | None = None) -> None:
         """Raises AssertionError unless: the queue is well linked; it holds exactly the blocks

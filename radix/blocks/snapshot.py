@@ -10,12 +10,10 @@ low 64 bits; parent is the first block cached under the parent hash; free_pos is
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from radix.blocks.hashing import hash_to_int64
-
-if TYPE_CHECKING:
-    from radix.blocks.pool import BlockPool
+from radix.blocks.pool import BlockPool
 
 
 class BlockState(NamedTuple):

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from radix.allocator import SlotAllocator
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.events import EventSink
-from radix.sched.allocator import SlotAllocator
-from radix.sched.request import Req
+from radix.request import Req
 from radix.traces.base import Trace
 from radix.tree.key import RadixKey
 from radix.tree.radix_cache import RadixCache

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from radix.allocator import SlotAllocator
 from radix.events import EventSink
-from radix.sched.allocator import SlotAllocator
-from radix.sched.request import Req
+from radix.request import Req
 from radix.traces.ops import Op, OpTrace, OpTraceError
 from radix.tree.inspect import InvariantError
 from radix.tree.key import RadixKey

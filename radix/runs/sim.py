@@ -15,12 +15,12 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from radix.allocator import SlotAllocator
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.events import EventSink
+from radix.request import Req
 from radix.runs.costs import CostModel
-from radix.sched.allocator import SlotAllocator
-from radix.sched.request import Req
 from radix.sched.scheduler import Scheduler, SchedulerConfig, StepOutput, slots_to_admit
 from radix.traces.base import Trace, to_req
 from radix.tree.radix_cache import RadixCache

@@ -15,8 +15,8 @@ from enum import Enum
 from typing import Any
 
 from radix.events import AdmissionStopped, Event, EventSink, RequestAdmitted, RequestRetracted
+from radix.request import Req
 from radix.sched.policy import request_key
-from radix.sched.request import Req
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLang clips the max_new_tokens estimate at this
 RETRACT_DECODE_STEPS = 20  # SGLang's global_config.retract_decode_steps

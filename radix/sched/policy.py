@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from radix.events import Event, EventSink, PolicyFellBack, QueueSorted, RequestRanked
-from radix.sched.request import Req
+from radix.request import Req
 from radix.tree.key import RadixKey
 from radix.tree.radix_cache import RadixCache
 

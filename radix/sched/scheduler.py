@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from radix.events import EventSink
+from radix.request import Req
 from radix.sched.admission import (
     CLIP_MAX_NEW_TOKENS,
     AddReqResult,
@@ -26,7 +27,6 @@ from radix.sched.admission import (
     retract_decode,
 )
 from radix.sched.policy import SchedulePolicy
-from radix.sched.request import Req
 
 
 class StepOutput(NamedTuple):

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from radix.sched.request import Req
+from radix.request import Req
 
 MAX_BYTES = 64 * 1024 * 1024  # default cap on a trace file's size
 MAX_TOKENS_PER_REQUEST = 1 << 20  # default cap on one request's prompt (real tokens)

@@ -22,7 +22,12 @@ def gallop_match(a: Sequence[int], b: Sequence[int]) -> int:
 
     >>> gallop_match([1, 2, 3, 4], [1, 2, 9])
     2
+
+    A compact token sequence (one that is not a list) may answer for itself through its
+    `common_prefix_len(other)` method.
     """
+    if type(a) is not list and hasattr(a, "common_prefix_len"):
+        return a.common_prefix_len(b)
     n = min(len(a), len(b))
     lo, step = 0, 1
     while lo < n:

@@ -23,8 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from radix import events as ev
-from radix.sched.allocator import Allocator
-from radix.sched.request import Req
+from radix.allocator import Allocator
+from radix.request import Req
 from radix.tree import inspect
 from radix.tree.eviction import EvictionHeap, get_strategy
 from radix.tree.key import RadixKey, gallop_match
@@ -384,7 +384,7 @@ class RadixCache:
         committed. Slots [cache_protected_len, prefix_len) duplicate cached ones and are freed,
         as is the unaligned tail past the last full page.
 
-        >>> from radix.sched.allocator import SlotAllocator
+        >>> from radix.allocator import SlotAllocator
         >>> a = SlotAllocator(8); c = RadixCache(allocator=a)
         >>> r = Req("r1", [1, 2, 3], output_ids=[7], slot_ids=a.alloc(3))
         >>> c.cache_finished_req(r); c.total_size(), a.available_size()
@@ -528,18 +528,25 @@ class RadixCache:
             self._sink.emit(event)
 
 
-def _concat(values: list[Sequence[int]]) -> list[int]:
-    """The slot ids of a path, in token order (one list)."""
+def _concat(values: list[Sequence[int]]) -> Sequence[int]:
+    """The slot ids of a path, in token order: one list, or one compact sequence when the values
+    are compact sequences with a `concat` class method (a list is never shared with a node)."""
+    if not values:
+        return []
+    first = values[0]
+    if type(first) is not list and hasattr(first, "concat"):
+        return type(first).concat(values)
     if len(values) == 1:
-        return list(values[0])
+        return list(first)
     out: list[int] = []
     for v in values:
         out += v
     return out
 
 
-def _check_value(value: Sequence[int], length: int) -> list[int]:
-    if type(value) is not list:  # only slices of it are stored, so a list needs no copy
+def _check_value(value: Sequence[int], length: int) -> Sequence[int]:
+    # only slices of it are stored, so a list (or a compact sequence) needs no copy
+    if type(value) is not list and not hasattr(value, "concat"):
         value = list(value)
     if len(value) != length:
         raise ValueError(f"value has {len(value)} slot ids for a key of {length} tokens")
