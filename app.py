@@ -1,4 +1,11 @@
-"""RadixLens: `streamlit run app.py`. One page per question; the pages live in pages/."""
+"""RadixLens: `streamlit run app.py`. One page per question; the pages live in app_pages/.
+
+The folder is not `pages/`: with a `pages/` folder next to this file, Streamlit serves its
+scripts by themselves (no menu) until some session has run this file once. Every page has its
+own URL (/tour, /live, ...); `/?page=tour&step=7` is a deep link too: the hidden home page sends
+it on with its other parameters. The presenter toggle (larger type, pictures first) sits above
+every page and is kept in the URL (`presenter=1`).
+"""
 
 from __future__ import annotations
 
@@ -6,21 +13,32 @@ from pathlib import Path
 
 import streamlit as st
 
+from app_pages._shell import shell
+
 HERE = Path(__file__).parent
 # (file, title, url path), in menu order; a page whose file is absent is left out of the menu
 PAGE_SPECS = [
-    ("pages/tour.py", "Tour: three requests", "tour"),
-    ("pages/live.py", "Live engine", "live"),
-    ("pages/eviction.py", "Eviction lab", "eviction"),
-    ("pages/scheduler.py", "Scheduler", "scheduler"),
-    ("pages/trace.py", "Trace debugger", "trace"),
-    ("pages/configs.py", "Configurations", "configs"),
+    ("app_pages/tour.py", "Tour", "tour"),
+    ("app_pages/live.py", "Live engine", "live"),
+    ("app_pages/eviction.py", "Eviction lab", "eviction"),
+    ("app_pages/scheduler.py", "Scheduler", "scheduler"),
+    ("app_pages/trace.py", "Trace debugger", "trace"),
+    ("app_pages/configs.py", "Configurations", "configs"),
 ]
 
 st.set_page_config(page_title="RadixLens", layout="wide")
-pages = [
-    st.Page(path, title=title, url_path=url, default=(url == "tour"))
-    for path, title, url in PAGE_SPECS
-    if (HERE / path).exists()
-]
-st.navigation(pages, position="top").run()
+pages = {url: st.Page(path, title=title, url_path=url)
+         for path, title, url in PAGE_SPECS if (HERE / path).exists()}
+
+
+def _home() -> None:
+    """`/` and `/?page=X&...`: on to page X (the Tour by default), keeping the parameters."""
+    params = st.query_params.to_dict()
+    target = pages.get(params.pop("page", "tour"), pages["tour"])
+    st.switch_page(target, query_params=params)
+
+
+home = st.Page(_home, title="RadixLens", url_path="home", default=True, visibility="hidden")
+page = st.navigation([home, *pages.values()], position="top")
+shell()
+page.run()

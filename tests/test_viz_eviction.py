@@ -1,4 +1,5 @@
-"""The eviction lab's viz functions: known answers for the tree, the frames and the block cache."""
+"""viz/eviction.py: the lab's frames and pictures, and a sweep that holds every sentence it says
+to the state of the frame it describes."""
 
 from __future__ import annotations
 
@@ -6,89 +7,28 @@ import re
 
 import pytest
 
-from radix import events as ev
-from radix.tree.eviction import POLICIES
-from viz.eviction_lab import (
-    RAG,
-    SYSTEM,
-    build_tree,
-    check_params,
-    compare_policies,
-    describe,
-    run_eviction,
-)
-from viz.eviction_lab_blocks import run_block_eviction
-from viz.eviction_lab_draw import (
+from scenarios.eviction import DESIGN_QUESTION, LabState, run_block_eviction, run_eviction
+from viz.eviction import (
     MAX_DRAWN,
-    collapsed_dot,
+    block_short_line,
+    collapsed_scene,
+    describe,
     drawn_conversations,
     lab_frame,
     num_frames,
 )
-from viz.eviction_lab_grid import cell_states, grid_figure
 from viz.timeline import Timeline
 
 
-def test_state_sizes_and_locks():
-    """512 + 2,112 + 400 x 24 = 12,224 tokens; live: S (512) + 400 x 24 = 10,112 protected;
-    the RAG leaf's 2,112 are the only evictable tokens. S is node 2 with r=400."""
-    cache, names, conv_ids = build_tree()
-    assert cache.total_size() == 12_224
-    assert (cache.protected_size(), cache.evictable_size()) == (10_112, 2_112)
-    assert names[2] == SYSTEM and names[1] == RAG and conv_ids == list(range(3, 403))
-    assert cache.node(2).lock_ref == 400 and len(cache.node(2).key) == 512
-    assert [n.id for n in cache.evictable_leaves] == [1]
-
-
-@pytest.mark.parametrize("policy", POLICIES)
-def test_every_policy_frees_the_rag_leaf_never_s(policy):
-    """One evictable leaf: evict(300) pops it whole, 2,112 freed, 2,112 - 300 = 1,812 over."""
-    run = run_eviction(policy)
-    assert run.evicted == [(1, RAG, 2_112)]
-    assert run.num_evicted == 2_112 and run.overshoot == 1_812
-    assert [c.name for c in run.candidates] == [RAG]
-
-
-def test_compare_table_default_and_repeat_hit():
-    """All seven rows agree; afterwards a repeat of the RAG request reuses S only: 512."""
-    rows = compare_policies()
-    assert [r.policy for r in rows] == list(POLICIES)
-    assert {(r.evicts, r.freed, r.overshoot, r.system_evicted, r.rag_repeat_hit) for r in rows} \
-        == {("RAG context (2,112)", 2_112, 1_812, False, 512)}
-
-
-def test_finished_conversations_split_the_policies():
-    """392 live: conv-000..007 finished (leaves #3..#10). The RAG leaf was last touched by
-    conv-000's insert walk, which entered it before splitting it; each new leaf then read the
-    clock itself (as SGLang's TreeNode does), so every conversation leaf is younger than RAG.
-    LRU/FIFO/LFU/priority/SLRU: RAG first (2,112 >= 300, done). MRU: conv-007..000 (most recent
-    first, 8 x 24 = 192), then RAG: 2,304 (over 2,004). FILO (creation): the same 2,304."""
-    rows = {r.policy: r for r in compare_policies(num_live=392)}
-    assert rows["mru"].evicts == "conv-007 … conv-000 (8 x 24), then RAG context (2,112)"
-    assert (rows["mru"].freed, rows["mru"].overshoot) == (2_304, 2_004)
-    assert (rows["filo"].freed, rows["filo"].num_leaves) == (2_304, 9)
-    for p in ("lru", "fifo", "lfu", "priority", "slru"):
-        assert rows[p].evicts == "RAG context (2,112)"
-
-
-def test_cascade_when_every_conversation_finished():
-    """No live conversation, 20,000 asked: the RAG leaf, the 400 conversations, then S itself,
-    which joins the candidates in the same call once its last child is gone: 12,224 freed."""
-    run = run_eviction("lru", num_live=0, to_free=20_000)
-    assert run.num_evicted == 12_224 and run.evicted[-1] == (2, SYSTEM, 512)
-    micro = run.log.micro_events(run.evict_step)
-    assert any(isinstance(e, ev.LeafSetChanged) and e.added == (2,) for e in micro)
-    lines = [lab_frame(run, Timeline(run.log), k).line for k in range(len(micro) - 3, len(micro))]
-    assert any(line.startswith("cascade: system prompt S (#2)") for line in lines)
-
-
-def test_frames_default_run():
-    """Frames: before, pick, pop, after = 4. Narration and counters at each."""
-    run = run_eviction("lru")
+def test_frames_design_question():
+    """All 400 live. Frames: before, pick, pop, after = 4. Narration and counters at each."""
+    run = run_eviction("lru", state=DESIGN_QUESTION)
     tl = Timeline(run.log)
     assert num_frames(run) == 4
     frames = [lab_frame(run, tl, k) for k in range(4)]
-    assert frames[0].line.startswith("evict(300) under lru: 1 evictable leaf; system prompt S")
+    assert frames[0].line == ("evict(300) under lru: 1 evictable leaf; system prompt S (r=400: "
+                              "400 live conversation(s) below it) is locked. First in policy "
+                              "order: RAG context.")
     assert frames[1].line == "lru picks RAG context (#1): the smallest sort key left"
     assert frames[2].line.startswith("pops RAG context (#1, 2,112 tokens")
     assert frames[2].line.endswith("2,112 of 300 freed")
@@ -96,83 +36,109 @@ def test_frames_default_run():
                               "leaves go). system prompt S stays.")
     assert [f.freed for f in frames] == [0, 0, 2_112, 2_112]
     assert (frames[0].evictable, frames[3].evictable, frames[3].protected) == (2_112, 0, 10_112)
-    assert '"n1"' in frames[2].dot and 'color="#d62728"' in frames[2].dot  # popped leaf in red
-    assert '"n1"' not in frames[3].dot
+    popped = {n["id"]: n for n in frames[2].scene["nodes"]}
+    assert popped["n1"]["role"] == "evicted" and popped["n1"]["stroke"] == "#d62728"
+    assert "n1" not in {n["id"] for n in frames[3].scene["nodes"]}
 
 
 def test_collapsed_picture_counts_all_400():
     """8 conversations drawn (ids 3..10); the summary stands for 392 live ones, 392 x 24 =
-    9,408 tokens; S reads r=400; 12 DOT nodes (root, S, RAG, 8 conversations, summary "m2":
-    viz/dot.py's fold under S, node 2)."""
-    run = run_eviction()
+    9,408 tokens; S reads r=400 and is named; 12 boxes (root, S, RAG, 8 conversations, the
+    summary "m2" under S)."""
+    run = run_eviction(state=DESIGN_QUESTION)
     drawn = drawn_conversations(run)
     assert drawn == list(range(3, 3 + MAX_DRAWN))
-    dot = collapsed_dot(run, run.log.snapshot_at(run.evict_step), {}, drawn)
-    assert len(re.findall(r'^\s+"[nm]\d+" \[id=', dot, flags=re.M)) == 12
-    assert 'label="+392 more\\n392 locked"' in dot
-    assert '"n2" -> "m2" [id="em2", label="9,408 tok"' in dot and 'label="#2  r=400"' in dot
-    assert "'RAG context…'" in dot  # edge previews name the segments
+    scene = collapsed_scene(run, run.log.snapshot_at(run.evict_step), {}, drawn)
+    nodes = {n["id"]: n for n in scene["nodes"]}
+    assert len(nodes) == 12 and nodes["m2"]["label"] == "+392 more\n392 locked"
+    assert nodes["n2"]["label"] == "#2  r=400\nsystem prompt S"
+    em2 = next(e for e in scene["edges"] if e["id"] == "em2")
+    assert (em2["source"], em2["label"]) == ("n2", "9,408 tok")
+    assert any("'RAG context…'" in e["label"] for e in scene["edges"])
 
 
 def test_drawn_prefers_popped_then_mixes_finished_and_live():
     """396 live, MRU: conv-003..000 are finished and all popped first (ids 6, 5, 4, 3), then
     live ones fill the picture (ids 7..10)."""
-    run = run_eviction("mru", num_live=396)
+    run = run_eviction("mru", state=LabState(396, 1, 0))
     assert drawn_conversations(run) == [6, 5, 4, 3, 7, 8, 9, 10]
 
 
-def test_block_cache_takes_19_tail_blocks():
-    """964 blocks = 164 (RAG) + 400 x 2. Free queue: RAG blocks 163 .. 32 (132; S's 32 are in
-    use). ceil(300 / 16) = 19 blocks taken: RAG blocks 163 .. 145, 19 x 16 = 304 tokens. None
-    unreachable; a repeat of the RAG prompt reuses blocks 0..144 = 2,320 tokens."""
-    b = run_block_eviction()
-    assert b.num_blocks == 964 and len(b.queue) == 132
-    assert [q.holds for q in b.queue[:2]] == ["RAG block 163", "RAG block 162"]
-    assert b.num_needed == b.num_wanted == 19
-    assert [v.holds for v in b.victims] == [f"RAG block {p}" for p in range(163, 144, -1)]
-    assert b.cached_tokens_dropped == 304
-    assert b.unreachable_after == [] and b.rag_repeat_hit == 2_320
-    assert b.before.num_free == 132 and b.after.num_free == 113
-
-
-def test_block_cache_with_finished_conversations():
-    """392 live: 8 finished conversations put their partial (unhashed) block 33 at the head,
-    newest first, so 8 of the 19 blocks drop nothing cached; then RAG blocks 163..153:
-    11 x 16 = 176 cached tokens. Asking 100,000 tokens (6,250 blocks) with 132 free: short."""
-    b = run_block_eviction(num_live=392)
-    assert [v.holds for v in b.victims[:2]] == ["conv-007 block 33 (partial, not cached)",
-                                                "conv-006 block 33 (partial, not cached)"]
-    assert b.cached_tokens_dropped == 176 and b.victims[-1].holds == "RAG block 153"
-    short = run_block_eviction(to_free=100_000)
-    assert (short.num_wanted, short.num_needed) == (6_250, 132)
-
-
-def test_grid_states_and_legend():
-    """After: 19 taken, 113 cached free, 832 in use (32 of S + 800 conversations' own)."""
-    b = run_block_eviction()
-    taken = {v.block_id for v in b.victims}
-    states = cell_states(b.after, taken)
-    assert (states.count("taken"), states.count("cached_free"), states.count("in_use")) == (
-        19, 113, 832)
-    fig = grid_figure(b.after, b.labels, taken)
-    assert {t.name for t in fig.data[1:]} == {"in use (ref_cnt > 0)", "cached, free (in the "
-                                              "queue)", "taken now (hash dropped)"}
-
-
-def test_describe_and_bad_parameters_name_the_field():
+def test_describe():
     assert describe([]) == "nothing"
-    with pytest.raises(ValueError, match="^policy: 'lrfu'"):
-        check_params("lrfu", 2, 400, 300)
-    with pytest.raises(ValueError, match="^num_live: 401"):
-        check_params("lru", 2, 401, 300)
-    with pytest.raises(ValueError, match="^to_free: 0"):
-        run_eviction("lru", to_free=0)
+    assert describe([(5, "conv-002", 24), (4, "conv-001", 24), (1, "RAG context", 2112)]) == (
+        "conv-002 … conv-001 (2 x 24), then RAG context (2,112)")
 
 
-def test_end_line_says_when_the_call_falls_short():
-    """All 400 live, evict(5,000): only the RAG leaf (2,112) is evictable; 5,000 - 2,112 = 2,888
-    short, no overshoot claimed."""
-    run = run_eviction("lru", to_free=5_000)
-    line = lab_frame(run, Timeline(run.log), num_frames(run) - 1).line
-    assert line == ("done: only 2,112 tokens freed for 5,000 asked, 2,888 short: everything else "
-                    "is locked by live requests. system prompt S stays.")
+def _n(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _check(run, frame) -> None:
+    """Every claim of the frame's sentence against the frame's own snapshot."""
+    line, snap = frame.line, frame.snapshot
+    by_id = snap.by_id()
+    s = by_id.get(run.system_id)
+    if m := re.search(r": ([\d,]+) evictable (leaf|leaves);", line):
+        assert _n(m[1]) == sum(1 for n in snap.nodes if n.evictable_leaf), line
+    if m := re.search(r"S \(r=(\d+): ([\d,]+) live", line):
+        assert s.lock_ref == int(m[1]) == _n(m[2]) > 0, line
+    if m := re.search(r"S \(r=0, but ([\d,]+) cached child", line):
+        assert s.lock_ref == 0 and len(s.child_ids) == _n(m[1]) > 0, line
+    if m := re.search(r"First in policy order: (.+)\.$", line):
+        assert m[1] == (run.candidates[0].name if run.candidates else "nothing")
+    if m := re.search(r"^pops .+ \(#(\d+), ([\d,]+) tokens.*: ([\d,]+) of", line):
+        node = by_id[int(m[1])]  # still drawn, in red, on the frame that pops it
+        assert len(node.token_ids) == _n(m[2]) and frame.freed == _n(m[3]), line
+    if m := re.search(r"picks .+ \(#(\d+)\)", line):
+        assert int(m[1]) in by_id, line
+    if m := re.search(r"\(#(\d+)\) lost its last child and has r=0", line):
+        node = by_id[int(m[1])]
+        assert node.lock_ref == 0 and not node.child_ids, line
+    if m := re.search(r"only ([\d,]+) tokens freed for ([\d,]+) asked, ([\d,]+) short", line):
+        assert _n(m[1]) == run.num_evicted and _n(m[2]) - _n(m[1]) == _n(m[3]) > 0, line
+        assert snap.evictable_size == 0, line  # evict stops only when nothing is left to pop
+    if m := re.search(r"the other ([\d,]+) cached tokens are locked by live requests", line):
+        assert snap.protected_size == _n(m[1]) > 0, line
+    if "the tree is empty now" in line:
+        assert snap.total_size == 0, line
+    if m := re.search(r"overshoot ([\d,]+)", line):
+        assert _n(m[1]) == run.num_evicted - run.to_free >= 0, line
+    if "S stays" in line:
+        assert s is not None, line
+    if "S was evicted" in line:
+        assert s is None, line
+
+
+@pytest.mark.parametrize("policy", ["lru", "mru", "lfu", "slru"])
+@pytest.mark.parametrize("live", [0, 16, 400])
+@pytest.mark.parametrize("reads", [1, 2])
+def test_every_sentence_is_true_of_its_frame(policy, live, reads):
+    """The sweep: settings from nothing live to all live, the RAG leaf read once or twice,
+    asking 300 to 20,000 tokens; the first 20 frames and the last 3 of each run are checked,
+    and the block side's sentence (asking more than the pool) against what runs."""
+    state = LabState(live, reads, 1 if reads == 2 else 0)
+    for to_free in (300, 20_000):
+        run = run_eviction(policy, 2, state, to_free)
+        tl = Timeline(run.log)
+        n = num_frames(run)
+        for k in sorted(set(range(min(n, 20))) | set(range(max(0, n - 3), n))):
+            _check(run, lab_frame(run, tl, k))
+    blk = run_block_eviction(state, 100_000)
+    line = block_short_line(blk)
+    assert ("preempt a running request" in line) == (blk.num_running > 0), line
+    assert ("nothing runs" in line) == (blk.num_running == 0), line
+
+
+def test_the_check_catches_a_false_sentence():
+    """The sweep can fail: frame 0 of the design question claiming r=399 is caught, as is an
+    end line claiming an empty tree while 10,112 tokens are still locked."""
+    run = run_eviction("lru", state=DESIGN_QUESTION, to_free=5_000)
+    tl = Timeline(run.log)
+    first = lab_frame(run, tl, 0)
+    with pytest.raises(AssertionError):
+        _check(run, first._replace(line=first.line.replace("r=400: 400", "r=399: 399")))
+    last = lab_frame(run, tl, num_frames(run) - 1)
+    _check(run, last)
+    with pytest.raises(AssertionError):
+        _check(run, last._replace(line=last.line + " the tree is empty now"))

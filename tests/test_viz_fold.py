@@ -1,18 +1,15 @@
-"""viz/dot.py's folding of wide and deep trees (known answers for what is drawn and counted), and
+"""viz/scene.py's folding of wide and deep trees (known answers for what is drawn and counted), and
 the Trace debugger's helpers for big trees (step highlight, pretty_print cut)."""
 
 from __future__ import annotations
-
-import re
 
 import pytest
 
 from radix.tree.eventlog import EventLog
 from radix.tree.radix_cache import RadixCache
-from viz.dot import fold_tree, tree_to_dot
-from viz.layout import tree_scene
-from viz.live_tree import live_dot
-from viz.trace_debug import step_highlight, text_head
+from viz.live import live_scene
+from viz.scene import fold_tree, tree_scene
+from viz.trace import step_highlight, text_head
 
 
 def _fan(n: int = 100) -> RadixCache:
@@ -23,8 +20,16 @@ def _fan(n: int = 100) -> RadixCache:
     return c
 
 
-def _drawn(dot: str) -> list[str]:
-    return re.findall(r'^\s+"([nm]\d+)" \[id=', dot, flags=re.M)
+def _drawn(scene: dict) -> list[str]:
+    return [n["id"] for n in scene["nodes"]]
+
+
+def _label(scene: dict, ident: str) -> str:
+    return next(n["label"] for n in scene["nodes"] if n["id"] == ident)
+
+
+def _edge(scene: dict, ident: str) -> dict:
+    return next(e for e in scene["edges"] if e["id"] == ident)
 
 
 def test_fan_of_100_draws_12_and_one_summary():
@@ -35,11 +40,10 @@ def test_fan_of_100_draws_12_and_one_summary():
     assert plan.drawn == frozenset([0, *range(89, 101)])
     [fold] = plan.folds
     assert fold == (0, 88, 88, 3_916, 0, 88)
-    dot = tree_to_dot(snap, max_children=12)
-    assert len(_drawn(dot)) == 1 + 12 + 1 and _drawn(dot)[-1] == "m0"
-    assert 'label="+88 more\\n88 evictable leaves"' in dot
-    assert '"n0" -> "m0" [id="em0", label="3,916 tok"' in dot
-    assert len(tree_scene(dot)["nodes"]) == 14
+    scene = tree_scene(snap, max_children=12)
+    assert len(_drawn(scene)) == 1 + 12 + 1 and _drawn(scene)[-1] == "m0"
+    assert _label(scene, "m0") == "+88 more\n88 evictable leaves"
+    assert (_edge(scene, "em0")["source"], _edge(scene, "em0")["label"]) == ("n0", "3,916 tok")
 
 
 def test_highlighted_and_locked_children_come_first():
@@ -48,9 +52,9 @@ def test_highlighted_and_locked_children_come_first():
     puts it before the large ones: 5, 7 and 100..91 drawn; the fold counts 87 and no lock.
     max_children=2: only 5 and 7; 98 fold with 1 + ... + 100 - 5 - 7 = 5,038 tokens."""
     c = _fan()
-    dot = tree_to_dot(c.snapshot(), highlight={5: "new"}, max_children=12)
-    assert set(_drawn(dot)) == {"n0", "n5", *(f"n{i}" for i in range(90, 101)), "m0"}
-    assert 'label="4,000 tok"' in dot
+    scene = tree_scene(c.snapshot(), highlight={5: "new"}, max_children=12)
+    assert set(_drawn(scene)) == {"n0", "n5", *(f"n{i}" for i in range(90, 101)), "m0"}
+    assert _edge(scene, "em0")["label"] == "4,000 tok"
     c.inc_lock_ref(c.match_prefix([7] + [0] * 6).last_node)
     plan = fold_tree(c.snapshot(), max_children=12, keep=[5])
     assert plan.drawn == frozenset([0, 5, 7, *range(91, 101)])
@@ -64,11 +68,11 @@ def test_ids_stable_across_a_step():
     summary keeps its id m0, now +89. Highlighted as just inserted, it is drawn and takes the
     place of the 12th largest (89 tokens), which folds: still 12 + 1 boxes under the root."""
     c = _fan()
-    before = _drawn(tree_to_dot(c.snapshot(), max_children=12))
+    before = _drawn(tree_scene(c.snapshot(), max_children=12))
     c.insert([1000])
-    after = tree_to_dot(c.snapshot(), max_children=12)
-    assert _drawn(after) == before and 'label="+89 more' in after
-    shown = _drawn(tree_to_dot(c.snapshot(), highlight={101: "new"}, max_children=12))
+    after = tree_scene(c.snapshot(), max_children=12)
+    assert _drawn(after) == before and _label(after, "m0").startswith("+89 more")
+    shown = _drawn(tree_scene(c.snapshot(), highlight={101: "new"}, max_children=12))
     assert shown == ["n0", *(f"n{i}" for i in range(90, 102)), "m0"]
 
 
@@ -83,7 +87,7 @@ def test_depth_cap_and_deep_counts():
     snap = c.snapshot()
     plan = fold_tree(snap, max_depth=1)
     assert plan.drawn == {0, 1} and plan.folds[0] == (1, 1, 2, 3, 0, 1)
-    assert 'label="+1 more (2 nodes)' in tree_to_dot(snap, max_depth=1)
+    assert _label(tree_scene(snap, max_depth=1), "m1").startswith("+1 more (2 nodes)")
     assert fold_tree(snap, max_depth=1, keep=[3]).drawn == {0, 1, 2, 3}
     assert fold_tree(_fan(13).snapshot(), max_children=12).folds == ()
     assert fold_tree(snap).folds == () and len(fold_tree(snap).drawn) == 4
@@ -111,12 +115,13 @@ def test_step_highlight_and_text_head():
     assert text_head("a\nb", 2) == ("a\nb", None)
 
 
-def test_live_dot_folds_and_keeps_the_selection():
+def test_live_scene_folds_and_keeps_the_selection():
     """20 leaves of 1..20 tokens, 12 per node: the root and 12 leaves drawn, 20 - 12 = 8
     folded. Selecting leaf 1 (the smallest) draws it, outlined, in place of leaf 9."""
     snap = _fan(20).snapshot()
-    dot, drawn, folded = live_dot(snap, None, None)
-    assert (drawn, folded) == (13, 8) and 'label="+8 more' in dot
-    dot, drawn, folded = live_dot(snap, None, 1)
+    scene, drawn, folded = live_scene(snap, None, None)
+    assert (drawn, folded) == (13, 8) and _label(scene, "m0").startswith("+8 more")
+    scene, drawn, folded = live_scene(snap, None, 1)
     assert (drawn, folded) == (13, 8)
-    assert '"n1" [id="n1"' in dot and '"n9" [' not in dot and 'color="#000000"' in dot
+    assert "n1" in _drawn(scene) and "n9" not in _drawn(scene)
+    assert next(n for n in scene["nodes"] if n["id"] == "n1")["stroke"] == "#000000"

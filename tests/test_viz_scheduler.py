@@ -1,12 +1,14 @@
-"""The scheduler page's viz functions: one policy sort, the fallback, the cold burst, charts."""
+"""The Scheduler page's runs (scenarios/scheduler.py) and charts (viz/scheduler.py): one policy
+sort, the fallback, the tree and blocks it read, the cold burst."""
 
 from __future__ import annotations
 
 import pytest
 
-from viz.scheduler_view import check_queue_params, demo_state, sort_queue
-from viz.scheduler_view_burst import burst_cases, run_burst
-from viz.scheduler_view_charts import burst_figure, queue_figure
+from scenarios.scheduler import burst_cases, check_queue_params, demo_state, run_burst, sort_queue
+from viz.blocks import request_chain
+from viz.scene import match_path
+from viz.scheduler import burst_figure, queue_figure
 
 COLD_DOC_LATER = ["q004", "q007", "q011", "q012", "q016", "q019", "q023"]
 
@@ -18,7 +20,7 @@ def _order(sort) -> list[str]:
 def test_demo_state_matches():
     """Warm history = S + F + history: 512 + 1,543 + 120/260/400/610 = 2,175/2,315/2,455/2,665;
     the tree holds S + F + the four histories + S's own 50-token request."""
-    tree, queue, kinds = demo_state(24)
+    tree, queue, kinds, _ = demo_state(24)
     assert tree.total_size() == 512 + 1_543 + 120 + 260 + 400 + 610 + 50
     assert [kinds[r.rid] for r in queue[:4]] == ["cold doc", "warm S", "cold unique",
                                                  "warm history"]
@@ -136,3 +138,15 @@ def test_charts():
     assert symbols.count("x") == 7
     bars = burst_figure(burst_cases())
     assert [sum(t.y[i] for t in bars.data) for i in range(3)] == [128_000, 2_000, 16_000]
+
+
+def test_the_sort_shows_the_tree_and_blocks_it_read():
+    """The first offered request, q021 (S + F + the 610-token history + 40), walks S + F's node
+    and its history's node in the warm tree (2,665 tokens); in vLLM's pool, after the same warm
+    requests, its first (2,665 - 1) // 16 = 166 blocks are cached."""
+    sort = sort_queue("lpm", 24)
+    path = match_path(sort.tree, sort.prompts["q021"])
+    by_id = sort.tree.by_id()
+    assert sum(len(by_id[i].token_ids) for i in path) == 2_665
+    chain = request_chain(sort.blocks, sort.prompts["q021"])
+    assert sum(1 for lk in chain if lk.block_id is not None) == 2_665 // 16

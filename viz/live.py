@@ -1,32 +1,75 @@
-"""One browser session's live engine: its EngineService, its live tree, its requests and rows.
+"""The Live engine page's pictures and words: the table, its totals, the folded tree, the
+lines of what the engine did, and where each waiting request stands.
 
-The model (weights) is shared by every session of the process; each `LiveSession` owns its
-EngineService (radix tree, KV pool, block shadow, event log, engine thread) and two private copies
-of the tokenizer (one for the engine thread, one for the page), since a Hugging Face fast
-tokenizer is not safe to share between threads and the service's lock is per service.
-Forwards of several sessions may run at once on the shared model: inference-mode forwards do not
-mutate it. `SessionRegistry` closes the services of browser sessions that are gone.
-Leaves out: stop strings and EOS (the engine runs every request to max_new_tokens).
+Measured columns come from the engine's metrics (radix/sched/scheduler.py): matched and
+prefilled tokens, TTFT, decode tokens/s on this machine's model. Derived columns price the matched
+tokens for Llama-3-8B on an H100 (radix/runs/costs.py): the prefill a hit saves there, and its KV
+bytes. Reads scenarios.live's session records (duck-typed).
+Leaves out: block-cache numbers in the table (the grid beside the tree shows the blocks).
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-import itertools
-import queue
-import threading
-from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
-from engine.service import EngineService
-from viz.dot import tree_to_dot
-from viz.live_tree import LiveTree
+from radix.runs.costs import CostModel
+from viz.scene import fold_tree, tree_scene
+from viz.words import told_line
 
-CAPACITY_TOKENS = 4_096  # KV slots per session: 4,096 x 46,080 B = 180 MiB for SmolLM2 in fp32
-Messages = list[dict[str, str]]
+COLUMNS = ("request", "cache", "status", "prompt tokens", "matched", "prefilled",
+           "TTFT ms (measured)", "decode tok/s (measured)", "output tokens",
+           "saved prefill ms (derived)", "saved KV MiB (derived)")
+
+
+def request_rows(requests: list[Any], cost: CostModel | None = None,
+                 admitted: dict[str, tuple[int, int]] | None = None) -> list[dict[str, Any]]:
+    """One row per request, newest first. A running request shows its match from `admitted`
+    (rid -> (matched, to prefill), as the scheduler admitted it); timings once it finishes.
+
+    A finished request that matched 2,055 tokens saves 2,055 / 22,036 tok/s = 93.3 ms of H100
+    prefill and 2,055 x 131,072 B = 256.9 MiB of KV (derived for Llama-3-8B).
+    """
+    cost = cost or CostModel()
+    rows = []
+    for r in reversed(requests):
+        m = r.metrics
+        status = "done" if m is not None else (f"error: {r.error}" if r.error else "running")
+        row = dict.fromkeys(COLUMNS)
+        row.update({"request": r.rid, "cache": "on" if r.cache_on else "off", "status": status,
+                    "prompt tokens": r.prompt_len, "output tokens": len(r.output_ids)})
+        if m is not None:
+            matched = int(m.get("matched_tokens", 0))
+            row.update({
+                "matched": matched, "prefilled": int(m.get("prefilled_tokens", 0)),
+                "TTFT ms (measured)": round(m["ttft"] * 1000, 1),
+                "decode tok/s (measured)": round(m.get("decode_tps", 0.0), 1),
+                "saved prefill ms (derived)": round(cost.prefill_seconds(matched) * 1000, 1),
+                "saved KV MiB (derived)": round(cost.kv_bytes(matched) / 2**20, 1),
+            })
+        if m is None and r.rid in (admitted or {}):
+            row["matched"], row["prefilled"] = admitted[r.rid]
+        rows.append(row)
+    return rows
+
+
+class Totals(NamedTuple):
+    finished: int  # requests done
+    matched: int  # prompt tokens served from the tree
+    prefilled: int  # prompt tokens computed
+    hit_rate: float  # matched / (matched + prefilled); 0 with nothing finished
+    saved_prefill_ms: float  # derived: matched tokens at the H100 prefill rate
+
+
+def totals(requests: list[Any], cost: CostModel | None = None) -> Totals:
+    """Sums over finished requests: matched 300 + prefilled 100 -> hit rate 0.75."""
+    cost = cost or CostModel()
+    done = [r.metrics for r in requests if r.metrics is not None]
+    matched = sum(int(m.get("matched_tokens", 0)) for m in done)
+    prefilled = sum(int(m.get("prefilled_tokens", 0)) for m in done)
+    rate = matched / (matched + prefilled) if matched + prefilled else 0.0
+    return Totals(len(done), matched, prefilled, rate, cost.prefill_seconds(matched) * 1000)
 
 
 def measured_label(loaded: Any) -> str:
@@ -36,147 +79,42 @@ def measured_label(loaded: Any) -> str:
     return f"measured: {loaded.name}, {loaded.device.type.upper()} {short.get(dtype, dtype)}"
 
 
-@dataclass
-class LiveRequest:
-    label: str  # what the user picked ("R2", "user3", "you")
-    rid: str  # the engine's request id (unique in its service)
-    cache_on: bool  # False: run with the cache disabled (the control)
-    prompt_len: int  # prompt tokens after the chat template
-    handle: Any  # engine.service.RequestHandle
-    output_ids: list[int] = field(default_factory=list)  # streamed so far
-    metrics: dict[str, float] | None = None  # the engine's, once finished
-    error: str | None = None  # why it failed, if it did
-
-    @property
-    def done(self) -> bool:
-        return self.metrics is not None or self.error is not None
+def live_scene(snapshot: Any, decode: Callable[[list[int]], str] | None, selected: int | None,
+               max_children: int = 12) -> tuple[dict[str, Any], int, int]:
+    """(scene, nodes drawn, nodes folded): at most `max_children` children per node, the selected
+    node (outlined) and locked ones (running requests) first. A root with 20 leaves, 12 per
+    node: 1 + 12 drawn, 8 folded into one "+8 more" box."""
+    highlight = {selected: "selected"} if selected is not None else None
+    plan = fold_tree(snapshot, max_children, None, [selected] if selected is not None else [])
+    scene = tree_scene(snapshot, decode=decode, highlight=highlight, max_children=max_children)
+    return scene, len(plan.drawn), len(snapshot.nodes) - len(plan.drawn)
 
 
-class LiveSession:
-    """`submit` prompts, call `poll()` on every page run, read `requests`, `tree`, `dot()`."""
-
-    def __init__(self, loaded: Any, capacity_tokens: int = CAPACITY_TOKENS, *,
-                 no_cache: bool = False, history: list[LiveRequest] | None = None,
-                 service_factory: Callable[..., Any] = EngineService) -> None:
-        self.loaded, self.no_cache, self.capacity = loaded, no_cache, capacity_tokens
-        self.tokenizer = copy.deepcopy(loaded.tokenizer)
-        engine_side = dataclasses.replace(loaded, tokenizer=copy.deepcopy(loaded.tokenizer))
-        self.tree = LiveTree()
-        self.service = service_factory(engine_side, capacity_tokens, no_cache=no_cache,
-                                       listener=self.tree)
-        self.requests: list[LiveRequest] = history if history is not None else []
-        self._later: deque[tuple[str, Messages, int]] = deque()  # one-at-a-time scenario rest
-        self._ids = itertools.count(1)
-        self.closed = False  # True once close() ran: make a new session (restart) to go on
-
-    def encode(self, messages: Messages) -> list[int]:
-        """The chat template over `messages`, ending with the assistant's turn."""
-        out = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                 tokenize=True, return_dict=True)
-        return list(out["input_ids"])
-
-    def submit(self, label: str, messages: Messages, max_new_tokens: int) -> LiveRequest:
-        """Queues one prompt; ValueError if it cannot fit this session's KV pool."""
-        ids = self.encode(messages)
-        if len(ids) + max_new_tokens > self.capacity:
-            raise ValueError(f"{label}: {len(ids):,} prompt tokens + {max_new_tokens} new do "
-                             f"not fit the {self.capacity:,}-token KV pool")
-        rid = f"{label}.{next(self._ids)}"
-        handle = self.service.submit(ids, max_new_tokens, rid=rid)
-        req = LiveRequest(label, rid, not self.no_cache, len(ids), handle)
-        self.requests.append(req)
-        return req
-
-    def submit_all(self, prompts: list[tuple[str, Messages]], max_new_tokens: int,
-                   one_at_a_time: bool = False) -> None:
-        """All at once (admitted together, they prefill shared prefixes side by side), or each
-        after the previous finished (each finds the earlier ones in the tree)."""
-        if not one_at_a_time:
-            for label, messages in prompts:
-                self.submit(label, messages, max_new_tokens)
-            return
-        self._later.extend((label, m, max_new_tokens) for label, m in prompts)
-        self.poll()
-
-    @property
-    def pending(self) -> bool:
-        return bool(self._later) or any(not r.done for r in self.requests)
-
-    def poll(self) -> None:
-        """Pulls streamed tokens and finished results; submits the next queued prompt."""
-        for req in self.requests:
-            if not req.done:
-                _poll_one(req)
-        if self._later and all(r.done for r in self.requests):
-            self.submit(*self._later.popleft())
-
-    def text(self, req: LiveRequest) -> str:
-        return self.tokenizer.decode(req.output_ids, skip_special_tokens=False)
-
-    def decode(self, token_ids: list[int]) -> str:
-        return self.tokenizer.decode(token_ids)
-
-    def dot(self, selected: int | None = None) -> str:
-        highlight = {selected: "selected"} if selected is not None else None
-        return tree_to_dot(self.tree.snapshot(), decode=self.decode, highlight=highlight)
-
-    def restart(self, no_cache: bool) -> LiveSession:
-        """A fresh engine (empty tree) with the cache on or off; the request history carries."""
-        self.close()
-        return LiveSession(self.loaded, self.capacity, no_cache=no_cache, history=self.requests,
-                           service_factory=type(self.service))
-
-    def close(self) -> None:
-        """Stops the engine thread once its queued requests finish; never blocks."""
-        self._later.clear()
-        self.closed = True
-        try:
-            self.service.close(timeout=0)
-        except Exception:  # noqa: BLE001 - the engine's error was already given to its handles
-            pass
+def told_lines(told: list[Any], owners: Mapping[int, str], now: float | None = None
+               ) -> list[str]:
+    """Each told record as '2.5 s ago: <line>', oldest first."""
+    now = time.time() if now is None else now
+    return [f"{max(now - t.wall_time, 0.0):.1f} s ago: {told_line(t, owners)}" for t in told]
 
 
-def _poll_one(req: LiveRequest) -> None:
-    try:
-        result = req.handle.result(timeout=0)
-    except TimeoutError:
-        try:
-            for token in req.handle.tokens(timeout=0):
-                req.output_ids.append(token)
-        except queue.Empty:
-            pass
-        except Exception as exc:  # noqa: BLE001 - shown in the table, never as a traceback
-            req.error = f"{type(exc).__name__}: {exc}"
-        return
-    except Exception as exc:  # noqa: BLE001
-        req.error = f"{type(exc).__name__}: {exc}"
-        return
-    req.output_ids, req.metrics = list(result.output_ids), dict(result.metrics)
+def progress_line(p: Any, rate: float | None) -> tuple[float, str]:
+    """(fraction for a progress bar, words) for one unfinished request; `rate` is the measured
+    prefill rate (tokens/s) used to estimate the wait.
 
-
-class SessionRegistry:
-    """Process-wide: browser session id -> its LiveSession; `sweep` closes the dead ones."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._sessions: dict[str, LiveSession] = {}
-
-    def put(self, session_id: str, session: LiveSession) -> None:
-        with self._lock:
-            old = self._sessions.get(session_id)
-            self._sessions[session_id] = session
-        if old is not None and old is not session:
-            old.close()
-
-    def sweep(self, is_active: Callable[[str], bool]) -> list[str]:
-        """Closes and forgets sessions whose browser session has ended; returns their ids."""
-        with self._lock:
-            dead = [sid for sid in self._sessions if not is_active(sid)]
-            closing = [self._sessions.pop(sid) for sid in dead]
-        for session in closing:
-            session.close()
-        return dead
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._sessions)
+    Prefilling 512 of 1,024 with 1,000 tokens ahead at 500 tok/s: 0.5, and ~3.0 s left
+    ((1,000 + 512) / 500).
+    """
+    eta = ""
+    if p.stage in ("waiting", "prefill") and rate:
+        left = p.ahead_tokens + (p.total - p.done)
+        eta = f"; ~{left / rate:,.1f} s at the measured {rate:,.0f} prompt tokens/s"
+    ahead = (f"{p.ahead:,} request(s) ahead with {p.ahead_tokens:,} prompt tokens to prefill"
+             if p.ahead else "nothing ahead of it")
+    if p.stage == "waiting":
+        return 0.0, f"{p.rid}: waiting to be admitted ({p.total:,} prompt tokens); {ahead}{eta}"
+    if p.stage == "prefill":
+        frac = p.done / p.total if p.total else 1.0
+        return frac, (f"{p.rid}: prefilled {p.done:,} of {p.total:,} tokens (the rest came from "
+                      f"the tree); {ahead}{eta}")
+    frac = p.done / p.total if p.total else 1.0
+    return frac, f"{p.rid}: decoding, {p.done:,} of {p.total:,} new tokens"

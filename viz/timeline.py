@@ -4,7 +4,7 @@ Each frame carries the snapshot to draw, the highlight for the event just played
 lock, evicted, matched) and its narration. Scrubbing to any step costs one keyframe copy plus at
 most `keyframe_every` steps of replay (radix/eventlog.py), well under a second at 10,000 steps.
 subtle: an eviction frame shows the leaf still in place, in red; the next frame removes it.
-Leaves out: block-cache frames (viz/blocks_grid.py draws those per request).
+Leaves out: block-cache frames (viz/blocks.py draws those per request).
 """
 
 from __future__ import annotations
@@ -13,29 +13,20 @@ from typing import Any, NamedTuple
 
 from radix import events as ev
 from radix.tree.eventlog import EventLog
-from viz.narrate import build_owners, narrate
+from viz.words import build_owners, narrate, role_of
 
 
 class Frame(NamedTuple):
     step: int  # steps fully played before this frame (0..num_steps)
     k: int  # micro-events of `step` played (0..num_micro(step))
     snapshot: Any  # TreeSnapshot to draw
-    highlight: dict[int, str]  # node id -> role of viz.dot.ROLES
+    highlight: dict[int, str]  # node id -> role of viz.words.ROLES
     narration: str  # one line for the event just played ("" at a step boundary)
 
 
-def _highlight(e: ev.Event) -> dict[int, str]:
-    if isinstance(e, ev.NodeSplit):
-        return {e.node_id: "split", e.new_node_id: "split"}
-    if isinstance(e, ev.NodeInserted):
-        return {e.node_id: "new"}
-    if isinstance(e, ev.LockChanged):
-        return {e.node_id: "lock"}
-    if isinstance(e, ev.NodeEvicted):
-        return {e.node_id: "evicted"}
-    if isinstance(e, ev.PrefixMatched | ev.HitCounted):
-        return {n: "matched" for n in e.node_ids}
-    return {}
+def _key_len(micro: list[ev.Event]) -> int | None:
+    """The key length of a step's match (its PrefixMatched), which explains where it split."""
+    return next((e.key_len for e in micro if isinstance(e, ev.PrefixMatched)), None)
 
 
 class Timeline:
@@ -67,10 +58,10 @@ class Timeline:
         micro = self.log.micro_events(step)
         model.apply_all(micro[: k - 1])
         last = micro[k - 1]
-        line = narrate(last, model, self.owners, self.rid_of(step))
+        line = narrate(last, model, self.owners, self.rid_of(step), _key_len(micro))
         if not isinstance(last, ev.NodeEvicted):
             model.apply(last)
-        return Frame(step, k, model.snapshot(), _highlight(last), line)
+        return Frame(step, k, model.snapshot(), role_of(last), line)
 
     def _step_line(self, step: int) -> str:
         if step >= self.num_steps:

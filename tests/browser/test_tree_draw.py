@@ -8,44 +8,39 @@ numbers come from benchmarks/tree_draw.py.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("playwright")
-from playwright.sync_api import sync_playwright  # noqa: E402
 
 from radix.tree.radix_cache import RadixCache  # noqa: E402
+from scenarios.bigtree import split_workload  # noqa: E402
 from viz.component import BUNDLE, view_data  # noqa: E402
-from viz.component.harness import draw_step, open_bundle, split_workload  # noqa: E402
-from viz.dot import tree_to_dot  # noqa: E402
+from viz.component.harness import draw_step, open_bundle  # noqa: E402
+from viz.scene import tree_scene  # noqa: E402
 
 pytestmark = pytest.mark.browser
-CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="module")
-def page():
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                     args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
-        pg = browser.new_page(viewport={"width": 1400, "height": 900})
-        open_bundle(pg, BUNDLE)
-        yield pg
-        browser.close()
+def bundle_page(browser):
+    ctx = browser.new_context(viewport={"width": 1400, "height": 900})
+    pg = ctx.new_page()
+    open_bundle(pg, BUNDLE)
+    yield pg
+    ctx.close()
 
 
-def test_thousand_node_split_step_completes(page):
+def test_thousand_node_split_step_completes(bundle_page):
+    page = bundle_page
     """Each step: one split and one new leaf, so the drawn node count grows by 2; the nodes that
     were there stay the same DOM elements (keyed by id, moved, not re-created)."""
     snaps = split_workload(1_000, 2)
-    draw_step(page, view_data(tree_to_dot(snaps[0]), 600, 250))
+    draw_step(page, view_data(tree_scene(snaps[0]), 600, 250))
     for snap in snaps[1:]:
         page.evaluate("() => document.querySelectorAll('g.node').forEach(e => e.__old = 1)")
         started = time.perf_counter()
-        out = draw_step(page, view_data(tree_to_dot(snap), 600, 250))
+        out = draw_step(page, view_data(tree_scene(snap), 600, 250))
         elapsed = time.perf_counter() - started
         assert out["error"] is None and out["nodes"] == len(snap.nodes)
         assert elapsed < 3.0, f"a 1,000-node step took {elapsed:.2f} s"
@@ -54,14 +49,15 @@ def test_thousand_node_split_step_completes(page):
         assert kept == len(snap.nodes) - 2
 
 
-def test_click_returns_node_id_and_split_keeps_ids(page):
+def test_click_returns_node_id_and_split_keeps_ids(bundle_page):
+    page = bundle_page
     """insert [1,2,3] then [1,2,4]: node 1 splits; ids n0..n3 drawn, edge e1 now leaves n2.
     A click on node 3 sends 3 back as the trigger value."""
     c = RadixCache()
     c.insert([1, 2, 3])
-    draw_step(page, view_data(tree_to_dot(c.snapshot()), 300, 50))
+    draw_step(page, view_data(tree_scene(c.snapshot()), 300, 50))
     c.insert([1, 2, 4])
-    out = draw_step(page, view_data(tree_to_dot(c.snapshot()), 300, 50))
+    out = draw_step(page, view_data(tree_scene(c.snapshot()), 300, 50))
     assert out["nodes"] == 4
     ids = page.evaluate("() => [...document.querySelectorAll('g.node')].map(e => e.id).sort()")
     assert ids == ["n0", "n1", "n2", "n3"]

@@ -1,20 +1,20 @@
 """The animated tree view: a Streamlit v2 custom component (st.components.v2) over plain SVG.
 
-Python makes the DOT (`viz/dot.py`) and lays it out (`viz/layout.py`: a tidy layered tree, O(n),
-no Graphviz run per step); the committed bundle `dist/tree_view.js` (built from `frontend/` with
-`npm run build`; no npm step at app start) draws the scene and transitions from the previous one
-by element id, so a split or an eviction animates in place and unchanged nodes stay put. A click
-on a node comes back as the node id. This is the only module in viz/ that imports streamlit.
+Python builds the scene from a snapshot (viz/scene.py) and lays it out (viz/layout.py: a tidy
+layered tree, O(n), no Graphviz run per step) as named fields; the committed bundle
+`dist/tree_view.js` (built from `frontend/` with `npm run build`; no npm step at app start) draws
+it and transitions from the previous scene by element id, so a split or an eviction animates in
+place and unchanged nodes stay put. A click on a node comes back as the node id. This is the only
+module in viz/ that imports streamlit.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from functools import cache
 from pathlib import Path
 from typing import Any
-
-from viz.layout import tree_scene
 
 BUNDLE = Path(__file__).parent / "dist" / "tree_view.js"
 CSS = """
@@ -37,19 +37,19 @@ def _component() -> Any:
     )
 
 
-def view_data(dot: str, height: int = 420, duration_ms: int = 400) -> dict[str, Any]:
-    """The component's data for `dot`: the laid-out scene, a signature of the DOT (the browser
-    skips a rerun that sends the same tree), the height and the transition time."""
-    return {
-        "scene": tree_scene(dot),
-        "sig": hashlib.blake2b(dot.encode(), digest_size=8).hexdigest(),
-        "height": int(height),
-        "duration_ms": int(duration_ms),
-    }
+def view_data(scene: dict[str, Any], height: int = 420, duration_ms: int = 400,
+              max_scale: float = 1.5) -> dict[str, Any]:
+    """The component's data for a laid-out scene: the scene, its signature (the browser skips a
+    rerun that sends the same tree), the height, the transition time and how far a small tree
+    may be scaled up (presenter mode: more)."""
+    sig = hashlib.blake2b(json.dumps(scene, sort_keys=True).encode(), digest_size=8).hexdigest()
+    return {"scene": scene, "sig": sig, "height": int(height), "duration_ms": int(duration_ms),
+            "max_scale": float(max_scale)}
 
 
-def tree_view(dot: str, *, key: str, height: int = 420, duration_ms: int = 400) -> int | None:
-    """Draws `dot` (animated from this key's previous tree); returns the clicked node id, if any.
+def tree_view(scene: dict[str, Any], *, key: str, height: int = 420, duration_ms: int = 400,
+              max_scale: float = 1.5) -> int | None:
+    """Draws `scene` (animated from this key's previous one); returns the clicked node id, if any.
 
     The click is a trigger value: it is the node id on the rerun right after the click and None
     afterwards, so the page keeps the selection in its own session key.
@@ -57,7 +57,7 @@ def tree_view(dot: str, *, key: str, height: int = 420, duration_ms: int = 400) 
     mount = _component()
     result = mount(
         key=key,
-        data=view_data(dot, height, duration_ms),
+        data=view_data(scene, height, duration_ms, max_scale),
         height=int(height),
         on_clicked_change=lambda: None,
     )

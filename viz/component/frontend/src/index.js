@@ -1,10 +1,13 @@
 // RadixLens tree view: a Streamlit v2 component that draws a laid-out tree (viz/layout.py's
-// scene) as plain SVG and animates between scenes with d3-transition. Elements are keyed by
+// scene: nodes {id, x, y, w, h, label, fill, stroke, stroke_width, dashed, tooltip, role} and
+// edges {id, source, target, label, label_x, label_y, stroke, stroke_width}) as plain SVG and
+// animates between scenes with d3-transition. Elements are keyed by
 // their stable ids (node n<id>, edge e<child id>): a node that moved slides to its new place, a
 // split edge re-bends to its new ends, new nodes and edges grow in from their parent, removed
 // ones fade out; unchanged elements are not touched at all. A click on a node sends its id back
 // to Python as the trigger value `clicked`. Wheel zooms, drag pans, double click fits; labels
-// are not drawn while they would be under 4 px on screen. The host div carries data-nodes,
+// are not drawn while they would be under 4 px on screen; a box whose text came out wider than
+// the layout's estimate is widened to fit it (no clipped label). The host div carries data-nodes,
 // data-draw-ms (data in -> elements in place), data-settle-ms (-> transition ended),
 // data-animating and data-renders for tests and the benchmark (a state value would rerun the
 // script on every draw).
@@ -13,7 +16,7 @@ import "d3-transition";
 
 const SVG = "http://www.w3.org/2000/svg";
 const PAD = 8;
-const MAX_SCALE = 1.5; // a small tree (a lone root too) is not blown up past this
+const MAX_SCALE = 1.5; // default: a small tree (a lone root too) is not blown up past this
 const FALLBACK_W = 700; // px assumed while the host is not laid out (a hidden tab reads 0)
 const MIN_FONT_PX = 4; // smaller on screen: labels and arrowheads are not drawn (unreadable)
 const states = new WeakMap();
@@ -113,22 +116,39 @@ function enableZoom(state) {
 // not laid out yet counts as FALLBACK_W wide and its style height high
 function fitBox(state, scene) {
   const w = scene.width + 2 * PAD, h = scene.height + 2 * PAD, host = state.host;
-  const cw = (host.clientWidth || FALLBACK_W) / MAX_SCALE;
-  const ch = (host.clientHeight || parseFloat(host.style.height) || 0) / MAX_SCALE;
+  const max = state.maxScale || MAX_SCALE;
+  const cw = (host.clientWidth || FALLBACK_W) / max;
+  const ch = (host.clientHeight || parseFloat(host.style.height) || 0) / max;
   const W = Math.max(w, cw), H = Math.max(h, ch);
   return [-PAD - (W - w) / 2, -PAD, W, H];
 }
 
-// node row: [id, x, y, w, h, label, fill, color, penwidth, dashed, tooltip]
-const place = (n, scale = 1) => `translate(${n[1]},${n[2]}) scale(${scale})`;
+const place = (n, scale = 1) => `translate(${n.x},${n.y}) scale(${scale})`;
+// what decides a node's or an edge's look (everything but its place)
+const nodeStyle = (n) => [n.w, n.h, n.label, n.fill, n.stroke, n.stroke_width, n.dashed,
+  n.tooltip, n.role].join("|");
+const edgeStyle = (e) => [e.label, e.label_x, e.label_y, e.stroke, e.stroke_width].join("|");
 
 function edgePath(a, b, lr) {
   if (lr) {
-    const x1 = a[1] + a[3] / 2, x2 = b[1] - b[3] / 2, m = (x1 + x2) / 2;
-    return `M${x1},${a[2]}C${m},${a[2]},${m},${b[2]},${x2},${b[2]}`;
+    const x1 = a.x + a.w / 2, x2 = b.x - b.w / 2, m = (x1 + x2) / 2;
+    return `M${x1},${a.y}C${m},${a.y},${m},${b.y},${x2},${b.y}`;
   }
-  const y1 = a[2] + a[4] / 2, y2 = b[2] - b[4] / 2, m = (y1 + y2) / 2;
-  return `M${a[1]},${y1}C${a[1]},${m},${b[1]},${m},${b[1]},${y2}`;
+  const y1 = a.y + a.h / 2, y2 = b.y - b.h / 2, m = (y1 + y2) / 2;
+  return `M${a.x},${y1}C${a.x},${m},${b.x},${m},${b.x},${y2}`;
+}
+
+// a label wider than its box (the layout estimates text widths): widen the box around it
+function fitText(g, d) {
+  const text = g.select("text").node();
+  if (!text || !text.getComputedTextLength) return;
+  let width = 0;
+  text.querySelectorAll("tspan").forEach((t) => {
+    width = Math.max(width, t.getComputedTextLength());
+  });
+  if (width + 8 > d.w) {
+    g.select("rect").attr("x", -(width + 8) / 2).attr("width", width + 8);
+  }
 }
 
 function lines(text, sel, x, y, lineHeight) {
@@ -141,10 +161,10 @@ function lines(text, sel, x, y, lineHeight) {
 }
 
 function drawNodes(state, scene, t, moveAll) {
-  const sel = state.nodes.selectAll("g.node").data(scene.nodes, (d) => d[0]);
+  const sel = state.nodes.selectAll("g.node").data(scene.nodes, (d) => d.id);
   sel.exit().classed("node", false).classed("exiting", true)
     .transition(t).style("opacity", 0).remove();
-  const enter = sel.enter().append("g").attr("class", "node").attr("id", (d) => d[0])
+  const enter = sel.enter().append("g").attr("class", "node").attr("id", (d) => d.id)
     .style("cursor", "pointer").attr("transform", (d) => place(d, 0.01));
   enter.append("title");
   enter.append("rect");
@@ -153,31 +173,32 @@ function drawNodes(state, scene, t, moveAll) {
   enter.transition(t).attr("transform", (d) => place(d));
   sel.each(function (d) {
     const old = this.__prevNode;
-    if (moveAll || !old || old[1] !== d[1] || old[2] !== d[2]) {
+    if (moveAll || !old || old.x !== d.x || old.y !== d.y) {
       select(this).transition(t).attr("transform", place(d));
     }
   });
   enter.merge(sel).each(function (d) {
-    const key = d.slice(3).join("|");
+    const key = nodeStyle(d);
     if (this.__prevStyle === key) return;
     this.__prevStyle = key;
-    const g = select(this);
-    g.select("title").text(d[10]);
-    g.select("rect").attr("x", -d[3] / 2).attr("y", -d[4] / 2).attr("width", d[3])
-      .attr("height", d[4]).attr("rx", 4).attr("fill", d[6]).attr("stroke", d[7])
-      .attr("stroke-width", d[8]).attr("stroke-dasharray", d[9] ? "4,2" : null);
-    lines(d[5], g.select("text"), 0, 0, 13);
+    const g = select(this).attr("data-role", d.role || null);
+    g.select("title").text(d.tooltip);
+    g.select("rect").attr("x", -d.w / 2).attr("y", -d.h / 2).attr("width", d.w)
+      .attr("height", d.h).attr("rx", 4).attr("fill", d.fill).attr("stroke", d.stroke)
+      .attr("stroke-width", d.stroke_width).attr("stroke-dasharray", d.dashed ? "4,2" : null);
+    lines(d.label, g.select("text"), 0, 0, 13);
+    fitText(g, d);
   }).each(function (d) { this.__prevNode = d; });
 }
 
 function drawEdges(state, scene, byId, t, moveAll) {
   const lr = scene.rankdir === "LR";
-  const sel = state.edges.selectAll("g.edge").data(scene.edges, (d) => d[0]);
+  const sel = state.edges.selectAll("g.edge").data(scene.edges, (d) => d.id);
   sel.exit().classed("edge", false).classed("exiting", true)
     .transition(t).style("opacity", 0).remove();
-  const enter = sel.enter().append("g").attr("class", "edge").attr("id", (d) => d[0]);
+  const enter = sel.enter().append("g").attr("class", "edge").attr("id", (d) => d.id);
   enter.append("path").attr("fill", "none").attr("marker-end", "url(#radixlens-arrow)")
-    .attr("d", (d) => { const a = byId.get(d[1]); return edgePath(a, a, lr); });
+    .attr("d", (d) => { const a = byId.get(d.source); return edgePath(a, a, lr); });
   enter.append("text").attr("text-anchor", "middle").attr("font-size", 9)
     .attr("font-family", "DejaVu Sans, sans-serif").attr("fill", "#333")
     .attr("stroke", "white").attr("stroke-width", 3).attr("stroke-linejoin", "round")
@@ -185,19 +206,19 @@ function drawEdges(state, scene, byId, t, moveAll) {
   enter.select("text").transition(t).style("opacity", 1);
   enter.merge(sel).each(function (d) {
     const g = select(this);
-    const path = edgePath(byId.get(d[1]), byId.get(d[2]), lr);
+    const path = edgePath(byId.get(d.source), byId.get(d.target), lr);
     if (moveAll || this.__prevPath !== path) {
       g.select("path").transition(t).attr("d", path);
       this.__prevPath = path;
     }
-    const key = d.slice(3).join("|");
+    const key = edgeStyle(d);
     if (!moveAll && this.__prevStyle === key) return;
     const changedPlace = this.__prevStyle !== undefined;
     this.__prevStyle = key;
-    g.select("path").attr("stroke", d[6]).attr("stroke-width", d[7]);
+    g.select("path").attr("stroke", d.stroke).attr("stroke-width", d.stroke_width);
     const text = g.select("text");
-    if (text.text() !== d[3].replace(/\n/g, "")) lines(d[3], text, 0, 0, 11);
-    const to = `translate(${d[4]},${d[5]})`;
+    if (text.text() !== d.label.replace(/\n/g, "")) lines(d.label, text, 0, 0, 11);
+    const to = `translate(${d.label_x},${d.label_y})`;
     if (changedPlace) text.transition(t).attr("transform", to);
     else text.attr("transform", to);
   });
@@ -209,7 +230,7 @@ function draw(state, scene, durationMs) {
   state.host.querySelectorAll(".exiting").forEach((el) => el.remove());
   const moveAll = state.animating; // an interrupted transition: send everything home
   const t = state.svg.transition("radixlens").duration(Math.max(1, durationMs));
-  const byId = new Map(scene.nodes.map((n) => [n[0], n]));
+  const byId = new Map(scene.nodes.map((n) => [n.id, n]));
   drawEdges(state, scene, byId, t, moveAll);
   drawNodes(state, scene, t, moveAll);
   state.scene = scene;
@@ -247,5 +268,6 @@ export default function (component) {
   if (!scene || data.sig === state.lastSig) return;
   state.lastSig = data.sig;
   if (data.height) state.host.style.height = `${data.height}px`;
+  if (data.max_scale) state.maxScale = Number(data.max_scale);
   draw(state, scene, Number(data.duration_ms ?? 400));
 }

@@ -4,16 +4,36 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app_pages._shell import long_caption, max_scale, say, tree_height
 from radix.runs.costs import LABEL, CostModel
-from viz.scheduler_view import FALLBACK_LEN, POLICIES, check_queue_params, sort_queue
-from viz.scheduler_view_burst import NUM_REQUESTS, PREFIX_LEN, SUFFIX_LEN, burst_cases, run_burst
-from viz.scheduler_view_charts import burst_figure, queue_figure
+from scenarios.scheduler import (
+    FALLBACK_LEN,
+    NUM_REQUESTS,
+    POLICIES,
+    PREFIX_LEN,
+    SUFFIX_LEN,
+    burst_cases,
+    check_queue_params,
+    run_burst,
+    sort_queue,
+)
+from viz.blocks import block_grid_figure, request_chain
+from viz.component import tree_view
+from viz.scene import match_path, tree_scene
+from viz.scheduler import burst_figure, queue_figure
+
+
+@st.cache_resource(max_entries=16, show_spinner="sorting the waiting queue…")
+def _sort(policy: str, n: int, check: int, depri: int):
+    return sort_queue(policy, n, check, depri)
+
 
 st.title("Scheduler: who goes first, and what it costs")
 st.header("1. One sort of the waiting queue")
-st.caption("A warm tree (S + few-shot F, four users' histories) and a queue mixing warm requests, "
-           "cold ones sharing a 2,000-token document, cold ones sharing 20 tokens, and unique "
-           "ones. SGLang's SchedulePolicy sorts it once; a cross marks a deprioritized request.")
+long_caption("A warm tree (S + few-shot F, four users' histories) and a queue mixing warm "
+             "requests, cold ones sharing a 2,000-token document, cold ones sharing 20 tokens, "
+             "and unique ones. SGLang's SchedulePolicy sorts it once; a cross marks a "
+             "deprioritized request.")
 c = st.columns([1.2, 1.6, 1.2, 1.2])
 policy = c[0].selectbox("schedule policy", POLICIES, key="scheduler.policy")
 n = c[1].slider("waiting requests", 4, 200, 24, key="scheduler.n",
@@ -25,9 +45,9 @@ depri = c[3].slider("deprioritize threshold", 1, 256, 32, key="scheduler.depri",
 try:
     check_queue_params(policy, int(n), int(check), int(depri))
 except ValueError as exc:
-    st.error(f"queue settings: {exc}")
+    say("error", f"queue settings: {exc}")
     st.stop()
-sort = sort_queue(policy, int(n), int(check), int(depri))
+sort = _sort(policy, int(n), int(check), int(depri))
 if sort.notice:
     st.warning(f"{sort.notice}. SGLang does this silently: with more than {FALLBACK_LEN} "
                "requests waiting, LPM stops matching and the queue stays in arrival order.",
@@ -38,7 +58,28 @@ m[0].metric("policy that ran", sort.active_policy)
 m[1].metric("waiting", f"{len(sort.rows):,}")
 m[2].metric("deprioritized", f"{len(depr):,}")
 m[3].metric("first offered", min(sort.rows, key=lambda r: r.after).rid)
-st.plotly_chart(queue_figure(sort), key="scheduler.queue_chart")
+order = sorted(sort.rows, key=lambda r: r.after)
+shown = st.selectbox("request whose match to show", [r.rid for r in order], key="scheduler.show",
+                     help="the first offered by default: the tree path it matched, and its "
+                          "block chain")
+path = match_path(sort.tree, sort.prompts[shown])
+left, right = st.columns([3, 2])
+with left:
+    st.markdown(f"**The tree the sort matched against: {shown}'s match in blue**")
+    tree_view(tree_scene(sort.tree, highlight={i: "matched" for i in path}),
+              key="scheduler.tree", height=tree_height(300), max_scale=max_scale())
+with right:
+    chain = [lk.block_id for lk in request_chain(sort.blocks, sort.prompts[shown]) if lk.block_id]
+    st.plotly_chart(block_grid_figure(sort.blocks, columns=32, chain_ids=chain,
+                                      stop_text=f"vLLM's pool, same warm requests: {shown}'s "
+                                                "cached chain outlined"),
+                    key="scheduler.blocks", config={"displaylogo": False})
+figure = queue_figure(sort)
+st.plotly_chart(figure, key="scheduler.queue_chart", config={"displaylogo": False})
+st.download_button("the queue's before -> after as animated HTML (slides)",
+                   lambda: figure.to_html(include_plotlyjs=True, auto_play=True),
+                   f"radixlens-queue-{policy}-{int(n)}.html", "text/html",
+                   key="scheduler.export", on_click="ignore")
 st.dataframe([{"rid": r.rid, "kind": r.kind, "before": r.before, "after": r.after,
                "moved": r.before - r.after, "cached match": r.prefix_len,
                "in-batch match": r.in_batch_len, "deprioritized": "yes" if r.deprioritized else "",
@@ -49,12 +90,13 @@ if depr:
                f"{' …' if len(depr) > 12 else ''}. {depr[0].reason}.")
 
 st.header(f"2. The cold burst: {NUM_REQUESTS} requests, one cold {PREFIX_LEN:,}-token prefix")
-st.caption("All arrive at once; nothing is cached. The real scheduler loop (engine/scheduler.py) "
-           "runs with the cost model instead of a model. Deprioritizing only reorders the queue: "
-           "admission still walks it until the round's input budget (max_prefill_tokens) is spent.")
+long_caption("All arrive at once; nothing is cached. The real scheduler loop "
+             "(radix/sched/scheduler.py) runs with the cost model instead of a model. "
+             "Deprioritizing only reorders the queue: admission still walks it until the "
+             "round's input budget (max_prefill_tokens) is spent.")
 
 
-@st.cache_data
+@st.cache_data(show_spinner="running the cold burst through the scheduler loop, three ways…")
 def _cases():
     return burst_cases()
 
@@ -82,7 +124,7 @@ st.markdown(
     f"{k * prompt:,} fit the budget, the next needs {prompt:,} with {lpm.budget - k * prompt:,} "
     "left.")
 st.caption(f"Seconds: {LABEL}.")
-st.plotly_chart(burst_figure(runs), key="scheduler.burst_chart")
+st.plotly_chart(burst_figure(runs), key="scheduler.burst_chart", config={"displaylogo": False})
 
 st.subheader("Rounds of one run")
 pick = st.columns([2, 1, 1])

@@ -1,27 +1,29 @@
-"""Plotly pictures for the scheduler page: the queue moving under a sort, and the cold burst.
+"""Pictures for the Scheduler page: the queue moving under a sort, and the cold burst.
 
 `queue_figure` is an animated scatter: one marker per waiting request at (place in the queue,
 cached match); its two frames, "before" and "after", move each marker (plotly keeps identity by
 `ids`) so a click on play shows LPM building its staircase and the deprioritized requests
 (crosses) sliding to the back. `burst_figure` compares the shared prefix tokens each run
-prefilled, round by round. Fonts are large: these are read from a projector.
+prefilled, round by round. Fonts are large: these are read from a projector; the play buttons
+sit on the left, clear of plotly's toolbar. Reads scenarios.scheduler's results (duck-typed).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import plotly.graph_objects as go
 
-from viz.scheduler_view import PATTERN, QueueSort
-from viz.scheduler_view_burst import BurstRun
+from viz.escape import esc_html
 
 KIND_COLORS = {"warm history": "#1f77b4", "warm S+F": "#4c9be8", "warm S": "#9ecae1",
                "cold doc": "#d62728", "cold short": "#ff9896", "cold unique": "#7f7f7f"}
 MAX_TEXT = 40  # rid labels on markers only for queues up to this size
 
 
-def _traces(sort: QueueSort, where: str) -> list[go.Scatter]:
+def _traces(sort: Any, where: str) -> list[go.Scatter]:
     out = []
-    for kind in dict.fromkeys(PATTERN):
+    for kind in KIND_COLORS:
         rows = [r for r in sort.rows if r.kind == kind]
         show_text = len(sort.rows) <= MAX_TEXT and kind.startswith("warm")  # cold ones: y = 0
         out.append(go.Scatter(
@@ -37,7 +39,7 @@ def _traces(sort: QueueSort, where: str) -> list[go.Scatter]:
     return out
 
 
-def queue_figure(sort: QueueSort) -> go.Figure:
+def queue_figure(sort: Any) -> go.Figure:
     """Frames 'before' and 'after'; the figure opens on 'after'. x: place (0 = admitted first)."""
     n = len(sort.rows)
     fig = go.Figure(data=_traces(sort, "after"),
@@ -45,13 +47,14 @@ def queue_figure(sort: QueueSort) -> go.Figure:
     step = dict(frame=dict(duration=900, redraw=False), transition=dict(duration=800),
                 mode="immediate")
     fig.update_layout(
-        height=450, font=dict(size=16), margin=dict(l=10, r=10, t=60, b=10),
-        title=dict(text=f"{sort.policy} (ran: {sort.active_policy})", x=0.01, y=0.97),
+        height=450, font=dict(size=16), margin=dict(l=10, r=10, t=80, b=10),
+        title=dict(text=esc_html(f"{sort.policy} (ran: {sort.active_policy})"), x=0.5,
+                   xanchor="center", y=0.97),
         xaxis=dict(title="place in the waiting queue (0 = offered to admission first)",
                    range=[-1, n]),
         yaxis=dict(title="cached match (tokens)", rangemode="tozero"),
         legend=dict(orientation="h", y=-0.25),
-        updatemenus=[dict(type="buttons", direction="left", x=1, xanchor="right", y=1.16,
+        updatemenus=[dict(type="buttons", direction="left", x=0, xanchor="left", y=1.2,
                           showactive=False,
                           buttons=[dict(label="▶ before → after", method="animate",
                                         args=[["before", "after"], step]),
@@ -60,7 +63,7 @@ def queue_figure(sort: QueueSort) -> go.Figure:
     return fig
 
 
-def burst_figure(runs: list[BurstRun]) -> go.Figure:
+def burst_figure(runs: list[Any]) -> go.Figure:
     """Stacked bars: prefix tokens prefilled per round, one bar per run."""
     fig = go.Figure()
     num_rounds = max(len(r.rounds) for r in runs)

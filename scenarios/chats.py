@@ -1,4 +1,4 @@
-"""Text scenarios for the Live engine page: DESIGN.md's shapes, scaled down for a CPU model.
+"""Text prompts for the Live engine page: DESIGN.md's shapes in words, scaled down for a CPU model.
 
 The shapes follow examples/workloads.py (a shared system prompt S, a few-shot block F, per-user
 questions, a RAG document, a multi-turn chat), in words instead of synthetic token ids, so the
@@ -70,6 +70,10 @@ TURNS = [
     "One of the zips is stuck. Is that covered?",
     "Yes: zips are covered by the five-year warranty. What is your order number?",
     "It is NW-204518. Can you send a new inner tent?",
+    "I can: a new inner tent ships today, express and free of charge.",
+    "Thanks. Should I send the old one back?",
+    "No need; please recycle it or keep it as a spare.",
+    "Great. And how do I clean the flysheet?",
 ]
 
 SCENARIOS: dict[str, Scenario] = {
@@ -91,7 +95,14 @@ SCENARIOS: dict[str, Scenario] = {
             "My boots leak after a year. Warranty?"], start=1)]),
     "multi-turn chat": Scenario(
         "multi-turn chat",
-        "One conversation, three turns: each turn's prompt is the last one plus a reply and a "
-        "message, so each matches the whole previous prompt.",
-        [(f"turn{k}", _chat(SYSTEM, *TURNS[: 2 * k - 1])) for k in (1, 2, 3)]),
+        "One conversation, five turns: each turn's prompt is the last one plus a reply and a "
+        "message, so each matches the previous prompt and the path grows a node per turn: "
+        "turn 5 locks it hop by hop up to the root.",
+        [(f"turn{k}", _chat(SYSTEM, *TURNS[: 2 * k - 1])) for k in (1, 2, 3, 4, 5)]),
+    "the same prompt twice": Scenario(
+        "the same prompt twice",
+        "One question asked twice. The repeat matches at most input_len - 1 tokens (SGLang "
+        "computes the last prompt token again, for its logits), so its match ends one token "
+        "short and splits the first request's leaf there.",
+        [(f"ask{k}", _chat(SYSTEM, "Do you ship to Norway?")) for k in (1, 2)]),
 }

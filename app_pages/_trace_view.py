@@ -1,0 +1,190 @@
+"""The Trace debugger's view of one replay: summary, step box and search, tree, blocks, downloads.
+
+Not a page (app.py does not list it): app_pages/trace.py calls `show_replay` once the replay is
+ready. The step lives in `trace.at` (steps done: the tree after them); the step box, the slider
+and the search results all move it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import streamlit as st
+
+from app_pages._player import export_range
+from app_pages._shell import say, tree_height
+from radix.tree.inspect import format_tree
+from scenarios.trace import events_jsonl, search
+from viz.blocks import block_grid_figure, grid_caption, lookup_line, queue_line, request_chain
+from viz.component import tree_view
+from viz.dot import dot_to_svg, tree_dot
+from viz.escape import esc_md, safe_filename
+from viz.scene import fold_tree, tree_scene
+from viz.trace import (
+    failure_text,
+    kv_events_summary,
+    op_summary,
+    rejection_rows,
+    snapshot_json,
+    step_caption,
+    step_highlight,
+    summary_rows,
+    text_head,
+)
+
+MAX_DRAWN_NODES = 2_000  # boxes drawn after folding (1,000 draw in ~0.4 s); more: text only
+
+
+def _go(step: int) -> None:
+    st.session_state["trace.at"] = step
+    st.session_state.pop("trace.box", None)
+    st.session_state.pop("trace.slider", None)
+
+
+def show_replay(r: Any) -> None:
+    if r.trace.format == "kv_events":
+        say("subheader", f"{r.name}: a vLLM KV-events recording")
+        say("info", kv_events_summary(r.trace))
+        return
+    log = r.log
+    if r.trace.format == "ops":
+        say("subheader", f"Replay summary: {r.name} (op log, {log.num_steps:,} tree steps)")
+        say("info", op_summary(r))
+    else:
+        say("subheader", f"Replay summary: {r.name} ({r.trace.format}, "
+                         f"{len(r.trace.requests):,} requests, {log.num_steps:,} tree steps)")
+        st.dataframe(summary_rows(r.stats, r.block_size), hide_index=True)
+        if r.rejections:
+            say("warning", f"{len(r.rejections):,} request(s) rejected:")
+            st.dataframe(rejection_rows(r.rejections), hide_index=True)
+    default = log.num_steps
+    if r.failure is not None:
+        say("error", failure_text(r.failure))
+        default = r.failure.last_good_step
+    elif r.first_bad_step is not None:
+        say("error", f"First bad step: {r.first_bad_step:,}. {r.violation}")
+        default = r.first_bad_step
+    elif r.trace.format != "ops":
+        st.success("Invariants held after every request.")
+    st.session_state.setdefault("trace.at", default)
+    _navigator(r)
+    step = st.session_state["trace.at"]
+    snap = log.snapshot_at(step)
+    events = log.events_of(step - 1) if step else []
+    if events:
+        say("caption", step_caption(events))
+    highlight = step_highlight(events, snap)
+    left, right = st.columns([3, 2])
+    with left:
+        max_children = _tree(snap, highlight)
+    with right:
+        text = format_tree(snap, mark_leaves=True)
+        head, note = text_head(text, 200)
+        st.code(head, language=None)
+        if note:
+            st.caption(note)
+    if r.blocks is not None:
+        _blocks(r, step)
+    _downloads(r, snap, highlight, max_children, text)
+    with st.expander("export steps for slides (animated HTML)"):
+        export_range("trace", safe_filename(r.name), log.num_steps + 1, step,
+                     lambda s: _export_frame(r, s, max_children))
+
+
+def _export_frame(r: Any, step: int, max_children: int) -> tuple[dict, str]:
+    snap = r.log.snapshot_at(step)
+    events = r.log.events_of(step - 1) if step else []
+    scene = tree_scene(snap, highlight=step_highlight(events, snap), rankdir="LR",
+                       max_children=max_children)
+    return scene, step_caption(events) if events else "the empty tree"
+
+
+def _navigator(r: Any) -> None:
+    """The step box, the slider and the request search, all on `trace.at`."""
+    n = r.log.num_steps
+    at = st.session_state["trace.at"]
+    st.session_state["trace.box"] = at
+    st.session_state["trace.slider"] = at
+    c = st.columns([1, 3, 2])
+    c[0].number_input("tree after step", 0, n, key="trace.box",
+                      on_change=lambda: _go(st.session_state["trace.box"]))
+    c[1].slider("step", 0, n, key="trace.slider", label_visibility="hidden",
+                on_change=lambda: _go(st.session_state["trace.slider"]))
+    rid = c[2].text_input("find a request id", key="trace.find",
+                          placeholder="admitted / finished / evicted")
+    if rid:
+        hits = search(r, rid.strip())
+        if not hits:
+            say("caption", f"No request {rid!r} in this trace.")
+        for i, f in enumerate(hits[:12]):
+            st.button(esc_md(f"{f.what}: step {f.step:,}"), key=f"trace.hit{i}",
+                      on_click=_go, args=(f.step + 1,))
+
+
+def _tree(snap: Any, highlight: dict[int, str]) -> int:
+    f = st.columns(2)
+    max_children = int(f[0].number_input(
+        "children drawn per node", 1, 500, 12, key="trace.max_children",
+        help="The rest fold into one '+K more' node (counted in full). What the step touched, "
+             "locked nodes and the largest subtrees are drawn first."))
+    depth = int(f[1].number_input("depth cap (0: none)", 0, 1_000, 0, key="trace.max_depth"))
+    plan = fold_tree(snap, max_children, depth or None, highlight)
+    drawn = len(plan.drawn) + len(plan.folds)
+    st.caption(f"{len(snap.nodes):,} nodes: {len(plan.drawn):,} drawn, "
+               f"{len(snap.nodes) - len(plan.drawn):,} folded into {len(plan.folds):,} "
+               "'+K more' box(es), counted in full."
+               + (" Coloured: what the step touched." if highlight else ""))
+    if drawn <= MAX_DRAWN_NODES:
+        # LR: a wide fan-out stacks down the column instead of shrinking to a thin line
+        tree_view(tree_scene(snap, highlight=highlight, rankdir="LR", max_children=max_children,
+                             max_depth=depth or None), key="trace.tree",
+                  height=tree_height(420), duration_ms=250)
+    else:
+        st.info(f"{drawn:,} boxes: too many to draw; lower the children per node or the depth.")
+    return max_children
+
+
+def _blocks(r: Any, step: int) -> None:
+    """vLLM's block pool after the requests the tree had finished by `step` (whole requests)."""
+    n = r.requests_done(step)
+    cache = st.session_state.setdefault("trace.blocks_cache", {})
+    if n not in cache:
+        if len(cache) > 8:
+            cache.clear()
+        cache[n] = r.blocks.at(n)
+    at = cache[n]
+    say("subheader", f"Block cache after {n:,} of {len(r.trace.requests):,} requests "
+                     f"({at.num_evictions:,} evictions so far)")
+    rids = [rq.rid for rq in r.trace.requests[:n]][::-1][:500]  # the latest first
+    if not rids:
+        st.caption(grid_caption(at.snapshot))
+        return
+    rid = st.selectbox("hash chain of", rids, key="trace.block_rid")
+    rid = rid if rid in rids else rids[0]
+    i = next(j for j, rq in enumerate(r.trace.requests) if rq.rid == rid)
+    req = next(iter(r.blocks.feed(i, i + 1)))[0]
+    links = request_chain(at.snapshot, req.origin_input_ids, req.extra_key, req.cache_salt)
+    chain = [lk.block_id for lk in links if lk.block_id is not None]
+    st.plotly_chart(block_grid_figure(at.snapshot, chain_ids=chain,
+                                      stop_text=f"vLLM block pool: {rid}'s chain outlined"),
+                    key="trace.blocks_fig", config={"displaylogo": False})
+    st.caption(grid_caption(at.snapshot, chain_ids=chain))
+    say("markdown", lookup_line(r.blocks.lookups[i], at.snapshot.block_size, r.matches.get(rid)))
+    st.caption(queue_line(at.snapshot))
+
+
+def _downloads(r: Any, snap: Any, highlight: dict, max_children: int, text: str) -> None:
+    base = safe_filename(r.name.rsplit(".", 1)[0])
+    d = st.columns(5)
+    d[0].download_button("pretty_print.txt", text, f"{base}-pretty_print.txt", key="trace.dl_text")
+    # deferred (callables): built only when clicked; the event log of a big trace is large
+    d[1].download_button("tree.dot", lambda: tree_dot(snap, highlight=highlight),
+                         f"{base}-tree.dot", key="trace.dl_dot")
+    d[2].download_button("tree.svg", lambda: dot_to_svg(tree_dot(
+        snap, highlight=highlight, max_children=max_children)), f"{base}-tree.svg",
+        key="trace.dl_svg")
+    d[3].download_button("tree.json", lambda: json.dumps(snapshot_json(snap)),
+                         f"{base}-tree.json", key="trace.dl_json")
+    d[4].download_button("events.jsonl", lambda: events_jsonl(r.log), f"{base}-events.jsonl",
+                         key="trace.dl_log")

@@ -1,0 +1,95 @@
+"""Live engine: real requests on the real default model through the radix tree, as they run."""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from app_pages._live_view import show_session
+from app_pages._player import export_range
+from app_pages._shell import live_sessions, long_caption, say, session_id
+from engine.model import DEFAULT_NAME, cache_root, load_model
+from scenarios.chats import SCENARIOS, SYSTEM
+from scenarios.live import LiveSession
+from viz.live import measured_label
+
+
+@st.cache_resource(show_spinner=False)
+def _model():
+    return load_model()
+
+
+def _load():
+    """The model, once per process, with a status box saying what the wait is."""
+    first = not (cache_root() / DEFAULT_NAME / "model.safetensors").is_file()
+    started = time.monotonic()
+    with st.status("Loading SmolLM2-135M-Instruct (once per server process)…") as box:
+        box.write("converting the GGUF weights once (about 30 s)" if first else
+                  "reading the converted weights (a few seconds)")
+        loaded = _model()
+        box.update(label=f"Model ready ({time.monotonic() - started:.1f} s)", state="complete",
+                   expanded=False)
+    return loaded
+
+
+st.title("Live engine")
+long_caption("Real requests on a real model: each prompt is matched against the radix tree, only "
+             "the unmatched suffix is prefilled (256 tokens a round), and the prompt is inserted "
+             "after its prefill. Your session has its own engine, tree and KV pool; the weights "
+             "are shared.")
+try:
+    loaded = _load()
+except (ValueError, OSError, RuntimeError) as exc:
+    say("error", f"The model could not be loaded: {exc}")
+    st.stop()
+MEASURED = measured_label(loaded)
+
+c = st.columns([1, 1, 1])
+no_cache = c[0].toggle("no cache (the control)", key="live.no_cache",
+                       help="SGLang's --disable-radix-cache: every match is empty.")
+max_new = int(c[1].number_input("max new tokens", 1, 64, 6, key="live.max_new"))
+reset = c[2].button("reset: stop the engine, empty tree", key="live.reset")
+
+registry = live_sessions()
+session: LiveSession | None = st.session_state.get("live.session")
+if session is None or reset:
+    if session is not None:
+        session.close()  # stops its engine thread before the new one starts
+    session = LiveSession(loaded, no_cache=no_cache)
+elif session.closed or session.no_cache != no_cache:
+    # a fresh engine (empty tree); earlier rows stay. Closed: the registry swept this session
+    # while its browser was disconnected, and it came back.
+    session = session.restart(no_cache)
+st.session_state["live.session"] = session
+registry.put(session_id(), session)
+
+pick, own = st.tabs(["scenario", "your prompt"])
+with pick:
+    name = st.selectbox("scenario", list(SCENARIOS), key="live.scenario")
+    scenario = SCENARIOS[name]
+    st.caption(scenario.about)
+    all_at_once = st.checkbox("all at once: one prefill batch, so no request finds another's "
+                              "prefix in the tree yet (a cold burst)", key="live.all_at_once")
+    run_scenario = st.button(f"run {len(scenario.prompts)} requests", key="live.run_scenario")
+with own:
+    system = st.text_area("system prompt", SYSTEM, height=120, key="live.system")
+    message = st.text_area("message", "Can I return a tent I used once?", key="live.message")
+    run_own = st.button("run", key="live.run")
+
+try:
+    if run_scenario:
+        session.submit_all(scenario.prompts, max_new, one_at_a_time=not all_at_once)
+    if run_own:
+        msgs = ([{"role": "system", "content": system}] if system.strip() else [])
+        session.submit("you", msgs + [{"role": "user", "content": message}], max_new)
+except (ValueError, RuntimeError) as exc:
+    say("error", exc)
+session.poll()
+polling = session.pending
+
+
+show_session(session, polling, MEASURED)
+with st.expander("export the tree's history for slides (animated HTML)"):
+    kept = list(st.session_state.get("live.scenes", ()))
+    export_range("live", "live", len(kept), len(kept) - 1, lambda i: kept[i][1:])

@@ -1,0 +1,140 @@
+"""Tour: a few requests through the radix tree and vLLM's blocks, one micro-event at a time."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages._player import Player
+from app_pages._shell import long_caption, max_scale, presenter, say, tree_height
+from radix.runs.costs import LABEL
+from scenarios.tour import (
+    WALKS,
+    block_counters,
+    block_index,
+    lookup_of,
+    rid_at,
+    run_tour,
+    tour_numbers,
+    tree_counters,
+)
+from viz.blocks import block_grid_figure, grid_caption, lookup_line, queue_line, request_chain
+from viz.component import tree_view
+from viz.scene import tree_scene
+from viz.timeline import Timeline
+from viz.words import build_owners, node_line
+
+
+@st.cache_resource(max_entries=4, show_spinner="playing the walk through both caches…")
+def _tour(name: str):
+    run = run_tour(name)
+    tl = Timeline(run.log)
+    cursors = [(s, k) for s in range(tl.num_steps + 1) for k in range(tl.num_micro(s) + 1)]
+    return run, tl, cursors, build_owners(run.log.steps)
+
+
+if "tour.walk" not in st.session_state:
+    st.session_state["tour.walk"] = st.query_params.get("walk", "three-requests")
+    if st.session_state["tour.walk"] not in WALKS:
+        st.session_state["tour.walk"] = "three-requests"
+name = st.session_state["tour.walk"]
+run, tl, cursors, owners = _tour(name)
+head = st.columns([3, 2])
+head[0].title(WALKS[name].title)
+head[1].selectbox("walk", list(WALKS), key="tour.walk", label_visibility="collapsed",
+                  format_func=lambda w: WALKS[w].title.removeprefix("Tour: "))
+st.query_params["walk"] = name
+long_caption(WALKS[name].about + " Each request: match_prefix, inc_lock_ref, insert, "
+             "dec_lock_ref, as SGLang's scheduler does; vLLM's block cache takes the same calls.")
+
+
+def _from_link(params: dict[str, str]) -> int | None:
+    if "step" not in params:
+        return None
+    try:
+        at = (int(params["step"]), int(params.get("k", 0)))
+    except ValueError:
+        return None
+    return cursors.index(at) if at in cursors else None
+
+
+player = Player(f"tour.{name}", len(cursors), page="tour", from_link=_from_link,
+                to_link=lambda i: {"step": str(cursors[i][0]), "k": str(cursors[i][1])})
+player.buttons()
+
+
+def _show(i: int, duration_ms: int) -> None:
+    step, k = cursors[i]
+    frame = tl.frame(step, k)
+    st.markdown(f"**Step {step} / {tl.num_steps}, event {k} / {tl.num_micro(step)}**")
+    say("info", frame.narration or "…")
+    left, right = st.columns([3, 2])  # the pictures first: on a projector they stay in view
+    with left:
+        _tree(frame, duration_ms)
+    with right:
+        _blocks(step, k)
+    n = tour_numbers(run, frame.snapshot, step, k)
+    m = st.columns(5)
+    m[0].metric("tree stores", f"{n.stored:,} tok")
+    m[1].metric("stored apart", f"{n.apart:,} tok")
+    m[2].metric("saved", f"{n.saved:,} tok")
+    m[3].metric("saved KV", f"{n.saved_mib:,.0f} MiB")
+    m[4].metric("saved prefill", f"{n.saved_prefill_ms:,.1f} ms")
+    st.caption(f"MiB and ms: {LABEL}. Both caches: capacity {run.capacity:,} tokens.")
+    st.dataframe(_counter_table(step, k, frame.snapshot), hide_index=True)
+
+
+def _tree(frame, duration_ms: int) -> None:
+    selected = st.session_state.get("tour.selected")
+    highlight = dict(frame.highlight)
+    if selected is not None and selected not in highlight:
+        highlight[selected] = "selected"
+    scene = tree_scene(frame.snapshot, highlight=highlight)
+    clicked = tree_view(scene, key="tour.tree", height=tree_height(360), duration_ms=duration_ms,
+                        max_scale=max_scale())
+    if clicked is not None:
+        st.session_state["tour.selected"] = clicked
+    node = frame.snapshot.by_id().get(st.session_state.get("tour.selected"))
+    if node is not None and node.parent is not None:
+        say("caption", node_line(node, owners.get(node.id)))
+
+
+def _blocks(step: int, k: int) -> None:
+    """vLLM's block pool beside the tree, after the block call that stands beside this step."""
+    snap = run.blocks[block_index(step, k, tl.num_steps)]
+    rid = rid_at(run, step)
+    prompt = run.prompts[run.rids.index(rid)]
+    chain = [link.block_id for link in request_chain(snap, prompt) if link.block_id]
+    st.plotly_chart(block_grid_figure(snap, columns=24, chain_ids=chain,
+                                      stop_text=f"vLLM block pool: {rid}'s chain outlined"),
+                    key="tour.blocks", config={"displaylogo": False})
+    rec = lookup_of(run, rid, step, k)
+    if rec is None:
+        say("caption", f"{rid} has not been looked up yet.")
+    else:
+        i = run.rids.index(rid)
+        hit = next(e.prefix_len for e in run.log.micro_events(run.match_steps[i])
+                   if type(e).__name__ == "PrefixMatched")
+        say("caption", lookup_line(rec, snap.block_size, hit))
+    if not presenter():
+        st.caption(grid_caption(snap) + " " + queue_line(snap))
+
+
+def _counter_table(step: int, k: int, snapshot) -> dict[str, list[str]]:
+    t, b = tree_counters(run, snapshot, step, k), block_counters(run, step, k)
+    rows = [("hit tokens", lambda c: f"{c.hit:,} of {c.looked_up:,}"),
+            ("hit rate", lambda c: f"{c.hit_rate:.1%}"),
+            ("cached tokens", lambda c: f"{c.cached:,}"),
+            ("evictable tokens", lambda c: f"{c.evictable:,}"),
+            ("protected tokens", lambda c: f"{c.protected:,}")]
+    return {"": [r[0] for r in rows], "radix tree": [f(t) for _, f in rows],
+            "block cache (16-token blocks)": [f(b) for _, f in rows]}
+
+
+def _export_frame(i: int) -> tuple[dict, str]:
+    f = tl.frame(*cursors[i])
+    return tree_scene(f.snapshot, highlight=f.highlight), f.narration or f"step {f.step}"
+
+
+player.frames(_show)
+with st.expander("export frames for slides (animated HTML)"):
+    player.export(name, _export_frame)

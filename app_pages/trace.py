@@ -1,0 +1,80 @@
+"""Trace debugger: replay any trace through both caches, then inspect any step of it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from app_pages._shell import jobs, long_caption, say, session_id, wait_for
+from app_pages._trace_view import show_replay
+from radix.traces.base import TraceError
+from scenarios.budget import BUDGET, BudgetError, mib
+from scenarios.jobs import QueueFull
+from scenarios.trace import Cancelled, digest, replay
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "traces"
+SAMPLES = {p.name: p for p in (EXAMPLES / "mooncake_excerpt.jsonl",
+                               EXAMPLES / "mooncake_synthetic_trace.jsonl") if p.is_file()}
+
+st.title("Trace debugger")
+long_caption("Any trace format (request JSONL, Mooncake, KV events, op log). Both caches get the "
+             "same capacity; the radix tree is checked after every request. Uploads are cached "
+             "by content; a new one releases the last one's memory.")
+c = st.columns([3, 2, 1.3])
+upload = c[0].file_uploader("trace file", key="trace.upload")
+sample = c[1].selectbox("or a sample", ["(none)", *SAMPLES], key="trace.sample")
+capacity = int(c[2].number_input("capacity (tokens)", 1_000, 100_000_000, 1_000_000,
+                                 step=100_000, key="trace.capacity"))
+sid = session_id()
+usage = BUDGET.usage(sid)
+st.caption(f"Memory: this session holds {mib(usage.session)} of its {mib(usage.session_limit)}; "
+           f"the server {mib(usage.process)} of {mib(usage.process_limit)} for all sessions.")
+if upload is not None:
+    data, name = upload.getvalue(), upload.name
+elif sample != "(none)":
+    data, name = SAMPLES[sample].read_bytes(), sample
+else:
+    st.info("Upload a trace to replay it, or pick a sample.")
+    st.stop()
+
+key = (digest(data), capacity)
+state = st.session_state.get("trace.state")
+if state is None or state["key"] != key:
+    if state is not None and state.get("job") is not None:
+        state["job"].cancel()
+    st.session_state.pop("trace.state", None)  # drop the old replay before the new one runs
+    BUDGET.release(sid, "trace replay")
+    try:
+        job = jobs().submit(name, lambda progress, cancel: replay(
+            data, name, capacity, session_id=sid, progress=progress, cancel=cancel))
+    except QueueFull as exc:
+        say("error", f"The server is busy: {exc}")
+        st.stop()
+    state = st.session_state["trace.state"] = {"key": key, "job": job, "replay": None}
+    for k in ("trace.at", "trace.blocks_cache"):
+        st.session_state.pop(k, None)
+
+job = state["job"]
+if state["replay"] is None:
+    if not wait_for(job, name):
+        st.stop()
+    if job.state == "cancelled":
+        say("info", f"{name}: replay cancelled; change the file or the capacity to start again.")
+        st.stop()
+    try:
+        state["replay"], state["job"] = job.result(), None
+    except TraceError as exc:
+        say("error", f"{name}: {exc}")
+        st.stop()
+    except BudgetError as exc:
+        say("error", f"{name}: too big for this server's memory budget: {exc}")
+        st.stop()
+    except Cancelled:
+        say("info", f"{name}: replay cancelled.")
+        st.stop()
+    except (ValueError, OSError, MemoryError, RecursionError) as exc:
+        say("error", f"{name}: cannot replay: {type(exc).__name__}: {exc}")
+        st.stop()
+
+show_replay(state["replay"])

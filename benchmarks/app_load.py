@@ -1,0 +1,184 @@
+"""Load the app as a classroom would: N browser sessions, R rounds each; does memory come back?
+
+Starts `streamlit run app.py` (disconnected sessions expire after 2 s), warms it up with one
+session that visits every page (the model loads once per process), closes it and measures the
+server's resident memory (baseline). Then N sessions (Chromium contexts) run R rounds each: a
+trace upload and a scrub on the Trace debugger (each session its own trace, so no upload cache
+is shared), three Tour steps, one Eviction lab page, and a 2-token prompt on the Live page (its own
+engine and KV pool per session). All sessions close; one more visit lets the server sweep them
+(engines closed, budgets released). Prints JSON, then a table: baseline, peak, after, and the
+ratio after / baseline (the CI test wants <= 1.10).
+Usage: python benchmarks/app_load.py [--sessions 5] [--rounds 3] [--requests 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
+TTL_S = 2
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process, MiB (from /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def start(port: int, log: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1",
+         "--browser.gatherUsageStats", "false", "--server.disconnectedSessionTTL", str(TTL_S)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(log, "w"))  # noqa: SIM115
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(log.read_text()[-2000:]) from None
+            time.sleep(0.2)
+    raise RuntimeError("the server did not start")
+
+
+def trace_file(folder: Path, session: int, num_requests: int) -> Path:
+    """A request trace of its own per session: shared 200-token prefixes, 60-token tails."""
+    lines = []
+    for i in range(num_requests):
+        prefix = [session * 1_000_000 + (i % 7) * 1_000 + k for k in range(200)]
+        tail = [session * 1_000_000 + 500_000 + i * 100 + k for k in range(60)]
+        lines.append(json.dumps({"rid": f"s{session}-r{i}", "arrival": i * 0.1,
+                                 "tokens": prefix + tail, "output_len": 4}))
+    path = folder / f"session{session}.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _idle(pg, timeout_ms: int = 180_000) -> None:
+    pg.wait_for_selector("h1", timeout=timeout_ms)
+    pg.wait_for_selector(IDLE, timeout=timeout_ms)
+
+
+def one_round(pg, base: str, trace: Path, live: bool) -> None:
+    pg.goto(f"{base}/trace")
+    _idle(pg)
+    pg.set_input_files("[data-testid=stFileUploaderDropzoneInput]", str(trace))
+    pg.get_by_text("Replay summary").wait_for(timeout=180_000)
+    _idle(pg)
+    box = pg.get_by_label("tree after step")
+    box.fill("10")
+    box.press("Enter")
+    _idle(pg)
+    pg.goto(f"{base}/tour")
+    _idle(pg)
+    for _ in range(3):
+        pg.get_by_role("button", name="next ▶").click()
+        _idle(pg)
+    pg.goto(f"{base}/eviction")
+    _idle(pg)
+    if live:
+        pg.goto(f"{base}/live")
+        _idle(pg)
+        pg.get_by_role("tab", name="your prompt").click()
+        pg.get_by_label("max new tokens").fill("2")
+        pg.get_by_role("button", name="run", exact=True).click()
+        pg.wait_for_function(
+            "() => [...document.querySelectorAll('[data-testid=stMetricValue]')]"
+            ".some(e => /^[1-9]/.test(e.innerText.trim()))", timeout=180_000)
+        _idle(pg)
+
+
+def run(sessions: int = 5, rounds: int = 3, num_requests: int = 120, live: bool = True,
+        workdir: Path | None = None) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    workdir = workdir or Path("/tmp/radixlens-app-load")
+    workdir.mkdir(parents=True, exist_ok=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    proc = start(port, workdir / "server.txt")
+    samples: list[float] = []
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                         args=["--no-sandbox", "--disable-gpu"])
+            warm = browser.new_context(viewport={"width": 1280, "height": 800})
+            one_round(warm.new_page(), base, trace_file(workdir, 99, num_requests), live)
+            warm.close()
+            baseline = _settle(browser, base, proc.pid)
+            started = time.monotonic()
+            contexts = [browser.new_context(viewport={"width": 1280, "height": 800})
+                        for _ in range(sessions)]
+            pages = [c.new_page() for c in contexts]
+            traces = [trace_file(workdir, i, num_requests) for i in range(sessions)]
+            for _ in range(rounds):
+                for pg, trace in zip(pages, traces):
+                    one_round(pg, base, trace, live)
+                    samples.append(rss_mb(proc.pid))
+            load_s = time.monotonic() - started
+            for c in contexts:
+                c.close()
+            after = _settle(browser, base, proc.pid)
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return {"sessions": sessions, "rounds": rounds, "requests_per_trace": num_requests,
+            "live": live, "baseline_mb": round(baseline, 1), "peak_mb": round(max(samples), 1),
+            "after_mb": round(after, 1), "after_over_baseline": round(after / baseline, 3),
+            "load_seconds": round(load_s, 1)}
+
+
+def _settle(browser, base: str, pid: int) -> float:
+    """Waits past the session TTL, then visits twice (the visit expires the closed sessions;
+    its page run sweeps them), and returns the server's RSS once it stops falling."""
+    time.sleep(TTL_S + 1)
+    for _ in range(2):
+        ctx = browser.new_context()
+        pg = ctx.new_page()
+        pg.goto(f"{base}/scheduler")
+        _idle(pg)
+        ctx.close()
+        time.sleep(TTL_S + 1)
+    last = rss_mb(pid)
+    for _ in range(10):
+        time.sleep(0.5)
+        now = rss_mb(pid)
+        if abs(now - last) < 1:
+            return now
+        last = now
+    return last
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sessions", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=120, help="requests in each session's trace")
+    ap.add_argument("--no-live", action="store_true", help="skip the Live page (no model)")
+    args = ap.parse_args()
+    out = run(args.sessions, args.rounds, args.requests, live=not args.no_live)
+    print(json.dumps(out, indent=1))
+    print(f"\n{'sessions':>8}{'rounds':>8}{'baseline MiB':>14}{'peak MiB':>10}{'after MiB':>11}"
+          f"{'after/base':>12}{'load s':>8}")
+    print(f"{out['sessions']:>8}{out['rounds']:>8}{out['baseline_mb']:>14,.0f}"
+          f"{out['peak_mb']:>10,.0f}{out['after_mb']:>11,.0f}{out['after_over_baseline']:>12.3f}"
+          f"{out['load_seconds']:>8.0f}")
+
+
+if __name__ == "__main__":
+    main()

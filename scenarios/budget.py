@@ -1,0 +1,86 @@
+"""Memory budgets: what one browser session's replays may hold, and what the whole process may.
+
+A replay reserves its estimated bytes before it starts (refused with the figures when a budget
+would be passed), grows its reservation as it goes (`grow`: a replay past the budget stops with
+the figures, never an out-of-memory), and releases it when the session ends or replaces its
+trace. The defaults fit a classroom server; RADIXLENS_SESSION_MB and RADIXLENS_PROCESS_MB set
+them. Leaves out: measuring Python objects exactly (estimates are calibrated in the tests and in
+benchmarks/app_load.py).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import NamedTuple
+
+MIB = 2**20
+SESSION_MB = int(os.environ.get("RADIXLENS_SESSION_MB", "1536"))
+PROCESS_MB = int(os.environ.get("RADIXLENS_PROCESS_MB", "6144"))
+
+
+class BudgetError(MemoryError):
+    """A reservation that would pass a budget; the message has the figures."""
+
+
+def mib(n: int) -> str:
+    """Bytes in MiB for people: mib(3 * 2**20 // 2) == '1.5 MiB'."""
+    return f"{n / MIB:,.1f} MiB"
+
+
+class Usage(NamedTuple):
+    session: int  # bytes this session holds
+    process: int  # bytes every session holds together
+    session_limit: int
+    process_limit: int
+
+
+class Budget:
+    """Thread-safe ledger: session id -> {what: bytes}."""
+
+    def __init__(self, session_bytes: int = SESSION_MB * MIB,
+                 process_bytes: int = PROCESS_MB * MIB) -> None:
+        self.session_bytes, self.process_bytes = session_bytes, process_bytes
+        self._lock = threading.Lock()
+        self._held: dict[str, dict[str, int]] = {}
+
+    def usage(self, session_id: str) -> Usage:
+        with self._lock:
+            mine = sum(self._held.get(session_id, {}).values())
+            total = sum(sum(d.values()) for d in self._held.values())
+        return Usage(mine, total, self.session_bytes, self.process_bytes)
+
+    def reserve(self, session_id: str, what: str, nbytes: int) -> None:
+        """Holds `nbytes` for `what` (replacing what it held before); BudgetError if a budget
+        would be passed."""
+        with self._lock:
+            held = self._held.setdefault(session_id, {})
+            mine = sum(v for k, v in held.items() if k != what) + nbytes
+            total = sum(sum(d.values()) for d in self._held.values()) - held.get(what, 0) + nbytes
+            if mine > self.session_bytes:
+                raise BudgetError(f"{what} needs {mib(nbytes)}; this session may hold "
+                                  f"{mib(self.session_bytes)} and holds {mib(mine - nbytes)}")
+            if total > self.process_bytes:
+                raise BudgetError(f"{what} needs {mib(nbytes)}; the server may hold "
+                                  f"{mib(self.process_bytes)} for all sessions and holds "
+                                  f"{mib(total - nbytes)}: try again later")
+            held[what] = nbytes
+
+    def grow(self, session_id: str, what: str, nbytes: int) -> None:
+        """Raises a running reservation to `nbytes` (BudgetError as `reserve`)."""
+        self.reserve(session_id, what, nbytes)
+
+    def release(self, session_id: str, what: str | None = None) -> None:
+        """Drops one reservation, or (what=None) everything the session holds."""
+        with self._lock:
+            if what is None:
+                self._held.pop(session_id, None)
+            else:
+                self._held.get(session_id, {}).pop(what, None)
+
+    def sessions(self) -> list[str]:
+        with self._lock:
+            return list(self._held)
+
+
+BUDGET = Budget()  # the process's ledger

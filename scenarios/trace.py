@@ -1,0 +1,339 @@
+"""The Trace debugger's run: any trace replayed through both caches, indexed for scrubbing.
+
+Request and Mooncake traces go through SGLang's per-request flow (`radix.runs.compare.run_tree`:
+match capped at input_len - 1, lock, allocate with eviction, finish) into an EventLog checked
+after every request, and through vLLM's (`run_blocks`) into block keyframes (blockframes.py);
+requests are expanded one at a time, and the log keeps token ids and slots compact (compact.py),
+so a 4,000-request Mooncake trace fits a session's memory budget (budget.py). An index answers
+"where was request X admitted, finished, evicted". Op logs run op by op (radix.runs.ops):
+one that fails keeps the tree of its last good step, the failing op and the rule it broke.
+This module is the app's only user of radix.runs.compare. Leaves out: batching (Scheduler page).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import hashlib
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+from radix import events as ev
+from radix.runs.compare import output_tokens, run_blocks, run_tree, trace_reqs
+from radix.runs.ops import OpRunner
+from radix.traces import Trace, load_trace
+from radix.traces.ops import OpTraceError
+from radix.tree.eventlog import EventLog
+from radix.tree.inspect import InvariantError
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import NodeRecord, TreeModel
+from scenarios.blockframes import BlockFrames
+from scenarios.budget import BUDGET, Budget
+from scenarios.compact import compact, nbytes
+
+Progress = Callable[[float, str], None]  # (fraction done, what runs now)
+EVENT_BYTES = 120  # an event object, its tuple of ids and its place in a step list
+NODE_BYTES = 400  # a node record in a keyframe of the tree
+CHECK_EVERY_OP_UP_TO = 5_000  # longer op logs are checked every CHECK_EVERY ops and at the end
+CHECK_EVERY = 64
+
+
+class Cancelled(Exception):
+    """The user cancelled the replay."""
+
+
+class CompactModel(TreeModel):
+    """A TreeModel that keeps an inserted leaf's compact token and slot sequences as they are
+    (TreeModel copies them into lists of ints)."""
+
+    def apply(self, e: ev.Event) -> None:
+        if type(e) is ev.NodeInserted:
+            self.nodes[e.node_id] = NodeRecord(
+                e.parent_id, e.token_ids, e.slot_ids, 0, 0, e.time, e.time, e.priority,
+                False, e.extra_key, e.cache_salt)
+            self.nodes[e.parent_id].child_ids.append(e.node_id)
+        else:
+            super().apply(e)
+
+
+class CompactLog(EventLog):
+    """An EventLog whose NodeInserted and NodeEvicted events keep compact sequences; `nbytes`
+    estimates what it holds."""
+
+    def __init__(self, keyframe_every: int = 64, page_size: int = 1) -> None:
+        super().__init__(keyframe_every, page_size)
+        self.model = CompactModel(page_size)
+        self.payload = 0
+        self.num_events = 0
+
+    def emit(self, event: ev.Event) -> None:
+        if type(event) is ev.NodeInserted:
+            event = dataclasses.replace(event, token_ids=compact(event.token_ids),
+                                        slot_ids=compact(event.slot_ids))
+            self.payload += nbytes(event.token_ids) + nbytes(event.slot_ids)
+        elif type(event) is ev.NodeEvicted:
+            event = dataclasses.replace(event, slot_ids=compact(event.slot_ids))
+            self.payload += nbytes(event.slot_ids)
+        self.num_events += 1
+        super().emit(event)
+
+    @property
+    def nbytes(self) -> int:
+        kept = sum(len(k.nodes) for k in self._keyframes)
+        return self.payload + EVENT_BYTES * self.num_events + NODE_BYTES * (
+            kept + len(self.model.nodes))
+
+
+class Rejection(NamedTuple):
+    rid: str
+    cache: str  # "radix tree" or "block cache"
+    reason: str
+
+
+class Found(NamedTuple):
+    """A step of the log where something happened to a request."""
+
+    what: str  # "looked up", "admitted", "finished", "rejected", "evicted (leaf #12)"
+    step: int  # the log step it happened in (the tree after it: step + 1)
+
+
+class OpFailure(NamedTuple):
+    line: int  # the failing op's line in the file
+    op: str  # its name ("unlock", ...)
+    error: str  # what the cache said
+    rule: str  # the rule the op broke, in words
+    last_good_step: int  # log steps done before it: the tree to show
+
+
+RULES = {  # words in an op error -> the rule it breaks
+    "holds no lock": "dec_lock_ref may only release a lock inc_lock_ref took: lock_ref counts "
+                     "the running requests at or below a node, so it never goes below 0 (a "
+                     "double unlock would make a node in use look evictable)",
+    "no running request": "a request op names a request that is not running: start it first",
+    "out of KV slots": "the pool has no slot left and nothing evictable: every cached token is "
+                       "locked by a running request",
+    "already running": "request ids are unique while running: finish the first one",
+    "has not finished its prefill": "decode comes after the whole prompt has slots (extend)",
+}
+
+
+@dataclasses.dataclass
+class TraceReplay:
+    name: str  # the file name, as uploaded
+    digest: str  # blake2b of the bytes: uploads are cached by content
+    trace: Trace
+    capacity: int
+    page_size: int
+    block_size: int
+    log: EventLog | None  # the tree's steps (None for a KV-events recording)
+    stats: dict[str, dict] | None = None  # {"tree": ..., "blocks": ...} run_tree/run_blocks
+    rejections: list[Rejection] = dataclasses.field(default_factory=list)
+    first_bad_step: int | None = None  # first log step after which check_invariants failed
+    violation: str | None = None
+    failure: OpFailure | None = None  # an op log that stopped on an error
+    index: dict[str, list[Found]] = dataclasses.field(default_factory=dict)
+    ends: list[int] = dataclasses.field(default_factory=list)  # last step of each request
+    matches: dict[str, int] = dataclasses.field(default_factory=dict)  # rid -> tree match
+    blocks: BlockFrames | None = None
+    op_counts: dict[str, int] | None = None  # op logs: ops by name
+    checked_every: int = 1  # op logs: invariants checked after every this many ops
+    nbytes: int = 0  # what the replay holds (estimate)
+
+    def requests_done(self, step: int) -> int:
+        """Requests whose every step is among the first `step` steps of the log.
+
+        Steps ending at [3, 6]: 0 done after 3 steps, 1 after 4, 2 after 7."""
+        return bisect.bisect_left(self.ends, step)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def _feed(trace: Trace, start: int, stop: int) -> Iterator[tuple[Any, list[int]]]:
+    """Fresh Reqs (in real tokens) and outputs for requests start..stop-1, one at a time."""
+    for i in range(start, stop):
+        one = Trace(trace.format, trace.requests[i:i + 1], trace.token_scale,
+                    trace.input_lens[i:i + 1])
+        yield trace_reqs(one)[0], output_tokens(trace, i)
+
+
+def replay(data: bytes, name: str, capacity: int = 1_000_000, page_size: int = 1,
+           block_size: int = 16, *, session_id: str = "-", budget: Budget = BUDGET,
+           progress: Progress | None = None, cancel: threading.Event | None = None
+           ) -> TraceReplay:
+    """Loads `data` (any format; TraceError names line and field) and replays it. Holds its
+    memory in `budget` under (session_id, "trace replay"); BudgetError when it would not fit.
+
+    Two requests of one output token each log 1 + 2 x 3 = 7 steps: reset, then per request
+    match_prefix, inc_lock_ref and cache_finished_req (its insert and unlock inside one step).
+    """
+    if capacity < 1 or page_size < 1 or block_size < 1:
+        raise ValueError("capacity, page size and block size must be >= 1")
+    trace = load_trace(data)
+    out = TraceReplay(name, digest(data), trace, capacity, page_size, block_size, None)
+    if trace.format == "kv_events":
+        return out
+    what = "trace replay"
+    try:
+        if trace.format == "ops":
+            budget.reserve(session_id, what, 64 * len(data))
+            return _replay_ops(out, progress, cancel)
+        tokens = sum(trace.input_lens) + sum(r.output_len for r in trace.requests)
+        live = 2 * 36 * min(capacity, tokens)  # the tree's own lists at most
+        budget.reserve(session_id, what, live)
+        _replay_requests(out, session_id, budget, live, progress, cancel)
+        out.nbytes = live + out.log.nbytes + out.blocks.nbytes
+        budget.reserve(session_id, what, out.nbytes)
+        return out
+    except BaseException:
+        budget.release(session_id, what)  # nothing of it is kept
+        raise
+
+
+def _replay_requests(out: TraceReplay, session_id: str, budget: Budget, live: int,
+                     progress: Progress | None, cancel: threading.Event | None) -> None:
+    trace, n = out.trace, len(out.trace.requests)
+    log = out.log = CompactLog(page_size=out.page_size)
+
+    def tree_feed() -> Iterator[tuple[Any, list[int]]]:
+        for i, item in enumerate(_feed(trace, 0, n)):
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("cancelled")
+            if i % 64 == 0:
+                budget.grow(session_id, "trace replay", live + log.nbytes)
+                if progress is not None:
+                    progress(0.6 * i / max(n, 1), f"radix tree: request {i:,} of {n:,}")
+            yield item
+
+    outputs: list[list[int]] = []
+
+    def reqs() -> Iterator[Any]:
+        for req, o in tree_feed():
+            outputs.append(o)
+            yield req
+
+    def outs() -> Iterator[list[int]]:
+        for i in range(n):
+            yield outputs[i]
+            outputs[i] = []
+
+    try:
+        tree = run_tree(reqs(), outs(), out.capacity, out.page_size, sink=log,
+                        after_request=RadixCache.check_invariants)
+    except InvariantError as exc:
+        out.first_bad_step, out.violation = log.num_steps - 1, str(exc)
+        tree = None
+
+    def block_progress(i: int) -> None:
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("cancelled")
+        if progress is not None:
+            progress(0.6 + 0.4 * i / max(n, 1), f"block cache: request {i:,} of {n:,}")
+
+    usable = sum(trace.input_lens) + sum(r.output_len + out.block_size for r in trace.requests)
+    out.blocks = BlockFrames(n, lambda a, b: _feed(trace, a, b), run_blocks,
+                             min(out.capacity, usable), out.block_size, progress=block_progress)
+    out.stats = {"tree": tree, "blocks": out.blocks.stats}
+    _index(out)
+    rejected = {rid for rid, found in out.index.items() if any(f.what == "rejected" for f in found)}
+    for i, r in enumerate(trace.requests):
+        if r.rid in rejected:
+            out.rejections.append(Rejection(r.rid, "radix tree", (
+                f"its {trace.input_lens[i]:,}-token prompt found no room in the "
+                f"{out.capacity:,}-slot pool even after evicting every evictable leaf")))
+    blocks = out.blocks.manager.pool.num_blocks - 1
+    for rid in out.blocks.rejected:
+        i = next(j for j, r in enumerate(trace.requests) if r.rid == rid)
+        need = -(-trace.input_lens[i] // out.block_size)
+        out.rejections.append(Rejection(rid, "block cache", (
+            f"its prompt needs {need:,} blocks of {out.block_size}; the pool has {blocks:,}, "
+            "and running requests hold the rest")))
+    if progress is not None:
+        progress(1.0, "done")
+
+
+def _index(out: TraceReplay) -> None:
+    """One pass over the log: each request's steps, the last step of each, its tree match."""
+    log, owners, last = out.log, {}, {}
+    index: dict[str, list[Found]] = {}
+    names = {"match_prefix": "looked up", "inc_lock_ref": "admitted",
+             "cache_finished_req": "finished", "dec_lock_ref": "rejected"}
+    for step in range(log.num_steps):
+        events = log.events_of(step)
+        first = events[0]
+        rid = first.rid
+        if rid is not None:
+            last[rid] = step
+            if first.op in names:
+                index.setdefault(rid, []).append(Found(names[first.op], step))
+        for e in events:
+            if isinstance(e, ev.NodeInserted) and rid is not None:
+                owners[e.node_id] = rid
+            elif isinstance(e, ev.NodeSplit) and e.node_id in owners:
+                owners[e.new_node_id] = owners[e.node_id]
+            elif isinstance(e, ev.NodeEvicted) and e.node_id in owners:
+                index.setdefault(owners.pop(e.node_id), []).append(
+                    Found(f"evicted (leaf #{e.node_id}, {e.num_tokens:,} tokens)", step))
+            elif isinstance(e, ev.PrefixMatched) and first.op == "match_prefix" and rid:
+                out.matches[rid] = e.prefix_len
+    out.index, out.ends = index, sorted(last.values())
+
+
+def search(out: TraceReplay, rid: str) -> list[Found]:
+    """The steps where request `rid` was looked up, admitted, finished, rejected or evicted
+    (exact id first; else every id that contains it, at most 20 ids)."""
+    if rid in out.index:
+        return out.index[rid]
+    hits = [r for r in out.index if rid and rid in r][:20]
+    return [Found(f"{r}: {f.what}", f.step) for r in hits for f in out.index[r]]
+
+
+def _replay_ops(out: TraceReplay, progress: Progress | None,
+                cancel: threading.Event | None) -> TraceReplay:
+    ops = out.trace.ops
+    log = out.log = EventLog(page_size=ops.page_size)
+    runner = OpRunner(ops, sink=log)
+    n = len(ops.ops)
+    every = 1 if n <= CHECK_EVERY_OP_UP_TO else CHECK_EVERY
+    out.checked_every = every
+    out.op_counts = dict(Counter(op.op for op in ops.ops))
+    for i, op in enumerate(ops.ops):
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("cancelled")
+        if progress is not None and i % 256 == 0:
+            progress(i / max(n, 1), f"op {i:,} of {n:,}")
+        good = log.num_steps
+        try:
+            runner.run(op)
+        except OpTraceError as exc:
+            text = str(exc)
+            rule = next((r for k, r in RULES.items() if k in text), text)
+            out.failure = OpFailure(op.line, op.op, text, rule, good)
+            break
+        if out.first_bad_step is None and (i % every == every - 1 or i == n - 1):
+            try:
+                runner.cache.check_invariants()
+            except InvariantError as exc:
+                out.first_bad_step = log.num_steps - 1
+                out.violation = f"after the op on line {op.line}: {exc}"
+    out.nbytes = 64 * sum(len(s) for s in log.steps)
+    if progress is not None:
+        progress(1.0, "done")
+    return out
+
+
+def events_jsonl(log: EventLog) -> str:
+    """The log as JSON lines ({"type": class name, ...fields}), compact sequences as lists."""
+    import json
+
+    lines = []
+    for e in log:
+        row = {"type": type(e).__name__}
+        for f in dataclasses.fields(e):
+            v = getattr(e, f.name)
+            row[f.name] = list(v) if not isinstance(v, str | int | float | type(None)) else v
+        lines.append(json.dumps(row, default=str))
+    return "\n".join(lines) + ("\n" if lines else "")

@@ -1,0 +1,97 @@
+"""Helpers for the browser tests: waiting until a page is drawn, screenshots, clicks, checks."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = ROOT / "docs" / "screenshots"
+TREE = ".radixlens-tree"
+IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
+DRAWN = """() => {
+  const every = (sel, ok) => [...document.querySelectorAll(sel)].every(ok);
+  return every("[data-testid=stBidiComponentRegular]",
+               (c) => (c.querySelector(".radixlens-tree") || {dataset: {}})
+                             .dataset.animating === "0")
+    && every("[data-testid=stPlotlyChart]", (c) => c.querySelector(".main-svg"))
+    && every("[data-testid=stDataFrame]", (c) => c.querySelector("canvas, table"));
+}"""
+# Text that does not fit its box: SVG node labels wider than their rect, and metric labels,
+# metric values, buttons and alerts whose content overflows (cut or ellipsed).
+CLIPPED = """() => {
+  const out = [];
+  document.querySelectorAll(".radixlens-tree g.node").forEach((g) => {
+    const r = g.querySelector("rect"), t = g.querySelector("text");
+    if (!r || !t || t.getComputedTextLength() === 0) return;
+    let w = 0;
+    t.querySelectorAll("tspan").forEach((s) => { w = Math.max(w, s.getComputedTextLength()); });
+    if (w > Number(r.getAttribute("width")) + 0.5) out.push(`node ${g.id}: ${t.textContent}`);
+  });
+  const sel = "[data-testid=stMetricLabel] p, [data-testid=stMetricValue] div, " +
+              "[data-testid=stButton] p, [data-testid=stAlert] p";
+  document.querySelectorAll(sel).forEach((e) => {
+    const where = e.closest("[data-testid]").dataset.testid;
+    if (e.scrollWidth > e.clientWidth + 1) out.push(`${where}: ${e.textContent}`);
+  });
+  return out;
+}"""
+
+
+def wait_drawn(pg, timeout_ms: int = 180_000) -> None:
+    """The script has finished its run and everything it put on the page has been drawn."""
+    pg.wait_for_selector("h1", timeout=timeout_ms)
+    pg.wait_for_selector(IDLE, timeout=timeout_ms)
+    pg.wait_for_function(DRAWN, timeout=timeout_ms)
+    pg.wait_for_selector(IDLE, timeout=timeout_ms)
+
+
+def shoot(pg, tmp_path: Path, name: str, full: bool = True) -> None:
+    """A screenshot into tmp_path (and docs/screenshots with RADIXLENS_UPDATE_SCREENSHOTS=1).
+    full: Streamlit scrolls inside its main block, so the viewport is made as tall as the
+    content (at most 6,000 px) for the picture, then put back."""
+    size = pg.viewport_size
+    if full:
+        tall = pg.evaluate("() => (document.querySelector('[data-testid=stMain]') || "
+                           "document.body).scrollHeight")
+        pg.set_viewport_size({"width": size["width"],
+                              "height": max(size["height"], min(tall, 6000))})
+        pg.wait_for_function(DRAWN, timeout=60_000)
+    pg.screenshot(path=str(tmp_path / name))
+    pg.set_viewport_size(size)
+    if os.environ.get("RADIXLENS_UPDATE_SCREENSHOTS"):  # refresh the README's pictures
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copy(tmp_path / name, SHOTS / name)
+
+
+def alert(pg) -> str:
+    return pg.inner_text("[data-testid=stAlert]")
+
+
+def click_and_wait(pg, name: str) -> str:
+    """Clicks the button `name` and waits for the first alert's text to change."""
+    before = alert(pg)
+    pg.get_by_role("button", name=name).first.click()
+    pg.wait_for_function(
+        "b => (document.querySelector('[data-testid=stAlert]') || {}).innerText !== b",
+        arg=before, timeout=30_000)
+    return alert(pg)
+
+
+def click_next_until(pg, text: str, limit: int = 40) -> None:
+    for _ in range(limit):
+        if pg.get_by_text(text).count():
+            return
+        click_and_wait(pg, "next ▶")
+    raise AssertionError(f"never saw {text!r}")
+
+
+def in_viewport(pg, selector: str) -> bool:
+    """The element is entirely inside the viewport, without scrolling."""
+    box = pg.locator(selector).first.bounding_box()
+    size = pg.viewport_size
+    return (box is not None and box["y"] >= 0 and box["x"] >= 0
+            and box["y"] + box["height"] <= size["height"]
+            and box["x"] + box["width"] <= size["width"])

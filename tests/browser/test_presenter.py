@@ -1,0 +1,150 @@
+"""Presenter mode at 1280 x 800 (a projector), deep links, and pages opened by URL.
+
+Each test opens its page with `presenter=1` in the URL and checks what a lecturer sees without
+scrolling: the animated node in the viewport, no label cut, the lock walk of 5 hops, the block
+grid beside the tree on the Live and Scheduler pages, the policies popping different leaves, a
+deep link restoring a step, a failing op log showing its last good tree.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from browserhelp import (
+    CLIPPED,
+    DRAWN,
+    TREE,
+    alert,
+    click_and_wait,
+    in_viewport,
+    shoot,
+    wait_drawn,
+)
+from conftest import start_server
+
+pytestmark = pytest.mark.browser
+
+
+def _open(pg, server: str, path: str, tree: bool = True) -> None:
+    """Opens `path` in presenter mode and waits until it is drawn (its tree too, if it has one:
+    the component mounts after the script ends, so "drawn" alone could pass before it)."""
+    sep = "&" if "?" in path else "?"
+    pg.goto(f"{server}{path}{sep}presenter=1")
+    wait_drawn(pg)
+    if tree:
+        pg.wait_for_selector(f"{TREE} g.node", timeout=60_000)
+        pg.wait_for_function(DRAWN, timeout=60_000)
+
+
+def _clipped(pg) -> list[str]:
+    return pg.evaluate(CLIPPED)
+
+
+def test_deep_link_restores_a_step_in_presenter_mode(server, projector, tmp_path):
+    """/?page=tour&step=7 lands on the Tour at step 7 (R2's insert), presenter mode on, the
+    URL keeping both; the split node of step 5 event 1 is highlighted inside the viewport."""
+    _open(projector, server, "/?page=tour&step=7")
+    assert alert(projector).startswith("step 7: R2 calls insert")
+    assert "/tour?" in projector.url and "step=7" in projector.url
+    assert "presenter=1" in projector.url
+    assert projector.locator("[data-testid=stCheckbox] input").first.is_checked()
+    _open(projector, server, "/tour?step=5&k=1")
+    assert alert(projector).startswith("R2 leaves R1 at token 2,055")
+    assert in_viewport(projector, f"{TREE} g.node[data-role=split]")
+    assert in_viewport(projector, "[data-testid=stPlotlyChart]")  # the block grid
+    assert _clipped(projector) == []
+    shoot(projector, tmp_path, "tour_presenter.png", full=False)
+
+
+def test_lock_walk_of_five_hops_hop_by_hop(server, projector, tmp_path):
+    """The multi-turn walk at u000-t5's inc_lock_ref (step 22): five clicks of next show five
+    hops, each a different node highlighted as a lock with r=1, in view, ending at the root."""
+    _open(projector, server, "/tour?walk=multi-turn&step=22&k=0")
+    assert alert(projector).startswith("step 22: u000-t5 calls inc_lock_ref")
+    hops = []
+    for _ in range(5):
+        text = click_and_wait(projector, "next ▶")
+        projector.wait_for_function(DRAWN, timeout=30_000)
+        node = projector.locator(f"{TREE} g.node[data-role=lock]")
+        assert node.count() == 1 and "r=1" in node.text_content(), text
+        assert in_viewport(projector, f"{TREE} g.node[data-role=lock]")
+        hops.append(node.get_attribute("id"))
+    assert len(set(hops)) == 5 and "the last hop below the root" in alert(projector)
+    assert _clipped(projector) == []
+    shoot(projector, tmp_path, "lock_walk.png", full=False)
+
+
+def test_policies_pop_different_leaves(server, projector):
+    """The eviction lab's default at the pop frame (step 2): LRU pops the RAG leaf (#1), LFU
+    the oldest finished conversation (conv-000, #3), MRU the newest (conv-015, #18)."""
+    popped = {}
+    for policy in ("lru", "lfu", "mru"):
+        _open(projector, server, f"/eviction?policy={policy}&step=2")
+        assert alert(projector).startswith("pops "), alert(projector)
+        assert in_viewport(projector, f"{TREE} g.node[data-role=evicted]")
+        popped[policy] = projector.locator(f"{TREE} g.node[data-role=evicted]").get_attribute("id")
+    assert popped == {"lru": "n1", "lfu": "n3", "mru": "n18"}
+
+
+def test_scheduler_shows_tree_and_blocks(server, projector, tmp_path):
+    _open(projector, server, "/scheduler")
+    assert projector.locator(f"{TREE} g.node[data-role=matched]").count() >= 2
+    grid = projector.locator("[data-testid=stPlotlyChart]").first
+    assert "vLLM's pool" in grid.inner_text()
+    assert _clipped(projector) == []
+    shoot(projector, tmp_path, "scheduler_presenter.png", full=False)
+
+
+@pytest.mark.engine
+def test_live_shows_tree_and_blocks(server, projector, tmp_path):
+    """A prompt on the real model: the tree and vLLM's block grid side by side, the lock walk
+    and the admission told."""
+    _open(projector, server, "/live", tree=False)
+    projector.get_by_role("tab", name="your prompt").click()
+    projector.get_by_role("button", name="run", exact=True).click()
+    projector.get_by_text("requests done").wait_for(timeout=60_000)
+    projector.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=stMetricValue]')]"
+        ".some(e => e.innerText.trim() === '1')", timeout=180_000)
+    wait_drawn(projector)
+    assert projector.locator(f"{TREE} g.node").count() >= 2
+    assert projector.get_by_text("vLLM's block pool, same requests").count() == 1
+    told = projector.inner_text("[data-testid=stMain]")
+    assert "admitted:" in told and "locks #" in told
+    shoot(projector, tmp_path, "live_presenter.png", full=False)
+
+
+def test_failing_op_log_shows_its_last_good_tree(server, projector, tmp_path):
+    ops = tmp_path / "double_unlock.jsonl"
+    ops.write_text("".join(json.dumps(o) + "\n" for o in (
+        {"op": "insert", "tokens": [1, 2, 3]}, {"op": "insert", "tokens": [1, 2, 4]},
+        {"op": "lock", "node": 1}, {"op": "unlock", "node": 1}, {"op": "unlock", "node": 1})))
+    _open(projector, server, "/trace", tree=False)
+    projector.set_input_files("[data-testid=stFileUploaderDropzoneInput]", str(ops))
+    projector.get_by_text("never goes below 0").wait_for(timeout=60_000)
+    wait_drawn(projector)
+    alerts = " ".join(projector.locator("[data-testid=stAlert]").all_inner_texts())
+    assert "line 5" in alerts
+    assert projector.locator(f"{TREE} g.node").count() == 4  # root, [1,2], [3], [4]
+    assert "#tokens: 4" in projector.inner_text("[data-testid=stCode]")
+
+
+def test_page_by_url_right_after_a_server_start_keeps_the_menu(tmp_path, browser):
+    """A fresh server; the very first visit is /scheduler: the page and its menu; /tour works
+    (no 'Page not found')."""
+    proc, url = start_server(tmp_path / "stderr.txt")
+    try:
+        pg = browser.new_page(viewport={"width": 1280, "height": 800})
+        pg.goto(f"{url}/scheduler")
+        wait_drawn(pg)
+        links = pg.locator("[data-testid=stTopNavLink]")
+        assert links.count() >= 6 and "Scheduler" in pg.inner_text("h1")
+        pg.goto(f"{url}/tour")
+        wait_drawn(pg)
+        assert pg.get_by_text("Page not found").count() == 0 and "/tour" in pg.url
+        assert pg.locator("[data-testid=stTopNavLink]").count() >= 6
+        pg.close()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

@@ -1,0 +1,176 @@
+"""scenarios/trace.py and its helpers: compact sequences, the compact log, block keyframes, the
+replay (index, rejections, an op log that fails), memory budgets and the worker pool."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from radix.blocks.manager import BlockCacheManager
+from radix.blocks.pool import BlockPool
+from radix.runs.compare import compare, output_tokens, run_blocks, trace_reqs
+from radix.traces import TraceError, load_trace
+from radix.tree.radix_cache import RadixCache
+from scenarios.blockframes import BlockFrames, capture, restore
+from scenarios.budget import Budget, BudgetError
+from scenarios.compact import Runs, compact
+from scenarios.jobs import JobPool, QueueFull
+from scenarios.trace import CompactLog, replay, search
+
+TRACES = Path(__file__).resolve().parent.parent / "examples" / "traces"
+BIG = Budget(2**34, 2**35)
+
+
+def _lines(rows: list[dict]) -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
+
+
+@given(st.lists(st.integers(0, 40), max_size=60))
+def test_compact_is_the_same_sequence(values):
+    """Runs or array: equal to the input, same length, same items, same slices."""
+    c = compact(values)
+    assert list(c) == values and len(c) == len(values)
+    if values:
+        i = len(values) // 2
+        assert c[i] == values[i] and list(c[1:i + 1]) == values[1:i + 1]
+
+
+def test_compact_picks_runs_for_mooncake_shaped_tokens():
+    """Mooncake unit u stands for u*512 .. u*512+511: 3 units -> 3 runs of 512, 72 bytes
+    instead of 1,536 x 8."""
+    tokens = [u * 512 + k for u in (7, 3, 9) for k in range(512)]
+    c = compact(tokens)
+    assert isinstance(c, Runs) and c.nbytes == 72 and list(c[510:514]) == tokens[510:514]
+
+
+def test_compact_log_keeps_the_replay_law():
+    """A random run into the compact log: every step's snapshot equals a plain cache's."""
+    rng = random.Random(0)
+    log, cache = CompactLog(keyframe_every=4), None
+    cache = RadixCache(sink=log)
+    plain = RadixCache()
+    for i in range(60):
+        key = [rng.randrange(3)] + list(range(i % 5, i % 5 + rng.randrange(1, 9)))
+        cache.insert(key)
+        plain.insert(key)
+        if i % 7 == 6:
+            cache.evict(5)
+            plain.evict(5)
+    assert log.snapshot_at(log.num_steps) == plain.snapshot() == cache.snapshot()
+    assert log.nbytes > 0
+
+
+def _trace_reqs(trace, start, stop):
+    reqs = trace_reqs(trace)
+    return [(reqs[i], output_tokens(trace, i)) for i in range(start, stop)]
+
+
+def test_block_keyframes_equal_a_replay_from_scratch():
+    """Oracle: the pool after n requests from a keyframe + replay equals run_blocks over the
+    first n requests from an empty pool, for n across keyframes (every 4); a restored pool
+    passes its invariants; totals agree with radix.runs.compare."""
+    trace = load_trace(TRACES / "eviction_question.jsonl.gz")
+    n = len(trace.requests)
+    frames = BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), run_blocks, 2_000, 16, every=4)
+    assert frames.stats["hit_tokens"] == compare(trace, 2_000)["blocks"]["hit_tokens"]
+    for k in (0, 3, 4, 9, n - 1, n, 5):
+        fresh = BlockCacheManager(BlockPool(2_000 // 16 + 1, 16))
+        pairs = _trace_reqs(trace, 0, k)
+        run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2_000, 16, manager=fresh)
+        assert frames.at(k).snapshot == fresh.snapshot(), k
+    restore(capture(frames.manager_at(7))).check_invariants()
+
+
+def test_replay_two_requests_index_and_search():
+    """Two requests of one output token: 1 + 2 x 3 = 7 steps (reset; per request match_prefix,
+    inc_lock_ref, cache_finished_req). Search finds where each was looked up, admitted,
+    finished; a part of an id finds both."""
+    data = _lines([{"rid": "a", "arrival": 0, "tokens": [1, 2, 3], "output_len": 1},
+                   {"rid": "b", "arrival": 1, "tokens": [1, 2, 4], "output_len": 1}])
+    r = replay(data, "two.jsonl", 1_000, budget=BIG)
+    assert r.log.num_steps == 7 and r.first_bad_step is None and not r.rejections
+    assert [(f.what, f.step) for f in search(r, "b")] == [
+        ("looked up", 4), ("admitted", 5), ("finished", 6)]
+    assert len(search(r, "")) == 0 and len(search(r, "a")) == 3
+    assert r.requests_done(4) == 1 and r.requests_done(7) == 2
+    assert r.stats["tree"]["hit_tokens"] == 2 and r.matches == {"a": 0, "b": 2}
+
+
+def test_replay_lists_rejections_with_the_reason():
+    """The eviction question at 2,000 tokens: the 2,624-token RAG request cannot fit either
+    cache; both say so with the figures."""
+    data = (TRACES / "eviction_question.jsonl.gz").read_bytes()
+    r = replay(data, "q.jsonl.gz", 2_000, budget=BIG)
+    caches = {x.cache for x in r.rejections if x.rid == "rag-0"}
+    assert caches == {"radix tree", "block cache"}
+    why = next(x.reason for x in r.rejections if x.cache == "block cache")
+    assert "needs 164 blocks of 16; the pool has 125" in why
+
+
+def test_failing_op_log_keeps_the_last_good_step():
+    """insert, lock node 1, unlock it twice: the second unlock breaks lock_ref's rule; the
+    replay keeps the 4 good steps (the cache's reset, insert, lock, unlock) and names line 4
+    and the rule."""
+    data = _lines([{"op": "insert", "tokens": [1, 2, 3]}, {"op": "lock", "node": 1},
+                   {"op": "unlock", "node": 1}, {"op": "unlock", "node": 1}])
+    r = replay(data, "ops.jsonl", budget=BIG)
+    f = r.failure
+    assert (f.line, f.op, f.last_good_step) == (4, "unlock", 4) and r.log.num_steps == 4
+    assert "holds no lock" in f.error and "never goes below 0" in f.rule
+    assert r.op_counts == {"insert": 1, "lock": 1, "unlock": 2}
+
+
+def test_budget_refuses_with_the_figures_and_releases():
+    """A 1 MiB session budget: a replay that needs more stops with the figures and holds
+    nothing afterwards; release frees what a session held."""
+    b = Budget(2**20, 2**22)
+    b.reserve("s", "a", 600_000)
+    with pytest.raises(BudgetError, match=r"needs 0\.6 MiB; this session may hold 1\.0 MiB"):
+        b.reserve("s", "b", 600_000)
+    b.release("s")
+    assert b.usage("s").session == 0
+    data = (TRACES / "mooncake_excerpt.jsonl").read_bytes()
+    with pytest.raises(BudgetError):
+        replay(data, "m.jsonl", 1_000_000, session_id="s", budget=b)
+    assert b.usage("s").session == 0
+
+
+def test_bad_trace_is_one_line():
+    with pytest.raises(TraceError, match="line 1"):
+        replay(b'{"rid": 1}\n', "bad.jsonl", budget=BIG)
+
+
+def test_job_pool_places_cancels_and_refuses():
+    """One worker: the first job runs, the next two wait in places 1 and 2; cancelling the
+    first waiting one drops it and moves the other up; past max_queued a submit is refused."""
+    pool = JobPool(workers=1, max_queued=2)
+    gate, started = threading.Event(), threading.Event()
+    running = pool.submit("a", lambda progress, cancel: started.set() or gate.wait(5) and "A")
+    assert started.wait(5)
+    b = pool.submit("b", lambda progress, cancel: "B")
+    c = pool.submit("c", lambda progress, cancel: (progress(0.5, "half"), "C")[1])
+    assert (b.place(), c.place()) == (1, 2)
+    with pytest.raises(QueueFull, match="2 jobs are waiting"):
+        pool.submit("d", lambda progress, cancel: None)
+    b.cancel()
+    assert b.state == "cancelled" and c.place() == 1
+    gate.set()
+    assert running.wait(5) and c.wait(5)
+    assert (running.result(), c.result(), c.fraction) == ("A", "C", 0.5)
+
+
+@settings(max_examples=1, deadline=None)
+@given(st.just(None))
+def test_cancel_stops_a_running_replay(_):
+    """A running replay sees its cancel event at its next request and stops."""
+    pool = JobPool(workers=1)
+    data = (TRACES / "mooncake_excerpt.jsonl").read_bytes()
+    job = pool.submit("m", lambda progress, cancel: replay(
+        data, "m.jsonl", budget=BIG, progress=lambda f, t: cancel.set(), cancel=cancel))
+    assert job.wait(60) and job.state == "cancelled"

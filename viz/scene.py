@@ -1,0 +1,228 @@
+"""A radix-tree snapshot as a scene: node boxes and edges with stable ids, labels and colours.
+
+Follows SGLang's RadixCache picture: the tokens live on the edge into a node (a node's `key`),
+so each edge is labelled with its token count and a preview; each node shows its `lock_ref` (r=N);
+evictable leaves (lock_ref 0, no children) are dashed and green, locked nodes blue. Node `n<id>`
+and edge `e<child id>` keep their ids across snapshots, so the browser animates a split or an
+eviction in place. Big trees fold (`fold_tree`): at most `max_children` children per node are
+drawn, the rest become one summary node `m<parent id>` counted from the full snapshot.
+`tree_scene` lays the items out (viz/layout.py) as named fields for the browser; viz/dot.py
+writes the same items as DOT for the download. Leaves out: page boundaries inside an edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from viz.layout import Box, Line, place
+from viz.words import FILL_CACHED, FILL_EVICTABLE, FILL_PROTECTED, ROLES
+
+Decode = Callable[[list[int]], str]
+
+
+def token_preview(token_ids: Sequence[int], decode: Decode | None, max_chars: int = 22) -> str:
+    """A short, one-line preview of the first tokens of an edge.
+
+    >>> token_preview([5, 6, 7, 8], None, max_chars=8)
+    '[5 6 7…]'
+    """
+    if not token_ids:
+        return ""
+    head = list(token_ids[: max_chars + 2])
+    if decode is None:
+        text = " ".join(str(t) for t in head)
+        cut = text[: max_chars - 2].rsplit(" ", 1)[0] if len(text) > max_chars - 2 else text
+        more = "…" if cut != text or len(token_ids) > len(head) else ""
+        return f"[{cut}{more}]"
+    text = " ".join(decode(head).split())  # newlines and runs of spaces read as one space
+    more = len(token_ids) > len(head) or len(text) > max_chars
+    return repr(text[:max_chars] + ("…" if more else ""))
+
+
+class Fold(NamedTuple):
+    """The children of `parent` that are not drawn, counted over their whole subtrees."""
+    parent: int  # node id; the summary node is "m<parent>", its edge "em<parent>"
+    num_children: int  # children folded away
+    num_nodes: int  # nodes in their subtrees (>= num_children)
+    tokens: int  # tokens on those nodes
+    locked: int  # folded children with lock_ref > 0 (held by running requests)
+    evictable_leaves: int  # evictable leaves in their subtrees
+
+
+class FoldPlan(NamedTuple):
+    drawn: frozenset[int]  # node ids drawn one by one
+    folds: tuple[Fold, ...]  # one summary per parent with folded children, in pre-order
+
+
+def _subtree_totals(nodes: Sequence[Any]) -> tuple[dict, dict[int, tuple[int, int, int]]]:
+    """(children of each id in snapshot order, id -> (nodes, tokens, evictable leaves) of its
+    subtree)."""
+    kids: dict[int, list[int]] = {n.id: [] for n in nodes}
+    for n in nodes:
+        if n.parent in kids:
+            kids[n.parent].append(n.id)
+    total: dict[int, tuple[int, int, int]] = {}
+    for n in reversed(nodes):  # pre-order reversed: children before parents
+        sub = [total[c] for c in kids[n.id]]
+        total[n.id] = (1 + sum(t[0] for t in sub), len(n.token_ids) + sum(t[1] for t in sub),
+                       int(n.evictable_leaf) + sum(t[2] for t in sub))
+    return kids, total
+
+
+def fold_tree(snapshot: Any, max_children: int | None = None, max_depth: int | None = None,
+              keep: Iterable[int] = ()) -> FoldPlan:
+    """Which nodes to draw: at most `max_children` children per node, none below `max_depth`
+    (the root is depth 0), except the nodes in `keep` and their ancestors, always drawn.
+    A node's children are ranked: kept ones, then locked (lock_ref > 0), then the largest
+    subtrees by tokens, then child order; the rest fold into one `Fold`. A single leftover
+    child is drawn instead of folded (its summary would take the same room), except at the
+    depth cap.
+
+    A root with 100 one-node children of 1..100 tokens, max_children=12: children with
+    100..89 tokens are drawn; the Fold counts 88 children, 1 + ... + 88 = 3,916 tokens.
+    """
+    if max_children is not None and max_children < 1:
+        raise ValueError(f"max_children must be >= 1, got {max_children}")
+    if max_depth is not None and max_depth < 0:
+        raise ValueError(f"max_depth must be >= 0, got {max_depth}")
+    nodes = snapshot.nodes
+    by_id = {n.id: n for n in nodes}
+    kids, total = _subtree_totals(nodes)
+    must: set[int] = set()
+    for i in keep:
+        while i in by_id and i not in must:
+            must.add(i)
+            i = by_id[i].parent
+    rank = {n.id: i for i, n in enumerate(nodes)}
+
+    def split(children: list[int], limit: int, capped: bool) -> tuple[list[int], Fold | None]:
+        if len(children) <= limit:
+            return children, None
+        order = sorted(children, key=lambda c: (c not in must, by_id[c].lock_ref == 0,
+                                               -total[c][1], rank[c]))
+        shown = {c for c in order if c in must} | set(order[:limit])
+        hidden = [c for c in children if c not in shown]
+        if not hidden or (len(hidden) == 1 and not capped):
+            return children, None
+        fold = Fold(by_id[children[0]].parent, len(hidden), sum(total[c][0] for c in hidden),
+                    sum(total[c][1] for c in hidden),
+                    sum(1 for c in hidden if by_id[c].lock_ref > 0),
+                    sum(total[c][2] for c in hidden))
+        return [c for c in children if c in shown], fold
+
+    drawn, folds, stack = set(), [], [(nodes[0].id, 0)] if nodes else []
+    while stack:
+        nid, depth = stack.pop()
+        drawn.add(nid)
+        capped = max_depth is not None and depth >= max_depth
+        limit = 0 if capped else len(kids[nid]) if max_children is None else max_children
+        shown, fold = split(kids[nid], limit, capped)
+        folds += [fold] if fold else []
+        stack.extend((c, depth + 1) for c in reversed(shown))
+    folds.sort(key=lambda f: rank[f.parent])
+    return FoldPlan(frozenset(drawn), tuple(folds))
+
+
+def _node_box(node: Any, role: str | None, name: str | None) -> Box:
+    label = "root" if node.parent is None else f"#{node.id}  r={node.lock_ref}"
+    if name:
+        label += f"\n{name}"
+    dashed = False
+    if node.lock_ref > 0:
+        fill = FILL_PROTECTED
+    elif node.evictable_leaf:
+        fill, dashed = FILL_EVICTABLE, True
+    else:
+        fill = FILL_CACHED
+    stroke, width = ROLES[role] if role else ("#555555", 1.0)
+    tooltip = f"node {node.id}: {len(node.token_ids):,} tokens, lock_ref {node.lock_ref}"
+    return Box(f"n{node.id}", label, fill, stroke, width, dashed, tooltip, role or "")
+
+
+def _edge_line(node: Any, role: str | None, decode: Decode | None) -> Line:
+    label = f"{len(node.token_ids):,} tok\n{token_preview(node.token_ids, decode)}"
+    stroke, width = ROLES[role] if role else ("#777777", 1.2)
+    return Line(f"e{node.id}", f"n{node.parent}", f"n{node.id}", label, stroke, width)
+
+
+def _fold_items(fold: Fold) -> tuple[Box, Line]:
+    """The summary node and its edge. 88 folded leaves of 3,916 tokens, none locked:
+    label "+88 more" newline "88 evictable leaves" (zero counts left out), edge "3,916 tok"."""
+    more = f"+{fold.num_children:,} more"
+    if fold.num_nodes > fold.num_children:
+        more += f" ({fold.num_nodes:,} nodes)"
+    counts = [f"{n:,} {what}" for n, what in ((fold.locked, "locked"),
+                                              (fold.evictable_leaves, "evictable leaves")) if n]
+    fill = (FILL_PROTECTED if fold.locked else
+            FILL_EVICTABLE if fold.evictable_leaves else FILL_CACHED)
+    tooltip = (f"{fold.num_children:,} children of node {fold.parent} not drawn: "
+               f"{fold.num_nodes:,} nodes, {fold.tokens:,} tokens")
+    box = Box(f"m{fold.parent}", more + "\n" + (", ".join(counts) or "cached"), fill,
+              "#555555", 1.0, not fold.locked, tooltip, "")
+    return box, Line(f"em{fold.parent}", f"n{fold.parent}", f"m{fold.parent}",
+                     f"{fold.tokens:,} tok", "#777777", 1.2)
+
+
+def tree_items(snapshot: Any, *, decode: Decode | None = None,
+               highlight: Mapping[int, str] | None = None, max_children: int | None = None,
+               max_depth: int | None = None, keep: Iterable[int] = (),
+               names: Mapping[int, str] | None = None) -> tuple[list[Box], list[Line]]:
+    """The boxes and edges to draw, in pre-order; `highlight` maps node id -> a role of ROLES,
+    `names` adds a second label line to some nodes ("system prompt S").
+
+    A root with one 3-token child: boxes "root" and "#1  r=0" (dashed: an evictable leaf),
+    one edge e1 from n0 to n1 labelled "3 tok" newline "[1 2 3]".
+    """
+    highlight = highlight or {}
+    for role in highlight.values():
+        if role not in ROLES:
+            raise ValueError(f"unknown highlight role {role!r}; known: {sorted(ROLES)}")
+    plan = None
+    if max_children is not None or max_depth is not None:
+        plan = fold_tree(snapshot, max_children, max_depth, [*highlight, *keep])
+    names = names or {}
+    boxes, lines = [], []
+    for node in snapshot.nodes:
+        if plan is not None and node.id not in plan.drawn:
+            continue
+        role = highlight.get(node.id)
+        boxes.append(_node_box(node, role, names.get(node.id)))
+        if node.parent is not None:
+            lines.append(_edge_line(node, role, decode))
+    for fold in plan.folds if plan is not None else ():
+        box, line = _fold_items(fold)
+        boxes.append(box)
+        lines.append(line)
+    return boxes, lines
+
+
+def tree_scene(snapshot: Any, *, rankdir: str = "TB", **items: Any) -> dict[str, Any]:
+    """The laid-out scene of `tree_items(snapshot, **items)` (viz/layout.py's `place`)."""
+    boxes, lines = tree_items(snapshot, **items)
+    return place(boxes, lines, rankdir)
+
+
+def match_path(snapshot: Any, token_ids: Sequence[int]) -> list[int]:
+    """Node ids a match of `token_ids` walks (whole edges and the one it ends inside), root
+    excluded; reads the snapshot only (the default namespace)."""
+    kids: dict[int, list[Any]] = {}
+    for n in snapshot.nodes:
+        if n.parent is not None and n.extra_key is None and n.cache_salt is None:
+            kids.setdefault(n.parent, []).append(n)
+    path, at, nid = [], 0, 0
+    while at < len(token_ids):
+        first = tuple(token_ids[at:at + 1])
+        child = next((c for c in kids.get(nid, ()) if c.token_ids[:1] == first), None)
+        if child is None:
+            break
+        path.append(child.id)
+        edge = child.token_ids
+        k = 0
+        while k < len(edge) and at + k < len(token_ids) and edge[k] == token_ids[at + k]:
+            k += 1
+        at += k
+        if k < len(edge):
+            break
+        nid = child.id
+    return path

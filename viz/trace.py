@@ -1,0 +1,142 @@
+"""The Trace debugger's words and tables: the summary with units, rejections, an op log's story.
+
+Reads a `scenarios.trace.TraceReplay` (duck-typed). The summary puts both caches side by side in
+the same units: tokens with separators, hit rates in percent, evictions counted in tokens for
+both (the tree frees whole leaves, the block cache 16-token blocks), bytes at Llama-3-8B's
+128 KiB a token (derived); rejected requests are listed with their reason. Big trees: the step's
+roles (viz/words.py) keep what a step touched drawn when the tree folds, and `text_head` cuts
+pretty_print's text for the page (the whole text goes to a download).
+Leaves out: the replay itself (scenarios/trace.py) and drawing (viz/scene.py, viz/blocks.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from radix.runs.costs import CostModel
+from viz.words import step_roles
+
+NA = "-"
+
+
+def step_highlight(events: list[Any], snapshot: Any) -> dict[int, str]:
+    """Node id -> role for what one step did, over the nodes still in `snapshot`.
+
+    insert [1, 2, 3], then insert [1, 2, 4]: node 1 splits into prefix 2 + node 1, leaf 3
+    grows, the insert's hit count touches 2 and 3: {1: "split", 2: "split", 3: "new"}.
+    """
+    return step_roles(events, (n.id for n in snapshot.nodes))
+
+
+def _tokens(n: int | None) -> str:
+    return NA if n is None else f"{n:,} tokens"
+
+
+def summary_rows(stats: dict[str, dict], block_size: int, cost: CostModel | None = None
+                 ) -> dict[str, list[str]]:
+    """Both caches' totals as table columns, each number with its unit.
+
+    A tree that evicted 3 leaves of 4,000 tokens in all, beside a block cache that evicted 250
+    blocks: "4,000 tokens (3 leaves)" and "4,000 tokens (250 blocks of 16)".
+    """
+    cost = cost or CostModel()
+    tree, blocks = stats.get("tree") or {}, stats.get("blocks") or {}
+
+    def row(label: str, fmt: Any) -> tuple[str, str, str]:
+        return label, fmt(tree, "tree"), fmt(blocks, "blocks")
+
+    def get(s: dict, k: str) -> Any:
+        return s.get(k) if s else None
+
+    rows = [
+        row("requests served", lambda s, _: NA if not s else f"{s['requests']:,}"),
+        row("requests rejected", lambda s, _: NA if not s else f"{s['rejected']:,}"),
+        row("prompt tokens", lambda s, _: _tokens(get(s, "prompt_tokens"))),
+        row("hit (reused) tokens", lambda s, _: _tokens(get(s, "hit_tokens"))),
+        row("hit rate", lambda s, _: NA if not s else f"{s['hit_rate']:.1%}"),
+        row("prefilled tokens", lambda s, _: _tokens(get(s, "prefilled_tokens"))),
+        row("prefill time saved (derived)", lambda s, _: NA if not s else
+            f"{cost.prefill_seconds(s['hit_tokens']):,.1f} s"),
+        row("evicted", lambda s, w: NA if not s else (
+            f"{s['evicted_tokens']:,} tokens ({s['evictions']:,} leaves)" if w == "tree" else
+            f"{s['evicted_tokens']:,} tokens ({s['evictions']:,} blocks of {block_size})")),
+        row("unreachable blocks", lambda s, w: "not a block cache" if w == "tree" else
+            NA if not s or s.get("unreachable_blocks") is None
+            else f"{s['unreachable_blocks']:,} blocks"),
+    ]
+    return {"": [r[0] for r in rows], "radix tree (SGLang)": [r[1] for r in rows],
+            "block cache (vLLM)": [r[2] for r in rows]}
+
+
+def rejection_rows(rejections: list[Any]) -> list[dict[str, str]]:
+    """One row per rejected request: which cache refused it and why."""
+    return [{"request": r.rid, "cache": r.cache, "why": r.reason} for r in rejections]
+
+
+def op_summary(replay: Any) -> str:
+    """What a valid op log did: its ops by name and the tree it left (never "0 requests")."""
+    counts = replay.op_counts or {}
+    ops = ", ".join(f"{n:,} {name}" for name, n in sorted(counts.items(), key=lambda x: -x[1]))
+    snap = replay.log.snapshot_at(replay.log.num_steps)
+    checked = ("after every op" if replay.checked_every == 1 else
+               f"every {replay.checked_every} ops and after the last")
+    return (f"{sum(counts.values()):,} ops ({ops}); {replay.log.num_steps:,} cache steps. The "
+            f"tree ends with {len(snap.nodes) - 1:,} nodes holding {snap.total_size:,} tokens "
+            f"({snap.evictable_size:,} evictable, {snap.protected_size:,} protected). "
+            f"Invariants checked {checked}.")
+
+
+def failure_text(f: Any) -> str:
+    """The failing op of an op log, the rule it broke and the step shown."""
+    return (f"The op on line {f.line:,} (\"{f.op}\") failed: {f.error}. The rule it breaks: "
+            f"{f.rule}. Shown: the tree after the last good step ({f.last_good_step:,}).")
+
+
+def text_head(text: str, max_lines: int = 200) -> tuple[str, str | None]:
+    """The first `max_lines` lines of `text`, and a note saying how many were left out (None
+    when nothing was): 1,000 lines, 200 kept -> "first 200 of 1,000 lines; …"."""
+    lines = text.splitlines()
+    if len(lines) <= max_lines:
+        return text, None
+    return ("\n".join(lines[:max_lines]),
+            f"first {max_lines:,} of {len(lines):,} lines; download the whole text below")
+
+
+def snapshot_json(snapshot: Any) -> dict[str, Any]:
+    """A TreeSnapshot as plain JSON-able data (for the download button)."""
+    nodes = []
+    for n in snapshot.nodes:
+        row = n._asdict()
+        row["token_ids"], row["slot_ids"] = list(n.token_ids), list(n.slot_ids)
+        nodes.append(row)
+    return {"step": snapshot.step, "page_size": snapshot.page_size,
+            "evictable_size": snapshot.evictable_size, "protected_size": snapshot.protected_size,
+            "nodes": nodes}
+
+
+def kv_events_summary(trace: Any) -> str:
+    """What a vLLM KV-events recording holds, for the page that cannot replay it as a tree.
+
+    examples/traces/kv_events.jsonl: 3 batches (ts 0 .. 2), 3 BlockStored events storing 271
+    blocks (x 16 = 4,336 tokens), 22 BlockRemoved events removing 22 blocks, 0 AllBlocksCleared.
+    """
+    batches = trace.batches or []
+    events = [e for b in batches for e in b.events]
+    stored = [e for e in events if type(e).__name__ == "BlockStored"]
+    removed = [e for e in events if type(e).__name__ == "BlockRemoved"]
+    cleared = len(events) - len(stored) - len(removed)
+    blocks = sum(len(e.block_hashes) for e in stored)
+    tokens = sum(len(e.block_hashes) * e.block_size for e in stored)
+    span = f" (ts {batches[0].ts:g} .. {batches[-1].ts:g})" if batches else ""
+    return (f"{len(batches):,} batches{span}: {len(stored):,} BlockStored events storing "
+            f"{blocks:,} blocks ({tokens:,} tokens), {len(removed):,} BlockRemoved events removing "
+            f"{sum(len(e.block_hashes) for e in removed):,} blocks, {cleared:,} AllBlocksCleared. "
+            "A KV-events recording has block hashes, not requests, so there is no tree or block "
+            "pool to replay here.")
+
+
+def step_caption(events: list[Any]) -> str:
+    """'step 12: R5 cache_finished_req (7 events)' for the step just played."""
+    first = events[0]
+    rid = f" {first.rid}" if getattr(first, "rid", None) else ""
+    return f"step {first.step:,}:{rid} {first.op} ({len(events):,} events)"

@@ -1,0 +1,241 @@
+"""Events in words and colours: the one table every page reads (narration, timeline, eviction
+lab, trace debugger, live tree).
+
+Follows SGLang's words (split, leaf, lock_ref, evictable, input_len - 1) and vLLM's (block,
+ref_cnt, free queue). `ROLES` gives the colour of each highlight role; `role_of` maps an event to
+the nodes it highlights; `narrate` says one micro-event given the tree just before it (a
+`TreeModel`, or any object with the same `nodes`), who owns each node and the step's context;
+`lock_walk_line` and `admitted_line` say the Live page's condensed lines; `node_line` a node's
+details (KV slots as slot ranges). Leaves out: the CLI's demo (radix may not import viz).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from radix import events as ev
+
+# highlight role -> (pen colour, pen width)
+ROLES: dict[str, tuple[str, float]] = {
+    "matched": ("#1f77b4", 2.5),  # on the path a match walked
+    "split": ("#ff7f0e", 3.0),  # a node that split, and its new prefix node
+    "new": ("#2ca02c", 3.0),  # a leaf that was just inserted
+    "lock": ("#9467bd", 3.5),  # a hop of a lock walk (inc/dec_lock_ref)
+    "evicted": ("#d62728", 3.0),  # a leaf popped by evict
+    "selected": ("#000000", 2.5),  # the node the user clicked
+}
+FILL_PROTECTED = "#dbe8f6"  # lock_ref > 0: in use by a running request
+FILL_EVICTABLE = "#e3f4e1"  # an evictable leaf
+FILL_CACHED = "#ffffff"  # cached, not a leaf (or locked below)
+RANK = {"new": 0, "split": 1, "evicted": 2, "lock": 3, "matched": 4, "selected": 5}
+
+
+def role_of(e: ev.Event) -> dict[int, str]:
+    """Node id -> role for one micro-event (empty for events that touch no node visibly).
+
+    >>> role_of(ev.LockChanged(7, 1, 1, 12))
+    {7: 'lock'}
+    """
+    if isinstance(e, ev.NodeSplit):
+        return {e.node_id: "split", e.new_node_id: "split"}
+    if isinstance(e, ev.NodeInserted):
+        return {e.node_id: "new"}
+    if isinstance(e, ev.LockChanged):
+        return {e.node_id: "lock"}
+    if isinstance(e, ev.NodeEvicted):
+        return {e.node_id: "evicted"}
+    if isinstance(e, ev.PrefixMatched | ev.HitCounted):
+        return {n: "matched" for n in e.node_ids}
+    return {}
+
+
+def step_roles(events: Iterable[ev.Event], present: Iterable[int] = ()) -> dict[int, str]:
+    """Roles of a whole step; a node touched twice keeps its strongest role (new over split
+    over evicted over lock over matched). With `present`, only those nodes (the root never).
+
+    insert [1, 2, 4] after [1, 2, 3]: node 1 splits (prefix 2), leaf 3 grows, HitCounted
+    names 2 and 3: {1: "split", 2: "split", 3: "new"}.
+    """
+    roles: dict[int, str] = {}
+    for e in events:
+        for nid, role in role_of(e).items():
+            if RANK[role] < RANK.get(roles.get(nid, ""), 9):
+                roles[nid] = role
+    keep = set(present)
+    return {i: r for i, r in roles.items() if i != 0 and (not keep or i in keep)}
+
+
+def build_owners(steps: Iterable[Sequence[ev.Event]]) -> dict[int, str]:
+    """Node id -> rid of the step that inserted it; a split's new prefix node keeps the owner.
+
+    >>> s = [[ev.StepStarted(0, "insert", "R1"), ev.NodeInserted(1, 0, (7,), (1,), 0, 0.0)]]
+    >>> build_owners(s)
+    {1: 'R1'}
+    """
+    owners: dict[int, str] = {}
+    for events in steps:
+        rid = None
+        for e in events:
+            if isinstance(e, ev.StepStarted) and rid is None:
+                rid = e.rid
+            elif isinstance(e, ev.NodeInserted) and rid:
+                owners[e.node_id] = rid
+            elif isinstance(e, ev.NodeSplit) and e.node_id in owners:
+                owners[e.new_node_id] = owners[e.node_id]
+    return owners
+
+
+def depth_tokens(model: Any, node_id: int) -> int:
+    """Tokens on the path from the root down to the end of `node_id`'s edge."""
+    total = 0
+    while node_id in model.nodes and node_id != 0:
+        rec = model.nodes[node_id]
+        total += len(rec.token_ids)
+        node_id = rec.parent
+    return total
+
+
+def hops_to_root(model: Any, node_id: int) -> int:
+    """Nodes from `node_id` up to the root, the root excluded (a lock walk's length)."""
+    n = 0
+    while node_id in model.nodes and node_id != 0:
+        n += 1
+        node_id = model.nodes[node_id].parent
+    return n
+
+
+def _who(rid: str | None) -> str:
+    return rid or "a call"
+
+
+def split_line(e: ev.NodeSplit, before: Any, owners: Mapping[int, str], rid: str | None,
+               key_len: int | None = None) -> str:
+    """A split, and why it happened there; `key_len` (the step's match key) explains a split
+    at the key's end: SGLang matches at most input_len - 1 tokens."""
+    old = before.nodes[e.node_id]
+    at = depth_tokens(before, e.parent_id) + e.split_len
+    owner = owners.get(e.node_id)
+    whose = f"leaves {owner}" if owner and owner != rid else "leaves the cached path"
+    rest = len(old.token_ids) - e.split_len
+    line = (f"{_who(rid)} {whose} at token {at:,}: node #{e.node_id} splits into "
+            f"{e.split_len:,} + {rest:,} (new prefix #{e.new_node_id})")
+    if key_len is not None and at == key_len:
+        line += (f". The match asked for {key_len:,} tokens, the prompt less its last one "
+                 f"(input_len - 1 = {key_len + 1:,} - 1): SGLang always computes the last prompt "
+                 "token again, for its logits, so even an exact repeat splits here")
+    return line
+
+
+def narrate(e: ev.Event, before: Any, owners: Mapping[int, str], rid: str | None,
+            key_len: int | None = None) -> str:
+    """The line for event `e`, given the tree `before` it, the owners and the step's rid."""
+    if isinstance(e, ev.StepStarted):
+        detail = f" ({e.detail})" if e.detail else ""
+        who = f"{e.rid} calls " if e.rid else ""
+        return f"step {e.step}: {who}{e.op}{detail}"
+    if isinstance(e, ev.NodeSplit):
+        return split_line(e, before, owners, rid, key_len)
+    if isinstance(e, ev.NodeInserted):
+        return (f"{_who(rid)} grows a new leaf #{e.node_id} of {len(e.token_ids):,} tokens "
+                f"under #{e.parent_id}")
+    if isinstance(e, ev.PrefixMatched):
+        return (f"{_who(rid)} matches {e.prefix_len:,} of {e.key_len:,} tokens "
+                f"over {len(e.node_ids)} node(s)")
+    if isinstance(e, ev.LockChanged):
+        return lock_hop_line(e, before, rid)
+    if isinstance(e, ev.LeafSetChanged):
+        parts = [f"+#{n}" for n in e.added] + [f"-#{n}" for n in e.removed]
+        return "evictable leaves: " + " ".join(parts)
+    if isinstance(e, ev.NodeEvicted):
+        return (f"evict pops leaf #{e.node_id} ({e.num_tokens:,} tokens) by policy order, "
+                f"sort key {e.sort_key}")
+    if isinstance(e, ev.NodesTouched):
+        return f"last access time {e.time:g} on {len(e.node_ids)} node(s)"
+    if isinstance(e, ev.HitCounted):
+        what = "hit_count +1" if e.counted else "priority only (chunked)"
+        return f"{what} on {len(e.node_ids)} node(s)"
+    if isinstance(e, ev.CacheReset):
+        return "reset: the tree is empty again"
+    if isinstance(e, ev.StepEnded):
+        return f"step {e.step} ends"
+    if isinstance(e, ev.RequestAdmitted):
+        return admitted_line(e)
+    if isinstance(e, ev.RequestRetracted):
+        return f"{e.rid} retracted ({e.reason}): {e.freed_slots:,} slots back to the pool"
+    return type(e).__name__
+
+
+def lock_hop_line(e: ev.LockChanged, before: Any, rid: str | None) -> str:
+    """One hop of a lock walk: the node, its lock_ref before -> after, tokens moved, and the
+    hops left to the root."""
+    verb = "locks" if e.delta > 0 else "unlocks"
+    moved = ""
+    if e.size_moved:
+        src, dst = ("evictable", "protected") if e.delta > 0 else ("protected", "evictable")
+        moved = f"; its {e.size_moved:,} tokens move {src} -> {dst}"
+    left = hops_to_root(before, e.node_id) - 1
+    where = "the last hop below the root" if left == 0 else f"{left} more hop(s) to the root"
+    return (f"{_who(rid)} {verb} #{e.node_id}: lock_ref {e.lock_ref - e.delta} -> "
+            f"{e.lock_ref}{moved} ({where})")
+
+
+def lock_walk_line(rid: str | None, hops: Sequence[ev.LockChanged]) -> str:
+    """A whole lock walk in one line, for the Live page.
+
+    >>> lock_walk_line("turn5.5", [ev.LockChanged(9, 1, 1, 40), ev.LockChanged(4, 2, 1, 0)])
+    'turn5.5 locks #9 -> #4, 2 hops up to the root: lock_ref 1, 2; 40 tokens now protected'
+    """
+    verb, dst = ("locks", "protected") if hops[0].delta > 0 else ("unlocks", "evictable")
+    path = " -> ".join(f"#{h.node_id}" for h in hops)
+    refs = ", ".join(str(h.lock_ref) for h in hops)
+    moved = sum(h.size_moved for h in hops)
+    tail = f"; {moved:,} tokens now {dst}" if moved else ""
+    n = len(hops)
+    return (f"{_who(rid)} {verb} {path}, {n} hop{'s' if n != 1 else ''} up to the root: "
+            f"lock_ref {refs}{tail}")
+
+
+def admitted_line(e: ev.RequestAdmitted) -> str:
+    """An admission in words.
+
+    >>> admitted_line(ev.RequestAdmitted("req-2", 300, 12, False, 4000))
+    'req-2 admitted: 300 tokens from the tree, 12 to prefill'
+    """
+    more = " (chunked: more next round)" if e.chunked else ""
+    return (f"{e.rid} admitted: {e.prefix_len:,} tokens from the tree, "
+            f"{e.extend_len:,} to prefill{more}")
+
+
+def told_line(told: Any, owners: Mapping[int, str]) -> str:
+    """One Live-page line for a `scenarios.live.Told` record."""
+    e = told.event
+    if isinstance(e, tuple):  # a lock walk
+        return lock_walk_line(told.rid, e)
+    who = told.rid or "the scheduler's match"
+    if isinstance(e, ev.NodeSplit):
+        return split_line(e, told.before, owners, who, told.key_len)
+    return narrate(e, None, owners, who)
+
+
+def slot_ranges(slot_ids: Sequence[int], max_runs: int = 4) -> str:
+    """KV slots as runs: [5, 6, 7, 9] -> '5..7, 9' (4 slots)."""
+    runs: list[list[int]] = []
+    for s in slot_ids:
+        if runs and s == runs[-1][1] + 1:
+            runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    parts = [f"{a:,}" if a == b else f"{a:,}..{b:,}" for a, b in runs[:max_runs]]
+    more = f", … {len(runs) - max_runs:,} more runs" if len(runs) > max_runs else ""
+    return ", ".join(parts) + more + f" ({len(slot_ids):,} slots)"
+
+
+def node_line(node: Any, owner: str | None = None) -> str:
+    """A node's details: tokens, KV slots (as slot ranges: a slot is a place in the KV pool,
+    not a token id), lock_ref, hits, times, priority."""
+    who = f" (inserted by {owner})" if owner else ""
+    return (f"Node #{node.id}{who}: {len(node.token_ids):,} tokens, first ids "
+            f"{list(node.token_ids[:6])}; KV slots {slot_ranges(node.slot_ids)}; lock_ref "
+            f"{node.lock_ref}, hit_count {node.hit_count}, created t={node.creation_time:g}, last "
+            f"access t={node.last_access_time:g}, priority {node.priority}")
