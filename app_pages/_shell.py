@@ -1,25 +1,20 @@
-"""What every page shares: presenter mode, deep-link parameters, escaped messages, budgets.
+"""What every page shares: presenter mode, deep-link parameters, escaped messages.
 
 Presenter mode (a toggle above every page, kept in the URL as `presenter=1`) sets larger type,
 tighter margins and taller pictures, and hides long captions, so the tree and the block view stay
 above the fold on a 1280x800 projector. `say` is the pages' one way to put text that may hold
-user strings into an alert or caption: it escapes it (viz/escape.py). `sweep` releases the
-memory budget of browser sessions that are gone. Not a page: app.py does not list it.
+user strings into an alert or caption: it escapes it (viz/escape.py). `shell` also runs the
+sweep of app_pages/_serve.py. Not a page: app.py does not list it.
 """
 
 from __future__ import annotations
 
-import ctypes
-import gc
 from typing import Any
 
 import streamlit as st
-from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from scenarios.budget import BUDGET
-from scenarios.jobs import JobPool
-from scenarios.live import SessionRegistry
+from app_pages._serve import sweep
 from viz.escape import esc_md
 
 PRESENTER_CSS = """<style>
@@ -37,35 +32,6 @@ SHARED_CSS = """<style>
 .st-key-shell-presenter { position: fixed; top: 0.6rem; right: 8.5rem; z-index: 999991;
   width: auto !important; }
 </style>"""
-
-
-@st.cache_resource
-def jobs() -> JobPool:
-    """The process's worker pool for heavy work (replays, simulations): 2 at a time."""
-    return JobPool(workers=2, max_queued=16)
-
-
-def wait_for(job: Any, label: str, wait_s: float = 1.5) -> bool:
-    """True once `job` has ended. Until then shows its queue place or progress (and a cancel
-    button) in a fragment that reruns the page when the job ends."""
-    job.wait(wait_s)
-    if not job.pending:
-        return True
-
-    @st.fragment(run_every=0.5)
-    def _waiting() -> None:
-        if not job.pending:
-            st.rerun(scope="app")
-        place = job.place()
-        running, _ = jobs().status()
-        where = f"in the queue: place {place} ({running} running)" if place else job.text
-        st.progress(job.fraction, text=esc_md(f"{label}: {where}"))
-        if st.button("cancel", key=f"shell.cancel.{job.id}"):
-            job.cancel()
-            st.rerun(scope="app")
-
-    _waiting()
-    return False
 
 
 def session_id() -> str:
@@ -96,40 +62,6 @@ def shell() -> None:
         st.toggle("presenter mode", key="shell.presenter", on_change=_set_presenter,
                   help="Larger type, pictures first; kept in the URL (presenter=1)")
     sweep()
-
-
-@st.cache_resource
-def live_sessions() -> SessionRegistry:
-    """Process-wide: browser session id -> its Live engine session."""
-    return SessionRegistry()
-
-
-def _is_active(sid: str) -> bool:
-    return not runtime.exists() or runtime.get_instance().is_active_session(sid)
-
-
-def sweep() -> list[str]:
-    """Closes the Live engines and releases the memory budget of browser sessions that are
-    gone (run on every page run, by any session); returns their ids. Memory freed in bulk is
-    handed back to the system (glibc's malloc_trim), so the server's size follows its load."""
-    dead = live_sessions().sweep(_is_active)
-    if runtime.exists():
-        rt = runtime.get_instance()
-        gone = [sid for sid in BUDGET.sessions() if not rt.is_active_session(sid)]
-        for sid in gone:
-            BUDGET.release(sid)
-        dead += gone
-    if dead:
-        _trim()
-    return dead
-
-
-def _trim() -> None:
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: the memory is reused, not returned
-        pass
 
 
 def say(kind: str, text: Any, **kw: Any) -> None:

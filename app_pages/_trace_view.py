@@ -1,4 +1,4 @@
-"""The Trace debugger's view of one replay: summary, step box and search, tree, blocks, downloads.
+"""The Trace debugger's view of one replay: summary, step box and search, the tree at the step.
 
 Not a page (app.py does not list it): app_pages/trace.py calls `show_replay` once the replay is
 ready. The step lives in `trace.at` (steps done: the tree after them); the step box, the slider
@@ -7,26 +7,22 @@ and the search results all move it.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import streamlit as st
 
-from app_pages._player import export_range
 from app_pages._shell import say, tree_height
+from app_pages._trace_blocks import show_blocks, show_downloads
 from radix.tree.inspect import format_tree
-from scenarios.trace import events_jsonl, search
-from viz.blocks import block_grid_figure, grid_caption, lookup_line, queue_line, request_chain
+from scenarios.trace import search
 from viz.component import tree_view
-from viz.dot import dot_to_svg, tree_dot
-from viz.escape import esc_md, safe_filename
+from viz.escape import esc_md
 from viz.scene import fold_tree, tree_scene
 from viz.trace import (
     failure_text,
     kv_events_summary,
     op_summary,
     rejection_rows,
-    snapshot_json,
     step_caption,
     step_highlight,
     summary_rows,
@@ -85,19 +81,8 @@ def show_replay(r: Any) -> None:
         if note:
             st.caption(note)
     if r.blocks is not None:
-        _blocks(r, step)
-    _downloads(r, snap, highlight, max_children, text)
-    with st.expander("export steps for slides (animated HTML)"):
-        export_range("trace", safe_filename(r.name), log.num_steps + 1, step,
-                     lambda s: _export_frame(r, s, max_children))
-
-
-def _export_frame(r: Any, step: int, max_children: int) -> tuple[dict, str]:
-    snap = r.log.snapshot_at(step)
-    events = r.log.events_of(step - 1) if step else []
-    scene = tree_scene(snap, highlight=step_highlight(events, snap), rankdir="LR",
-                       max_children=max_children)
-    return scene, step_caption(events) if events else "the empty tree"
+        show_blocks(r, step)
+    show_downloads(r, snap, highlight, max_children, text)
 
 
 def _navigator(r: Any) -> None:
@@ -145,46 +130,3 @@ def _tree(snap: Any, highlight: dict[int, str]) -> int:
     return max_children
 
 
-def _blocks(r: Any, step: int) -> None:
-    """vLLM's block pool after the requests the tree had finished by `step` (whole requests)."""
-    n = r.requests_done(step)
-    cache = st.session_state.setdefault("trace.blocks_cache", {})
-    if n not in cache:
-        if len(cache) > 8:
-            cache.clear()
-        cache[n] = r.blocks.at(n)
-    at = cache[n]
-    say("subheader", f"Block cache after {n:,} of {len(r.trace.requests):,} requests "
-                     f"({at.num_evictions:,} evictions so far)")
-    rids = [rq.rid for rq in r.trace.requests[:n]][::-1][:500]  # the latest first
-    if not rids:
-        st.caption(grid_caption(at.snapshot))
-        return
-    rid = st.selectbox("hash chain of", rids, key="trace.block_rid")
-    rid = rid if rid in rids else rids[0]
-    i = next(j for j, rq in enumerate(r.trace.requests) if rq.rid == rid)
-    req = next(iter(r.blocks.feed(i, i + 1)))[0]
-    links = request_chain(at.snapshot, req.origin_input_ids, req.extra_key, req.cache_salt)
-    chain = [lk.block_id for lk in links if lk.block_id is not None]
-    st.plotly_chart(block_grid_figure(at.snapshot, chain_ids=chain,
-                                      stop_text=f"vLLM block pool: {rid}'s chain outlined"),
-                    key="trace.blocks_fig", config={"displaylogo": False})
-    st.caption(grid_caption(at.snapshot, chain_ids=chain))
-    say("markdown", lookup_line(r.blocks.lookups[i], at.snapshot.block_size, r.matches.get(rid)))
-    st.caption(queue_line(at.snapshot))
-
-
-def _downloads(r: Any, snap: Any, highlight: dict, max_children: int, text: str) -> None:
-    base = safe_filename(r.name.rsplit(".", 1)[0])
-    d = st.columns(5)
-    d[0].download_button("pretty_print.txt", text, f"{base}-pretty_print.txt", key="trace.dl_text")
-    # deferred (callables): built only when clicked; the event log of a big trace is large
-    d[1].download_button("tree.dot", lambda: tree_dot(snap, highlight=highlight),
-                         f"{base}-tree.dot", key="trace.dl_dot")
-    d[2].download_button("tree.svg", lambda: dot_to_svg(tree_dot(
-        snap, highlight=highlight, max_children=max_children)), f"{base}-tree.svg",
-        key="trace.dl_svg")
-    d[3].download_button("tree.json", lambda: json.dumps(snapshot_json(snap)),
-                         f"{base}-tree.json", key="trace.dl_json")
-    d[4].download_button("events.jsonl", lambda: events_jsonl(r.log), f"{base}-events.jsonl",
-                         key="trace.dl_log")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages._shell import jobs, long_caption, say, wait_for
+from app_pages._serve import jobs, wait_for
+from app_pages._shell import long_caption, say
 from radix.runs.costs import LABEL
 from radix.traces import TraceError, load_trace
 from scenarios.configs import SCENARIOS, run_configs, scenario_trace

@@ -8,7 +8,8 @@ import streamlit as st
 
 from app_pages._live_view import show_session
 from app_pages._player import export_range
-from app_pages._shell import live_sessions, long_caption, say, session_id
+from app_pages._serve import live_sessions
+from app_pages._shell import long_caption, say, session_id
 from engine.model import DEFAULT_NAME, cache_root, load_model
 from scenarios.chats import SCENARIOS, SYSTEM
 from scenarios.live import LiveSession

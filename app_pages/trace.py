@@ -6,7 +6,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages._shell import jobs, long_caption, say, session_id, wait_for
+from app_pages._serve import holdings, jobs, wait_for
+from app_pages._shell import long_caption, say, session_id
 from app_pages._trace_view import show_replay
 from radix.traces.base import TraceError
 from scenarios.budget import BUDGET, BudgetError, mib
@@ -39,11 +40,13 @@ else:
     st.stop()
 
 key = (digest(data), capacity)
-state = st.session_state.get("trace.state")
+held = holdings()
+st.session_state["trace.sid"] = sid  # where this session's replay is held (tests read it)
+state = held.get(sid, "trace")  # the replay lives outside session_state: freed on a sweep
 if state is None or state["key"] != key:
     if state is not None and state.get("job") is not None:
         state["job"].cancel()
-    st.session_state.pop("trace.state", None)  # drop the old replay before the new one runs
+    held.put(sid, "trace", None)  # drop the old replay before the new one runs
     BUDGET.release(sid, "trace replay")
     try:
         job = jobs().submit(name, lambda progress, cancel: replay(
@@ -51,7 +54,8 @@ if state is None or state["key"] != key:
     except QueueFull as exc:
         say("error", f"The server is busy: {exc}")
         st.stop()
-    state = st.session_state["trace.state"] = {"key": key, "job": job, "replay": None}
+    state = {"key": key, "job": job, "replay": None}
+    held.put(sid, "trace", state)
     for k in ("trace.at", "trace.blocks_cache"):
         st.session_state.pop(k, None)
 

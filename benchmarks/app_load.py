@@ -27,6 +27,17 @@ IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 TTL_S = 2
 
 
+def engine_threads(pid: int) -> int:
+    """Live engine threads still running in the server (each holds a session's KV pool)."""
+    count = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            count += (task / "comm").read_text().startswith("radixlens-engi")
+        except OSError:
+            pass
+    return count
+
+
 def rss_mb(pid: int) -> float:
     """Resident memory of a process, MiB (from /proc)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -71,7 +82,9 @@ def _idle(pg, timeout_ms: int = 180_000) -> None:
     pg.wait_for_selector(IDLE, timeout=timeout_ms)
 
 
-def one_round(pg, base: str, trace: Path, live: bool) -> None:
+def one_round(pg, base: str, trace: Path, live: bool, light: bool = False) -> None:
+    """Trace upload and a scrub; Tour steps; the Eviction lab; a Live prompt. `light`: one Tour
+    step and no Eviction lab (the CI test's short rounds)."""
     pg.goto(f"{base}/trace")
     _idle(pg)
     pg.set_input_files("[data-testid=stFileUploaderDropzoneInput]", str(trace))
@@ -83,11 +96,12 @@ def one_round(pg, base: str, trace: Path, live: bool) -> None:
     _idle(pg)
     pg.goto(f"{base}/tour")
     _idle(pg)
-    for _ in range(3):
+    for _ in range(1 if light else 3):
         pg.get_by_role("button", name="next ▶").click()
         _idle(pg)
-    pg.goto(f"{base}/eviction")
-    _idle(pg)
+    if not light:
+        pg.goto(f"{base}/eviction")
+        _idle(pg)
     if live:
         pg.goto(f"{base}/live")
         _idle(pg)
@@ -101,7 +115,7 @@ def one_round(pg, base: str, trace: Path, live: bool) -> None:
 
 
 def run(sessions: int = 5, rounds: int = 3, num_requests: int = 120, live: bool = True,
-        workdir: Path | None = None) -> dict:
+        workdir: Path | None = None, light: bool = False) -> dict:
     from playwright.sync_api import sync_playwright
 
     workdir = workdir or Path("/tmp/radixlens-app-load")
@@ -117,7 +131,7 @@ def run(sessions: int = 5, rounds: int = 3, num_requests: int = 120, live: bool 
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                          args=["--no-sandbox", "--disable-gpu"])
             warm = browser.new_context(viewport={"width": 1280, "height": 800})
-            one_round(warm.new_page(), base, trace_file(workdir, 99, num_requests), live)
+            one_round(warm.new_page(), base, trace_file(workdir, 99, num_requests), live, light)
             warm.close()
             baseline = _settle(browser, base, proc.pid)
             started = time.monotonic()
@@ -127,19 +141,22 @@ def run(sessions: int = 5, rounds: int = 3, num_requests: int = 120, live: bool 
             traces = [trace_file(workdir, i, num_requests) for i in range(sessions)]
             for _ in range(rounds):
                 for pg, trace in zip(pages, traces):
-                    one_round(pg, base, trace, live)
+                    one_round(pg, base, trace, live, light)
                     samples.append(rss_mb(proc.pid))
             load_s = time.monotonic() - started
             for c in contexts:
                 c.close()
             after = _settle(browser, base, proc.pid)
+            engines = engine_threads(proc.pid)
             browser.close()
     finally:
         proc.terminate()
         proc.wait(timeout=30)
     return {"sessions": sessions, "rounds": rounds, "requests_per_trace": num_requests,
-            "live": live, "baseline_mb": round(baseline, 1), "peak_mb": round(max(samples), 1),
+            "live": live, "light": light, "baseline_mb": round(baseline, 1),
+            "peak_mb": round(max(samples), 1),
             "after_mb": round(after, 1), "after_over_baseline": round(after / baseline, 3),
+            "engines_left": engines,
             "load_seconds": round(load_s, 1)}
 
 
@@ -170,8 +187,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--requests", type=int, default=120, help="requests in each session's trace")
     ap.add_argument("--no-live", action="store_true", help="skip the Live page (no model)")
+    ap.add_argument("--light", action="store_true", help="the CI test's short rounds")
     args = ap.parse_args()
-    out = run(args.sessions, args.rounds, args.requests, live=not args.no_live)
+    out = run(args.sessions, args.rounds, args.requests, live=not args.no_live, light=args.light)
     print(json.dumps(out, indent=1))
     print(f"\n{'sessions':>8}{'rounds':>8}{'baseline MiB':>14}{'peak MiB':>10}{'after MiB':>11}"
           f"{'after/base':>12}{'load s':>8}")

@@ -6,7 +6,8 @@ n requests is the keyframe at or before n, restored into a fresh BlockCacheManag
 `every` requests replayed. A moving cursor (the last pool built) makes a step forward cost one
 request. A keyframe is taken between two requests, when no request holds a block, so it is the
 blocks' hashes (with parent hash and chain position), the free queue's order, the hash map's
-order and the eviction count: ~80 bytes a cached block, pickled and compressed.
+order and the eviction count: ~45 bytes a cached block, pickled and compressed (a 1 M-token pool
+of 16-token blocks: ~2.8 MB a keyframe). Restoring rewrites the cursor's pool in place.
 subtle: restoring writes KVCacheBlock fields and the pool's hash map directly (radix/blocks has
 no restore); tests check a restored pool against a replayed one and its invariants.
 """
@@ -44,11 +45,17 @@ def capture(manager: BlockCacheManager) -> bytes:
     return zlib.compress(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), 1)
 
 
-def restore(frame: bytes) -> BlockCacheManager:
-    """A fresh manager whose pool equals the one `capture` saw."""
+def restore(frame: bytes, into: BlockCacheManager | None = None) -> BlockCacheManager:
+    """A manager whose pool equals the one `capture` saw: a fresh one, or `into` (a manager of
+    the same pool size, between requests) rewritten in place, which saves building every block."""
     num_blocks, block_size, caching, cached, queue, order, evictions, step = pickle.loads(
         zlib.decompress(frame))
-    pool = BlockPool(num_blocks, block_size, caching)
+    if into is not None and into.pool.num_blocks == num_blocks and not into.requests:
+        pool = into.pool
+        for b in pool.blocks:
+            b.ref_cnt, b.block_hash, b.parent_hash, b.chain_pos = 0, None, None, -1
+    else:
+        pool = BlockPool(num_blocks, block_size, caching)
     blocks = pool.blocks
     for block_id, block_hash, parent_hash, chain_pos in cached:
         b = blocks[block_id]
@@ -64,6 +71,9 @@ def restore(frame: bytes) -> BlockCacheManager:
             table[blocks[item].block_hash] = blocks[item]
     pool.cached_block_hash_to_block = table
     pool.num_evictions, pool._step = evictions, step
+    if into is not None and into.pool is pool:
+        into.lookups = []
+        return into
     return BlockCacheManager(pool)
 
 
@@ -82,7 +92,7 @@ class BlockFrames:
     """
 
     def __init__(self, num_requests: int, feed: Feed, run: Runner, capacity: int,
-                 block_size: int = 16, every: int = 64,
+                 block_size: int = 16, every: int = 32,
                  progress: Callable[[int], None] | None = None) -> None:
         self.num_requests, self.feed, self.run = num_requests, feed, run
         self.capacity, self.block_size, self.every = capacity, block_size, every
@@ -134,9 +144,13 @@ class BlockFrames:
             start, manager = self._cursor
         else:
             start = n // self.every * self.every
-            manager = restore(self.frames[start // self.every])
+            scratch = self._cursor[1] if self._cursor is not None else None
+            manager = restore(self.frames[start // self.every], into=scratch)
         if n > start:
             reqs = list(self.feed(start, n))
+            # run_blocks ends by counting unreachable blocks over the whole pool: not needed
+            # here (the snapshot has them), and it costs as much as the requests replayed
+            manager.num_unreachable_blocks = lambda: None
             self.run([r for r, _ in reqs], [o for _, o in reqs], self.capacity, self.block_size,
                      manager=manager, rejected_rids=[])
         self._cursor = (n, manager)

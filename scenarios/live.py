@@ -186,9 +186,10 @@ class LiveSession:
         self.tokenizer = copy.deepcopy(loaded.tokenizer)
         engine_side = dataclasses.replace(loaded, tokenizer=copy.deepcopy(loaded.tokenizer))
         self.tree = LiveTree()
-        self.service = service_factory(engine_side, capacity_tokens, no_cache=no_cache,
-                                       listener=self.tree,
-                                       config=SchedulerConfig(chunked_prefill_size=CHUNK))
+        self.factory = service_factory
+        self.service: Any = service_factory(engine_side, capacity_tokens, no_cache=no_cache,
+                                            listener=self.tree,
+                                            config=SchedulerConfig(chunked_prefill_size=CHUNK))
         self.requests: list[LiveRequest] = history if history is not None else []
         self._later: deque[tuple[str, Messages, int]] = deque()  # one-at-a-time scenario rest
         self._ids = itertools.count(1)
@@ -208,6 +209,8 @@ class LiveSession:
         if len(ids) + max_new_tokens > self.capacity:
             raise ValueError(f"{label}: {len(ids):,} prompt tokens + {max_new_tokens} new do "
                              f"not fit the {self.capacity:,}-token KV pool")
+        if self.closed:
+            raise RuntimeError("this session's engine was stopped: reset to start a new one")
         rid = f"{label}.{next(self._ids)}"
         handle = self.service.submit(ids, max_new_tokens, rid=rid)
         req = LiveRequest(label, rid, not self.no_cache, len(ids), handle,
@@ -265,7 +268,8 @@ class LiveSession:
 
     def prefill_rate(self) -> float | None:
         """Prompt tokens per second over this engine's last 20 prefill rounds (measured)."""
-        steps = [s for s in list(getattr(self.service, "steps", []))[-50:] if s.kind == "prefill"]
+        steps = [s for s in list(getattr(self.service, "steps", None) or [])[-50:]
+                 if s.kind == "prefill"]
         steps = steps[-20:]
         seconds = sum(s.seconds for s in steps)
         return sum(sum(s.extend_lens) for s in steps) / seconds if seconds > 0 else None
@@ -296,16 +300,21 @@ class LiveSession:
         """A fresh engine (empty tree) with the cache on or off; the request history carries."""
         self.close()
         return LiveSession(self.loaded, self.capacity, no_cache=no_cache, history=self.requests,
-                           service_factory=type(self.service))
+                           service_factory=self.factory)
 
     def close(self) -> None:
-        """Stops the engine thread (waits up to CLOSE_TIMEOUT_S); unfinished requests fail."""
+        """Stops the engine thread (waits up to CLOSE_TIMEOUT_S; unfinished requests fail) and
+        drops the service, so its KV pool is freed even while the browser session lingers."""
         self._later.clear()
         self.closed = True
+        if self.service is None:
+            return
         try:
             self.service.close(timeout=CLOSE_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - the engine's error was already given to its handles
             pass
+        self.service = None
+        self._blocks = None
 
 
 def _poll_one(req: LiveRequest) -> None:

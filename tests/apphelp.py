@@ -35,10 +35,13 @@ def plotly_specs(at: AppTest) -> list[dict]:
 def finish_jobs(at: AppTest, timeout: float = 300) -> AppTest:
     """Waits for the page's background job (a replay, a simulation), then reruns the page (the
     progress fragment's timer does not tick in AppTest)."""
-    for key in ("trace.state", "configs.job"):
-        if key in at.session_state:
-            value = at.session_state[key]
-            job = value.get("job") if isinstance(value, dict) else value
-            if job is not None:
-                assert job.wait(timeout), f"{key}: still running after {timeout} s"
+    from app_pages._serve import holdings
+
+    jobs = [at.session_state["configs.job"]] if "configs.job" in at.session_state else []
+    sid = at.session_state["trace.sid"] if "trace.sid" in at.session_state else None
+    state = holdings().get(sid, "trace") if sid else None
+    if state is not None and state.get("job") is not None:
+        jobs.append(state["job"])
+    for job in jobs:
+        assert job.wait(timeout), f"{job.name}: still running after {timeout} s"
     return at.run()

@@ -95,8 +95,9 @@ def test_reset_stops_the_engine(page):
     """Reset closes the session's engine (its thread ends) before a new one starts."""
     _ask(page, "Hi")
     old = page.session_state["live.session"]
+    service = old.service
     page.button(key="live.reset").click().run()
-    assert old.closed and not old.service._thread.is_alive()
+    assert old.closed and old.service is None and not service._thread.is_alive()
     assert page.session_state["live.session"] is not old
 
 

@@ -202,8 +202,12 @@ def test_session_one_at_a_time_and_capacity(loaded):
 def test_restart_keeps_history_and_closes(loaded):
     s = _session(loaded)
     s.submit("a", [{"role": "user", "content": "x"}], 2)
+    service = s.service
     s2 = s.restart(no_cache=True)
-    assert s.service.closed and s.closed and not s2.closed
+    assert service.closed and s.closed and not s2.closed
+    assert s.service is None  # its KV pool goes with it, even while the page keeps `s`
+    with pytest.raises(RuntimeError, match="stopped"):
+        s.submit("b", [{"role": "user", "content": "y"}], 2)
     assert s2.no_cache and s2.requests is s.requests
     assert not s2.submit("b", [{"role": "user", "content": "y"}], 2).cache_on
 
@@ -211,12 +215,13 @@ def test_restart_keeps_history_and_closes(loaded):
 def test_registry_sweeps_dead_sessions(loaded):
     reg = SessionRegistry()
     a, b, a2 = _session(loaded), _session(loaded), _session(loaded)
+    services = {"a": a.service, "b": b.service}
     reg.put("A", a)
     reg.put("B", b)
     reg.put("A", a2)  # a new session for the same browser session closes the old one
-    assert a.service.closed and len(reg) == 2
+    assert services["a"].closed and a.closed and len(reg) == 2
     assert reg.sweep(lambda sid: sid == "A") == ["B"]
-    assert b.service.closed and not a2.service.closed and len(reg) == 1
+    assert services["b"].closed and not a2.service.closed and len(reg) == 1
 
 
 def test_measured_label_and_scenarios(loaded):

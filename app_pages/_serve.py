@@ -1,0 +1,120 @@
+"""What a session holds on the server, and letting go of it: workers, big objects, budgets.
+
+Process-wide, shared by every browser session: the worker pool for heavy work (`jobs`, with
+`wait_for` showing a job's queue place or progress and a cancel button), the Live engines
+(`live_sessions`), the big objects a session holds (`holdings`: a trace replay) and the memory
+budget (scenarios/budget.py). `sweep`, run by app.py on every page run, lets go of all of it
+for browser sessions that are gone, so the server's memory follows its load.
+Not a page: app.py does not list it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import threading
+from typing import Any
+
+import streamlit as st
+from streamlit import runtime
+
+from scenarios.budget import BUDGET
+from scenarios.jobs import JobPool
+from scenarios.live import SessionRegistry
+from viz.escape import esc_md
+
+
+@st.cache_resource
+def jobs() -> JobPool:
+    """The process's worker pool for heavy work (replays, simulations): 2 at a time."""
+    return JobPool(workers=2, max_queued=16)
+
+
+def wait_for(job: Any, label: str, wait_s: float = 1.5) -> bool:
+    """True once `job` has ended. Until then shows its queue place or progress (and a cancel
+    button) in a fragment that reruns the page when the job ends."""
+    job.wait(wait_s)
+    if not job.pending:
+        return True
+
+    @st.fragment(run_every=0.5)
+    def _waiting() -> None:
+        if not job.pending:
+            st.rerun(scope="app")
+        place = job.place()
+        running, _ = jobs().status()
+        where = f"in the queue: place {place} ({running} running)" if place else job.text
+        st.progress(job.fraction, text=esc_md(f"{label}: {where}"))
+        if st.button("cancel", key=f"shell.cancel.{job.id}"):
+            job.cancel()
+            st.rerun(scope="app")
+
+    _waiting()
+    return False
+
+
+@st.cache_resource
+def live_sessions() -> SessionRegistry:
+    """Process-wide: browser session id -> its Live engine session."""
+    return SessionRegistry()
+
+
+class Holdings:
+    """Process-wide: browser session id -> {name: object} for what a session holds that is
+    big (a trace replay): kept here, not in st.session_state, so `sweep` can drop it the moment
+    the browser is gone instead of when Streamlit collects the session (minutes later)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, dict[str, Any]] = {}
+
+    def get(self, sid: str, name: str) -> Any:
+        with self._lock:
+            return self._held.get(sid, {}).get(name)
+
+    def put(self, sid: str, name: str, value: Any) -> None:
+        with self._lock:
+            if value is None:
+                self._held.get(sid, {}).pop(name, None)
+            else:
+                self._held.setdefault(sid, {})[name] = value
+
+    def sweep(self, is_active: Any) -> list[str]:
+        with self._lock:
+            dead = [sid for sid in self._held if not is_active(sid)]
+            for sid in dead:
+                del self._held[sid]
+        return dead
+
+
+@st.cache_resource
+def holdings() -> Holdings:
+    return Holdings()
+
+
+def _is_active(sid: str) -> bool:
+    return not runtime.exists() or runtime.get_instance().is_active_session(sid)
+
+
+def sweep() -> list[str]:
+    """Closes the Live engines and releases the memory budget of browser sessions that are
+    gone (run on every page run, by any session); returns their ids. Memory freed in bulk is
+    handed back to the system (glibc's malloc_trim), so the server's size follows its load."""
+    dead = live_sessions().sweep(_is_active) + holdings().sweep(_is_active)
+    if runtime.exists():
+        rt = runtime.get_instance()
+        gone = [sid for sid in BUDGET.sessions() if not rt.is_active_session(sid)]
+        for sid in gone:
+            BUDGET.release(sid)
+        dead += gone
+    if dead:
+        _trim()
+    return dead
+
+
+def _trim() -> None:
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the memory is reused, not returned
+        pass

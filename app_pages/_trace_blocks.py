@@ -1,0 +1,78 @@
+"""The Trace debugger's block view, downloads and slides export for one replay and step.
+
+Not a page (app.py does not list it): app_pages/_trace_view.py calls these. vLLM's pool is shown
+after the requests the tree had finished by the step (whole requests), from the replay's block
+keyframes; a session keeps the last few pools it drew.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import streamlit as st
+
+from app_pages._player import export_range
+from app_pages._shell import say
+from scenarios.trace import events_jsonl
+from viz.blocks import block_grid_figure, grid_caption, lookup_line, queue_line, request_chain
+from viz.dot import dot_to_svg, tree_dot
+from viz.escape import safe_filename
+from viz.scene import tree_scene
+from viz.trace import snapshot_json, step_caption, step_highlight
+
+
+def show_blocks(r: Any, step: int) -> None:
+    """vLLM's block pool after the requests the tree had finished by `step` (whole requests)."""
+    n = r.requests_done(step)
+    cache = st.session_state.setdefault("trace.blocks_cache", {})
+    if n not in cache:
+        if len(cache) > 8:
+            cache.clear()
+        cache[n] = r.blocks.at(n)
+    at = cache[n]
+    say("subheader", f"Block cache after {n:,} of {len(r.trace.requests):,} requests "
+                     f"({at.num_evictions:,} evictions so far)")
+    rids = [rq.rid for rq in r.trace.requests[:n]][::-1][:500]  # the latest first
+    if not rids:
+        st.caption(grid_caption(at.snapshot))
+        return
+    rid = st.selectbox("hash chain of", rids, key="trace.block_rid")
+    rid = rid if rid in rids else rids[0]
+    i = next(j for j, rq in enumerate(r.trace.requests) if rq.rid == rid)
+    req = next(iter(r.blocks.feed(i, i + 1)))[0]
+    links = request_chain(at.snapshot, req.origin_input_ids, req.extra_key, req.cache_salt)
+    chain = [lk.block_id for lk in links if lk.block_id is not None]
+    st.plotly_chart(block_grid_figure(at.snapshot, chain_ids=chain,
+                                      stop_text=f"vLLM block pool: {rid}'s chain outlined"),
+                    key="trace.blocks_fig", config={"displaylogo": False})
+    st.caption(grid_caption(at.snapshot, chain_ids=chain))
+    say("markdown", lookup_line(r.blocks.lookups[i], at.snapshot.block_size, r.matches.get(rid)))
+    st.caption(queue_line(at.snapshot))
+
+
+def show_downloads(r: Any, snap: Any, highlight: dict, max_children: int, text: str) -> None:
+    base = safe_filename(r.name.rsplit(".", 1)[0])
+    d = st.columns(5)
+    d[0].download_button("pretty_print.txt", text, f"{base}-pretty_print.txt", key="trace.dl_text")
+    # deferred (callables): built only when clicked; the event log of a big trace is large
+    d[1].download_button("tree.dot", lambda: tree_dot(snap, highlight=highlight),
+                         f"{base}-tree.dot", key="trace.dl_dot")
+    d[2].download_button("tree.svg", lambda: dot_to_svg(tree_dot(
+        snap, highlight=highlight, max_children=max_children)), f"{base}-tree.svg",
+        key="trace.dl_svg")
+    d[3].download_button("tree.json", lambda: json.dumps(snapshot_json(snap)),
+                         f"{base}-tree.json", key="trace.dl_json")
+    d[4].download_button("events.jsonl", lambda: events_jsonl(r.log), f"{base}-events.jsonl",
+                         key="trace.dl_log")
+    with st.expander("export steps for slides (animated HTML)"):
+        export_range("trace", base, r.log.num_steps + 1, st.session_state["trace.at"],
+                     lambda s: _export_frame(r, s, max_children))
+
+
+def _export_frame(r: Any, step: int, max_children: int) -> tuple[dict, str]:
+    snap = r.log.snapshot_at(step)
+    events = r.log.events_of(step - 1) if step else []
+    scene = tree_scene(snap, highlight=step_highlight(events, snap), rankdir="LR",
+                       max_children=max_children)
+    return scene, step_caption(events) if events else "the empty tree"

@@ -1,0 +1,22 @@
+"""The short app load test (CI): 5 browser sessions through three rounds each (a trace replay,
+a Tour step, a Live prompt with its own engine), then all close: the server's memory comes back
+within 10% of where it started. The full version with its figures is benchmarks/app_load.py."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from browserhelp import ROOT
+
+pytestmark = [pytest.mark.browser, pytest.mark.engine]
+
+
+def test_five_sessions_three_rounds_memory_comes_back(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from app_load import run
+
+    out = run(sessions=5, rounds=3, num_requests=20, live=True, workdir=tmp_path, light=True)
+    assert out["engines_left"] == 0, out
+    assert out["peak_mb"] > out["baseline_mb"], out  # the load did hold memory meanwhile
+    assert out["after_over_baseline"] <= 1.10, out

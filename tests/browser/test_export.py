@@ -1,0 +1,41 @@
+"""Export for slides: the Tour's download of a frame range is one self-contained HTML file that
+plays by itself in a browser, offline."""
+
+from __future__ import annotations
+
+import pytest
+from browserhelp import TREE, wait_drawn
+
+pytestmark = pytest.mark.browser
+
+
+def test_tour_export_plays_offline(server, page, tmp_path):
+    """Frames 9..19 of the walk around R2's split, downloaded from the page, opened from disk
+    with every network request refused: the frame counter advances on its own and the tree
+    gains R2's split node on the way."""
+    page.goto(f"{server}/tour?step=5&k=1")
+    wait_drawn(page)
+    page.get_by_text("export frames for slides").click()
+    button = page.get_by_role("button", name="animated HTML of frames")
+    button.wait_for(timeout=30_000)
+    with page.expect_download(timeout=60_000) as info:
+        button.click()
+    path = tmp_path / "frames.html"
+    info.value.save_as(path)
+    html = path.read_text()
+    assert "window.RadixLensTree=" in html and "http" not in html.split("<script>")[0]
+
+    offline = page.context.browser.new_context()
+    viewer = offline.new_page()
+    fetched: list[str] = []
+    viewer.route("**/*", lambda route: (fetched.append(route.request.url), route.abort())
+                 if not route.request.url.startswith("file:") else route.continue_())
+    viewer.goto(path.as_uri())
+    viewer.wait_for_selector(f"{TREE} g.node", timeout=30_000)
+    counts = {viewer.locator(f"{TREE} g.node").count()}
+    viewer.wait_for_function("() => Number(document.body.dataset.frame) >= 4", timeout=30_000)
+    viewer.wait_for_function(
+        f"() => document.querySelectorAll('{TREE} g.node').length === 3", timeout=60_000)
+    counts.add(viewer.locator(f"{TREE} g.node").count())
+    assert counts == {2, 3} and fetched == []
+    offline.close()
