@@ -15,7 +15,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages._shell import max_scale, say, tree_height
+from app_pages._shell import max_scale, presenter, say, tree_height
 from radix.runs.costs import LABEL
 from viz.blocks import block_grid_figure, grid_caption
 from viz.component import tree_view
@@ -42,10 +42,11 @@ def show_session(session: Any, polling: bool, measured: str) -> None:
         for p in session.progress()[:4]:
             frac, text = progress_line(p, rate)
             st.progress(min(max(frac, 0.0), 1.0), text=esc_md(text))
-        lines = told_lines(session.tree.told(9), session.tree.owners())
+        older = 2 if presenter() else 8  # on a projector the pictures come first
+        lines = told_lines(session.tree.told(older + 1), session.tree.owners())
         say("info", lines[-1] if lines else "No events yet: run a scenario or a prompt.")
         if len(lines) > 1:
-            st.text("\n".join(lines[-9:-1][::-1]))
+            st.text("\n".join(lines[:-1][::-1]))
 
     @st.fragment(run_every=PICTURES_S if polling else None)
     def _pictures() -> None:
@@ -81,7 +82,7 @@ def _tree(session: Any) -> None:
     if not history or history[-1][0] != snap.step:  # the tree changed: keep it for the export
         lines = told_lines(session.tree.told(1), session.tree.owners())
         history.append((snap.step, scene, lines[-1].split(": ", 1)[-1] if lines else ""))
-    clicked = tree_view(scene, key="live.tree", height=tree_height(380), duration_ms=300,
+    clicked = tree_view(scene, key="live.tree", height=tree_height(340), duration_ms=300,
                         max_scale=max_scale())
     if clicked is not None:
         st.session_state["live.selected"] = clicked

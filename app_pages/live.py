@@ -9,7 +9,7 @@ import streamlit as st
 from app_pages._live_view import show_session
 from app_pages._player import export_range
 from app_pages._serve import live_sessions
-from app_pages._shell import long_caption, say, session_id
+from app_pages._shell import long_caption, presenter, say, session_id
 from engine.model import DEFAULT_NAME, cache_root, load_model
 from scenarios.chats import SCENARIOS, SYSTEM
 from scenarios.live import LiveSession
@@ -46,7 +46,10 @@ except (ValueError, OSError, RuntimeError) as exc:
     st.stop()
 MEASURED = measured_label(loaded)
 
-c = st.columns([1, 1, 1])
+# presenter mode: the pictures first (filled in below), the controls folded under them
+pictures = st.container() if presenter() else None
+controls = st.expander("requests and settings", expanded=not presenter())
+c = controls.columns([1, 1, 1])
 no_cache = c[0].toggle("no cache (the control)", key="live.no_cache",
                        help="SGLang's --disable-radix-cache: every match is empty.")
 max_new = int(c[1].number_input("max new tokens", 1, 64, 6, key="live.max_new"))
@@ -65,7 +68,7 @@ elif session.closed or session.no_cache != no_cache:
 st.session_state["live.session"] = session
 registry.put(session_id(), session)
 
-pick, own = st.tabs(["scenario", "your prompt"])
+pick, own = controls.tabs(["scenario", "your prompt"])
 with pick:
     name = st.selectbox("scenario", list(SCENARIOS), key="live.scenario")
     scenario = SCENARIOS[name]
@@ -90,7 +93,8 @@ session.poll()
 polling = session.pending
 
 
-show_session(session, polling, MEASURED)
+with pictures if pictures is not None else st.container():
+    show_session(session, polling, MEASURED)
 with st.expander("export the tree's history for slides (animated HTML)"):
     kept = list(st.session_state.get("live.scenes", ()))
     export_range("live", "live", len(kept), len(kept) - 1, lambda i: kept[i][1:])

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,3 +99,30 @@ def in_viewport(pg, selector: str) -> bool:
     return (box is not None and box["y"] >= 0 and box["x"] >= 0
             and box["y"] + box["height"] <= size["height"]
             and box["x"] + box["width"] <= size["width"])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(err_path, *extra: str) -> tuple[subprocess.Popen, str]:
+    """A Streamlit server for app.py; returns (process, base URL) once it accepts connections."""
+    port = _free_port()
+    err = open(err_path, "w")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1",
+         "--browser.gatherUsageStats", "false", *extra],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            assert proc.poll() is None, open(err_path).read()[-2000:]
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("the server did not start in 60 s")

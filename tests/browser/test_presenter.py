@@ -19,9 +19,9 @@ from browserhelp import (
     click_and_wait,
     in_viewport,
     shoot,
+    start_server,
     wait_drawn,
 )
-from conftest import start_server
 
 pytestmark = pytest.mark.browser
 
@@ -101,6 +101,7 @@ def test_live_shows_tree_and_blocks(server, projector, tmp_path):
     """A prompt on the real model: the tree and vLLM's block grid side by side, the lock walk
     and the admission told."""
     _open(projector, server, "/live", tree=False)
+    projector.get_by_text("requests and settings").click()  # folded in presenter mode
     projector.get_by_role("tab", name="your prompt").click()
     projector.get_by_role("button", name="run", exact=True).click()
     projector.get_by_text("requests done").wait_for(timeout=60_000)
@@ -108,10 +109,16 @@ def test_live_shows_tree_and_blocks(server, projector, tmp_path):
         "() => [...document.querySelectorAll('[data-testid=stMetricValue]')]"
         ".some(e => e.innerText.trim() === '1')", timeout=180_000)
     wait_drawn(projector)
+    projector.get_by_text("requests and settings").click()  # fold them again
+    projector.wait_for_selector(f"{TREE} g.node", timeout=60_000)
+    projector.wait_for_function(DRAWN, timeout=60_000)
     assert projector.locator(f"{TREE} g.node").count() >= 2
     assert projector.get_by_text("vLLM's block pool, same requests").count() == 1
+    projector.evaluate("() => document.querySelectorAll('*').forEach((e) => { "
+                       "if (e.scrollTop) e.scrollTop = 0; })")  # back to the top of the page
+    assert in_viewport(projector, TREE) and in_viewport(projector, "[data-testid=stPlotlyChart]")
     told = projector.inner_text("[data-testid=stMain]")
-    assert "admitted:" in told and "locks #" in told
+    assert "locks #" in told and "hops up to the root" in told  # unlock walk, narrated
     shoot(projector, tmp_path, "live_presenter.png", full=False)
 
 
