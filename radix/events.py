@@ -93,12 +93,14 @@ class NodeInserted(Event):
 
 @dataclass(frozen=True, slots=True)
 class HitCounted(Event):
-    """An insert walked these nodes: hit_count += 1 on each (not for chunked inserts), and each
-    node's priority became max(priority, the insert's priority)."""
+    """An insert walked these nodes: each node's priority became max(priority, the insert's
+    priority), and hit_count += 1 on node_ids[first_counted:] when counted (SGLang 0.5.23: only
+    nodes ending past what the request inserted before, its `inserted_len`, count a hit)."""
 
     node_ids: tuple[int, ...]
     priority: int
-    counted: bool  # False for chunked inserts: priorities still rise, hit counts do not
+    counted: bool  # False when no node counts a hit (a chunked insert, or all inserted before)
+    first_counted: int = 0  # index in node_ids of the first node that counts a hit
 
 
 @dataclass(frozen=True, slots=True)
