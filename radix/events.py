@@ -162,13 +162,19 @@ class BlockStored(Event):
     group_idx: int | None = None  # KV cache group; 0 for a single full-attention group
     kv_cache_spec_kind: str | None = None  # "full_attention"
     kv_cache_spec_sliding_window: int | None = None
+    locality: str | None = None  # "LOCAL" | "REMOTE" relative to the publisher (vLLM 0.33)
+    ownership: str | None = None  # an offloading tier's identifier
+    session_id: str | None = None  # the session whose request stored the blocks
+    lookahead_token_ids: tuple[tuple[int, ...], ...] | None = None  # per block, when hashed
 
 
 @dataclass(frozen=True, slots=True)
 class BlockRemoved(Event):
-    block_hashes: tuple[int, ...]
+    block_hashes: tuple[int, ...]  # one per event in vLLM; hashes may be bytes when recorded so
     medium: str | None
     group_idx: int | None = None
+    locality: str | None = None
+    ownership: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
