@@ -57,12 +57,14 @@ class BlockCacheManager:
     8
     """
 
-    def __init__(self, pool: BlockPool, hash_algo: str | BlockHasher | None = None) -> None:
+    def __init__(self, pool: BlockPool, hash_algo: str | BlockHasher | None = None,
+                 lora_ids: dict[str, int] | None = None) -> None:
         self.pool = pool
         self.block_size = pool.block_size
         # how blocks are hashed: the pool's unless given (radix/blocks/hashing.py)
         self.hasher = pool.hasher if hash_algo is None else (
             hash_algo if isinstance(hash_algo, BlockHasher) else BlockHasher(hash_algo))
+        self.lora_ids = dict(lora_ids or {})  # LoRA name -> vLLM's adapter id, for BlockStored
         self.requests: dict[str, _ReqBlocks] = {}  # rid -> its blocks, while live
         self.lookups: list[LookupRecord] = []  # one per get_computed_blocks call
 
@@ -162,7 +164,8 @@ class BlockCacheManager:
         if self.pool._sink is not None:
             keys = [block_extra_keys(i, req.extra_key, req.cache_salt) for i in range(num_full)]
         self.pool.cache_full_blocks(state.blocks, state.block_hashes, state.num_cached_blocks,
-                                    num_full, token_ids, req.extra_key, keys)
+                                    num_full, token_ids, req.extra_key, keys,
+                                    self.lora_ids.get(req.extra_key))
         state.num_cached_blocks = num_full
 
     def free(self, req: Req) -> None:

@@ -231,6 +231,7 @@ class BlockPool:
         token_ids: Sequence[int] = (),
         lora_name: str | None = None,
         extra_keys: Sequence[tuple | None] = (),
+        lora_id: int | None = None,
     ) -> None:
         """Gives blocks[num_cached_blocks:num_full_blocks] their hashes and maps them; emits one
         BlockStored (`token_ids` are the request's tokens, `extra_keys` one entry per block,
@@ -257,16 +258,17 @@ class BlockPool:
             parent = block_hash
         if sink is not None:
             self._emit_stored(block_hashes[num_cached_blocks:num_full_blocks], first_parent,
-                              token_ids, num_cached_blocks, lora_name, extra_keys)
+                              token_ids, num_cached_blocks, lora_name, extra_keys, lora_id)
             self.end_step("cache_full_blocks")
 
-    def _emit_stored(self, hashes, parent, token_ids, first, lora_name, extra_keys) -> None:
+    def _emit_stored(self, hashes, parent, token_ids, first, lora_name, extra_keys,
+                     lora_id) -> None:
         bs = self.block_size
         keys = tuple(extra_keys[first:first + len(hashes)]) if extra_keys else (None,) * len(hashes)
         self._sink.emit(BlockStored(
             tuple(hash_to_int64(h) for h in hashes),
             None if parent is None else hash_to_int64(parent),
-            tuple(token_ids[first * bs:(first + len(hashes)) * bs]), bs, None, MEDIUM_GPU,
+            tuple(token_ids[first * bs:(first + len(hashes)) * bs]), bs, lora_id, MEDIUM_GPU,
             lora_name, keys, 0, "full_attention"))
 
     def reset_prefix_cache(self) -> bool:
