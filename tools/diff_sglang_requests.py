@@ -13,7 +13,7 @@ lengths, and the whole tree (keys, namespaces, slots, lock_ref, hit_count, prior
 The scheduler around those calls (which op, the retraction loop) is transcribed from
 managers/schedule_batch.py, since that module needs a GPU stack.
 
-    python tools/diff_sglang_requests.py /tmp/sgl/ex --seeds 40
+    python tools/diff_sglang_requests.py /tmp/sgl/ex --seeds 100
 """
 
 from __future__ import annotations
