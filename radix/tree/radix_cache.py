@@ -95,7 +95,6 @@ class RadixCache:
         self.root_node.lock_ref = 1  # the root is never evicted
         self.root_node.priority = ROOT_PRIORITY
         self._nodes: dict[int, TreeNode] = {0: self.root_node}  # live nodes by id
-        self._held: dict[TreeNode, int] = {}  # node -> locks taken on it by inc_lock_ref
         self._leaves = EvictionHeap(self.sort_key)
         self.evictable_size_ = 0
         self.protected_size_ = 0
@@ -116,7 +115,11 @@ class RadixCache:
         >>> [len(n.key) for n in c.root_node.children.values()]  # [1,2,3,4] split into 2 + 2
         [2]
         """
-        key = self._as_key(key)
+        if type(key) is not RadixKey:
+            key = self._as_key(key)
+        if self._sink is None:  # the hot path: no step to open or close
+            self.num_steps += 1
+            return self._match(key)
         self._begin("match_prefix", rid, "key of {:,} tokens", len(key))
         result = self._match(key)
         self._end("match_prefix")
@@ -154,7 +157,7 @@ class RadixCache:
         return result
 
     def _match(self, key: RadixKey) -> MatchResult:
-        if self.disable or len(key) < self.page_size:
+        if self.disable or len(key.token_ids) < self.page_size:
             return MatchResult([], self.root_node, 0)
         path, prefix_len, touched = self._walk(key)
         node = path[-1] if path else self.root_node
@@ -162,7 +165,7 @@ class RadixCache:
         if touched is not None:
             self._emit(touched)
             self._emit(ev.PrefixMatched(tuple(n.id for n in path), self._aligned(key), prefix_len))
-        return MatchResult(_concat([n.value for n in path]), node, prefix_len)
+        return MatchResult([n.value for n in path], node, prefix_len)
 
     def _insert(self, key: RadixKey, value, priority: int, inserted_len: int) -> InsertResult:
         if self.disable:
@@ -207,12 +210,15 @@ class RadixCache:
         t = self.clock()
         root, tok, ps = self.root_node, key.token_ids, self.page_size
         root.last_access_time = t
-        n = self._aligned(key)
+        n = len(tok)
+        if ps > 1:
+            n -= n % ps
+        ns = key.namespace
         touched = [root] if self._sink is not None else None
         node, pos, path = root, 0, []
-        ns = key.namespace
         while pos < n:
-            child = node.children.get(self._child_key_at(tok, pos, ns))
+            first = tok[pos] if ps == 1 else tuple(tok[pos : pos + ps])  # the child key
+            child = node.children.get(first if ns is None else (ns, first))
             if child is None:
                 break
             child.last_access_time = t
@@ -220,14 +226,14 @@ class RadixCache:
                 touched.append(child)
             edge = child.key.token_ids
             m = len(edge)
-            if not (n - pos >= m and tok[pos : pos + m] == edge):  # usually the whole edge
+            if n - pos < m or tok[pos : pos + m] != edge:  # usually the whole edge matches
                 m = gallop_match(edge, tok[pos:n])
-                m = m if ps == 1 else m // ps * ps
-            pos += m
-            if m < len(edge):
-                node = self._split_node(child, m, t)
-                path.append(node)
+                if ps > 1:
+                    m -= m % ps
+                pos += m
+                path.append(self._split_node(child, m, t))
                 break
+            pos += m
             node = child
             path.append(node)
         event = None if touched is None else ev.NodesTouched(tuple(x.id for x in touched), t)
@@ -341,7 +347,11 @@ class RadixCache:
         >>> c.inc_lock_ref(leaf), c.protected_size(), c.evictable_size()
         (-3, 3, 0)
         """
-        self._check_live(node)
+        if type(node) is not TreeNode or self._nodes.get(node.id) is not node:
+            self._check_live(node)  # raises
+        if self._sink is None:  # the hot path: no step to open or close
+            self.num_steps += 1
+            return self._lock(node, +1)
         self._begin("inc_lock_ref", rid, "node {}", node.id)
         delta = self._lock(node, +1)
         self._end("inc_lock_ref")
@@ -349,11 +359,15 @@ class RadixCache:
 
     def dec_lock_ref(self, node: TreeNode, rid: str | None = None) -> int:
         """Releases a lock taken by inc_lock_ref(node); returns the change of evictable_size."""
-        self._check_live(node)
-        if self._held.get(node, 0) == 0 and node is not self.root_node and not self.disable:
+        if type(node) is not TreeNode or self._nodes.get(node.id) is not node:
+            self._check_live(node)  # raises
+        if not node.locks_held and node is not self.root_node and not self.disable:
             raise ValueError(
                 f"dec_lock_ref: node {node.id} holds no lock (lock_ref {node.lock_ref})"
             )
+        if self._sink is None:
+            self.num_steps += 1
+            return self._lock(node, -1)
         self._begin("dec_lock_ref", rid, "node {}", node.id)
         delta = self._lock(node, -1)
         self._end("dec_lock_ref")
@@ -369,26 +383,26 @@ class RadixCache:
         """
         if self.disable or node is self.root_node:
             return 0  # the root's lock_ref stays 1: locking it is a no-op, as in SGLang
-        held = self._held.get(node, 0) + direction
-        if held:
-            self._held[node] = held
-        else:
-            del self._held[node]
+        node.locks_held += direction
         start, root, moved_total = node, self.root_node, 0
         edge = 0 if direction > 0 else 1  # the lock_ref at which a node's tokens move
         sink = self._sink
         while node is not root:
-            moved = 0
             if node.lock_ref == edge:
-                moved = len(node.key)
+                moved = len(node.value)  # == len(node.key); a list's len is cheaper
                 moved_total += moved
+            else:
+                moved = 0
             node.lock_ref += direction
             if sink is not None:
                 sink.emit(ev.LockChanged(node.id, node.lock_ref, direction, moved))
             node = node.parent
-        self.evictable_size_ -= direction * moved_total
-        self.protected_size_ += direction * moved_total
+        if moved_total:
+            self.evictable_size_ -= direction * moved_total
+            self.protected_size_ += direction * moved_total
         # only the start node can become or stop being a leaf: every node above it has a child
+        if start.children:
+            return -direction * moved_total
         self._update_leaf_status(start)
         return -direction * moved_total
 
@@ -562,22 +576,6 @@ class RadixCache:
     def _emit(self, event: ev.Event) -> None:
         if self._sink is not None:
             self._sink.emit(event)
-
-
-def _concat(values: list[Sequence[int]]) -> Sequence[int]:
-    """The slot ids of a path, in token order: one list, or one compact sequence when the values
-    are compact sequences with a `concat` class method (a list is never shared with a node)."""
-    if not values:
-        return []
-    first = values[0]
-    if type(first) is not list and hasattr(first, "concat"):
-        return type(first).concat(values)
-    if len(values) == 1:
-        return list(first)
-    out: list[int] = []
-    for v in values:
-        out += v
-    return out
 
 
 def _check_value(value: Sequence[int], length: int) -> Sequence[int]:
