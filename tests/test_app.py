@@ -149,7 +149,8 @@ def test_trace_mooncake_tree_folds_and_text_is_cut():
     assert "158 nodes: 27 drawn, 131 folded into 1 '+K more' box(es), counted in full. Coloured: " \
         "what the step touched." in captions
     at.number_input(key="trace.max_children").set_value(3).run()
-    assert any(c.startswith("158 nodes: 7 drawn, 151 folded") for c in (x.value for x in at.caption))
+    captions = [x.value for x in at.caption]
+    assert any(c.startswith("158 nodes: 7 drawn, 151 folded") for c in captions)
 
 
 def test_trace_big_pretty_print_is_cut_with_a_download():
