@@ -45,7 +45,7 @@ class TreeNode:
         self.locks_held = 0  # inc_lock_ref calls on this very node not yet released
         self.last_access_time = time
         self.creation_time = time
-        self.hit_count = 0  # inserts that walked through this node (not chunked ones)
+        self.hit_count = 0  # requests that inserted through it, each once (past inserted_len)
         self.priority = 0  # max priority of the requests that inserted through it
         self.heap_version = 0  # bumps on each push to the eviction heap; older entries are stale
         self.heap_key = None  # the sort key of its latest heap entry
