@@ -1,8 +1,10 @@
 """Chained block hashes for the block cache, after vLLM v1's kv_cache_utils.hash_block_tokens.
 
 Block i's hash = H(parent hash or NONE_HASH, the block's tokens, extra keys). `hash_algo` picks H:
-  "radixlens" (default, fast): sha256 of the msgpack array [bin parent, [tokens], nil | [keys]],
-      our own fixed NONE_HASH; extra keys bare (LoRA name on every block, cache_salt on block 0).
+  "radixlens" (default, fast): sha256(parent | the tokens as little-endian int64s | msgpack of
+      the extra keys, if any); a block with a token outside int64 hashes b"radixlens-big" |
+      parent | the ids in decimal, comma-separated, ";" | keys. Our own fixed NONE_HASH; extra
+      keys bare (LoRA name on every block, cache_salt on block 0). Tokens are packed once, in C.
   "vllm-sha256": exactly vLLM 0.33's default, sha256(pickle.dumps((parent, tuple(tokens),
       extra_keys), protocol=5)); "vllm-sha256-cbor": sha256 of canonical CBOR of the same tuple.
       NONE_HASH = H(seed) with vLLM's seed "vllm-none-hash" (or the PYTHONHASHSEED the engine ran
@@ -33,6 +35,7 @@ _pack = Packer().pack
 
 BlockHash = bytes  # a 32-byte sha256 digest
 _LOW64 = (1 << 64) - 1
+_BIG = b"radixlens-big"  # leads the bytes of a block whose tokens do not fit in int64
 
 
 def cbor_canonical(value: Any) -> bytes:
@@ -109,7 +112,8 @@ class BlockHasher:
             return sha256(pickle.dumps(value, protocol=5)).digest()
         if self.hash_algo == "vllm-sha256-cbor":
             return sha256(cbor_canonical(value)).digest()
-        return sha256(_pack(value)).digest()
+        parent, tokens, keys = value
+        return _radixlens_block(parent, tokens, keys)
 
     def hash_block(self, parent: BlockHash | None, token_ids: Sequence[int],
                    extra_keys: tuple | None = None) -> BlockHash:
@@ -169,8 +173,18 @@ def hash_block_tokens(
     (32, False)
     """
     if hash_algo == "radixlens":
-        return sha256(_pack((parent_hash or NONE_HASH, list(token_ids), extra_keys))).digest()
+        return _radixlens_block(parent_hash or NONE_HASH, token_ids, extra_keys)
     return BlockHasher(hash_algo).hash_block(parent_hash, token_ids, extra_keys)
+
+
+def _radixlens_block(parent: bytes, token_ids: Sequence[int], extra_keys: tuple | None) -> bytes:
+    """One block in "radixlens" mode (see the module docstring for the bytes)."""
+    keys = _pack(extra_keys) if extra_keys else b""
+    try:
+        return sha256(parent + struct.pack(f"<{len(token_ids)}q", *token_ids) + keys).digest()
+    except struct.error:  # a token outside int64: a distinct form, the ids in decimal
+        text = ",".join(map(str, token_ids)).encode() + b";"
+        return sha256(_BIG + parent + text + keys).digest()
 
 
 def hash_request_tokens(
@@ -214,13 +228,30 @@ def hash_request_tokens(
             i += 1
             start += block_size
         return hashes
-    append = hashes.append
-    while i < num_full:  # the default, inlined: the hot loop of every block-cache run
-        end = start + block_size
-        parent = sha256(_pack((parent, tokens[start:end], rest_keys if i else first_keys))).digest()
+    end = num_full * block_size
+    try:  # the default: pack every new token once, in C, then hash slices of the bytes
+        packed = struct.pack(f"<{end - start}q", *tokens[start:end])
+    except struct.error:  # some token does not fit in int64: block by block (rare)
+        while i < num_full:
+            parent = _radixlens_block(parent, tokens[start:start + block_size],
+                                      rest_keys if i else first_keys)
+            hashes.append(parent)
+            i += 1
+            start += block_size
+        return hashes
+    first = _pack(first_keys) if first_keys else b""
+    rest = _pack(rest_keys) if rest_keys else b""
+    append, width, pos = hashes.append, 8 * block_size, 0
+    if i == 0 and i < num_full:
+        parent = sha256(parent + packed[:width] + first).digest()
+        append(parent)
+        i, pos = 1, width
+    while i < num_full:  # the hot loop of every block-cache run
+        nxt = pos + width
+        parent = sha256(parent + packed[pos:nxt] + rest).digest()
         append(parent)
         i += 1
-        start = end
+        pos = nxt
     return hashes
 
 

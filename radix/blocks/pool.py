@@ -200,27 +200,18 @@ class BlockPool:
     def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
         """ref_cnt -= 1 each; those at 0 return to the queue: unhashed ones to the front, hashed
         ones to the tail, each group in the order given (first given = evicted first)."""
+        if self._sink is None:
+            self.free_block_queue.release(ordered_blocks, self.null_block)
+            return
         blocks = list(ordered_blocks)
-        sink = self._sink
-        if sink is not None:
-            self.begin_step("free_blocks", detail=f"{len(blocks)} blocks")
-        front: list[KVCacheBlock] = []
-        tail: list[KVCacheBlock] = []
-        for block in blocks:
-            if block.is_null:  # never pooled: its ref_cnt is not kept (vLLM skips it too)
-                continue
-            block.ref_cnt -= 1
-            if block.ref_cnt == 0:
-                (front if block.block_hash is None else tail).append(block)
-        if front:
-            self.free_block_queue.prepend_n(front)
-        if tail:
-            self.free_block_queue.append_n(tail)
-        if sink is not None:
-            ids = tuple(b.block_id for b in blocks)
-            sink.emit(BlockFreed(ids, tuple(b.ref_cnt for b in blocks),
-                                 tuple(b.block_id for b in front), tuple(b.block_id for b in tail)))
-            self.end_step("free_blocks")
+        self.begin_step("free_blocks", detail=f"{len(blocks)} blocks")
+        front = self.free_block_queue.release(blocks, self.null_block)
+        tail = [b for b in blocks if not b.ref_cnt and b.block_hash is not None and not b.is_null]
+        self._sink.emit(BlockFreed(tuple(b.block_id for b in blocks),
+                                   tuple(b.ref_cnt for b in blocks),
+                                   tuple(b.block_id for b in front),
+                                   tuple(b.block_id for b in tail)))
+        self.end_step("free_blocks")
 
     def cache_full_blocks(
         self,
