@@ -3,9 +3,9 @@
 Layers, top to bottom (ranks): app.py and pages/ (5); scenarios/ and viz/ (4, never each other);
 engine/ and examples/ (3, never each other); radix/ (below; its sub-packages are ranked too:
 cli 6 > runs, watch 5 > traces 4 > sched 3 > tree, blocks 2 > events, request, allocator 1). An
-import may go to a lower rank only, or within its own package (radix/tree importing radix/tree). No two
-modules import each other, directly or through a circle. tests/, tools/, benchmarks/ import
-anything. radix/ imports no torch, streamlit or numpy, even inside functions.
+import may go to a lower rank only, or within its own package (radix/tree importing radix/tree).
+No two modules import each other, directly or through a circle. tests/, tools/, benchmarks/
+import anything. radix/ imports no torch, streamlit or numpy, even inside functions.
 """
 
 from __future__ import annotations
