@@ -99,10 +99,11 @@ class Stream:
         return None
 
     def on_replay(self, items: list[Message] | None, at: float) -> int | None:
-        """A replay's answer (None: no replay socket, or it timed out). Applies what it can;
-        returns the seq of another replay worth asking, or None when caught up or stuck (then
-        call `give_up`)."""
+        """A replay's answer (None: no replay socket, or it timed out: then it gives up).
+        Applies what it can; returns the seq of another replay worth asking, or None when
+        caught up. A caller that stops asking calls `give_up`."""
         if items is None:
+            self.give_up(at)
             return None
         verify, self._verify = self._verify, False
         for msg in items:
