@@ -1,10 +1,11 @@
 """The HTTP face of `engine serve`: a FastAPI app over a `Cluster`, served by uvicorn.
 
 OpenAI's `/v1/completions` and `/v1/chat/completions` (whole or SSE streams), `/v1/models`,
-`/health`, and vLLM's `/tokenize` and `/reset_prefix_cache`. RadixLens adds `/kv_events` (where
-each replica publishes) and `/debug/block_cache?rank=N` (a replica's own block cache, to check a
-watcher against). Each answer names its replica in the `x-radixlens-replica` header. A request
-is tokenized once, routed, and streamed from its replica's thread through an asyncio queue.
+`/health`, and vLLM's `/tokenize`, `/detokenize` and `/reset_prefix_cache`. RadixLens adds
+`/kv_events` (where each replica publishes) and `/debug/block_cache?rank=N` (a replica's own
+block cache, to check a watcher against). Each answer names its replica in the
+`x-radixlens-replica` header. A request is tokenized once, routed, and streamed from its
+replica's thread through an asyncio queue.
 Leaves out: aborting a request whose client went away (it runs to its max_tokens), auth, CORS.
 """
 
@@ -176,6 +177,15 @@ def build_app(server: Server) -> FastAPI:
         else:
             raise ApiError("tokenize needs a string `prompt` or `messages`")
         return {"tokens": tokens, "count": len(tokens), "max_model_len": server.max_context}
+
+    @app.post("/detokenize")
+    async def detokenize(body: dict[str, Any]) -> dict[str, Any]:
+        server.check_model(body.get("model"))
+        tokens, vocab = body.get("tokens"), len(server.tokenizer)
+        if not isinstance(tokens, list) or not all(
+                isinstance(t, int) and 0 <= t < vocab for t in tokens):
+            raise ApiError("detokenize needs `tokens`: a list of token ids of this model")
+        return {"prompt": await run_in_threadpool(server.decode, tokens)}
 
     @app.post("/reset_prefix_cache")
     async def reset_prefix_cache() -> Response:
