@@ -10,6 +10,7 @@ fails its own request, never the loop. `StampingSink` stamps cache events with r
 from __future__ import annotations
 
 import queue
+import re
 import threading
 import time
 from collections import deque
@@ -20,6 +21,7 @@ from radix.events import Event, StepEnded, StepStarted
 from radix.request import Req
 
 _DONE = object()
+_GENERATED = re.compile(r"req-([1-9][0-9]*)")
 # subtle: HF fast tokenizers are not safe to use from two threads at once, and one loaded model
 # (with its tokenizer) is shared by every service in the process (the app's sessions, the
 # server's replicas), so the lock is process-wide, not per service.
@@ -144,3 +146,46 @@ def _result_of(req: Req, tokenizer: Any) -> RequestResult:
         text = text[:cut]
     reason = getattr(req, "finish_reason", None) or "length"
     return RequestResult(req.rid, list(req.output_ids), text, req.metrics, reason)
+
+
+class RidRegistry:
+    """Request ids unique per service: generated ones are req-1, req-2, ..., skipping the
+    callers' own; a caller's rid is refused if the service has seen it (generated or given).
+    Keeps only the callers' rids (a server that lets ids be generated keeps nothing).
+    Not thread-safe: the service calls it under its lock.
+
+    >>> r = RidRegistry(); r.claim("req-2"), r.claim(None), r.claim(None)
+    ('req-2', 'req-1', 'req-3')
+    """
+
+    def __init__(self) -> None:
+        self._given: set[str] = set()
+        self._last = 0
+
+    def claim(self, rid: str | None) -> str:
+        if rid is None:
+            while True:
+                self._last += 1
+                rid = f"req-{self._last}"
+                if rid not in self._given:
+                    return rid
+        generated = _GENERATED.fullmatch(rid)
+        if rid in self._given or (generated and int(generated.group(1)) <= self._last):
+            raise ValueError(f"rid {rid!r} is already used in this engine service")
+        self._given.add(rid)
+        return rid
+
+
+def add_rates(req: Req) -> None:
+    """decode_tps: tokens after the first over the time from the first token to the last."""
+    m = req.metrics
+    first = m["arrival"] + m["ttft"]
+    span = m["finish_time"] - first
+    m["decode_tps"] = (len(req.output_ids) - 1) / span if span > 0 else 0.0
+    m["output_tokens"] = len(req.output_ids)
+
+
+def trim(items: list, keep: int) -> None:
+    """Cuts a history list back to its last `keep` once it holds twice as many (amortized)."""
+    if len(items) > 2 * keep:
+        del items[:-keep]

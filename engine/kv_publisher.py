@@ -14,13 +14,34 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable
+from typing import Any, Protocol
 
 import zmq
 
 from radix.blocks.kv_events import EventBatch, encode_batch
+from radix.events import AllBlocksCleared, BlockRemoved, BlockStored, Event
 from radix.watch.wire import END_SEQ, offset_endpoint_port, seq_bytes
 
 DEFAULT_ENDPOINT = "tcp://*:5557"
+
+
+class BatchPublisher(Protocol):
+    """Anything that takes a step's batch: a ZmqEventPublisher, the cluster's tee."""
+
+    def publish(self, batch: EventBatch) -> None: ...
+
+
+class KVTap:
+    """A block-cache sink that passes every event on and keeps the KV events (vLLM's three)
+    in `pending`, for the engine to publish as one batch per step."""
+
+    def __init__(self, inner: Any, pending: list[Event]) -> None:
+        self.inner, self.pending = inner, pending
+
+    def emit(self, event: Event) -> None:
+        if isinstance(event, BlockStored | BlockRemoved | AllBlocksCleared):
+            self.pending.append(event)
+        self.inner.emit(event)
 
 
 def _binds(endpoint: str) -> bool:

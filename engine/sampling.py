@@ -10,6 +10,7 @@ Leaves out: min_tokens, logprobs, penalties, n > 1, best_of, include_stop_str_in
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -69,6 +70,9 @@ def sample(logits: torch.Tensor, params: SamplingParams,
         drop = sorted_probs.cumsum(0) - sorted_probs >= params.top_p
         sorted_probs = sorted_probs.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(0, order, sorted_probs)
+    if generator is not None and generator.device != probs.device:
+        probs = probs.cpu()  # subtle: a seeded draw runs on the generator's device (the CPU),
+        # so a seed gives the same tokens on CPU and CUDA alike
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
@@ -117,6 +121,22 @@ class ServedReq(Req):
         if len(self.output_ids) >= self.max_new_tokens:
             return "length"
         return None
+
+
+def build_req(token_ids: list[int], max_new_tokens: int, sampling: SamplingParams | None,
+              eos_ids: frozenset[int], detokenize: Callable[[list[int]], str],
+              **fields: object) -> Req:
+    """The scheduler's request: a plain `Req` (greedy, runs to max_new_tokens, as a benchmark's
+    ignore_eos) without `sampling`, else a `ServedReq` stopping at `eos_ids` (unless
+    ignore_eos), the request's stop ids and strings. Its rid is set by the service later."""
+    if sampling is None:
+        return Req("(new)", token_ids, max_new_tokens=max_new_tokens, arrival=time.monotonic(),
+                   **fields)
+    stop_ids = frozenset(sampling.stop_token_ids) | (
+        frozenset() if sampling.ignore_eos else eos_ids)
+    return ServedReq("(new)", token_ids, max_new_tokens=max_new_tokens,
+                     arrival=time.monotonic(), **fields, sampling=sampling, stop_ids=stop_ids,
+                     detokenize=detokenize if sampling.stop else None)
 
 
 def first_stop(text: str, stops: tuple[str, ...]) -> int | None:

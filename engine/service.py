@@ -12,53 +12,39 @@ every pending and later call at once with its cause, `close()` answers every acc
 from __future__ import annotations
 
 import queue
-import re
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, Protocol
+from typing import Any
 
 from engine.handles import (
     TOKENIZER_LOCK,
     RequestCancelled,
     RequestHandle,
     RequestResult,
+    RidRegistry,
     StampedEvent,
     StampingSink,
+    add_rates,
+    trim,
 )
 from engine.kv_pool import KVPool
+from engine.kv_publisher import BatchPublisher, KVTap
 from engine.model import LoadedModel
 from engine.runner import ModelRunner
-from engine.sampling import SamplingParams, ServedReq
+from engine.sampling import SamplingParams, build_req
+from engine.vocab import fit_to_vocab
 from radix.blocks.kv_events import EventBatch
-from radix.events import AllBlocksCleared, BlockRemoved, BlockStored, Event
 from radix.request import Req
 from radix.runs.sim import BlockShadow
 from radix.sched.scheduler import Scheduler, SchedulerConfig, StepReport, check_fits
 from radix.tree.radix_cache import RadixCache
 
 __all__ = ["EngineService", "RequestHandle", "RequestResult", "RequestCancelled", "StampedEvent",
-           "TOKENIZER_LOCK", "fit_to_vocab"]
+           "TOKENIZER_LOCK", "fit_to_vocab"]  # fit_to_vocab: engine/vocab.py, kept here too
 _STOP = object()
-_GENERATED = re.compile(r"req-([1-9][0-9]*)")
-
-
-class BatchPublisher(Protocol):
-    def publish(self, batch: EventBatch) -> None: ...
-
-
-class _KVTap:
-    """Passes every block event on, keeping the KV events (vLLM's) for the step's batch."""
-
-    def __init__(self, inner: Any, pending: list[Event]) -> None:
-        self.inner, self.pending = inner, pending
-
-    def emit(self, event: Event) -> None:
-        if isinstance(event, BlockStored | BlockRemoved | AllBlocksCleared):
-            self.pending.append(event)
-        self.inner.emit(event)
 
 
 class EngineService:
@@ -83,7 +69,7 @@ class EngineService:
         sinks = {s: StampingSink(s, self.events, self._events_lock, listener)
                  for s in ("tree", "blocks", "scheduler")}
         self.kv_events, self._kv_pending = kv_events, []
-        block_sink = _KVTap(sinks["blocks"], self._kv_pending) if kv_events else sinks["blocks"]
+        block_sink = KVTap(sinks["blocks"], self._kv_pending) if kv_events else sinks["blocks"]
         self.pool = KVPool.for_model(loaded.model.config, capacity_tokens, loaded.dtype,
                                      loaded.device)
         self.tree = RadixCache(page_size=page_size, sink=sinks["tree"], disable=no_cache,
@@ -96,8 +82,8 @@ class EngineService:
                                    shadow=self.shadow)
         self.max_history = max_history
         self.steps: deque[StepReport] = deque(maxlen=max_history)
-        self.max_context = _max_context(loaded)
-        self.eos_ids = _eos_ids(loaded)
+        self.max_context = loaded.max_context
+        self.eos_ids = loaded.eos_token_ids
         self._inbox: queue.Queue = queue.Queue()
         self._handles: dict[str, tuple[RequestHandle, Req]] = {}
         self._streamed: dict[str, int] = {}  # rid -> output tokens already pushed to its handle
@@ -105,8 +91,7 @@ class EngineService:
         self._closed = False  # no new work accepted
         self._ended = False  # the loop has returned (inbox no longer read)
         self._error: BaseException | None = None  # why the loop died
-        self._user_rids: set[str] = set()
-        self._last_id = 0  # generated rids are req-1, req-2, ... skipping users' own
+        self._rids = RidRegistry()
         self._thread = threading.Thread(target=self._loop, name="radixlens-engine", daemon=True)
         self._thread.start()
 
@@ -134,11 +119,12 @@ class EngineService:
         if not token_ids or min(token_ids) < 0 or max(token_ids) >= vocab:
             raise ValueError(f"prompt token ids must be non-empty and in [0, {vocab})")
         self.check_context(len(token_ids), max_new_tokens)
-        req = self._make_req(token_ids, max_new_tokens, extra_key, cache_salt, priority, sampling)
+        req = build_req(token_ids, max_new_tokens, sampling, self.eos_ids, self._detokenize,
+                        extra_key=extra_key, cache_salt=cache_salt, priority=priority)
         check_fits(req, self.pool.size, self.tree.page_size)  # here, not on the engine thread
         with self._lock:
             self._check_open()
-            req.rid = self._claim_rid(rid)
+            req.rid = self._rids.claim(rid)
             handle = RequestHandle(req.rid, self.tokenizer, listener)
             self._inbox.put((handle, req))
         return handle
@@ -163,20 +149,18 @@ class EngineService:
         """Runs `fn` on the engine thread between two steps (e.g. a tree snapshot)."""
         future: Future = Future()
         with self._lock:
-            if self._error is not None:
-                raise RuntimeError(f"the engine loop died: {self._error!r}") from self._error
+            self._raise_if_dead()
             if self._ended:
                 raise RuntimeError("this engine service is closed; start a new one")
             self._inbox.put((fn, future))
         return future.result(timeout)
 
-    def snapshot(self) -> Any:
+    def snapshot(self) -> Any:  # the tree's, taken on the engine thread
         return self.call(self.tree.snapshot)
 
     def reset_prefix_cache(self) -> bool:
-        """vLLM's reset_prefix_cache on the block cache, and the tree emptied: only when no
-        request is queued or running (False, nothing changed, otherwise). Emits
-        AllBlocksCleared."""
+        """vLLM's reset_prefix_cache (AllBlocksCleared) and the tree emptied, when idle; False
+        (nothing changed) while a request is queued or running."""
         def reset() -> bool:
             if self.scheduler.has_work or not self.shadow.manager.pool.reset_prefix_cache():
                 return False
@@ -194,11 +178,10 @@ class EngineService:
             self._closed = True
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
-        if self._error is not None:
-            raise RuntimeError(f"the engine loop died: {self._error!r}") from self._error
+        self._raise_if_dead()
 
     @property
-    def alive(self) -> bool:
+    def alive(self) -> bool:  # the engine thread runs
         return self._thread.is_alive()
 
     def __enter__(self) -> EngineService:
@@ -207,36 +190,14 @@ class EngineService:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _check_open(self) -> None:
+    def _raise_if_dead(self) -> None:
         if self._error is not None:
             raise RuntimeError(f"the engine loop died: {self._error!r}") from self._error
+
+    def _check_open(self) -> None:
+        self._raise_if_dead()
         if self._closed:
             raise RuntimeError("this engine service is closed; start a new one")
-
-    def _claim_rid(self, rid: str | None) -> str:
-        """A fresh req-N, or the caller's rid unless this service has seen it (under _lock)."""
-        if rid is None:
-            while True:
-                self._last_id += 1
-                rid = f"req-{self._last_id}"
-                if rid not in self._user_rids:
-                    return rid
-        generated = _GENERATED.fullmatch(rid)
-        if rid in self._user_rids or (generated and int(generated.group(1)) <= self._last_id):
-            raise ValueError(f"rid {rid!r} is already used in this engine service")
-        self._user_rids.add(rid)
-        return rid
-
-    def _make_req(self, token_ids: list[int], max_new_tokens: int, extra_key: str | None,
-                  cache_salt: str | None, priority: int, sampling: SamplingParams | None) -> Req:
-        common = dict(max_new_tokens=max_new_tokens, extra_key=extra_key, cache_salt=cache_salt,
-                      priority=priority, arrival=time.monotonic())
-        if sampling is None:
-            return Req("(new)", token_ids, **common)
-        stop_ids = frozenset(sampling.stop_token_ids) | (
-            frozenset() if sampling.ignore_eos else self.eos_ids)
-        return ServedReq("(new)", token_ids, **common, sampling=sampling, stop_ids=stop_ids,
-                         detokenize=self._detokenize if sampling.stop else None)
 
     def _detokenize(self, token_ids: list[int]) -> str:
         with TOKENIZER_LOCK:
@@ -320,11 +281,11 @@ class EngineService:
         for rid in report.finished:
             handle, req = self._handles.pop(rid)
             self._streamed.pop(rid, None)
-            _add_rates(req)
+            add_rates(req)
             handle._finish(req)
         if self.max_history is not None:
-            _trim(self.scheduler.finished, self.max_history)
-            _trim(self.shadow.manager.lookups, self.max_history)
+            trim(self.scheduler.finished, self.max_history)
+            trim(self.shadow.manager.lookups, self.max_history)
 
     def _answer_all(self, error: BaseException | None) -> None:
         """Fails every request the loop holds and everything still queued: with `error`, or
@@ -338,63 +299,8 @@ class EngineService:
                 item = self._inbox.get_nowait()
             except queue.Empty:
                 return
-            if item[0] is _STOP:
-                continue
             why = error or RequestCancelled("cancelled: the engine service closed")
             if isinstance(item[1], Future):
                 item[1].set_exception(why)
-            else:
+            elif item[0] is not _STOP:
                 item[0]._finish(None, why)
-
-
-def _trim(items: list, keep: int) -> None:
-    if len(items) > 2 * keep:  # amortized: cut back to `keep` once twice as many piled up
-        del items[:-keep]
-
-
-def _max_context(loaded: LoadedModel) -> int | None:
-    value = getattr(loaded.model.config, "max_position_embeddings", None)
-    return int(value) if isinstance(value, int) and value > 0 else None
-
-
-def _eos_ids(loaded: LoadedModel) -> frozenset[int]:
-    """The model's EOS ids: config, generation config and tokenizer (as vLLM gathers them)."""
-    ids: set[int] = set()
-    sources = (loaded.model.config, getattr(loaded.model, "generation_config", None),
-               loaded.tokenizer)
-    for source in sources:
-        value = getattr(source, "eos_token_id", None)
-        for v in value if isinstance(value, list | tuple) else [value]:
-            if isinstance(v, int):
-                ids.add(v)
-    return frozenset(ids)
-
-
-def _add_rates(req: Req) -> None:
-    """decode_tps: tokens after the first over the time from the first token to the last."""
-    m = req.metrics
-    first = m["arrival"] + m["ttft"]
-    span = m["finish_time"] - first
-    m["decode_tps"] = (len(req.output_ids) - 1) / span if span > 0 else 0.0
-    m["output_tokens"] = len(req.output_ids)
-
-
-def fit_to_vocab(requests: list[Any], vocab_size: int, first_id: int = 1_000) -> list[list[int]]:
-    """Prompts whose ids fit the model: unchanged when they already do, else every distinct id
-    mapped one-to-one (first seen first) onto first_id, first_id+1, ..., so two prompts share
-    exactly the prefixes they shared before (synthetic traces use ids up to 1,000,000).
-
-    >>> fit_to_vocab([[5, 70_000, 9], [5, 70_000, 8]], 100, first_id=10)
-    [[10, 11, 12], [10, 11, 13]]
-    """
-    prompts = [list(getattr(r, "token_ids", r)) for r in requests]
-    if all(0 <= t < vocab_size for p in prompts for t in p):
-        return prompts
-    mapping: dict[int, int] = {}
-    for p in prompts:
-        for t in p:
-            mapping.setdefault(t, first_id + len(mapping))
-    if first_id + len(mapping) > vocab_size:
-        raise ValueError(f"the trace has {len(mapping):,} distinct token ids; the model's "
-                         f"vocabulary holds {vocab_size - first_id:,} past id {first_id}")
-    return [[mapping[t] for t in p] for p in prompts]

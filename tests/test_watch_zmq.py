@@ -21,7 +21,7 @@ import zmq
 from engine.kv_publisher import ZmqEventPublisher
 from radix.blocks.kv_events import EventBatch
 from radix.events import AllBlocksCleared, BlockRemoved, BlockStored
-from radix.traces.kv_events import rebuild_block_view
+from radix.traces.kv_events import load_kv_events, rebuild_block_view
 from radix.watch.recording import Recorder, read_recording, replay_recording
 from radix.watch.subscriber import Endpoint, Watcher, parse_endpoint
 from radix.watch.wire import seq_bytes
@@ -214,6 +214,28 @@ def test_a_recording_reads_back_with_its_seqs_and_times(publisher):
     assert next(iter(gap.values())).incomplete_since == 2  # a gap in the file reads as lost
 
 
+def test_vllm_and_sglang_payloads_both_apply():
+    """vLLM 0.33's own bytes for a minimal BlockStored batch (its msgspec encoder: map16 header,
+    lora_name nil, rank nil) and an SGLang-style one (a fixmap without medium or lora_name, a
+    signed hash, attn_dp_rank 1) are both applied."""
+    from radix.watch.stream import Stream
+    from radix.watch.wire import Message
+    vllm = bytes.fromhex(
+        "93cb41d954fc4010000091de0008a474797065ab426c6f636b53746f726564ac626c6f636b5f68617368"
+        "657391cf0123456789abcdefb1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f69647394"
+        "01020304aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f"
+        "6e616d65c0c0")
+    import msgpack
+    sglang = msgpack.packb([2.0, [{"type": "BlockStored", "block_hashes": [-5],
+                                   "parent_block_hash": 0x0123456789ABCDEF,
+                                   "token_ids": [5, 6, 7, 8], "block_size": 4,
+                                   "lora_id": None}], 1])
+    s = Stream("w")
+    s.on_replay([Message(b"", 0, vllm), Message(b"", 1, sglang)], 0.0)
+    assert s.status().malformed == 0 and s.cache.overlap([1, 2, 3, 4, 5, 6, 7, 8]) == 2
+    assert sorted(s.cache.blocks) == [-5, 0x0123456789ABCDEF] and s.rank == 1
+
+
 def test_radix_watch_command_prints_the_view_as_json(publisher, tmp_path):
     pub = publisher()
     for b in chain(1, 3):
@@ -228,9 +250,13 @@ def test_radix_watch_command_prints_the_view_as_json(publisher, tmp_path):
     (worker,) = json.loads(proc.stdout)["workers"]
     assert [b["hash"] for b in worker["blocks"]] == [1, 2, 3]
     assert worker["blocks"][1]["parent"] == 1 and worker["blocks"][1]["token_ids"] == [2, 2]
+    plain = tmp_path / "plain.msgpack"
     again = subprocess.run([sys.executable, "-m", "radix", "watch", "--read", str(record),
-                            "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+                            "--json", "--plain", str(plain)], cwd=ROOT, capture_output=True,
+                           text=True, timeout=60)
     assert json.loads(again.stdout)["workers"][0]["blocks"] == worker["blocks"]
+    trace = load_kv_events(plain.read_bytes())  # the Trace debugger's loader reads the export
+    assert len(trace.batches) == 3 and set(rebuild_block_view(trace.batches).blocks) == {1, 2, 3}
     bad = subprocess.run([sys.executable, "-m", "radix", "watch", "localhost:1"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "tcp://" in bad.stderr

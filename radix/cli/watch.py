@@ -5,7 +5,8 @@ server started with --kv-events-config, or `python -m engine serve`); `--dp N` w
 0..N-1 (ports + rank). Prints a line per worker every `--interval` s (blocks, stored/removed per
 second, next seq, exact or incomplete since which seq, restarts, malformed frames) until
 `--duration` or Ctrl-C; `--json` ends with the whole view; `--record FILE` keeps the stream
-(radix/watch/recording.py); `--read FILE` shows a recording's views instead of watching.
+(radix/watch/recording.py); `--read FILE` shows a recording's views instead of watching, and
+with `--plain OUT` writes its batches without seq and receive time (a plain EventBatch stream).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--replay-timeout", type=float, default=2.0, help="seconds to wait a replay")
     p.add_argument("--record", metavar="FILE", help="append the stream to FILE")
     p.add_argument("--read", metavar="FILE", help="show a recording instead of watching")
+    p.add_argument("--plain", metavar="OUT", help="with --read: write the plain batches to OUT")
     p.add_argument("--json", action="store_true", help="end with the views as JSON")
     p.set_defaults(func=run)
 
@@ -58,8 +60,13 @@ def view_json(stream: Stream) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     if args.read:
         with open(args.read, "rb") as f:
-            streams = list(replay_recording(read_recording(f.read())).values())
-        return _report(streams, args.json, time.time())
+            records = read_recording(f.read())
+        if args.plain:
+            with open(args.plain, "wb") as out:
+                out.writelines(r.payload for r in records)
+        return _report(list(replay_recording(records).values()), args.json, time.time())
+    if args.plain:
+        raise ValueError("--plain goes with --read FILE")
     if not args.endpoints:
         raise ValueError("give an ENDPOINT to watch (or --read FILE)")
     if args.interval <= 0 or args.replay_timeout <= 0:
