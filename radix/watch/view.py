@@ -5,7 +5,8 @@ radix/traces/kv_events.py's `rebuild_block_view` does (a hash stays cached until
 is removed), one batch at a time, and keeps a children index: parent hash -> (token ids, extra
 key, LoRA) -> hash. `overlap(tokens)` walks it as Dynamo's KV router scores a worker: how many
 of the prompt's full blocks, from the start, the worker holds. `runs()` is that index as a radix
-tree (chains of single children merged). Leaves out: hybrid-model groups (group_idx ignored).
+tree (chains of single children merged). Hashes are ints (bytes hashes: their low 64 bits).
+Leaves out: hybrid-model groups (group_idx ignored).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from radix.events import AllBlocksCleared, BlockRemoved, BlockStored
+from radix.traces.kv_events import as_int_hash
 
 ChildKey = tuple  # (token ids, extra key or None, lora name or None)
 
@@ -81,10 +83,11 @@ class WorkerCache:
         self.children.clear()
 
     def _store(self, event: BlockStored, seq: int | None, at: float) -> int:
-        parent, size = event.parent_block_hash, event.block_size
+        # bytes hashes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0) are keyed by their low 64 bits
+        parent, size = as_int_hash(event.parent_block_hash), event.block_size
         self.block_size = size
         extras = event.extra_keys or ()
-        for i, h in enumerate(event.block_hashes):
+        for i, h in enumerate(map(as_int_hash, event.block_hashes)):
             tokens = tuple(event.token_ids[i * size:(i + 1) * size])
             key = (tokens, _hashable(extras[i] if i < len(extras) else None), event.lora_name)
             if h not in self.blocks:
@@ -96,7 +99,7 @@ class WorkerCache:
         return len(event.block_hashes)
 
     def _remove(self, event: BlockRemoved) -> int:
-        for h in event.block_hashes:
+        for h in map(as_int_hash, event.block_hashes):
             self.num_removed += 1
             if h not in self.copies:
                 self.unknown_removed += 1
