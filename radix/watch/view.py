@@ -4,9 +4,8 @@
 radix/traces/kv_events.py's `rebuild_block_view` does (a hash stays cached until its last copy
 is removed), one batch at a time, and keeps a children index: parent hash -> (token ids, extra
 key, LoRA) -> hash. `overlap(tokens)` walks it as Dynamo's KV router scores a worker: how many
-of the prompt's full blocks, from the start, the worker holds. `runs()` is that index as a radix
-tree (chains of single children merged). Hashes are ints (bytes hashes: their low 64 bits).
-Leaves out: hybrid-model groups (group_idx ignored).
+of the prompt's full blocks, from the start, the worker holds. `runs()`: that index as a radix
+tree. Bytes hashes are keyed by their low 64 bits. Leaves out: hybrid-model groups (group_idx).
 """
 
 from __future__ import annotations
