@@ -21,6 +21,7 @@ import zmq
 from engine.kv_publisher import ZmqEventPublisher
 from radix.blocks.kv_events import EventBatch
 from radix.events import AllBlocksCleared, BlockRemoved, BlockStored
+from radix.traces import load_trace
 from radix.traces.kv_events import load_kv_events, rebuild_block_view
 from radix.watch.recording import Recorder, read_recording, replay_recording
 from radix.watch.subscriber import Endpoint, Watcher, parse_endpoint
@@ -212,6 +213,8 @@ def test_a_recording_reads_back_with_its_seqs_and_times(publisher):
     assert stream.cache.copies == live and stream.incomplete_since is None
     gap = replay_recording([r for r in records if r.seq != 2])
     assert next(iter(gap.values())).incomplete_since == 2  # a gap in the file reads as lost
+    trace = load_trace(out.getvalue())  # the Trace debugger opens the recording as it is
+    assert trace.format == "kv_events" and [b.ts for b in trace.batches] == [b.ts for b in batches]
 
 
 def test_vllm_and_sglang_payloads_both_apply():

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from hashlib import sha256
 from typing import Any
 
-from msgpack import Packer
+from msgpack import packb
 
 HASH_ALGOS = ("radixlens", "vllm-sha256", "vllm-sha256-cbor")
 VLLM_NONE_HASH_SEED = "vllm-none-hash"  # vLLM's seed when PYTHONHASHSEED is not set
@@ -29,9 +29,9 @@ VLLM_NONE_HASH_SEED = "vllm-none-hash"  # vLLM's seed when PYTHONHASHSEED is not
 # The parent of block 0 in "radixlens" mode (vLLM's own modes derive theirs from a seed).
 NONE_HASH: bytes = sha256(b"radixlens NONE_HASH").digest()
 
-# One reusable packer: msgpack.packb builds a new Packer per call, a third of the hashing time.
-# NOTE: not thread-safe; the caches are single-threaded.
-_pack = Packer().pack
+# Extra keys are packed once per request (rarely), so msgpack.packb's fresh Packer per call costs
+# nothing and keeps hashing safe for the engine's replica threads.
+_pack = packb
 
 BlockHash = bytes  # a 32-byte sha256 digest
 _LOW64 = (1 << 64) - 1

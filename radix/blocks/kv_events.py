@@ -135,8 +135,10 @@ def decode_batch(data: bytes) -> EventBatch:
 
 
 def batch_from_wire(raw: Any, where: str = "batch") -> EventBatch:
-    """An EventBatch from its decoded array [ts, events] or [ts, events, rank]."""
-    if not isinstance(raw, list | tuple) or len(raw) not in (2, 3):
+    """An EventBatch from its decoded array [ts, events] or [ts, events, rank]; trailing items
+    are ignored, as vLLM's array_like decoder ignores them (radix watch recordings append the
+    sequence number, the receive time and the source there)."""
+    if not isinstance(raw, list | tuple) or len(raw) < 2:
         got = f"{len(raw)} items" if isinstance(raw, list | tuple) else _type(raw)
         raise ValueError(f"{where}: expected [ts, events] or [ts, events, dp_rank], got {got}")
     ts, events = raw[0], raw[1]
@@ -147,7 +149,7 @@ def batch_from_wire(raw: Any, where: str = "batch") -> EventBatch:
                          f"±{MAX_TS:.0e} s")
     if not isinstance(events, list | tuple):
         raise ValueError(f"{where}: field 'events': expected a list, got {_type(events)}")
-    rank = raw[2] if len(raw) == 3 else None
+    rank = raw[2] if len(raw) >= 3 else None
     if rank is not None and (not _is_int(rank) or not 0 <= rank < 2**31):
         raise ValueError(f"{where}: field 'data_parallel_rank': expected null or an int "
                          f">= 0, got {rank!r:.40}")
