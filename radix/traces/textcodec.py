@@ -5,6 +5,8 @@ a whitespace run), and maps each piece to a stable id: BLAKE2b of its UTF-8 byte
 [FIRST_PIECE_ID, 2**30). The same text gives the same ids on every machine and in every process,
 and a text that extends another text word by word extends its ids, so prefixes are shared the way
 a real tokenizer would share them. `apply_chat_template` is ChatML (the SmolLM2 / Qwen format).
+The codec remembers at most MAX_SEEN pieces for `decode` (the default codec lives as long as the
+process, which may load many traces); later pieces still encode, and decode as `<?id>`.
 Leaves out: BPE merges (one id per word, so counts run ~25% below a real tokenizer's), and any
 real model's vocabulary: pass the engine's HF tokenizer to the trace loaders for real ids.
 """
@@ -19,6 +21,7 @@ IM_END = 2  # <|im_end|>
 FIRST_PIECE_ID = 16  # ids below are reserved for special tokens
 VOCAB_SPACE = 1 << 30  # piece ids lie in [FIRST_PIECE_ID, VOCAB_SPACE)
 SPECIAL = {IM_START: "<|im_start|>", IM_END: "<|im_end|>"}
+MAX_SEEN = 1 << 18  # pieces a codec remembers for decode (~30 MB at most)
 
 # Every character is \w, \s or neither, so the pieces always concatenate back to the text.
 _PIECE = re.compile(r"\s?\w+|\s?[^\w\s]|\s+(?!\S)|\s+")
@@ -52,14 +55,17 @@ class TextCodec:
     (3, 'the cat sat')
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_seen: int = MAX_SEEN) -> None:
         self._seen: dict[int, str] = dict(SPECIAL)
+        self.max_seen = max_seen  # pieces remembered for decode, at most
 
     def encode(self, text: str) -> list[int]:
-        ids = []
+        """Ids of the pieces of `text` (valid Unicode: a lone surrogate raises ValueError)."""
+        ids, seen = [], self._seen
         for piece in pieces(text):
             pid = piece_id(piece)
-            self._seen.setdefault(pid, piece)
+            if len(seen) < self.max_seen:
+                seen.setdefault(pid, piece)
             ids.append(pid)
         return ids
 
