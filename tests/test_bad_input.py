@@ -269,3 +269,17 @@ def test_python_m_radix_prints_one_line(name, command):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
+
+
+def test_cli_out_of_memory_is_one_line(monkeypatch, capsys):
+    """A MemoryError (the scheduler's 'no KV slot left', or a real one) is one line, exit 2."""
+    import radix.cli.compare as compare_cli
+
+    def boom(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(compare_cli, "compare", boom)
+    code, out, err = _cli(["compare", str(BAD / "crlf.jsonl")], capsys)
+    assert code == 2 and out == ""
+    assert err == f"error: {BAD / 'crlf.jsonl'}: out of memory: try a smaller trace or a " \
+                  "smaller --capacity\n"

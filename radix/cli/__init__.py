@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (InputError, ValueError, OSError) as exc:
         message = str(exc)
-    except MemoryError:
-        message = "out of memory; try a smaller trace or a smaller --capacity"
+    except MemoryError as exc:  # a real one has no text; the scheduler's says which pool
+        message = f"out of memory: {str(exc) or 'try a smaller trace or a smaller --capacity'}"
     if path and str(path) not in message:
         message = f"{path}: {message}"  # name the file as well as the line and field
     print(f"error: {one_line(message)}", file=sys.stderr)
