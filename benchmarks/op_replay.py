@@ -3,9 +3,12 @@
 A seeded workload in the op format of `python -m radix replay`: requests over 16 shared system
 prompts (start, extend, unfinished, decode x 1-8, finished; up to 8 running), raw inserts,
 matches and evictions, in a pool small enough to evict. Each size is parsed,
-then replayed with the checks off, with the default cadence, and (small sizes, or --every-op)
-with check_invariants after every op. Prints JSON, then a table. Not part of the test run.
+then replayed with the checks off, with the default cadence, and (up to --every-op-max ops) with
+check_invariants after every op (main's cadence). --break-at F corrupts the cache at op F x size
+(evictable_size_ + 1) to time how long narrowing the failure down to that op takes.
+Prints JSON, then a table. Not part of the test run.
 Usage: python benchmarks/op_replay.py [--sizes 5000,10000,100000,1000000] [--every-op-max N]
+       [--break-at 0.9]
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from radix.runs import ops as run_ops  # noqa: E402
 from radix.runs.ops import replay_ops  # noqa: E402
 from radix.traces.limits import TraceLimits  # noqa: E402
 from radix.traces.ops import parse_ops  # noqa: E402
@@ -66,11 +70,31 @@ def make_ops(num_ops: int, seed: int = 0, capacity: int | None = None) -> str:
     return "\n".join(json.dumps(row, separators=(",", ":")) for row in lines[: num_ops + 1])
 
 
+RUN = run_ops.OpRunner.run
+
+
 def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
-def measure(num_ops: int, every_op: bool) -> dict:
+def break_at(index: int) -> None:
+    """Make the op at `index` (and every replay of it) leave evictable_size_ one too high."""
+    run = run_ops.OpRunner.run
+
+    def broken(self, op):
+        out = run(self, op)
+        self._ops_run = getattr(self, "_ops_run", 0) + 1
+        if self._ops_run == index + 1:
+            self.cache.evictable_size_ += 1
+        return out
+
+    run_ops.OpRunner.run = broken
+
+
+def measure(num_ops: int, every_op: bool, broken: float | None) -> dict:
+    if broken is not None:
+        run_ops.OpRunner.run = RUN
+        break_at(int(num_ops * broken))
     text = make_ops(num_ops)
     t0 = time.perf_counter()
     trace = parse_ops(text, LIMITS)
@@ -96,16 +120,20 @@ def main() -> None:
     ap.add_argument("--sizes", default="5000,10000,100000,1000000")
     ap.add_argument("--every-op-max", type=int, default=10_000,
                     help="also time a check after every op up to this many ops")
+    ap.add_argument("--break-at", type=float, default=None,
+                    help="corrupt the cache at this fraction of the ops (times the narrowing)")
     args = ap.parse_args()
-    rows = [measure(int(s), int(s) <= args.every_op_max) for s in args.sizes.split(",")]
+    rows = [measure(int(s), int(s) <= args.every_op_max, args.break_at)
+            for s in args.sizes.split(",")]
     print(json.dumps({"rows": rows}, indent=1))
     print(f"\n{'ops':>10}{'MB':>7}{'parse s':>9}{'no check s':>12}{'default s':>11}"
-          f"{'checks':>8}{'every op s':>12}{'nodes':>8}{'peak MB':>9}")
+          f"{'checks':>8}{'every op s':>12}{'nodes':>9}{'peak MB':>9}{'bad line':>10}")
     for r in rows:
         every = f"{r['every_op_s']:.2f}" if "every_op_s" in r else "-"
         print(f"{r['ops']:>10,}{r['bytes'] / 2**20:>7.1f}{r['parse_s']:>9.2f}"
               f"{r['unchecked_s']:>12.2f}{r['checked_s']:>11.2f}{r['num_checks']:>8,}"
-              f"{every:>12}{r['num_nodes']:>8,}{r['peak_rss_mb']:>9,}")
+              f"{every:>12}{r['num_nodes']:>9,}{r['peak_rss_mb']:>9,}"
+              f"{r['first_bad_line'] or '-':>10}")
 
 
 if __name__ == "__main__":

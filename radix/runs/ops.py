@@ -6,9 +6,9 @@ SGLang's scheduler goes: start = match_prefix + inc_lock_ref; extend = slots for
 tokens (evicting when short); decode = a slot for the previous token, then the new token;
 unfinished / finished = cache_unfinished_req / cache_finished_req. A runtime error (a lock on
 a node that is gone, no slots left) is an OpTraceError naming the op's line and field.
-Checking: `replay_ops` runs check_invariants every few ops (about nodes / CHECK_RATIO, so the
-checks cost O(1) node visits per op) and after the last; a failed check is narrowed down to the
-first op after which the invariants fail, by replaying again. Leaves out: batching.
+Checking: `replay_ops` runs check_invariants once every `nodes` ops (a check walks every node,
+so checking costs about one node visit per op) and after the last; a failed check is narrowed
+down to the first op after which the invariants fail, by replaying again. Leaves out: batching.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from radix.tree.key import RadixKey
 from radix.tree.radix_cache import RadixCache
 
 UNBOUNDED = 2**40
-CHECK_RATIO = 4  # default cadence: a full check (O(nodes)) once every nodes / CHECK_RATIO ops
-NARROW_POINTS = 32  # checks per pass when narrowing a failed window down to its first bad op
+CHECK_OPS_PER_NODE = 1  # default cadence: one full check (it walks every node) per this many
+# ops per node, so the checks cost about one node visit per op and a replay stays linear
+NARROW_POINTS = 16  # checks per pass when narrowing a failed window down to its first bad op
 # the field a runtime error is blamed on, per op (see OpRunner.run)
 BLAME = {"insert": "tokens", "match": "tokens", "lock": "node", "unlock": "node",
          "evict": "num_tokens", "start": "rid", "extend": "num_tokens", "decode": "rid",
@@ -177,8 +178,8 @@ class OpRunner:
 def replay_ops(trace: OpTrace, sink: EventSink | None = None, check: bool = True,
                check_every: int | None = None) -> ReplayResult:
     """Runs every op. With check=True, check_invariants runs after every `check_every` ops
-    (None: every nodes / CHECK_RATIO ops, at least every op while the tree has < 8 nodes) and
-    after the last; the first failure is narrowed down to its op (`first_bad_line`).
+    (None: every `nodes` x CHECK_OPS_PER_NODE ops, so every op while the tree is just the root)
+    and after the last; the first failure is narrowed down to its op (`first_bad_line`).
 
     subtle: a break that heals itself before the next check is not seen (check_every=1 sees
     every op); narrowing assumes a break lasts until the check that found it.
@@ -200,7 +201,7 @@ def replay_ops(trace: OpTrace, sink: EventSink | None = None, check: bool = True
         out.num_checks += 1
         problem = _problem(runner.cache)
         if problem is None:
-            good, due = i, check_every or max(1, _num_nodes(runner.cache) // CHECK_RATIO)
+            good, due = i, check_every or max(1, _num_nodes(runner.cache) * CHECK_OPS_PER_NODE)
             continue
         out.first_bad_index, out.violation = _narrow(trace, good, i, problem)
         out.first_bad_line = trace.ops[out.first_bad_index].line
@@ -223,8 +224,9 @@ def _narrow(trace: OpTrace, good: int, bad: int, violation: str) -> tuple[int, s
     """The first op index in (good, bad] after which the invariants fail, and the failure.
 
     Each pass replays the trace afresh (no sink) up to `good`, then checks NARROW_POINTS evenly
-    spaced ops of the window: the window shrinks NARROW_POINTS-fold a pass, so a 1 M-op trace
-    takes a few passes, each as long as one replay without checks.
+    spaced ops of the window: the window shrinks NARROW_POINTS-fold a pass. A window of W ops
+    takes log16(W) passes, each about one replay without checks plus 16 checks: only a broken
+    cache pays this (minutes for a failure late in a 1 M-op trace).
     """
     while bad - good > 1:
         runner = OpRunner(trace)

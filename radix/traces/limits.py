@@ -68,7 +68,7 @@ class Tally:
         self.tokens = 0  # prompt tokens (op traces: the tokens of every op's lists)
         self.output_tokens = 0  # output tokens
 
-    def add_request(self, line: int, prompt_tokens: int, output_tokens: int,
+    def add_request(self, line: int | None, prompt_tokens: int, output_tokens: int,
                     prompt_field: str = "tokens", output_field: str = "output_len") -> None:
         self.requests += 1
         self._over(self.requests, "max_requests", "requests", line, None)
@@ -84,7 +84,7 @@ class Tally:
         self.tokens += tokens
         self._over(self.tokens, "max_total_tokens", "tokens", line, token_field)
 
-    def _over(self, total: int, limit: str, what: str, line: int, key: str | None) -> None:
+    def _over(self, total: int, limit: str, what: str, line: int | None, key: str | None) -> None:
         cap = getattr(self.limits, limit)
         if total > cap:
             raise TraceError(f"the trace's {what} reach {total:,}, over the limit of {cap:,} "

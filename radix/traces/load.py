@@ -85,7 +85,10 @@ def load_trace(path_or_bytes: str | os.PathLike | bytes, *, fmt: str | None = No
 def _tally_mooncake(trace: Trace, limits: TraceLimits) -> None:
     """The totals of a Mooncake trace against `limits`, in file order (rid "mc-<line>"), so a
     refusal names the line that crossed the limit. Prompt tokens count in hash ids (units)."""
+    def line_of(rid: str) -> int | None:
+        return int(rid[3:]) if rid.startswith("mc-") and rid[3:].isdigit() else None
+
     tally = Tally(limits)
-    for r in sorted(trace.requests, key=lambda r: int(r.rid[3:])):
-        tally.add_request(int(r.rid[3:]), len(r.token_ids), r.output_len, "hash_ids",
+    for r in sorted(trace.requests, key=lambda r: line_of(r.rid) or 0):
+        tally.add_request(line_of(r.rid), len(r.token_ids), r.output_len, "hash_ids",
                           "output_length")

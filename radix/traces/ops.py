@@ -191,8 +191,5 @@ def load_ops(source: str | Path | bytes, limits: TraceLimits = DEFAULT_LIMITS) -
     """Reads and validates an op trace from a path (gzipped or not) or the bytes of one."""
     if isinstance(source, bytes):
         return parse_ops(source, limits)
-    try:
-        data, _ = read_bytes(source, limits.max_bytes)
-    except TraceError as exc:
-        raise OpTraceError(exc.message, exc.line, exc.field) from None
-    return parse_ops(data, limits)
+    with open(source, "rb") as f:
+        return parse_ops(f.read(limits.max_bytes + 1), limits)  # read_bytes caps and gunzips
