@@ -146,3 +146,17 @@ def test_runtime_errors_name_line_and_field():
     trace = parse_ops('{"op": "config", "capacity": 1}\n{"op": "insert", "tokens": [1, 2]}')
     with pytest.raises(OpTraceError, match='line 2, field "tokens": op "insert": out of KV slots'):
         replay_ops(trace)
+
+
+def test_fallback_tokenizer_stops_past_the_per_request_cap():
+    """50 pieces ("!" x 50) against a cap of 10: the codec stops at 11 ids and the line is
+    refused; the same for chat messages."""
+    data = json.dumps({"rid": "a", "text": "!" * 50, "output_len": 1}).encode()
+    with pytest.raises(TraceError, match='line 1, field "text": more than 10 tokens'):
+        load_trace(data, max_tokens_per_request=10)
+    data = json.dumps({"rid": "a", "messages": [{"role": "user", "content": "!" * 50}],
+                       "output_len": 1}).encode()
+    with pytest.raises(TraceError, match='field "messages": more than 10 tokens'):
+        load_trace(data, max_tokens_per_request=10)
+    from radix.traces import textcodec
+    assert len(textcodec.encode("!" * 50, max_ids=11)) == 11

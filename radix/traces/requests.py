@@ -124,13 +124,25 @@ def _prompt(obj: dict, key: str, line: int, tokenize: Callable[[str], list[int]]
         if len(value) > MAX_TEXT_CHARS:
             raise TraceError(f"text longer than {MAX_TEXT_CHARS:,} characters", line, key)
         check_text(value, line, key)
-        ids = as_int_list(list((tokenize or textcodec.encode)(value)), line, key, max_tokens)
+        raw = tokenize(value) if tokenize else textcodec.encode(value, max_tokens + 1)
+        ids = as_int_list(_capped(raw, max_tokens, line, key), line, key, max_tokens)
     else:
         messages = _messages(value, line)
-        template = chat_template or textcodec.apply_chat_template
-        ids = as_int_list(list(template(messages)), line, key, max_tokens)
+        raw = (chat_template(messages) if chat_template
+               else textcodec.apply_chat_template(messages, max_tokens + 1))
+        ids = as_int_list(_capped(raw, max_tokens, line, key), line, key, max_tokens)
     if not ids:
         raise TraceError("the prompt is empty (0 tokens)", line, key)
+    return ids
+
+
+def _capped(ids: Any, max_tokens: int, line: int, key: str) -> list:
+    """The tokenizer's ids as a list, refused past `max_tokens` (the fallback codec stops one
+    past it, so the count is only known to be larger)."""
+    ids = list(ids)
+    if len(ids) > max_tokens:
+        raise TraceError(f"more than {max_tokens:,} tokens, over the cap (max_tokens_per_request)",
+                         line, key)
     return ids
 
 

@@ -59,26 +59,31 @@ class TextCodec:
         self._seen: dict[int, str] = dict(SPECIAL)
         self.max_seen = max_seen  # pieces remembered for decode, at most
 
-    def encode(self, text: str) -> list[int]:
-        """Ids of the pieces of `text` (valid Unicode: a lone surrogate raises ValueError)."""
+    def encode(self, text: str, max_ids: int | None = None) -> list[int]:
+        """Ids of the pieces of `text` (valid Unicode: a lone surrogate raises ValueError); at
+        most `max_ids` of them, so a caller with a cap stops early on a huge text."""
         ids, seen = [], self._seen
-        for piece in pieces(text):
+        for match in _PIECE.finditer(text):
+            piece = match.group()
             pid = piece_id(piece)
             if len(seen) < self.max_seen:
                 seen.setdefault(pid, piece)
             ids.append(pid)
+            if max_ids is not None and len(ids) >= max_ids:
+                break
         return ids
 
     def decode(self, token_ids: list[int] | tuple[int, ...]) -> str:
         """Text of ids this codec produced; any other id shows as `<?id>`."""
         return "".join(self._seen.get(t, f"<?{t}>") for t in token_ids)
 
-    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True
-                            ) -> list[int]:
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True,
+                            max_ids: int | None = None) -> list[int]:
         """ChatML token ids: per message `<|im_start|>role\\ncontent<|im_end|>\\n`, then
         `<|im_start|>assistant\\n` when `add_generation_prompt`.
 
         Each part is encoded on its own, so the ids of turn n are a prefix of turn n + 1's.
+        With `max_ids`, stops once past it (the caller refuses the prompt).
 
         >>> codec = TextCodec()
         >>> ids = codec.apply_chat_template([{"role": "user", "content": "hi"}])
@@ -88,7 +93,9 @@ class TextCodec:
         ids: list[int] = []
         for message in messages:
             ids += [IM_START, *self.encode(message["role"] + "\n")]
-            ids += [*self.encode(message["content"]), IM_END, *self.encode("\n")]
+            ids += [*self.encode(message["content"], max_ids), IM_END, *self.encode("\n")]
+            if max_ids is not None and len(ids) > max_ids:
+                return ids
         if add_generation_prompt:
             ids += [IM_START, *self.encode("assistant\n")]
         return ids
@@ -97,18 +104,18 @@ class TextCodec:
 default_codec = TextCodec()  # shared by the trace loaders; holds the pieces seen for decode
 
 
-def encode(text: str) -> list[int]:
+def encode(text: str, max_ids: int | None = None) -> list[int]:
     """`default_codec.encode`.
 
-    >>> encode("a b") == encode("a") + encode(" b")
-    True
+    >>> encode("a b") == encode("a") + encode(" b"), len(encode("a b c d", max_ids=2))
+    (True, 2)
     """
-    return default_codec.encode(text)
+    return default_codec.encode(text, max_ids)
 
 
-def apply_chat_template(messages: list[dict]) -> list[int]:
+def apply_chat_template(messages: list[dict], max_ids: int | None = None) -> list[int]:
     """`default_codec.apply_chat_template` with the generation prompt."""
-    return default_codec.apply_chat_template(messages)
+    return default_codec.apply_chat_template(messages, max_ids=max_ids)
 
 
 def decode(token_ids: list[int] | tuple[int, ...]) -> str:
