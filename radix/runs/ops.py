@@ -2,10 +2,11 @@
 
 Raw ops call the cache directly; with no allocator (no capacity, no request op) an insert
 without a value stores its token ids as values, as SGLang's tests do. Request ops go the way
-SGLang's scheduler goes: start = match_prefix + inc_lock_ref; extend = slots for the next prompt
-tokens (evicting when short); decode = a slot for the previous token, then the new token;
-unfinished / finished = cache_unfinished_req / cache_finished_req. A runtime error (a lock on
-a node that is gone, no slots left) is an OpTraceError naming the op's line and field.
+SGLang 0.5.23's scheduler goes: start = match_prefix of all tokens but the last (one is always
+computed, for its logits) + inc_lock_ref; extend = slots for the next prompt tokens (evicting the
+shortfall); decode = a slot for the previous token, then the new token; unfinished / finished =
+cache_unfinished_req / cache_finished_req (0.5.23's checkpoint / release_kv_cache). A runtime
+error (a lock on a node that is gone, no slots left) is an OpTraceError naming line and field.
 Checking: `replay_ops` runs check_invariants once every `nodes` ops (a check walks every node,
 so checking costs about one node visit per op) and after the last; a failed check is narrowed
 down to the first op after which the invariants fail, by replaying again. Leaves out: batching.
@@ -135,7 +136,10 @@ class OpRunner:
             raise ValueError(f"request {a['rid']!r} is already running")
         req = Req(a["rid"], list(a["tokens"]), extra_key=a.get("extra_key"),
                   cache_salt=a.get("cache_salt"), priority=a.get("priority", 0))
-        m = self.cache.match_prefix(_key(a), rid=req.rid)
+        # SGLang matches all but the last token: it is always computed, for its logits
+        key = RadixKey(a["tokens"][: len(a["tokens"]) - 1], a.get("extra_key"),
+                       a.get("cache_salt"))
+        m = self.cache.match_prefix(key, rid=req.rid)
         req.prefix_indices, req.cache_protected_len = list(m.slot_ids), m.prefix_len
         req.slot_ids, req.fill_ids = list(m.slot_ids), req.origin_input_ids[: m.prefix_len]
         req.last_node = m.last_node

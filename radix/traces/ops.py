@@ -7,8 +7,9 @@ one op a line:
   lock {node} | lock {tokens}   unlock {node}   evict {num_tokens}
   start {rid, tokens, extra_key?, cache_salt?, priority?}   extend {rid, num_tokens?}
   decode {rid, token}   unfinished {rid, chunked?}   finished {rid, is_insert?}
-Validation names the line and field; nothing is evaluated; at most `TraceLimits.max_ops` ops and
-`max_total_tokens` tokens in all lists. Execution: radix/runs/ops.py.
+`start` matches tokens[:-1], as SGLang (the last token is always computed). Validation names the
+line and field; nothing is evaluated; at most `TraceLimits.max_ops` ops and `max_total_tokens`
+tokens in all lists. Execution: radix/runs/ops.py.
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def _check_node(cache: Any, node: TreeNode, ps: int) -> None:
     if node is not cache.root_node:
         if len(node.key) == 0 or len(node.key) % ps:
             fail(f"key length {len(node.key)} is not a positive multiple of page {ps}")
-        expected = cache._held.get(node, 0) + sum(c.lock_ref for c in node.children.values())
+        expected = node.locks_held + sum(c.lock_ref for c in node.children.values())
         if node.lock_ref != expected:
             fail(f"lock_ref {node.lock_ref} != locks held here and below ({expected})")
     for ck, child in node.children.items():
@@ -167,6 +167,3 @@ def _check_totals(cache: Any, reachable, leaves, evictable: int, protected: int)
     problem = cache._leaves.check()
     if problem:
         raise InvariantError(problem)
-    for node in cache._held:
-        if cache._nodes.get(node.id) is not node and node is not cache.root_node:
-            raise InvariantError(f"a lock is held on node {node.id}, which is not live")
