@@ -96,7 +96,7 @@ REFUSED = {
     "ops_policy_config_bad.jsonl": (1, "policy_config", "protected_threshold"),
     "ops_too_many.jsonl.gz": (1_048_578, None, "limit of 1,048,576 ops allows (max_ops)"),
     "md_op_name.jsonl": (2, "op", "unknown op '![x](http://attacker.example"),
-    # KV-event recordings: only the ones whose checks stand today (the rest: PENDING_H1)
+    # KV-event recordings
     "kv_truncated.msgpack": (None, None, "batch 2 (byte 123): truncated msgpack"),
     "kv_junk.msgpack": (None, None, "not a msgpack EventBatch stream"),
     "kv_ts_string.msgpack": (None, "ts", "expected a number"),
@@ -104,24 +104,19 @@ REFUSED = {
     "kv_missing_events.jsonl": (1, "events", "missing"),
     "kv_hash_string.jsonl": (1, "block_hashes", "expected an int hash"),
     "kv_deep_nesting.jsonl": (2, None, "nested deeper than 32"),
-    "kv_deep_nesting.msgpack": (None, None, "batch 2 (byte 12)"),
-    "md_kv_type.jsonl": (2, "type", f"unknown event type '{MD}'"),
+    "kv_deep_nesting.msgpack": (None, None, "batch 2 (byte 12): msgpack nested deeper"),
+    "md_kv_type.jsonl": (2, "type", "unknown event type '![x](http://attacker.example/p.png)"),
+    "kv_ts_huge.jsonl": (1, "ts", "9999999999"),
+    "kv_ts_huge.msgpack": (None, "ts", "18446744073709551615 is not a finite time"),
+    "kv_ts_nan.jsonl": (1, "ts", "nan is not a finite time"),
+    "kv_type_list.jsonl": (1, "type", "unknown event type ['BlockStored']"),
+    "kv_block_hashes_int.jsonl": (1, "block_hashes", "expected a list of hashes, got int"),
+    "kv_block_size_string.jsonl": (1, "block_size", "expected an int, got str"),
+    "kv_block_size_negative.jsonl": (1, "block_size", "-2 is outside 1..2147483648"),
+    "kv_hash_2e200.jsonl": (1, "block_hashes", "is outside [-2**63, 2**64)"),
+    "kv_token_ids_string.jsonl": (1, "token_ids", "expected a list of token ids, got str"),
+    "kv_map_list_key.msgpack": (None, None, "a msgpack map has a key that is a list"),
 }
-# KV-event files the issue lists that radix/traces/kv_events.py accepts or crashes on today; H1
-# (msgspec loader) owns them: (line, field). strict: an XPASS says "drop the mark".
-PENDING_H1 = {
-    "kv_ts_huge.jsonl": (1, "ts"),
-    "kv_ts_huge.msgpack": (None, "ts"),
-    "kv_ts_nan.jsonl": (1, "ts"),
-    "kv_type_list.jsonl": (1, "type"),
-    "kv_block_hashes_int.jsonl": (1, "block_hashes"),
-    "kv_block_size_string.jsonl": (1, "block_size"),
-    "kv_block_size_negative.jsonl": (1, "block_size"),
-    "kv_hash_2e200.jsonl": (1, "block_hashes"),
-    "kv_token_ids_string.jsonl": (1, "token_ids"),
-    "kv_map_list_key.msgpack": (None, None),
-}
-CLI_PENDING_H1 = {"kv_ts_huge.jsonl", "kv_map_list_key.msgpack"}  # a traceback in the CLI today
 # Op traces that load and fail while replaying: (line, field, words)
 REPLAY_FAILS = {
     "ops_lock_missing_node.jsonl": (2, "node", 'op "lock": no live node 7'),
@@ -140,18 +135,11 @@ LOADS = {
     "ops_u2028.jsonl": ("ops", 5, None),
     "md_op_rid_ok.jsonl": ("ops", 4, None),
 }
-ALL = {**REFUSED, **PENDING_H1, **REPLAY_FAILS, **LOADS}
+ALL = {**REFUSED, **REPLAY_FAILS, **LOADS}
 
 
 def _is_ops(name: str) -> bool:
     return name.startswith(("ops_", "md_op_"))
-
-
-def _pending(name: str, cli: bool = False):
-    if name in (CLI_PENDING_H1 if cli else PENDING_H1):
-        return pytest.param(name, marks=pytest.mark.xfail(
-            strict=True, reason="H1 owns radix/traces/kv_events.py (range and type checks)"))
-    return name
 
 
 def test_every_file_is_tested_and_listed_in_the_readme():
@@ -173,14 +161,6 @@ def test_refused_file_names_line_and_field(name):
     assert "\n" not in str(err) and str(err).isprintable()
     if line is not None:
         assert str(err).startswith(f"line {line}") or f"line {line}:" in str(err)
-
-
-@pytest.mark.parametrize("name", [_pending(n) for n in sorted(PENDING_H1)])
-def test_kv_file_refused(name):
-    line, field = PENDING_H1[name]
-    with pytest.raises(TraceError) as info:
-        load_trace(BAD / name)
-    assert info.value.line == line and (field is None or field in (info.value.field or ""))
 
 
 @pytest.mark.parametrize("name", sorted(REPLAY_FAILS))
@@ -226,15 +206,15 @@ def _commands(name: str) -> list[str]:
     return ["replay", "compare"] if _is_ops(name) else ["compare", "simulate", "configs"]
 
 
-@pytest.mark.parametrize("name", [_pending(n, cli=True) for n in sorted(ALL)])
+@pytest.mark.parametrize("name", sorted(ALL))
 def test_cli_gives_one_line_or_the_result(name, capsys):
     """Every corpus file through every command that reads it: exit 2 with one `error:` line
     naming the file (and line and field), or exit 0; an exception would fail this test."""
     path = str(BAD / name)
     for command in _commands(name):
         code, out, err = _cli([command, path], capsys)
-        fails = (name in REFUSED or name in PENDING_H1 or name in REPLAY_FAILS
-                 or (command == "compare" and _is_ops(name)) or name.startswith("kv_"))
+        fails = (name in REFUSED or name in REPLAY_FAILS
+                 or (command == "compare" and _is_ops(name)))
         if not fails:
             assert (code, err) == (0, ""), (command, err)
             assert out

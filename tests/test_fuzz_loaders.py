@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import msgpack
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -202,8 +201,6 @@ def msgpack_stream(draw) -> bytes:
     return b"".join(pack(x, packer) for x in items)
 
 
-@pytest.mark.xfail(strict=True, reason="H1 owns radix/traces/kv_events.py: a msgpack map with a "
-                   "list key (TypeError), a KV ts of 10**400 (OverflowError) escape today")
 @SETTINGS
 @given(jsonl(kv_line) | msgpack_stream())
 @example(b"\x93\x00\x91\x81\x91\x00\x00\xc0")  # [0, [{[0]: 0}], nil]: a map with a list key
