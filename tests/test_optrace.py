@@ -58,10 +58,10 @@ def test_non_utf8_and_runtime_errors_are_clear():
     with pytest.raises(OpTraceError, match="not UTF-8"):
         parse_ops(b'{"op": "insert", "tokens": [1]}\n\xff\xfe')
     trace = parse_ops('{"op": "insert", "tokens": [1, 2]}\n{"op": "unlock", "node": 1}')
-    with pytest.raises(OpTraceError, match='line 2, op "unlock": .*holds no lock'):
+    with pytest.raises(OpTraceError, match='line 2, field "node": op "unlock": .*holds no lock'):
         replay_ops(trace)
     trace = parse_ops('{"op": "decode", "rid": "zz", "token": 1}')
-    with pytest.raises(OpTraceError, match="no running request 'zz'"):
+    with pytest.raises(OpTraceError, match='line 1, field "rid": .*no running request \'zz\''):
         replay_ops(trace)
 
 
@@ -82,7 +82,7 @@ def test_cli_replay_text_json_and_bad_file(tmp_path, capsys):
     bad.write_text('{"op": "insert", "tokens": [1]}\n{"op": "evict", "num_tokens": -3}\n')
     assert main(["replay", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert 'line 2, op "evict"' in err and "Traceback" not in err
+    assert 'line 2, field "num_tokens": op "evict"' in err and "Traceback" not in err
     assert main(["replay", str(tmp_path / "missing.jsonl")]) == 2
 
 
