@@ -1,7 +1,7 @@
 """Our block cache against vLLM 0.33's own, in one process: per request hashing, lookup,
 allocate and free.
 
-Workload (benchmarks/blocks_ops.py's): 20,000 requests, 4,096 blocks of 16 tokens, 16 running at
+Workload: 20,000 requests, 4,096 blocks of 16 tokens, 16 running at
 once (the oldest is freed when a 17th starts); a prompt = one of 16 system prompts (1,024
 tokens) + one of 256 shared contexts (512-1,024) + its own 200-600 tokens, ~137 blocks.
 vLLM's side is its real kv_cache_utils.py (the request block hasher, sha256 over pickle),
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import random
 import statistics
 import sys
 import time
@@ -25,12 +26,25 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.blocks_ops import make_requests  # noqa: E402
 from radix.blocks.manager import BlockCacheManager  # noqa: E402
 from radix.blocks.pool import BlockPool  # noqa: E402
 from radix.request import Req  # noqa: E402
 
 OPS = ("hashing", "lookup", "allocate", "free")
+
+
+def make_requests(n: int, seed: int) -> list[Req]:
+    rng = random.Random(seed)
+    systems = [list(range(s * 2000, s * 2000 + 1024)) for s in range(16)]
+    contexts = [list(range(100_000 + c * 2000, 100_000 + c * 2000 + rng.randint(512, 1024)))
+                for c in range(256)]
+    reqs = []
+    for i in range(n):
+        c = rng.randrange(256)
+        own = 1_000_000 + i * 1000
+        tokens = systems[c % 16] + contexts[c] + list(range(own, own + rng.randint(200, 600)))
+        reqs.append(Req(f"r{i}", tokens))
+    return reqs
 
 
 def run_ours(prompts: list[list[int]], num_blocks: int, running: int) -> dict[str, list[int]]:

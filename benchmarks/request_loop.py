@@ -1,6 +1,6 @@
 """Our RadixCache against SGLang's own, in one process: per call and the whole request loop.
 
-Workload (the customer-support shape of benchmarks/radix_ops.py): a 2,055-token shared prefix,
+Workload (a customer-support agent): a 512 + 1,543 = 2,055-token shared prefix,
 300 users in growing conversations, 20,000 requests, KV capacity 100,000 tokens so eviction
 fires. Each request, on both sides: build the key, match_prefix, inc_lock_ref, evict the
 shortfall when the pool is short, allocate the new slots, insert prompt + reply, free the
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import random
 import statistics
 import sys
 import time
@@ -28,7 +29,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.radix_ops import Workload  # noqa: E402
 from radix.allocator import SlotAllocator  # noqa: E402
 from radix.tree.key import RadixKey  # noqa: E402
 from radix.tree.radix_cache import RadixCache  # noqa: E402
@@ -36,6 +36,36 @@ from radix.tree.radix_cache import RadixCache  # noqa: E402
 CALLS = ("key", "match_prefix", "inc_lock_ref", "evict", "alloc", "slots", "insert", "free",
          "dec_lock_ref")
 TREE_CALLS = ("match_prefix", "inc_lock_ref", "evict", "insert", "dec_lock_ref")
+
+
+class Workload:
+    """Deterministic conversations over one shared prefix; token ids never collide."""
+
+    def __init__(self, num_users: int, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.next_tok = 100_000
+        self.prefix = self.take(512) + self.take(1543)
+        self.users = [self.new_conversation() for _ in range(num_users)]
+
+    def take(self, n: int) -> list[int]:
+        out = list(range(self.next_tok, self.next_tok + n))
+        self.next_tok += n
+        return out
+
+    def new_conversation(self) -> dict:
+        return {"context": list(self.prefix), "turns_left": self.rng.randint(2, 10)}
+
+    def next_request(self) -> tuple[list[int], list[int]]:
+        """(prompt, reply) of the next turn of a random user."""
+        u = self.rng.randrange(len(self.users))
+        conv = self.users[u]
+        if conv["turns_left"] == 0:
+            conv = self.users[u] = self.new_conversation()
+        prompt = conv["context"] + self.take(self.rng.randint(20, 120))
+        reply = self.take(self.rng.randint(40, 250))
+        conv["context"] = prompt + reply
+        conv["turns_left"] -= 1
+        return prompt, reply
 
 
 def load_sglang(root: Path):
