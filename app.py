@@ -24,6 +24,7 @@ PAGE_SPECS = [
     ("app_pages/scheduler.py", "Scheduler", "scheduler"),
     ("app_pages/trace.py", "Trace debugger", "trace"),
     ("app_pages/configs.py", "Configurations", "configs"),
+    ("app_pages/watch.py", "Watch a server", "watch"),
 ]
 
 st.set_page_config(page_title="RadixLens", layout="wide")

@@ -156,13 +156,17 @@ def test_trace_block_view_at_the_chosen_step():
 
 
 def test_trace_mooncake_tree_folds_and_numbers_carry_units():
-    """The Mooncake excerpt ends with 83 nodes, 76 under the root. 12 children per node: 15
-    drawn, 68 folded into one box. The summary counts evictions in tokens for both caches."""
+    """The Mooncake excerpt ends with 158 nodes: SGLang 0.5.23's finish splits every finished
+    request's leaf at its prompt boundary (a prompt node and an output node; 83 nodes before
+    that change). 12 children per node: 27 drawn, the other 158 - 27 = 131 fold into one box;
+    3 per node: 7 drawn, 151 folded. The summary counts evictions in tokens for both caches."""
     at = page("trace").run()
     _upload(at, "m.jsonl", MOONCAKE.read_bytes())
     assert not at.exception and not at.error
-    assert "83 nodes: 15 drawn, 68 folded into 1 '+K more' box(es), counted in full. Coloured: " \
-        "what the step touched." in texts(at.caption)
+    assert "158 nodes: 27 drawn, 131 folded into 1 '+K more' box(es), counted in full. " \
+        "Coloured: what the step touched." in texts(at.caption)
+    at.number_input(key="trace.max_children").set_value(3).run()
+    assert any(c.startswith("158 nodes: 7 drawn, 151 folded") for c in texts(at.caption))
     summary = at.dataframe[0].value.set_index("")
     assert summary.loc["evicted"].str.contains("tokens").all()
     assert summary.loc["hit rate"].str.endswith("%").all()

@@ -1,9 +1,10 @@
 """The continuous-batching loop: waiting queue -> policy -> admission -> prefill -> decode steps.
 
-Follows SGLang's `Scheduler.get_next_batch_to_run` (managers/scheduler.py): a prefill batch when
-admission finds one (prefill first), else one batched decode step of every running request; the
-prompt of a request is inserted right after its prefill (`cache_unfinished_req`), so requests
-that arrive during its decode already hit; retraction when a decode step lacks slots. Pure
+Follows SGLang 0.5.23's `Scheduler.get_next_batch_to_run` (managers/scheduler.py): a prefill
+batch when admission finds one (prefill first), else one batched decode step of every running
+request; the prompt of a request is checkpointed right after its prefill (`cache_unfinished_req`),
+so requests that arrive during its decode already hit; each allocation evicts only the shortfall;
+retraction when a decode step lacks slots. Pure
 Python: the model is a `Runner` (docs/CONTRACTS.md), priced or real. One `step()` per call, so
 the engine's thread can drive it. Leaves out: overlap scheduling, mixed chunks, abort.
 """
@@ -21,7 +22,8 @@ from radix.sched.admission import (
     CLIP_MAX_NEW_TOKENS,
     AddReqResult,
     PrefillAdder,
-    alloc_token_slots,
+    alloc_for_decode,
+    alloc_for_extend,
     check_decode_mem,
     match_for_admission,
     retract_decode,
@@ -182,12 +184,11 @@ class Scheduler:
 
     def _run_prefill(self, adder: PrefillAdder, evicted_before: int) -> StepReport:
         reqs, prefix_lens = adder.can_run_list, []
+        self.evicted_tokens += alloc_for_extend(self.tree_cache, self.allocator, reqs,
+                                                adder.extend_lens)
         for req, extend_len in zip(reqs, adder.extend_lens):
             prefix_len = len(req.prefix_indices)
             prefix_lens.append(prefix_len)
-            slots, evicted = alloc_token_slots(self.tree_cache, self.allocator, extend_len)
-            self.evicted_tokens += evicted
-            req.slot_ids = list(req.prefix_indices) + slots  # == slot_ids[:prefix_len] + new
             if "matched_tokens" not in req.metrics:
                 req.metrics["matched_tokens"] = prefix_len
             req.metrics["prefilled_tokens"] = req.metrics.get("prefilled_tokens", 0) + extend_len
@@ -219,7 +220,7 @@ class Scheduler:
     def _run_decode(self, evicted_before: int) -> StepReport:
         cfg = self.config
         retracted: list[Req] = []
-        if not check_decode_mem(self.tree_cache, self.allocator, len(self.running)):
+        if not check_decode_mem(self.tree_cache, self.allocator, self.running):
             kept, retracted, ratio = retract_decode(self.tree_cache, self.allocator,
                                                     self.running, self.sink)
             self.running, self.new_token_ratio = kept, ratio
@@ -232,11 +233,9 @@ class Scheduler:
             self.new_token_ratio = max(self.new_token_ratio - cfg.new_token_ratio_decay,
                                        cfg.min_new_token_ratio)
         reqs = self.running
-        slots, evicted = alloc_token_slots(self.tree_cache, self.allocator, len(reqs))
-        self.evicted_tokens += evicted
-        for req, slot in zip(reqs, slots):
-            req.slot_ids.append(slot)
-            if self.shadow is not None:
+        self.evicted_tokens += alloc_for_decode(self.tree_cache, self.allocator, reqs)
+        if self.shadow is not None:
+            for req in reqs:
                 self.shadow.on_decode(req)
         out = self.runner.decode(reqs)
         now = self.clock()
