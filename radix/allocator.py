@@ -2,13 +2,17 @@
 
 The caches and the simulator use this one; `engine/kv_pool.py` implements the same three calls
 over real tensors. Deterministic: frees go to the back, allocation takes from the front.
+`RunAllocator` hands out runs of ids for compact (Mooncake) requests.
 Leaves out: paged allocation (page_size > 1 uses the same per-token ids here).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Protocol
+
+from radix.tokens import TokenRuns
 
 
 class Allocator(Protocol):
@@ -91,3 +95,82 @@ class SlotAllocator:
         if self.check:
             assert len(self._in_use) == self._num_used, "in-use set disagrees with the count"
             assert not self._in_use.intersection(self._free[self._head :]), "slot free and used"
+
+
+class RunAllocator:
+    """Slots as runs, for compact requests (radix/tokens.py): `alloc(n)` hands out one run of
+    n fresh ids as a TokenRuns, so a 40,000-token prefill is one (start, length) pair, never
+    40,000 ints. Ids are names only (never reused: the next run starts where the last ended);
+    capacity is a count, as in SlotAllocator. With check=True (the default) the ids in use are
+    kept as sorted intervals, and a free of ids not in use (or freed twice) raises.
+
+    >>> a = RunAllocator(10); a.alloc(4), a.alloc(3), a.available_size()
+    (TokenRuns([(1, 4)]), TokenRuns([(5, 3)]), 3)
+    >>> a.free(TokenRuns([(2, 2)])); a.available_size(), a.alloc(5)
+    (5, TokenRuns([(8, 5)]))
+    """
+
+    def __init__(self, size: int, check: bool = True) -> None:
+        if not isinstance(size, int) or size < 0:
+            raise ValueError(f"size must be an int >= 0, got {size!r}")
+        self.size = size
+        self.check = check
+        self._next = 1  # the next id handed out (0 is SGLang's padding slot)
+        self._num_used = 0
+        self._lo: list[int] = []  # in-use intervals [lo, hi), sorted (check mode only)
+        self._hi: list[int] = []
+
+    def available_size(self) -> int:
+        return self.size - self._num_used
+
+    @property
+    def num_used(self) -> int:
+        return self._num_used
+
+    def alloc(self, num_tokens: int) -> TokenRuns | None:
+        """One run of `num_tokens` fresh ids, or None (nothing taken) when too few are free."""
+        if not isinstance(num_tokens, int) or num_tokens < 0:
+            raise ValueError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
+        if num_tokens > self.size - self._num_used:
+            return None
+        start = self._next
+        self._next += num_tokens
+        self._num_used += num_tokens
+        if self.check and num_tokens:
+            if self._hi and self._hi[-1] == start:
+                self._hi[-1] = start + num_tokens  # fresh ids continue the last interval
+            else:
+                self._lo.append(start)
+                self._hi.append(start + num_tokens)
+        return TokenRuns([(start, num_tokens)])
+
+    def free(self, slot_ids: Sequence[int]) -> None:
+        """Returns ids (a TokenRuns or plain ints); with check on, ids not in use raise."""
+        runs = slot_ids if isinstance(slot_ids, TokenRuns) else TokenRuns.from_ids(slot_ids)
+        if self.check:
+            for start, length in runs.runs():
+                self._release(start, start + length)
+        self._num_used -= len(runs)
+
+    def _release(self, a: int, b: int) -> None:
+        i = bisect_right(self._lo, a) - 1
+        if i < 0 or self._hi[i] < b:
+            raise ValueError(f"free of slots not in use (or freed twice): {a}..{b - 1}")
+        lo, hi = self._lo[i], self._hi[i]
+        if lo == a and hi == b:
+            del self._lo[i], self._hi[i]
+        elif lo == a:
+            self._lo[i] = b
+        elif hi == b:
+            self._hi[i] = a
+        else:  # a hole in the middle: split the interval
+            self._hi[i] = a
+            self._lo.insert(i + 1, b)
+            self._hi.insert(i + 1, hi)
+
+    def check_invariants(self) -> None:
+        assert 0 <= self._num_used <= self.size, "used outside 0..size"
+        if self.check:
+            held = sum(h - lo for lo, h in zip(self._lo, self._hi))
+            assert held == self._num_used, "in-use intervals disagree with the count"
+            assert all(h <= lo for h, lo in zip(self._hi, self._lo[1:])), "intervals overlap"

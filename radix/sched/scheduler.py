@@ -5,7 +5,9 @@ admission finds one (prefill first), else one batched decode step of every runni
 prompt of a request is inserted right after its prefill (`cache_unfinished_req`), so requests
 that arrive during its decode already hit; retraction when a decode step lacks slots. Pure
 Python: the model is a `Runner` (docs/CONTRACTS.md), priced or real. One `step()` per call, so
-the engine's thread can drive it. Leaves out: overlap scheduling, mixed chunks, abort.
+the engine's thread can drive it; `step(until=t)` may fast-forward a run of decode steps in which
+nothing else can happen (a priced runner only: radix/sched/span.py), exactly as stepping one by
+one would. Leaves out: overlap scheduling, mixed chunks, abort.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from radix.sched.admission import (
     retract_decode,
 )
 from radix.sched.policy import SchedulePolicy
+from radix.sched.span import apply_span, span_length
+from radix.tokens import joined
 
 
 class StepOutput(NamedTuple):
@@ -37,6 +41,11 @@ class StepOutput(NamedTuple):
 class Runner(Protocol):
     def extend(self, reqs: list[Req], prefix_lens: list[int]) -> StepOutput: ...
     def decode(self, reqs: list[Req]) -> StepOutput: ...
+    # optional, priced runners only: run up to max_steps decode steps of `reqs` at once (each
+    # adds one token to every request), stopping after the first that ends at or past `until`;
+    # returns how many ran, having advanced the clock step by step as decode would
+    #   def decode_span(self, reqs, max_steps, until) -> int
+    #   def span_tokens(self, req, num) -> Sequence[int]   # the next num tokens of req
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,7 @@ class StepReport(NamedTuple):
     finished: list[str]
     retracted: list[str]
     evicted_tokens: int  # tokens evicted from the tree during the step
+    num_steps: int = 1  # decode steps this report stands for (a fast-forwarded span: > 1)
 
 
 class Scheduler:
@@ -136,13 +146,20 @@ class Scheduler:
         req.metrics.setdefault("prompt_tokens", len(req.origin_input_ids))
         self.waiting.append(req)
 
-    def step(self) -> StepReport:
-        """One forward: a prefill batch if admission builds one, else a decode step."""
+    def step(self, until: float | None = None) -> StepReport:
+        """One forward: a prefill batch if admission builds one, else a decode step. With
+        `until` (the next arrival's time), a run of decode steps in which no request can be
+        admitted, finish early, be retracted or evict may go at once (span.py)."""
         evicted_before = self.evicted_tokens
         adder = self._get_new_batch_prefill()
         if adder is not None and adder.can_run_list:
             return self._run_prefill(adder, evicted_before)
         if self.running:
+            if until is not None and adder is None:  # nothing waits: nothing to admit
+                start = self.clock()
+                steps = span_length(self, until)
+                if steps:
+                    return self._run_decode_span(steps, self.clock() - start)
             return self._run_decode(evicted_before)
         if adder is not None:  # waiting work, nothing running, nothing admitted: it never will be
             raise RuntimeError(f"scheduler stalled: nothing runs and no waiting request can be "
@@ -187,7 +204,7 @@ class Scheduler:
             prefix_lens.append(prefix_len)
             slots, evicted = alloc_token_slots(self.tree_cache, self.allocator, extend_len)
             self.evicted_tokens += evicted
-            req.slot_ids = list(req.prefix_indices) + slots  # == slot_ids[:prefix_len] + new
+            req.slot_ids = joined(req.prefix_indices, slots)  # == slot_ids[:prefix_len] + new
             if "matched_tokens" not in req.metrics:
                 req.metrics["matched_tokens"] = prefix_len
             req.metrics["prefilled_tokens"] = req.metrics.get("prefilled_tokens", 0) + extend_len
@@ -251,6 +268,16 @@ class Scheduler:
         return StepReport("decode", [r.rid for r in reqs], [1] * len(reqs), [0] * len(reqs),
                           out.seconds, now, finished, [r.rid for r in retracted],
                           self.evicted_tokens - evicted_before)
+
+    def _run_decode_span(self, steps: int, seconds: float) -> StepReport:
+        """`steps` decode steps at once, already priced by the runner (radix/sched/span.py)."""
+        reqs, now = self.running, self.clock()
+        apply_span(self, steps)
+        finished = [r.rid for r in reqs if self._finish_if_done(r, now)]
+        done = set(finished)
+        self.running = [r for r in reqs if r.rid not in done]
+        return StepReport("decode", [r.rid for r in reqs], [steps] * len(reqs),
+                          [0] * len(reqs), seconds, now, finished, [], 0, steps)
 
     def _finish_if_done(self, req: Req, now: float) -> bool:
         if not req.finished:

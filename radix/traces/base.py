@@ -26,6 +26,10 @@ MAX_TOKEN_ID = (1 << 31) - 1  # token ids are 0..MAX_TOKEN_ID
 MAX_OUTPUT_LEN = 1 << 20  # output_len / output_length cap
 MAX_SECONDS = 1e9  # arrival cap (about 31 years)
 MAX_DEPTH = 32  # JSON nesting cap: deeper is junk, and would recurse deeply
+# What a whole trace may expand to, checked while loading (each refusal names the limit):
+MAX_REQUESTS = 1 << 20  # requests in one trace
+MAX_TOTAL_TOKENS = 1 << 28  # prompt tokens of all requests together (real tokens, 268 M)
+MAX_TOTAL_OUTPUT_TOKENS = 1 << 28  # output tokens (output_len) of all requests together
 FORMATS = ("request", "mooncake", "kv_events", "ops")
 
 

@@ -1,13 +1,14 @@
-"""Mooncake traces (format b), loaded as a block-unit trace.
+"""Mooncake traces (format b), loaded exactly and compactly, in real tokens.
 
 Schema, a line (kvcache-ai/Mooncake FAST25-release traces):
   {"timestamp": ms since the first request, "input_length": tokens, "output_length": tokens,
    "hash_ids": [ids of 512-token blocks]}, len(hash_ids) == ceil(input_length / 512).
 Hash ids are prefix-chained: equal ids at equal positions of two requests stand for the same
-block. Expanding each id into 512 real tokens would make 62M tokens of the 3,993-request sample,
-so each id becomes ONE unit token: `Trace.token_scale` = 512, `Trace.input_lens` keeps the real
-input_length (the last block is partial), and `Trace.real_prefix_len` converts a unit count back
-into real tokens. output_len stays in real tokens. Leaves out: Mooncake's other trace columns.
+block. Hash id h becomes the 512 real tokens h*512 .. h*512+511 (the last block cut at
+input_length), held as a `TokenRuns` (radix/tokens.py): a few (start, length) runs per request,
+never one int per token, so caches and simulator run in real tokens, exactly. Limits (requests,
+tokens per request, total prompt and output tokens) are checked line by line while loading.
+Leaves out: Mooncake's other trace columns.
 """
 
 from __future__ import annotations
@@ -15,8 +16,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from radix.tokens import TokenRuns
 from radix.traces.base import (
     MAX_OUTPUT_LEN,
+    MAX_REQUESTS,
+    MAX_TOKENS_PER_REQUEST,
+    MAX_TOTAL_OUTPUT_TOKENS,
+    MAX_TOTAL_TOKENS,
     Trace,
     TraceError,
     TraceRequest,
@@ -29,23 +35,30 @@ from radix.traces.base import (
 )
 
 BLOCK_TOKENS = 512  # Mooncake's block size: one hash id stands for 512 tokens
+MAX_HASH_ID = (1 << 54) - 1  # so that every token h*512 + k fits in 63 bits
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 
 
-def load_mooncake(text: str, max_tokens: int = 1 << 20) -> Trace:
-    """Parse and validate a Mooncake trace into unit tokens (one per hash id).
+def load_mooncake(text: str, max_tokens: int = MAX_TOKENS_PER_REQUEST, *,
+                  max_requests: int = MAX_REQUESTS, max_total_tokens: int = MAX_TOTAL_TOKENS,
+                  max_total_output_tokens: int = MAX_TOTAL_OUTPUT_TOKENS) -> Trace:
+    """Parse and validate a Mooncake trace; prompts are TokenRuns of real tokens.
 
     rid is "mc-<line>"; arrival is timestamp / 1000 seconds.
 
     >>> t = load_mooncake('{"timestamp": 40, "input_length": 600, "output_length": 3, '
     ...                   '"hash_ids": [7, 8]}')
     >>> r = t.requests[0]
-    >>> r.rid, r.arrival, r.token_ids, t.input_lens, t.token_scale
-    ('mc-1', 0.04, (7, 8), [600], 512)
+    >>> r.rid, r.arrival, r.token_ids, t.input_lens
+    ('mc-1', 0.04, TokenRuns([(3584, 600)]), [600])
+    >>> hash_ids(r.token_ids)
+    [7, 8]
     """
     requests: list[TraceRequest] = []
-    input_lens: list[int] = []
+    total = total_out = 0
     for line, obj in iter_json_lines(text):
+        if len(requests) >= max_requests:
+            raise TraceError(f"more than {max_requests:,} requests (max_requests)", line)
         if not isinstance(obj, dict):
             raise TraceError(f"expected a JSON object, got {type_name(obj)}", line)
         unknown = sorted(set(obj) - set(FIELDS))
@@ -55,29 +68,48 @@ def load_mooncake(text: str, max_tokens: int = 1 << 20) -> Trace:
         input_len = as_int(need(obj, "input_length", line), line, "input_length", 1, max_tokens)
         output_len = as_int(need(obj, "output_length", line), line, "output_length", 0,
                             MAX_OUTPUT_LEN)
+        total += input_len
+        total_out += output_len
+        if total > max_total_tokens:
+            raise TraceError(f"prompts add up to {total:,} tokens by this line, more than the "
+                             f"{max_total_tokens:,} allowed (max_total_tokens)", line,
+                             "input_length")
+        if total_out > max_total_output_tokens:
+            raise TraceError(f"outputs add up to {total_out:,} tokens by this line, more than the"
+                             f" {max_total_output_tokens:,} allowed (max_total_output_tokens)",
+                             line, "output_length")
         num_blocks = math.ceil(input_len / BLOCK_TOKENS)
         raw = need(obj, "hash_ids", line)
         if isinstance(raw, list) and len(raw) != num_blocks:
             raise TraceError(f"{len(raw)} ids for input_length {input_len}; expected "
                              f"ceil({input_len} / {BLOCK_TOKENS}) = {num_blocks}", line, "hash_ids")
-        hash_ids = as_int_list(raw, line, "hash_ids", num_blocks, hi=2 ** 63 - 1)
-        requests.append(TraceRequest(f"mc-{line}", ms / 1000.0, hash_ids, output_len))
-        input_lens.append(input_len)
+        ids = as_int_list(raw, line, "hash_ids", num_blocks, hi=MAX_HASH_ID)
+        tokens = TokenRuns.from_blocks(ids, BLOCK_TOKENS, input_len)
+        requests.append(TraceRequest(f"mc-{line}", ms / 1000.0, tokens, output_len))
     if not requests:
         raise TraceError("no requests in the file")
-    order = sorted(range(len(requests)), key=lambda i: requests[i].arrival)
-    return Trace("mooncake", [requests[i] for i in order], token_scale=BLOCK_TOKENS,
-                 input_lens=[input_lens[i] for i in order])
+    requests.sort(key=lambda r: r.arrival)  # stable: equal timestamps keep file order
+    return Trace("mooncake", requests, input_lens=[len(r.token_ids) for r in requests])
+
+
+def hash_ids(tokens: TokenRuns, block_tokens: int = BLOCK_TOKENS) -> list[int]:
+    """The Mooncake hash ids a prompt was made of (its first token of each block // 512).
+
+    >>> hash_ids(TokenRuns.from_blocks([5, 1, 2], 512, 1200))
+    [5, 1, 2]
+    """
+    return [tokens[i] // block_tokens for i in range(0, len(tokens), block_tokens)]
 
 
 def block_hit_rate(requests: Iterable[TraceRequest]) -> tuple[int, int]:
     """(hit, total) block references with an unbounded prefix-chained cache: a reference hits
     when the same chain of ids up to and including it was seen in an earlier request.
 
-    An oracle for the radix tree's unit-token replay (a trie keyed by (parent, id)).
+    An oracle for replays of Mooncake traces (a trie keyed by (parent, id)).
 
-    >>> reqs = [TraceRequest("a", 0, (1, 2, 3), 1), TraceRequest("b", 0, (1, 2, 9), 1),
-    ...         TraceRequest("c", 0, (5, 2), 1)]
+    >>> reqs = [TraceRequest("a", 0, TokenRuns.from_blocks((1, 2, 3), 512, 1536), 1),
+    ...         TraceRequest("b", 0, TokenRuns.from_blocks((1, 2, 9), 512, 1536), 1),
+    ...         TraceRequest("c", 0, TokenRuns.from_blocks((5, 2), 512, 1024), 1)]
     >>> block_hit_rate(reqs)  # b hits 1, 2; c's 2 follows 5, not 1: a miss
     (2, 8)
     """
@@ -85,7 +117,7 @@ def block_hit_rate(requests: Iterable[TraceRequest]) -> tuple[int, int]:
     hit = total = 0
     for req in requests:
         node = 0
-        for block in req.token_ids:
+        for block in hash_ids(req.token_ids):
             total += 1
             child = children.get((node, block))
             if child is None:
