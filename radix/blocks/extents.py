@@ -13,7 +13,7 @@ Leaves out: block ids (blocks are counted, not named), KV events, snapshots.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, NamedTuple
 
 from radix.blocks.trie import PrefixTrie, TrieNode, Walk
@@ -42,7 +42,7 @@ class ExtentHit(NamedTuple):
 
 class EvictionMark(NamedTuple):
     pop: int  # which pop (0, 1, ...) of the pool evicted it
-    now: Any  # the caller's clock when it happened (`ExtentBlockManager.now`)
+    now: Any  # the caller's clock when it happened (`ExtentBlockManager.clock()`)
     num_blocks: int  # blocks that pop evicted in all
 
 
@@ -85,7 +85,8 @@ class ExtentBlockManager:
         self.num_cached_blocks = 0  # blocks carrying a hash (in use or free)
         self.num_evictions = 0  # hashed blocks popped for reuse (BlockPool.num_evictions)
         self.num_pops = 0
-        self.now: Any = None  # set by the caller (e.g. the simulator's step) for EvictionMarks
+        self.clock: Callable[[], Any] | None = None  # read into each EvictionMark (e.g. the
+        #                                             simulator's step and time)
         self._seq = 0
         self._head = Segment(None, 0, 0, 0, -1)  # queue sentinels
         self._tail = Segment(None, 0, 0, 0, -1)
@@ -216,7 +217,8 @@ class ExtentBlockManager:
                 lo = seg.hi - n
                 self.num_queued -= n
             if self.record_evictions:
-                seg.node.marks.append((lo, seg.hi, EvictionMark(self.num_pops, self.now, evicted)))
+                now = self.clock() if self.clock is not None else None
+                seg.node.marks.append((lo, seg.hi, EvictionMark(self.num_pops, now, evicted)))
             n -= seg.hi - lo
             if lo > seg.lo:
                 seg.hi = lo

@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "radix.cli.demo",  # demo, replay
     "radix.cli.compare",  # compare
     "radix.cli.simulate",  # simulate, configs
+    "radix.cli.explain",  # explain
 )
 
 

@@ -118,7 +118,10 @@ def run_blocks(reqs: Sequence[Req], outputs: Sequence[Sequence[int]], capacity: 
     collects the requests too big to admit; `on_lookup(req, hit)` sees each lookup.
     """
     if manager is None:
-        num_blocks = capacity // block_size + 1
+        # vLLM preallocates every block; a pool past what the whole trace can fill behaves the
+        # same (prompt + output + a block per request), and costs the per-block pool nothing
+        usable = sum(len(r.origin_input_ids) + len(o) + block_size for r, o in zip(reqs, outputs))
+        num_blocks = min(capacity, usable) // block_size + 1
         if reqs and is_compact(reqs[0].origin_input_ids):
             manager = ExtentBlockManager(num_blocks, block_size)
         else:
@@ -181,9 +184,6 @@ def compare(trace: Trace, capacity: int, page_size: int = 1, block_size: int = 1
         raise ValueError("--capacity, --page-size and --block-size must be >= 1")
     outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
     tree = run_tree(trace_reqs(trace), outputs, capacity, page_size)
-    # vLLM preallocates every block; a pool past what the whole trace can fill behaves the same
-    # (and costs nothing to the extent cache): prompt + output + a block per request, in tokens
-    usable = sum(len(t.token_ids) + len(o) + block_size for t, o in zip(trace.requests, outputs))
-    blocks = run_blocks(trace_reqs(trace), outputs, min(capacity, usable), block_size)
+    blocks = run_blocks(trace_reqs(trace), outputs, capacity, block_size)
     return {"capacity": capacity, "page_size": page_size, "block_size": block_size,
             "compact": is_compact_trace(trace), "tree": tree, "blocks": blocks}

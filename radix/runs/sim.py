@@ -173,10 +173,12 @@ class SimRun:
 
 
 def build(trace: Trace, config: SimConfig | None = None, *,
-          tree_class: type[RadixCache] = RadixCache, record_evictions: bool = False) -> SimRun:
+          tree_class: type[RadixCache] = RadixCache, record_evictions: bool = False,
+          extent_shadow: bool | None = None) -> SimRun:
     """The scheduler, tree, pool and shadow for `trace`, in real tokens. Compact (Mooncake)
-    traces get a RunAllocator and the block-extent shadow (`record_evictions` keeps its
-    eviction marks); `tree_class` lets the explainer watch the tree."""
+    traces get a RunAllocator and the block-extent shadow (`extent_shadow` forces it either
+    way; `record_evictions` keeps its eviction marks); `tree_class` lets the explainer watch
+    the tree."""
     cfg = config or SimConfig()
     reqs = trace_reqs(trace)
     compact = is_compact_trace(trace)
@@ -195,7 +197,8 @@ def build(trace: Trace, config: SimConfig | None = None, *,
         usable = _room(reqs, block) + block
         if cfg.capacity is not None:  # unbounded: whole blocks for every request at once
             usable = min(capacity, usable)
-        shadow = BlockShadow(usable, block, not cfg.disable_cache, compact=compact,
+        shadow = BlockShadow(usable, block, not cfg.disable_cache,
+                             compact=compact if extent_shadow is None else extent_shadow,
                              record_evictions=record_evictions)
     sched_cfg = SchedulerConfig(policy=cfg.policy, max_prefill_tokens=cfg.max_prefill_tokens,
                                 chunked_prefill_size=cfg.chunked_prefill_size, seed=cfg.seed)
