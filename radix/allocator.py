@@ -100,23 +100,31 @@ class SlotAllocator:
 class RunAllocator:
     """Slots as runs, for compact requests (radix/tokens.py): `alloc(n)` hands out one run of
     n fresh ids as a TokenRuns, so a 40,000-token prefill is one (start, length) pair, never
-    40,000 ints. Ids are names only (never reused: the next run starts where the last ended);
-    capacity is a count, as in SlotAllocator. With check=True (the default) the ids in use are
-    kept as sorted intervals, and a free of ids not in use (or freed twice) raises.
+    40,000 ints. Ids are names only, never reused; capacity is a count, as in SlotAllocator.
+    Each run keeps GAP unused ids after it, so the row it starts can continue in place
+    (`alloc_extend`, as a paged allocator continues a row's last page): a request's decode
+    slots stay one run. With check=True (the default) the ids in use are kept as sorted
+    intervals, and a free of ids not in use (or freed twice) raises.
 
     >>> a = RunAllocator(10); a.alloc(4), a.alloc(3), a.available_size()
-    (TokenRuns([(1, 4)]), TokenRuns([(5, 3)]), 3)
-    >>> a.free(TokenRuns([(2, 2)])); a.available_size(), a.alloc(5)
-    (5, TokenRuns([(8, 5)]))
+    (TokenRuns([(1, 4)]), TokenRuns([(2097157, 3)]), 3)
+    >>> a.alloc_extend(4, 2), a.available_size()  # the first row continues: 5, 6
+    (TokenRuns([(5, 2)]), 1)
+    >>> a.free(TokenRuns([(2, 2)])); a.available_size()
+    3
     """
+
+    GAP = 1 << 21  # ids kept free after each run (more than any output: MAX_OUTPUT_LEN)
 
     def __init__(self, size: int, check: bool = True) -> None:
         if not isinstance(size, int) or size < 0:
             raise ValueError(f"size must be an int >= 0, got {size!r}")
         self.size = size
         self.check = check
-        self._next = 1  # the next id handed out (0 is SGLang's padding slot)
+        self._next = 1  # where the next run starts (0 is SGLang's padding slot)
         self._num_used = 0
+        self._starts: list[int] = []  # each run's first id, ascending
+        self._cursor: list[int] = []  # each run's next id to hand out (its row's end)
         self._lo: list[int] = []  # in-use intervals [lo, hi), sorted (check mode only)
         self._hi: list[int] = []
 
@@ -133,16 +141,50 @@ class RunAllocator:
             raise ValueError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
         if num_tokens > self.size - self._num_used:
             return None
+        if not num_tokens:
+            return TokenRuns()
         start = self._next
-        self._next += num_tokens
-        self._num_used += num_tokens
-        if self.check and num_tokens:
-            if self._hi and self._hi[-1] == start:
-                self._hi[-1] = start + num_tokens  # fresh ids continue the last interval
-            else:
-                self._lo.append(start)
-                self._hi.append(start + num_tokens)
+        self._next += num_tokens + self.GAP
+        self._starts.append(start)
+        self._cursor.append(start + num_tokens)
+        self._take(start, num_tokens)
         return TokenRuns([(start, num_tokens)])
+
+    def alloc_extend(self, last_slot: int | None, num_tokens: int) -> TokenRuns | None:
+        """`num_tokens` ids continuing a row whose last id is `last_slot`: right after it when
+        its run still has room there, else a fresh run. None when too few are free."""
+        if last_slot is None or num_tokens > self.size - self._num_used:
+            return self.alloc(num_tokens)
+        i = bisect_right(self._starts, last_slot) - 1
+        if (i < 0 or self._cursor[i] != last_slot + 1
+                or last_slot + num_tokens >= self._starts[i] + self.GAP):
+            return self.alloc(num_tokens)
+        self._cursor[i] += num_tokens
+        self._take(last_slot + 1, num_tokens)
+        return TokenRuns([(last_slot + 1, num_tokens)])
+
+    def next_after(self, last_slot: int, num_tokens: int = 1) -> int | None:
+        """The first of `num_tokens` ids continuing a row whose last id is `last_slot` in place
+        (as alloc_extend, without building a TokenRuns: they are last_slot + 1 ...); None when
+        the row cannot continue in place or the pool is short (then use alloc_extend)."""
+        i = bisect_right(self._starts, last_slot) - 1
+        if (i < 0 or self._cursor[i] != last_slot + 1
+                or num_tokens > self.size - self._num_used
+                or last_slot + num_tokens >= self._starts[i] + self.GAP):
+            return None
+        self._cursor[i] += num_tokens
+        self._take(last_slot + 1, num_tokens)
+        return last_slot + 1
+
+    def _take(self, start: int, n: int) -> None:
+        self._num_used += n
+        if self.check and n:
+            i = bisect_right(self._lo, start) - 1
+            if i >= 0 and self._hi[i] == start:
+                self._hi[i] = start + n  # continues an interval in use
+            else:
+                self._lo.insert(i + 1, start)
+                self._hi.insert(i + 1, start + n)
 
     def free(self, slot_ids: Sequence[int]) -> None:
         """Returns ids (a TokenRuns or plain ints); with check on, ids not in use raise."""

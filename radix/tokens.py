@@ -249,7 +249,21 @@ class RunList(TokenRuns):
             starts.append(value)
             ends.append((ends[-1] if ends else 0) + 1)
 
+    def extend_run(self, start: int, length: int) -> None:
+        """Appends start, start + 1, ..., start + length - 1 in O(1)."""
+        if length <= 0:
+            return
+        starts, ends = self._starts, self._ends
+        if ends and starts[-1] + ends[-1] - (ends[-2] if len(ends) > 1 else 0) == start:
+            ends[-1] += length
+        else:
+            starts.append(start)
+            ends.append((ends[-1] if ends else 0) + length)
+
     def extend(self, values: Iterable[int]) -> None:
+        if isinstance(values, range) and values.step == 1:
+            self.extend_run(values.start, len(values))
+            return
         if not isinstance(values, TokenRuns):
             values = TokenRuns.from_ids(values)
         _append_runs(self._starts, self._ends, values._starts, values._ends)

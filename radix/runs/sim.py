@@ -23,6 +23,7 @@ from radix.runs.costs import CostModel
 from radix.runs.reqs import is_compact_trace, output_tokens, trace_reqs
 from radix.runs.shadow import BlockShadow
 from radix.sched.scheduler import Scheduler, SchedulerConfig, StepOutput
+from radix.tokens import TokenRuns
 from radix.traces.base import Trace
 from radix.tree.radix_cache import RadixCache
 
@@ -57,6 +58,9 @@ class SimRunner:
                  outputs: Mapping[str, Sequence[int]] | None = None) -> None:
         self.cost, self.clock = cost, clock
         self.outputs = outputs or {}
+        # a reply that is one run of ids (synthetic, compact): its first id, to skip a lookup
+        self._first = {rid: o[0] for rid, o in self.outputs.items() if len(o) and (
+            isinstance(o, TokenRuns) and o.num_runs == 1 or isinstance(o, range) and o.step == 1)}
 
     def extend(self, reqs: list[Req], prefix_lens: list[int]) -> StepOutput:
         tokens = sum(len(r.fill_ids) - p for r, p in zip(reqs, prefix_lens))
@@ -86,15 +90,21 @@ class SimRunner:
         return steps
 
     def span_tokens(self, req: Req, num: int) -> Sequence[int]:
-        """The next `num` tokens of `req`'s reply."""
-        out = self.outputs.get(req.rid)
+        """The next `num` tokens of `req`'s reply (a range when the reply is one run)."""
         done = len(req.output_ids)
+        first = self._first.get(req.rid)
+        if first is not None and done + num <= req.max_new_tokens:
+            return range(first + done, first + done + num)
+        out = self.outputs.get(req.rid)
         if out is not None and done + num <= len(out):
             return out[done:done + num]
         return [self._token(req, done + j) for j in range(num)]
 
     def _token(self, req: Req, index: int | None = None) -> int:
         index = len(req.output_ids) if index is None else index
+        first = self._first.get(req.rid)
+        if first is not None and index < req.max_new_tokens:
+            return first + index
         out = self.outputs.get(req.rid)
         if out is not None and index < len(out):
             return out[index]

@@ -249,11 +249,30 @@ class Scheduler:
             self.new_token_ratio = max(self.new_token_ratio - cfg.new_token_ratio_decay,
                                        cfg.min_new_token_ratio)
         reqs = self.running
-        slots, evicted = alloc_token_slots(self.tree_cache, self.allocator, len(reqs))
+        extend = getattr(self.allocator, "alloc_extend", None)
+        if extend is None:
+            slots, evicted = alloc_token_slots(self.tree_cache, self.allocator, len(reqs))
+            for req, slot in zip(reqs, slots):
+                req.slot_ids.append(slot)
+        else:  # the same eviction, then each row continues in place (compact rows stay runs)
+            evicted = 0
+            if self.allocator.available_size() < len(reqs):
+                evicted = self.tree_cache.evict(len(reqs)).num_evicted
+            after = getattr(self.allocator, "next_after", None)
+            for req in reqs:
+                row = req.slot_ids
+                slot = after(row[-1]) if after is not None and len(row) else None
+                if slot is not None:
+                    row.append(slot)
+                    continue
+                slots = extend(row[-1] if len(row) else None, 1)
+                if slots is None:
+                    raise MemoryError(f"out of KV slots: {len(reqs)} wanted, "
+                                      f"{self.allocator.available_size()} free")
+                req.slot_ids += slots
         self.evicted_tokens += evicted
-        for req, slot in zip(reqs, slots):
-            req.slot_ids.append(slot)
-            if self.shadow is not None:
+        if self.shadow is not None:
+            for req in reqs:
                 self.shadow.on_decode(req)
         out = self.runner.decode(reqs)
         now = self.clock()

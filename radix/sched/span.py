@@ -48,11 +48,16 @@ def apply_span(sched: Any, steps: int) -> None:
     sched.new_token_ratio = ratio
     allocator = sched.allocator
     extend = getattr(allocator, "alloc_extend", None)  # a paged allocator continues its page
+    after = getattr(allocator, "next_after", None)  # a run allocator continues the row's run
     for req in sched.running:
         req.output_ids.extend(sched.runner.span_tokens(req, steps))
         row = req.slot_ids
-        req.slot_ids += (extend(row[-1] if len(row) else None, steps) if extend is not None
-                         else allocator.alloc(steps))
+        first = after(row[-1], steps) if after is not None and len(row) else None
+        if first is not None:
+            row.extend(range(first, first + steps))
+        else:
+            req.slot_ids += (extend(row[-1] if len(row) else None, steps) if extend is not None
+                             else allocator.alloc(steps))
         if sched.shadow is not None:
             sched.shadow.on_decode(req, steps)
         req.metrics["decode_tokens"] = req.metrics.get("decode_tokens", 0) + steps
