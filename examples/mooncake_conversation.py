@@ -1,15 +1,11 @@
 """A seeded stand-in for Mooncake's conversation trace (FAST'25), which is not shipped here.
 
-The real trace (kvcache-ai/Mooncake, FAST25-release/traces/conversation_trace.jsonl, Apache-2.0)
-holds 12,031 requests over one hour (timestamps 0 .. 3,600,000 ms), 144.8 M prompt tokens
-(12,035 a request on average), about 343 output tokens a request, in Mooncake's format. This
-writes a trace with those statistics: multi-turn sessions whose every turn's hash_ids extend the
-previous turn's full blocks (its partial last block gets a fresh id, as a block hash would), each
-opened by one of a few shared system prompts (Zipf-popular), long-tailed message and reply
-lengths, sessions arriving over the hour and users thinking between turns. Same seed, same bytes.
-Leaves out: whatever else the real trace's sessions do (it has no text); tool calls.
-
-    python -m examples.mooncake_conversation OUT.jsonl [--requests 12031] [--seed 0]
+The real one (kvcache-ai/Mooncake FAST25-release, Apache-2.0): 12,031 requests in an hour, 144.8 M
+prompt tokens (12,035 a request), ~343 output tokens a request. This writes Mooncake-format lines
+with those statistics: multi-turn sessions, each turn extending its previous turn's full blocks,
+opened by a few Zipf-popular shared system prompts; long-tailed lengths; users think ~45 s
+between turns. Same seed, same bytes: `python -m examples.mooncake_conversation OUT.jsonl`.
+Leaves out: whatever else the real sessions do (the trace has no text); tool calls.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
-"""vLLM's block cache at the cost of extents, not blocks: the same hits, evictions and sizes as
-BlockCacheManager (manager.py) on the expanded tokens, for traces of millions of tokens.
+"""vLLM's block cache at the cost of extents, not blocks: BlockCacheManager's hits, evictions,
+free-queue order and sizes (tests/test_extents.py holds them equal) for millions of tokens.
 
-A `Segment` is a run of physical blocks that cache consecutive chain positions [lo, hi) of one
-trie node (trie.py: a position is one block hash), all with the same ref_cnt. vLLM's free queue
-holds unhashed blocks at its front (a count here) and hashed blocks behind them, each request's
-freed blocks last block first, so a free segment sits in the queue as hi-1 .. lo. Hits touch
-the first-cached carrier of each position (vLLM's dict order: the lowest `seq`), allocations pop
-from the head (evicting), splits keep every holder's view through a `piece` chain. Equality with
-the per-block manager is tested by tests/test_extents.py (hypothesis, small pools).
+A `Segment` is a run of blocks caching chain positions [lo, hi) of one trie node (trie.py: a
+position is a block hash), one ref_cnt for all. vLLM's free queue holds unhashed blocks at its
+front (a count here), hashed ones behind, a request's freed blocks last first (hi-1 .. lo); hits
+touch each position's first-cached carrier (lowest `seq`); pops evict from the head.
 Leaves out: block ids (blocks are counted, not named), KV events, snapshots.
 """
 

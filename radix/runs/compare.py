@@ -1,13 +1,11 @@
 """One trace through the radix tree and the block cache, one request at a time (`compare`).
 
-Both get the same capacity in tokens (the tree a slot allocator of that many slots, evicting
-when an allocation fails; the block pool capacity // block_size blocks plus the null block) and
-see the requests one at a time in arrival order: look up, prefill the rest of the prompt, decode
-output_len tokens (the last one's KV is never computed, as in SGLang and vLLM), finish. Both cap
-the lookup at prompt_len - 1 tokens. Everything is in real tokens; a compact (Mooncake) trace
-keeps its rows compact (RunAllocator slots, the block-extent cache), at the cost of runs, not
-tokens. Decode takes its slots in one go, exactly as token by token would. Leaves out: batching
-and scheduling (see `simulate`).
+Both get the same capacity in tokens (tree: that many slots, evicting when short; blocks:
+capacity // block_size + the null block) and see the requests in arrival order: look up (capped
+at prompt_len - 1), prefill the rest, decode output_len tokens (the last one's KV never computed),
+finish. Real tokens throughout; compact (Mooncake) traces stay compact (RunAllocator, the
+block-extent cache). Decode takes its slots in one go, exactly as token by token would.
+Leaves out: batching and scheduling (see `simulate`).
 """
 
 from __future__ import annotations
@@ -74,10 +72,7 @@ def run_tree(reqs: Sequence[Req], outputs: Sequence[Sequence[int]], capacity: in
         tree.inc_lock_ref(m.last_node, rid=req.rid)
         req.last_node, req.prefix_indices = m.last_node, m.slot_ids
         req.cache_protected_len = m.prefix_len
-        need = len(prompt) - m.prefix_len
-        if alloc.available_size() < need:
-            evict(need - alloc.available_size())
-        new = alloc.alloc(need)
+        new = _take(alloc, len(prompt) - m.prefix_len, evict)
         if new is None:
             tree.dec_lock_ref(m.last_node, rid=req.rid)
             s["rejected"] += 1
@@ -90,6 +85,13 @@ def run_tree(reqs: Sequence[Req], outputs: Sequence[Sequence[int]], capacity: in
         if after_request is not None:
             after_request(tree)
     return _finish(s)
+
+
+def _take(alloc: Any, need: int, evict: Callable[[int], None]) -> Any:
+    """`need` slots, evicting the shortfall first when too few are free; None if still short."""
+    if alloc.available_size() < need:
+        evict(need - alloc.available_size())
+    return alloc.alloc(need)
 
 
 def _decode_slots(tree: RadixCache, req: Req, num: int, evict: Callable[[int], None]) -> int:
@@ -140,14 +142,7 @@ def run_blocks(reqs: Sequence[Req], outputs: Sequence[Sequence[int]], capacity: 
                 rejected_rids.append(req.rid)
             continue
         _count(s, prompt_len, hit.num_computed_tokens)
-        # one allocate_slots per token fails at the first block the pool cannot give; the
-        # tokens before it fit in the blocks held plus the free ones (no frees in between)
-        held = -(-prompt_len // block_size)
-        room = (held + _num_free(m)) * block_size - prompt_len
-        num = max(0, min(len(out) - 1, room))
-        req.output_ids.extend(out[:min(len(out), num + 1)])
-        if num:
-            m.allocate_slots(req, num)
+        _decode_blocks(m, req, out, block_size)
         m.free(req)
     if isinstance(m, ExtentBlockManager):
         s["evictions"] = m.num_evictions
@@ -157,6 +152,20 @@ def run_blocks(reqs: Sequence[Req], outputs: Sequence[Sequence[int]], capacity: 
         s["unreachable_blocks"] = m.num_unreachable_blocks()
     s["evicted_tokens"] = s["evictions"] * block_size
     return _finish(s)
+
+
+def _decode_blocks(m: BlockCacheManager | ExtentBlockManager, req: Req, out: Sequence[int],
+                   block_size: int) -> None:
+    """The decode tokens, as one allocate_slots per token would: that fails at the first block
+    the pool cannot give, and the tokens before it fit in the blocks held plus the free ones
+    (nothing is freed in between); the token appended before a failure is kept."""
+    prompt_len = len(req.origin_input_ids)
+    held = -(-prompt_len // block_size)
+    room = (held + _num_free(m)) * block_size - prompt_len
+    num = max(0, min(len(out) - 1, room))
+    req.output_ids.extend(out[:min(len(out), num + 1)])
+    if num:
+        m.allocate_slots(req, num)
 
 
 def _num_free(m: BlockCacheManager | ExtentBlockManager) -> int:

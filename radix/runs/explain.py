@@ -1,13 +1,10 @@
 """`explain(trace)`: why a trace's hit rate is what it is, for the tree and the block cache.
 
-One watched simulator run (probe.py) puts every prompt token in one bucket (BUCKETS: hit,
-evicted, last-token cap, block rounding, in flight, other namespace, first seen, rejected) for
-each cache, per request and in total, the buckets adding up to the prompt tokens; re-prefills
-after retraction are counted apart. Each request keeps the step and time of its admission and,
-when it lost tokens to eviction, the eviction that did it. Then the what-ifs engineers ask: the
-hit rate against KV capacity (from the working set down to 1%), against page/block size (1, 16,
-64), with and without namespaces; the prefixes that saved the most; the requests that lost the
-most. All plain data (lists of points, dicts) for the CLI's JSON and the app's charts.
+One watched simulator run (probe.py) puts every prompt token in one bucket (BUCKETS) per cache,
+per request and in total; each request keeps its admission step and the eviction that cost it.
+Then the what-ifs: hit rate against KV capacity (working set down to 1%), page/block size (1,
+16, 64), namespaces on/off; the prefixes that saved most, the requests that lost most. Plain
+data (dicts, lists of points) for the CLI's JSON and the app's charts. Leaves out: drawing.
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """The explainer's probes: one simulated run watched, every prompt token put in one bucket.
 
-The trace runs through the simulator (radix/runs/sim.py: the scheduler's timeline, the tree and
-vLLM's block cache side by side) while probes record, per cache, everything ever cached (a prefix
-trie per namespace and one across namespaces, radix/blocks/trie.py), every eviction, and what
-earlier requests had asked for. At a request's first admission (tree) and first lookup (blocks)
-its n prompt tokens split at nested lengths, so the buckets add up to n by construction:
-
-    0 ... hit ... capped ... no-cap ... done ....... seen ....... any ............. n
-    | hit | evicted | last-token | block    | in flight | other     | first seen |
-                    | cap        | rounding |           | namespace |            |
-
-done: the longest prefix this cache ever held before (same namespace); capped / no-cap: what an
-unbounded cache would have matched with / without the input_len - 1 rule, in whole pages or
-blocks; seen: also counting earlier requests not yet prefilled; any: in any namespace.
+While the simulator runs (sim.py), probes record per cache everything it ever held (prefix
+tries per namespace and across them, radix/blocks/trie.py), every eviction, and the prompts that
+had arrived; at a request's first admission (tree) or lookup (blocks) its prompt splits at
+nested lengths (`split`), so its buckets add up to its tokens by construction.
 Follows nothing upstream. Leaves out: the report and the what-ifs (explain.py).
 """
 
@@ -69,7 +60,15 @@ def namespace(req: Req, blocks: bool) -> Hashable:
 
 
 def split(n: int, hit: int, done: int, seen: int, any_ns: int, unit: int) -> dict[str, int]:
-    """The buckets of an n-token prompt from its nested lengths (unit: page or block size).
+    """The buckets of an n-token prompt from its nested lengths (unit: page or block size):
+
+        0 ... hit ... capped ... no-cap ... done ....... seen ....... any ............. n
+        | hit | evicted | last-token | block    | in flight | other     | first seen |
+                        | cap        | rounding |           | namespace |            |
+
+    done: the longest prefix this cache ever held before (same namespace); capped / no-cap:
+    what an unbounded cache would have matched with / without the input_len - 1 rule, in whole
+    units; seen: also counting earlier requests not yet prefilled; any: in any namespace.
 
     A 40-token prompt, blocks of 16, all of it cached before and 32 tokens hit: the cap keeps
     (40 - 1) // 16 = 2 blocks, so nothing was evicted and 8 tokens are the partial last block.
@@ -280,14 +279,8 @@ class _Runner:
         self.probe.on_extend(reqs)
         return self.inner.extend(reqs, prefix_lens)
 
-    def decode(self, reqs):
-        return self.inner.decode(reqs)
-
-    def decode_span(self, reqs, max_steps, until):
-        return self.inner.decode_span(reqs, max_steps, until)
-
-    def span_tokens(self, req, num):
-        return self.inner.span_tokens(req, num)
+    def __getattr__(self, name: str) -> Any:  # decode, decode_span, span_tokens
+        return getattr(self.inner, name)
 
 
 def watched_run(trace: Trace, config: SimConfig | None = None) -> tuple[Probe, Any]:

@@ -3,11 +3,9 @@
 Follows SGLang's `Scheduler.get_next_batch_to_run` (managers/scheduler.py): a prefill batch when
 admission finds one (prefill first), else one batched decode step of every running request; the
 prompt of a request is inserted right after its prefill (`cache_unfinished_req`), so requests
-that arrive during its decode already hit; retraction when a decode step lacks slots. Pure
-Python: the model is a `Runner` (docs/CONTRACTS.md), priced or real. One `step()` per call, so
-the engine's thread can drive it; `step(until=t)` may fast-forward a run of decode steps in which
-nothing else can happen (a priced runner only: radix/sched/span.py), exactly as stepping one by
-one would. Leaves out: overlap scheduling, mixed chunks, abort.
+that arrive during its decode already hit; retraction when a decode step lacks slots. The model
+is a `Runner`, priced or real; one `step()` a call (`step(until=t)`: a priced runner may
+fast-forward decode steps, span.py). Leaves out: overlap scheduling, mixed chunks, abort.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ from radix.sched.admission import (
     retract_decode,
 )
 from radix.sched.policy import SchedulePolicy
-from radix.sched.span import apply_span, span_length
+from radix.sched.span import apply_span, decode_slots, span_length
 from radix.tokens import joined
 
 
@@ -249,28 +247,7 @@ class Scheduler:
             self.new_token_ratio = max(self.new_token_ratio - cfg.new_token_ratio_decay,
                                        cfg.min_new_token_ratio)
         reqs = self.running
-        extend = getattr(self.allocator, "alloc_extend", None)
-        if extend is None:
-            slots, evicted = alloc_token_slots(self.tree_cache, self.allocator, len(reqs))
-            for req, slot in zip(reqs, slots):
-                req.slot_ids.append(slot)
-        else:  # the same eviction, then each row continues in place (compact rows stay runs)
-            evicted = 0
-            if self.allocator.available_size() < len(reqs):
-                evicted = self.tree_cache.evict(len(reqs)).num_evicted
-            after = getattr(self.allocator, "next_after", None)
-            for req in reqs:
-                row = req.slot_ids
-                slot = after(row[-1]) if after is not None and len(row) else None
-                if slot is not None:
-                    row.append(slot)
-                    continue
-                slots = extend(row[-1] if len(row) else None, 1)
-                if slots is None:
-                    raise MemoryError(f"out of KV slots: {len(reqs)} wanted, "
-                                      f"{self.allocator.available_size()} free")
-                req.slot_ids += slots
-        self.evicted_tokens += evicted
+        self.evicted_tokens += decode_slots(self, reqs)
         if self.shadow is not None:
             for req in reqs:
                 self.shadow.on_decode(req)

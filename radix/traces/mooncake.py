@@ -1,13 +1,10 @@
 """Mooncake traces (format b), loaded exactly and compactly, in real tokens.
 
-Schema, a line (kvcache-ai/Mooncake FAST25-release traces):
-  {"timestamp": ms since the first request, "input_length": tokens, "output_length": tokens,
-   "hash_ids": [ids of 512-token blocks]}, len(hash_ids) == ceil(input_length / 512).
-Hash ids are prefix-chained: equal ids at equal positions of two requests stand for the same
-block. Hash id h becomes the 512 real tokens h*512 .. h*512+511 (the last block cut at
-input_length), held as a `TokenRuns` (radix/tokens.py): a few (start, length) runs per request,
-never one int per token, so caches and simulator run in real tokens, exactly. Limits (requests,
-tokens per request, total prompt and output tokens) are checked line by line while loading.
+A line (kvcache-ai/Mooncake FAST25-release): {"timestamp": ms, "input_length", "output_length",
+"hash_ids": [prefix-chained ids of 512-token blocks]}, ceil(input_length / 512) of them. Hash id
+h becomes the real tokens h*512 .. h*512+511 (the last block cut at input_length), held as a
+TokenRuns (radix/tokens/): a few runs a request, never one int a token. Limits (requests, tokens
+a request, total prompt and output tokens) are checked line by line while loading.
 Leaves out: Mooncake's other trace columns.
 """
 
@@ -15,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 from radix.tokens import TokenRuns
 from radix.traces.base import (
@@ -59,17 +57,9 @@ def load_mooncake(text: str, max_tokens: int = MAX_TOKENS_PER_REQUEST, *,
     for line, obj in iter_json_lines(text):
         if len(requests) >= max_requests:
             raise TraceError(f"more than {max_requests:,} requests (max_requests)", line)
-        if not isinstance(obj, dict):
-            raise TraceError(f"expected a JSON object, got {type_name(obj)}", line)
-        unknown = sorted(set(obj) - set(FIELDS))
-        if unknown:
-            raise TraceError(f"unknown field (known: {', '.join(FIELDS)})", line, unknown[0])
-        ms = as_number(need(obj, "timestamp", line), line, "timestamp", 0.0, 1e12)
-        input_len = as_int(need(obj, "input_length", line), line, "input_length", 1, max_tokens)
-        output_len = as_int(need(obj, "output_length", line), line, "output_length", 0,
-                            MAX_OUTPUT_LEN)
-        total += input_len
-        total_out += output_len
+        req = _request(obj, line, max_tokens)
+        total += len(req.token_ids)
+        total_out += req.output_len
         if total > max_total_tokens:
             raise TraceError(f"prompts add up to {total:,} tokens by this line, more than the "
                              f"{max_total_tokens:,} allowed (max_total_tokens)", line,
@@ -78,18 +68,33 @@ def load_mooncake(text: str, max_tokens: int = MAX_TOKENS_PER_REQUEST, *,
             raise TraceError(f"outputs add up to {total_out:,} tokens by this line, more than the"
                              f" {max_total_output_tokens:,} allowed (max_total_output_tokens)",
                              line, "output_length")
-        num_blocks = math.ceil(input_len / BLOCK_TOKENS)
-        raw = need(obj, "hash_ids", line)
-        if isinstance(raw, list) and len(raw) != num_blocks:
-            raise TraceError(f"{len(raw)} ids for input_length {input_len}; expected "
-                             f"ceil({input_len} / {BLOCK_TOKENS}) = {num_blocks}", line, "hash_ids")
-        ids = as_int_list(raw, line, "hash_ids", num_blocks, hi=MAX_HASH_ID)
-        tokens = TokenRuns.from_blocks(ids, BLOCK_TOKENS, input_len)
-        requests.append(TraceRequest(f"mc-{line}", ms / 1000.0, tokens, output_len))
+        requests.append(req)
     if not requests:
         raise TraceError("no requests in the file")
     requests.sort(key=lambda r: r.arrival)  # stable: equal timestamps keep file order
     return Trace("mooncake", requests, input_lens=[len(r.token_ids) for r in requests])
+
+
+def _request(obj: Any, line: int, max_tokens: int) -> TraceRequest:
+    """One line's object -> TraceRequest (prompt as TokenRuns), or a TraceError naming the
+    line and the field."""
+    if not isinstance(obj, dict):
+        raise TraceError(f"expected a JSON object, got {type_name(obj)}", line)
+    unknown = sorted(set(obj) - set(FIELDS))
+    if unknown:
+        raise TraceError(f"unknown field (known: {', '.join(FIELDS)})", line, unknown[0])
+    ms = as_number(need(obj, "timestamp", line), line, "timestamp", 0.0, 1e12)
+    input_len = as_int(need(obj, "input_length", line), line, "input_length", 1, max_tokens)
+    output_len = as_int(need(obj, "output_length", line), line, "output_length", 0,
+                        MAX_OUTPUT_LEN)
+    num_blocks = math.ceil(input_len / BLOCK_TOKENS)
+    raw = need(obj, "hash_ids", line)
+    if isinstance(raw, list) and len(raw) != num_blocks:
+        raise TraceError(f"{len(raw)} ids for input_length {input_len}; expected "
+                         f"ceil({input_len} / {BLOCK_TOKENS}) = {num_blocks}", line, "hash_ids")
+    ids = as_int_list(raw, line, "hash_ids", num_blocks, hi=MAX_HASH_ID)
+    tokens = TokenRuns.from_blocks(ids, BLOCK_TOKENS, input_len)
+    return TraceRequest(f"mc-{line}", ms / 1000.0, tokens, output_len)
 
 
 def hash_ids(tokens: TokenRuns, block_tokens: int = BLOCK_TOKENS) -> list[int]:

@@ -1,11 +1,10 @@
-"""Token (and slot) sequences stored as runs of consecutive ints: `TokenRuns` and `RunList`.
+"""`TokenRuns` (immutable) and `RunList` (mutable): sequences of ints kept as runs.
 
-A Mooncake hash id h stands for the 512 tokens h*512 .. h*512+511, so a 40,000-token prompt is a
-handful of runs, not 40,000 Python ints. `TokenRuns` is an immutable sequence (len, indexing,
-slicing, ==, hashing, +) whose costs grow with its runs, not its tokens; `common_prefix_len` and
-`concat` are the hooks the radix tree calls for compact keys and values (radix/tree/key.py,
-radix_cache.py). `RunList` is its mutable sibling for a request's growing rows (output_ids,
-slot_ids). Follows nothing upstream. Leaves out: steps other than 1, negative strides.
+Costs grow with runs, not ints: len, indexing, slicing, ==, hashing, + and `common_prefix_len`
+(the tree's hook for compact keys, radix/tree/key.py) in O(log runs) or O(runs); `concat` is the
+tree's hook for compact values (radix_cache.py). Canonical form (no empty run, no run continuing
+the one before) makes == a compare of two short lists. Follows nothing upstream.
+Leaves out: slices with a step other than 1 (they expand).
 """
 
 from __future__ import annotations
@@ -35,24 +34,14 @@ class TokenRuns(Sequence):
     __slots__ = ("_starts", "_ends", "_hash")
 
     def __init__(self, runs: Iterable[tuple[int, int]] = ()) -> None:
-        starts: list[int] = []
-        ends: list[int] = []
-        total = 0
+        self._starts: list[int] = []  # first value of each run
+        self._ends: list[int] = []  # cumulative end offset of each run (exclusive)
+        self._hash: int | None = None
         for start, length in runs:
             if length < 0:
                 raise ValueError(f"a run has a negative length: ({start}, {length})")
-            if not length:
-                continue
-            if ends and starts[-1] + (total - (ends[-2] if len(ends) > 1 else 0)) == start:
-                total += length  # continues the previous run: merge
-                ends[-1] = total
-                continue
-            total += length
-            starts.append(start)
-            ends.append(total)
-        self._starts = starts  # first value of each run
-        self._ends = ends  # cumulative end offset of each run (exclusive)
-        self._hash: int | None = None
+            if length:
+                _append_runs(self._starts, self._ends, [start], [length])
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -170,10 +159,6 @@ class TokenRuns(Sequence):
             return list(other) == list(self)
         return NotImplemented
 
-    def __ne__(self, other: object) -> bool:
-        eq = self.__eq__(other)
-        return eq if eq is NotImplemented else not eq
-
     def __hash__(self) -> int:
         # subtle: equal to a list or tuple of the same ints, but hashed only among TokenRuns
         if self._hash is None:
@@ -242,12 +227,7 @@ class RunList(TokenRuns):
     __hash__ = None  # type: ignore[assignment]
 
     def append(self, value: int) -> None:
-        starts, ends = self._starts, self._ends
-        if ends and starts[-1] + ends[-1] - (ends[-2] if len(ends) > 1 else 0) == value:
-            ends[-1] += 1
-        else:
-            starts.append(value)
-            ends.append((ends[-1] if ends else 0) + 1)
+        self.extend_run(value, 1)
 
     def extend_run(self, start: int, length: int) -> None:
         """Appends start, start + 1, ..., start + length - 1 in O(1)."""
@@ -318,76 +298,3 @@ def _common_prefix_plain(a: Sequence[int], b: Sequence[int]) -> int:
         lo = hi
         step *= 2
     return n
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the common prefix of two token sequences, compact or plain.
-
-    >>> common_prefix([1, 2, 3], TokenRuns([(1, 2), (9, 1)])), common_prefix([4, 5], [4, 6])
-    (2, 1)
-    """
-    if isinstance(a, TokenRuns):
-        return a.common_prefix_len(b)
-    if isinstance(b, TokenRuns):
-        return b.common_prefix_len(a)
-    return _common_prefix_plain(a, b)
-
-
-def common_prefix_from(a: Sequence[int], b: Sequence[int], start: int, end: int) -> int:
-    """How far a[start:end] and b[start:end] agree, counted from `start` (both sequences are
-    read at the same offsets: two chains from position 0), without slicing compact ones.
-
-    >>> common_prefix_from(TokenRuns([(0, 10)]), TokenRuns([(0, 6), (99, 4)]), 2, 9)
-    4
-    """
-    if not (isinstance(a, TokenRuns) and isinstance(b, TokenRuns)):
-        return common_prefix(a[start:end], b[start:end])
-    end = min(end, len(a), len(b))
-    if end <= start:
-        return 0
-    a_s, a_e, b_s, b_e = a._starts, a._ends, b._starts, b._ends
-    i, j = bisect_right(a_e, start), bisect_right(b_e, start)
-    a_begin = a_e[i - 1] if i else 0
-    b_begin = b_e[j - 1] if j else 0
-    pos = start
-    while pos < end:
-        if a_s[i] + pos - a_begin != b_s[j] + pos - b_begin:
-            break
-        pos = min(a_e[i], b_e[j], end)
-        if pos == a_e[i]:
-            a_begin = pos
-            i += 1
-        if pos == b_e[j]:
-            b_begin = pos
-            j += 1
-    return pos - start
-
-
-def is_compact(seq: Any) -> bool:
-    """True for TokenRuns and RunList (sequences that must never be expanded per token)."""
-    return isinstance(seq, TokenRuns)
-
-
-def mutable_copy(seq: Sequence[int]) -> list[int] | RunList:
-    """A fresh mutable row with the same ints: a list for plain input, a RunList for compact
-    input (so a request's row stays compact).
-
-    >>> mutable_copy([1, 2]), mutable_copy(TokenRuns([(4, 2)]))
-    ([1, 2], RunList([(4, 2)]))
-    """
-    if isinstance(seq, TokenRuns):
-        return RunList._raw(list(seq._starts), list(seq._ends))
-    return list(seq)
-
-
-def joined(prefix: Sequence[int], rest: Sequence[int]) -> list[int] | RunList:
-    """A fresh mutable row prefix + rest, compact when either part is.
-
-    >>> joined([1], [2, 3]), joined([], TokenRuns([(7, 3)]))
-    ([1, 2, 3], RunList([(7, 3)]))
-    """
-    if isinstance(prefix, TokenRuns) or isinstance(rest, TokenRuns):
-        row = mutable_copy(prefix) if isinstance(prefix, TokenRuns) else RunList.from_ids(prefix)
-        row.extend(rest)
-        return row
-    return [*prefix, *rest]
