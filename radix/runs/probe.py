@@ -13,7 +13,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any, NamedTuple
 
 from radix.blocks.extents_view import last_eviction
-from radix.blocks.trie import PrefixTrie
+from radix.blocks.trie import PrefixTrie, Walk
 from radix.request import Req
 from radix.runs.sim import SimConfig, SimRun, build, run
 from radix.tokens import TokenRuns
@@ -94,11 +94,21 @@ class Side:
         self.ever = PrefixTrie()
         self.ever_any = PrefixTrie()
         self.arrived = PrefixTrie()  # prompts of the requests arrived so far
+        self.walks: dict[str, tuple[Walk, Walk]] = {}  # rid -> its last walks (ns, any)
 
-    def record(self, tokens: Sequence[int], ns: Hashable) -> None:
-        if len(tokens):
-            self.ever.insert(tokens, ns, len(tokens))
-            self.ever_any.insert(tokens, None, len(tokens))
+    def record(self, tokens: Sequence[int], ns: Hashable, owner: Req | None = None) -> None:
+        """Adds `tokens` to what was ever held. With `owner`, a sequence that only grows: its
+        last walks resume, and its own nodes grow in place (O(1) a record, not O(path))."""
+        if not len(tokens):
+            return
+        n = len(tokens)
+        if owner is None:
+            self.ever.insert(tokens, ns, n)
+            self.ever_any.insert(tokens, None, n)
+            return
+        last = self.walks.get(owner.rid, (None, None))
+        self.walks[owner.rid] = (self.ever.insert(tokens, ns, n, owner, last[0]),
+                                 self.ever_any.insert(tokens, None, n, owner, last[1]))
 
     def lengths(self, prompt: Sequence[int], ns: Hashable, arrived: tuple[int, int]
                 ) -> tuple[int, int, int]:
@@ -210,7 +220,7 @@ class Probe:
         the only reader)."""
         for req, computed in self.dirty.values():
             tokens = (req.origin_input_ids + req.output_ids)[:computed]
-            self.blocks.record(tokens, namespace(req, True))
+            self.blocks.record(tokens, namespace(req, True), req)
         self.dirty.clear()
 
     def _explain_tree(self, req: Req) -> None:
