@@ -144,7 +144,8 @@ def test_limits_name_the_limit_and_the_figure(kwargs, words):
 
 
 def test_a_small_file_no_longer_expands_to_gigabytes():
-    """100 lines of 1,048,576-token prompts of consecutive ids: 104.9 M tokens, 9 KB of runs."""
+    """100 lines of 1,048,576-token prompts (ids 0..2,047, consecutive): 104.9 M tokens, held
+    as one run a request (they used to be 104.9 M Python ints)."""
     ids = list(range(2048))
     text = "\n".join(json.dumps({"timestamp": k, "input_length": 1 << 20, "output_length": 1,
                                  "hash_ids": ids}) for k in range(100))

@@ -120,6 +120,8 @@ class TokenRuns(Sequence):
 
     def __getitem__(self, index: Any) -> Any:
         ends = self._ends
+        if index == -1 and ends:  # a row's last slot: the hot case, no bisect
+            return self._starts[-1] + ends[-1] - (ends[-2] if len(ends) > 1 else 0) - 1
         n = ends[-1] if ends else 0
         if isinstance(index, slice):
             a, b, step = index.indices(n)
