@@ -19,13 +19,15 @@ from radix.tokens import TokenRuns, common_prefix_from
 class TrieNode:
     """Unit positions [d0, d1) of `content`'s chain; children keyed (position, unit tokens)."""
 
-    __slots__ = ("content", "d0", "d1", "children", "parent", "owner", "carriers", "marks")
+    __slots__ = ("content", "d0", "d1", "children", "depths", "parent", "owner", "carriers",
+                 "marks")
 
     def __init__(self, content: Sequence[int], d0: int, d1: int, parent: TrieNode | None,
                  owner: Any = None) -> None:
         self.content = content  # a sequence whose first d1 units are this node's chain
         self.d0, self.d1 = d0, d1
         self.children: dict[tuple[int, Hashable], TrieNode] = {}
+        self.depths: set[int] = set()  # positions some child hangs at (skips building keys)
         self.parent = parent
         self.owner = owner  # who may extend it in place (the sequence that created it)
         self.carriers: list[Any] = []  # extents.py: segments of blocks caching these positions
@@ -79,7 +81,7 @@ class PrefixTrie:
         """How far the first `limit` units of `tokens` are known: the pieces (node, lo, hi) in
         order covering [0, reached), the node the walk ended in, reached. `resume`: an earlier
         walk of a prefix of the same sequence (the trie only grows, so it is still true)."""
-        if resume is None:
+        if resume is None or resume.node is None:  # (no root then: there may be one now)
             pieces: list[tuple[TrieNode, int, int]] = []
             node, pos = self.roots.get(ns), 0
         else:
@@ -99,6 +101,8 @@ class PrefixTrie:
                     pos += same
                 if pos == limit:
                     break
+            if pos not in node.depths:
+                break
             child = node.children.get((pos, self.key(tokens, pos)))
             if child is None:
                 break
@@ -128,6 +132,7 @@ class PrefixTrie:
             return Walk(pieces, node, limit)
         child = TrieNode(tokens, pos, limit, node, owner)
         node.children[(pos, self.key(tokens, pos))] = child
+        node.depths.add(pos)
         self.num_nodes += 1
         pieces.append((child, pos, limit))
         return Walk(pieces, child, limit)
