@@ -15,6 +15,7 @@ PAGE_SPECS = [
     ("pages/scheduler.py", "Scheduler", "scheduler"),
     ("pages/trace.py", "Trace debugger", "trace"),
     ("pages/configs.py", "Configurations", "configs"),
+    ("pages/watch.py", "Watch a server", "watch"),
 ]
 
 st.set_page_config(page_title="RadixLens", layout="wide")

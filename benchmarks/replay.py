@@ -19,12 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from radix.allocator import RunAllocator  # noqa: E402
 from radix.blocks.extents import ExtentBlockManager  # noqa: E402
 from radix.blocks.extents_view import num_unreachable_blocks  # noqa: E402
 from radix.request import Req  # noqa: E402
 from radix.runs.sim import SimConfig, simulate  # noqa: E402
 from radix.tokens import joined  # noqa: E402
+from radix.tokens.slots import RunAllocator  # noqa: E402
 from radix.traces import load_trace  # noqa: E402
 from radix.tree.key import RadixKey  # noqa: E402
 from radix.tree.radix_cache import RadixCache  # noqa: E402

@@ -1,9 +1,10 @@
-"""`python -m engine run TRACE`: replays a request trace on the real model through the radix cache.
+"""`python -m engine run TRACE` replays a request trace on the real model; `serve` serves it.
 
 Prints one row per request (matched and prefilled tokens, vLLM block hits, TTFT, decode rate)
 and the totals, measured on this machine, beside the derived Llama-3-8B/H100 cost of the same
 token counts. `--no-cache` is the control (every match empty). Bad arguments or a bad trace print
-one error line and exit 2. Leaves out: mooncake/kv-event traces (they carry no real tokens).
+one error line and exit 2. `serve` (engine/serve.py): an OpenAI-compatible server publishing
+vLLM's KV events. Leaves out: mooncake/kv-event traces (they carry no real tokens).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import time
 
 from engine.kv_pool import KVPool, parse_capacity
 from engine.model import load_model
+from engine.serve import add_parser as add_serve_parser
+from engine.serve import cmd_serve
 from engine.service import EngineService, RequestResult, fit_to_vocab
 from radix.request import Req
 from radix.runs.costs import CostModel
@@ -45,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--chunked-prefill-size", type=int, default=None, metavar="N",
                      help="prefill long prompts N tokens per round (default: off)")
     run.add_argument("--page-size", type=int, default=1, help="radix tree page size (tokens)")
+    add_serve_parser(sub)
     return parser
 
 
@@ -132,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return cmd_run(args)
+        return cmd_serve(args) if args.command == "serve" else cmd_run(args)
     except (TraceError, ValueError, OSError, MemoryError) as exc:
         message = str(exc)
         if isinstance(exc, TraceError) and args.trace not in message:

@@ -51,6 +51,24 @@ class LoadedModel:
     def label(self) -> str:
         return f"{self.name} on {self.device.type} {str(self.dtype).removeprefix('torch.')}"
 
+    @property
+    def max_context(self) -> int | None:
+        """The context length (max_position_embeddings), None when the config has none."""
+        value = getattr(self.model.config, "max_position_embeddings", None)
+        return int(value) if isinstance(value, int) and value > 0 else None
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        """EOS ids from the config, the generation config and the tokenizer (vLLM reads all)."""
+        ids: set[int] = set()
+        for source in (self.model.config, getattr(self.model, "generation_config", None),
+                       self.tokenizer):
+            value = getattr(source, "eos_token_id", None)
+            for v in value if isinstance(value, list | tuple) else [value]:
+                if isinstance(v, int):
+                    ids.add(v)
+        return frozenset(ids)
+
 
 def resolve_device(spec: str = "auto") -> tuple[torch.device, torch.dtype]:
     """`auto`: CUDA with bf16 when present, else CPU fp32; `cpu` (fp32), `cuda`, `cuda:N` (bf16)."""

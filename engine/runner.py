@@ -5,7 +5,8 @@ RoPE and MLP modules) and runs its own attention against KV gathered from `KVPoo
 request's prefill computes only its unmatched suffix and a decode step batches every running
 request in one forward (continuous batching; cascade attention over shared prefix slots,
 engine/attention.py).
-Sampling is greedy. Leaves out: CUDA graphs, paged attention kernels, sampling parameters.
+Sampling is greedy unless a request carries `SamplingParams` (engine/sampling.py: temperature,
+top-k, top-p, seed). Leaves out: CUDA graphs, paged attention kernels, logprobs, penalties.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from engine.attention import cascade_decode, plan_decode
 from engine.kv_pool import KVPool
+from engine.sampling import sample
 from radix.request import Req
 from radix.sched.scheduler import StepOutput
 
@@ -55,9 +57,9 @@ class ModelRunner:
                 [prefix_lens[i] for i in group],
                 [reqs[i].slot_ids[:len(reqs[i].fill_ids)] for i in group])))
         self.last_logits = torch.cat(logits) if logits else None
-        next_ids = self._sample(self.last_logits)
-        out = [tok if len(r.fill_ids) >= len(r.all_ids) else None
-               for r, tok in zip(reqs, next_ids)]
+        last_chunk = [len(r.fill_ids) >= len(r.all_ids) for r in reqs]
+        next_ids = self._sample(self.last_logits, reqs, last_chunk)
+        out = [tok if done else None for done, tok in zip(last_chunk, next_ids)]
         return StepOutput(out, self._elapsed(start))
 
     def decode(self, reqs: list[Req]) -> StepOutput:
@@ -71,7 +73,7 @@ class ModelRunner:
             [[r.output_ids[-1]] for r in reqs],
             [len(r.all_ids) - 1 for r in reqs],
             [list(r.slot_ids) for r in reqs]))
-        return StepOutput(self._sample(self.last_logits), self._elapsed(start))
+        return StepOutput(self._sample(self.last_logits, reqs), self._elapsed(start))
 
     @torch.inference_mode()
     def _forward(self, batch: _Batch) -> torch.Tensor:
@@ -110,8 +112,19 @@ class ModelRunner:
         return self.model.lm_head(core.norm(x[last])).float()
 
     @staticmethod
-    def _sample(logits: torch.Tensor | None) -> list[int]:
-        return [] if logits is None else logits.argmax(dim=-1).tolist()
+    def _sample(logits: torch.Tensor | None, reqs: list[Req],
+                used: list[bool] | None = None) -> list[int]:
+        """Argmax for every row, then a draw for each request that samples. `used` says which
+        rows yield a token (a chunk that is not the last draws nothing: a seeded request then
+        draws the same tokens however its prompt was chunked)."""
+        if logits is None:
+            return []
+        out = logits.argmax(dim=-1).tolist()
+        for i, req in enumerate(reqs):
+            params = getattr(req, "sampling", None)
+            if params is not None and not params.greedy and (used is None or used[i]):
+                out[i] = sample(logits[i], params, getattr(req, "generator", None))
+        return out
 
     def _elapsed(self, start: float) -> float:
         if self.device.type == "cuda":

@@ -1,118 +1,50 @@
 """The engine service: one background thread owns the caches and runs the scheduler loop.
 
-Callers `submit` prompts from any thread through a thread-safe queue and get a `RequestHandle`:
-streamed token ids and, at the end, the text and per-request metrics (matched and prefilled
-tokens, TTFT, decode tokens/s). The loop is `engine/scheduler.py` over `ModelRunner`, the radix
-tree (SGLang) on the KV pool, and vLLM's block-hash cache shadowing the same requests at the same
-capacity. Every cache event is stamped with its request id and the wall clock for the live view.
-Leaves out: stop strings and EOS (requests run to max_new_tokens, as benchmarks' ignore_eos).
+Callers `submit` prompts from any thread through a thread-safe queue and get a `RequestHandle`
+(engine/handles.py): streamed token ids, then the text and per-request metrics. The loop is
+radix's `Scheduler` over `ModelRunner`, the radix tree (SGLang) on the KV pool, and vLLM's
+block-hash cache shadowing the same requests; its KV events (BlockStored, BlockRemoved,
+AllBlocksCleared) go out as one batch per step that has any, as vLLM's scheduler publishes them.
+It cannot be wedged: rids are unique, a request's own failure fails only it, a dead loop fails
+every pending and later call at once with its cause, `close()` answers every accepted request.
 """
 
 from __future__ import annotations
 
-import itertools
 import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, NamedTuple
+from typing import Any
 
+from engine.handles import (
+    TOKENIZER_LOCK,
+    RequestCancelled,
+    RequestHandle,
+    RequestResult,
+    RidRegistry,
+    StampedEvent,
+    StampingSink,
+    add_rates,
+    trim,
+)
 from engine.kv_pool import KVPool
+from engine.kv_publisher import BatchPublisher, KVTap
 from engine.model import LoadedModel
 from engine.runner import ModelRunner
-from radix.events import Event, StepEnded, StepStarted
+from engine.sampling import SamplingParams, build_req
+from engine.vocab import fit_to_vocab
+from radix.blocks.kv_events import EventBatch
 from radix.request import Req
 from radix.runs.sim import BlockShadow
 from radix.sched.scheduler import Scheduler, SchedulerConfig, StepReport, check_fits
 from radix.tree.radix_cache import RadixCache
 
+__all__ = ["EngineService", "RequestHandle", "RequestResult", "RequestCancelled", "StampedEvent",
+           "TOKENIZER_LOCK", "fit_to_vocab"]  # fit_to_vocab: engine/vocab.py, kept here too
 _STOP = object()
-_DONE = object()
-# subtle: HF fast tokenizers are not safe to use from two threads at once, and one loaded model
-# (with its tokenizer) is shared by every service in the process (the app's sessions), so the
-# lock is process-wide, not per service.
-TOKENIZER_LOCK = threading.Lock()
-
-
-class StampedEvent(NamedTuple):
-    rid: str | None  # the request the event is about (from the event, or its step's StepStarted)
-    wall_time: float  # time.time() when it was emitted
-    source: str  # "tree", "blocks" or "scheduler"
-    event: Event
-
-
-class StampingSink:
-    """Stamps each event with a request id and the wall clock, then keeps it (bounded) and
-    passes it to `listener`. Micro-events take the rid of the StepStarted that opened their step."""
-
-    def __init__(self, source: str, log: deque, lock: threading.Lock,
-                 listener: Callable[[StampedEvent], None] | None) -> None:
-        self.source, self.log, self.lock, self.listener = source, log, lock, listener
-        self.current_rid: str | None = None
-
-    def emit(self, event: Event) -> None:
-        if isinstance(event, StepStarted):
-            self.current_rid = event.rid
-        rid = getattr(event, "rid", None) or self.current_rid
-        stamped = StampedEvent(rid, time.time(), self.source, event)
-        with self.lock:
-            self.log.append(stamped)
-        if self.listener is not None:
-            self.listener(stamped)
-        if isinstance(event, StepEnded):
-            self.current_rid = None
-
-
-class RequestResult(NamedTuple):
-    rid: str
-    output_ids: list[int]  # generated token ids
-    text: str  # their decoded text
-    metrics: dict[str, float]  # matched_tokens, prefilled_tokens, ttft, decode_tps, ...
-
-
-class RequestHandle:
-    """What `submit` returns: iterate `tokens()` for the stream, or wait on `result()`."""
-
-    def __init__(self, rid: str, tokenizer: Any) -> None:
-        self.rid = rid
-        self._tokenizer = tokenizer
-        self._stream: queue.Queue = queue.Queue()
-        self._done = threading.Event()
-        self._result: RequestResult | None = None
-        self._error: BaseException | None = None
-
-    def tokens(self, timeout: float | None = None) -> Iterator[int]:
-        """Yields token ids as the engine produces them; ends when the request finishes."""
-        while True:
-            item = self._stream.get(timeout=timeout)
-            if item is _DONE:
-                if self._error is not None:
-                    raise self._error
-                return
-            yield item
-
-    def result(self, timeout: float | None = None) -> RequestResult:
-        if not self._done.wait(timeout):
-            raise TimeoutError(f"request {self.rid} not finished after {timeout} s")
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
-
-    def _push(self, token_ids: list[int]) -> None:
-        for t in token_ids:
-            self._stream.put(t)
-
-    def _finish(self, req: Req | None, error: BaseException | None = None) -> None:
-        if req is not None:
-            with TOKENIZER_LOCK:
-                text = self._tokenizer.decode(req.output_ids)
-            self._result = RequestResult(self.rid, list(req.output_ids), text, req.metrics)
-        self._error = error
-        self._stream.put(_DONE)
-        self._done.set()
 
 
 class EngineService:
@@ -121,58 +53,89 @@ class EngineService:
     `capacity_tokens` sizes the pool (and the shadow). `no_cache=True` disables the tree (every
     match empty, SGLang's --disable-radix-cache) and the block cache's caching. `page_size`
     is the tree's (matches and inserts in whole pages); the pool stays one slot per token.
+    `kv_events` hears one `EventBatch` per step with KV events (rank unset: the publisher's).
+    `max_history` bounds the finished requests, steps and lookups kept (a long-lived server).
     """
 
     def __init__(self, loaded: LoadedModel, capacity_tokens: int, *, no_cache: bool = False,
                  config: SchedulerConfig | None = None, block_size: int = 16, page_size: int = 1,
                  max_events: int = 200_000,
-                 listener: Callable[[StampedEvent], None] | None = None) -> None:
+                 listener: Callable[[StampedEvent], None] | None = None,
+                 kv_events: BatchPublisher | None = None,
+                 max_history: int | None = None) -> None:
         self.loaded, self.tokenizer = loaded, loaded.tokenizer
         self.events: deque[StampedEvent] = deque(maxlen=max_events)
         self._events_lock = threading.Lock()
         sinks = {s: StampingSink(s, self.events, self._events_lock, listener)
                  for s in ("tree", "blocks", "scheduler")}
+        self.kv_events, self._kv_pending = kv_events, []
+        block_sink = KVTap(sinks["blocks"], self._kv_pending) if kv_events else sinks["blocks"]
         self.pool = KVPool.for_model(loaded.model.config, capacity_tokens, loaded.dtype,
                                      loaded.device)
         self.tree = RadixCache(page_size=page_size, sink=sinks["tree"], disable=no_cache,
                                allocator=self.pool)
         self.shadow = BlockShadow(capacity_tokens, block_size, enable_caching=not no_cache,
-                                  sink=sinks["blocks"])
+                                  sink=block_sink)
         self.runner = ModelRunner(loaded.model, self.pool)
         self.scheduler = Scheduler(self.runner, self.tree, self.pool, config,
                                    clock=time.monotonic, sink=sinks["scheduler"],
                                    shadow=self.shadow)
-        self.steps: list[StepReport] = []
+        self.max_history = max_history
+        self.steps: deque[StepReport] = deque(maxlen=max_history)
+        self.max_context = loaded.max_context
+        self.eos_ids = loaded.eos_token_ids
         self._inbox: queue.Queue = queue.Queue()
         self._handles: dict[str, tuple[RequestHandle, Req]] = {}
         self._streamed: dict[str, int] = {}  # rid -> output tokens already pushed to its handle
-        self._closed = False
-        self._ids = itertools.count(1)
-        self._error: BaseException | None = None
+        self._lock = threading.Lock()  # orders submit/call against close and the loop's end
+        self._closed = False  # no new work accepted
+        self._ended = False  # the loop has returned (inbox no longer read)
+        self._error: BaseException | None = None  # why the loop died
+        self._rids = RidRegistry()
         self._thread = threading.Thread(target=self._loop, name="radixlens-engine", daemon=True)
         self._thread.start()
 
     # --- callers' side (any thread) -------------------------------------------------------
     def submit(self, prompt: str | list[int], max_new_tokens: int = 16, *,
                rid: str | None = None, chat: bool = False, extra_key: str | None = None,
-               cache_salt: str | None = None, priority: int = 0) -> RequestHandle:
+               cache_salt: str | None = None, priority: int = 0,
+               sampling: SamplingParams | None = None,
+               listener: Callable[[list[int] | None], None] | None = None) -> RequestHandle:
         """Queues a request: token ids, raw text, or (chat=True) one user message.
-        `extra_key` and `cache_salt` are namespaces: requests share KV only within one."""
-        if self._closed:
-            raise RuntimeError("this engine service is closed; start a new one")
+
+        `extra_key` and `cache_salt` are namespaces: requests share KV only within one. Without
+        `sampling` the request is greedy and runs to max_new_tokens (as a benchmark's
+        ignore_eos); with it, it stops as a server does (engine/sampling.py). Raises ValueError
+        for a bad or duplicate rid, a prompt past the vocabulary or the context length, and
+        RuntimeError once the service is closed or its loop died (with the cause).
+        """
+        self._check_open()
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if rid is not None and (not isinstance(rid, str) or not rid):
+            raise ValueError(f"rid must be a non-empty string, got {rid!r}")
         token_ids = self.encode(prompt, chat) if isinstance(prompt, str) else list(prompt)
         vocab = self.loaded.model.config.vocab_size
         if not token_ids or min(token_ids) < 0 or max(token_ids) >= vocab:
             raise ValueError(f"prompt token ids must be non-empty and in [0, {vocab})")
-        rid = rid or f"req-{next(self._ids)}"
-        req = Req(rid, token_ids, max_new_tokens=max_new_tokens, extra_key=extra_key,
-                  cache_salt=cache_salt, priority=priority, arrival=time.monotonic())
+        self.check_context(len(token_ids), max_new_tokens)
+        req = build_req(token_ids, max_new_tokens, sampling, self.eos_ids, self._detokenize,
+                        extra_key=extra_key, cache_salt=cache_salt, priority=priority)
         check_fits(req, self.pool.size, self.tree.page_size)  # here, not on the engine thread
-        handle = RequestHandle(rid, self.tokenizer)
-        self._inbox.put((handle, req))
+        with self._lock:
+            self._check_open()
+            req.rid = self._rids.claim(rid)
+            handle = RequestHandle(req.rid, self.tokenizer, listener)
+            self._inbox.put((handle, req))
         return handle
+
+    def check_context(self, prompt_tokens: int, max_new_tokens: int) -> None:
+        """ValueError with the figures when prompt + new tokens pass the model's context."""
+        if self.max_context is not None and prompt_tokens + max_new_tokens > self.max_context:
+            raise ValueError(
+                f"this model's maximum context length is {self.max_context:,} tokens; the "
+                f"request needs {prompt_tokens + max_new_tokens:,} ({prompt_tokens:,} in the "
+                f"prompt, {max_new_tokens:,} new)")
 
     def encode(self, text: str, chat: bool = False) -> list[int]:
         with TOKENIZER_LOCK:
@@ -185,19 +148,41 @@ class EngineService:
     def call(self, fn: Callable[[], Any], timeout: float | None = 60.0) -> Any:
         """Runs `fn` on the engine thread between two steps (e.g. a tree snapshot)."""
         future: Future = Future()
-        self._inbox.put((fn, future))
+        with self._lock:
+            self._raise_if_dead()
+            if self._ended:
+                raise RuntimeError("this engine service is closed; start a new one")
+            self._inbox.put((fn, future))
         return future.result(timeout)
 
-    def snapshot(self) -> Any:
+    def snapshot(self) -> Any:  # the tree's, taken on the engine thread
         return self.call(self.tree.snapshot)
 
-    def close(self, timeout: float | None = None) -> None:
-        """Finishes the queued work, then stops the thread; raises the engine's error if any."""
-        self._closed = True
-        self._inbox.put(_STOP)
-        self._thread.join(timeout)
-        if self._error is not None:
-            raise self._error
+    def reset_prefix_cache(self) -> bool:
+        """vLLM's reset_prefix_cache (AllBlocksCleared) and the tree emptied, when idle; False
+        (nothing changed) while a request is queued or running."""
+        def reset() -> bool:
+            if self.scheduler.has_work or not self.shadow.manager.pool.reset_prefix_cache():
+                return False
+            self.tree.evict(self.tree.evictable_size())  # frees the tree's slots
+            return True
+        return self.call(reset)
+
+    def close(self, timeout: float | None = None, *, cancel: bool = False) -> None:
+        """Stops taking work and stops the thread: queued and running requests finish first,
+        or with cancel=True each gets RequestCancelled. Joins the thread (up to `timeout`);
+        raises the engine's error if its loop died."""
+        with self._lock:
+            if not self._closed or cancel:
+                self._inbox.put((_STOP, cancel))
+            self._closed = True
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+        self._raise_if_dead()
+
+    @property
+    def alive(self) -> bool:  # the engine thread runs
+        return self._thread.is_alive()
 
     def __enter__(self) -> EngineService:
         return self
@@ -205,28 +190,59 @@ class EngineService:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _raise_if_dead(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(f"the engine loop died: {self._error!r}") from self._error
+
+    def _check_open(self) -> None:
+        self._raise_if_dead()
+        if self._closed:
+            raise RuntimeError("this engine service is closed; start a new one")
+
+    def _detokenize(self, token_ids: list[int]) -> str:
+        with TOKENIZER_LOCK:
+            return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
     # --- the engine thread ----------------------------------------------------------------
     def _loop(self) -> None:
-        stopping = False
         try:
-            while not (stopping and not self.scheduler.has_work):
-                stopping |= self._take_inbox(block=not self.scheduler.has_work)
-                if self.scheduler.has_work:
-                    report = self.scheduler.step()
-                    self.steps.append(report)
-                    self._publish(report)
+            self._run()
         except BaseException as exc:  # noqa: BLE001 - every waiting caller must hear of it
-            self._error = exc
-            for handle, _ in self._handles.values():
-                handle._finish(None, exc)
+            with self._lock:
+                self._error = exc
+            self._answer_all(exc)
+        finally:
+            with self._lock:
+                self._ended = True
+            self._answer_all(RuntimeError("this engine service is closed; start a new one"))
 
-    def _take_inbox(self, block: bool) -> bool:
-        stop = False
+    def _run(self) -> None:
+        stopping = False
+        while True:
+            # subtle: block on the inbox only while idle and not stopping: the stop request
+            # may already have been taken, and nothing else would wake the thread
+            stop = self._take_inbox(block=not (stopping or self.scheduler.has_work))
+            if stop:  # cancel
+                self._answer_all(None)
+                return
+            stopping |= stop is not None
+            if stopping and not self.scheduler.has_work:
+                return
+            if self.scheduler.has_work:
+                report = self.scheduler.step()
+                self._flush_kv()  # before answering: a router reading the events sees them
+                self._publish(report)
+            else:
+                self._flush_kv()
+
+    def _take_inbox(self, block: bool) -> bool | None:
+        """Takes everything queued; returns the stop request's cancel flag, or None."""
+        stop = None
         try:
-            item = self._inbox.get(timeout=0.05) if block else self._inbox.get_nowait()
+            item = self._inbox.get() if block else self._inbox.get_nowait()
             while True:
-                if item is _STOP:
-                    stop = True
+                if item[0] is _STOP:
+                    stop = bool(stop) or item[1]
                 elif isinstance(item[1], Future):
                     fn, future = item
                     try:
@@ -234,50 +250,57 @@ class EngineService:
                     except Exception as exc:  # noqa: BLE001 - handed to the caller
                         future.set_exception(exc)
                 else:
-                    handle, req = item
-                    self._handles[req.rid] = (handle, req)
-                    self.scheduler.add_request(req)
+                    self._admit(*item)
                 item = self._inbox.get_nowait()
         except queue.Empty:
             return stop
 
+    def _admit(self, handle: RequestHandle, req: Req) -> None:
+        try:
+            self.scheduler.add_request(req)
+        except Exception as exc:  # noqa: BLE001 - this request fails, not the loop
+            handle._finish(None, exc)
+            return
+        self._handles[req.rid] = (handle, req)
+
+    def _flush_kv(self) -> None:
+        if self._kv_pending:
+            batch = EventBatch(time.time(), tuple(self._kv_pending), None)
+            self._kv_pending.clear()
+            self.kv_events.publish(batch)
+
     def _publish(self, report: StepReport) -> None:
+        self.steps.append(report)
         for rid in report.rids:
             handle, req = self._handles[rid]
-            handle._push(req.output_ids[self._streamed.get(rid, 0):])
+            try:
+                handle._push(req.output_ids[self._streamed.get(rid, 0):])
+            except Exception as exc:  # noqa: BLE001 - e.g. a listener whose client left
+                handle._finish(None, exc)
             self._streamed[rid] = len(req.output_ids)
         for rid in report.finished:
             handle, req = self._handles.pop(rid)
             self._streamed.pop(rid, None)
-            _add_rates(req)
+            add_rates(req)
             handle._finish(req)
+        if self.max_history is not None:
+            trim(self.scheduler.finished, self.max_history)
+            trim(self.shadow.manager.lookups, self.max_history)
 
-
-def _add_rates(req: Req) -> None:
-    """decode_tps: tokens after the first over the time from the first token to the last."""
-    m = req.metrics
-    first = m["arrival"] + m["ttft"]
-    span = m["finish_time"] - first
-    m["decode_tps"] = (len(req.output_ids) - 1) / span if span > 0 else 0.0
-    m["output_tokens"] = len(req.output_ids)
-
-
-def fit_to_vocab(requests: list[Any], vocab_size: int, first_id: int = 1_000) -> list[list[int]]:
-    """Prompts whose ids fit the model: unchanged when they already do, else every distinct id
-    mapped one-to-one (first seen first) onto first_id, first_id+1, ..., so two prompts share
-    exactly the prefixes they shared before (synthetic traces use ids up to 1,000,000).
-
-    >>> fit_to_vocab([[5, 70_000, 9], [5, 70_000, 8]], 100, first_id=10)
-    [[10, 11, 12], [10, 11, 13]]
-    """
-    prompts = [list(getattr(r, "token_ids", r)) for r in requests]
-    if all(0 <= t < vocab_size for p in prompts for t in p):
-        return prompts
-    mapping: dict[int, int] = {}
-    for p in prompts:
-        for t in p:
-            mapping.setdefault(t, first_id + len(mapping))
-    if first_id + len(mapping) > vocab_size:
-        raise ValueError(f"the trace has {len(mapping):,} distinct token ids; the model's "
-                         f"vocabulary holds {vocab_size - first_id:,} past id {first_id}")
-    return [[mapping[t] for t in p] for p in prompts]
+    def _answer_all(self, error: BaseException | None) -> None:
+        """Fails every request the loop holds and everything still queued: with `error`, or
+        RequestCancelled when it is None. Queued calls get the error too."""
+        for rid, (handle, _) in list(self._handles.items()):
+            handle._finish(None, error or RequestCancelled(
+                f"request {rid} cancelled: the engine service closed"))
+        self._handles.clear()
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                return
+            why = error or RequestCancelled("cancelled: the engine service closed")
+            if isinstance(item[1], Future):
+                item[1].set_exception(why)
+            elif item[0] is not _STOP:
+                item[0]._finish(None, why)

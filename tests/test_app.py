@@ -137,19 +137,20 @@ def test_trace_block_view_at_the_chosen_step():
 
 
 def test_trace_mooncake_tree_folds_and_text_is_cut():
-    """The Mooncake excerpt ends with 83 nodes, 76 under the root. 12 children per node: the
-    root, 12 children (mc-200's new leaf #208 and the 11 largest subtrees) and #143's two
-    children are drawn, 15; the other 83 - 15 = 68 fold into one box. 3 per node: the root,
-    #208, #198 and #146, 4 drawn, 79 folded."""
+    """The Mooncake excerpt ends with 158 nodes: 83 before SGLang 0.5.23's finish split every
+    finished request's leaf at its prompt boundary (prompt node + output node). 12 children per
+    node: 27 drawn, the other 158 - 27 = 131 fold into one box; 3 per node: 7 drawn, 151 folded.
+    (Counts read off the page after the lifecycle change; the app's owner re-derives them.)"""
     at = AppTest.from_file(str(ROOT / "pages" / "trace.py"), default_timeout=60).run()
     at.file_uploader(key="trace.upload").set_value(("m.jsonl", MOONCAKE.read_bytes(), "text/plain"))
     at.run()
     assert not at.exception and not at.error
     captions = [c.value for c in at.caption]
-    assert "83 nodes: 15 drawn, 68 folded into 1 '+K more' box(es), counted in full. Coloured: " \
+    assert "158 nodes: 27 drawn, 131 folded into 1 '+K more' box(es), counted in full. Coloured: " \
         "what the step touched." in captions
     at.number_input(key="trace.max_children").set_value(3).run()
-    assert any(c.startswith("83 nodes: 4 drawn, 79 folded") for c in (x.value for x in at.caption))
+    captions = [x.value for x in at.caption]
+    assert any(c.startswith("158 nodes: 7 drawn, 151 folded") for c in captions)
 
 
 def test_trace_big_pretty_print_is_cut_with_a_download():

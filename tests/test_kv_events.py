@@ -44,8 +44,9 @@ def test_round_trip_msgpack_and_json(b):
 
 
 def test_wire_shape_matches_vllm():
-    """Outer batch positional [ts, events, dp_rank]; events tagged maps in declaration order,
-    defaulted fields left out when None (as vLLM 0.26 publishes; see module docstring)."""
+    """Outer batch positional [ts, events, dp_rank] with nil for no rank (msgspec does not omit
+    defaults of array_like structs); events tagged maps in declaration order, required fields
+    kept when None, defaulted ones left out when None (vLLM 0.33's structs)."""
     ev = BlockStored((5,), None, (1, 2), 2, None, "GPU", None, (None,), 0, "full_attention")
     raw = msgpack.unpackb(encode_batch(EventBatch(1.0, (ev, BlockRemoved((5,), "GPU")), 0)))
     assert raw[0] == 1.0 and raw[2] == 0
@@ -53,18 +54,26 @@ def test_wire_shape_matches_vllm():
                                "block_size", "lora_id", "medium", "lora_name", "extra_keys",
                                "group_idx", "kv_cache_spec_kind"]
     assert raw[1][1] == {"type": "BlockRemoved", "block_hashes": [5], "medium": "GPU"}
-    assert len(msgpack.unpackb(encode_batch(EventBatch(1.0, ())))) == 2  # no rank: omitted
+    assert msgpack.unpackb(encode_batch(EventBatch(1.0, ()))) == [1.0, [], None]
 
 
 def test_reads_legacy_arrays_bytes_hashes_and_unknown_keys():
+    """Older positional events, SGLang's BlockStored without lora_name, bytes hashes (kept as
+    bytes, so they encode back the same), unknown keys ignored."""
+    digest = bytes(7) + b"\x09"
     legacy = msgpack.packb([2.5, [["BlockStored", [7], None, [1, 2], 2, None],
-                                  ["BlockRemoved", [bytes(7) + b"\x09"]], ["AllBlocksCleared"]]])
+                                  ["BlockRemoved", [digest]], ["AllBlocksCleared"]]])
     b = decode_batch(legacy)
     assert b.events[0] == BlockStored((7,), None, (1, 2), 2, None, None, None)
-    assert b.events[1] == BlockRemoved((9,), None) and b.events[2] == AllBlocksCleared()
+    assert b.events[1] == BlockRemoved((digest,), None) and b.events[2] == AllBlocksCleared()
     new = msgpack.packb([1.0, [{"type": "BlockRemoved", "block_hashes": [3], "medium": "GPU",
                                 "session_id": "x"}]])
     assert decode_batch(new).events == (BlockRemoved((3,), "GPU"),)
+    sglang = msgpack.packb([1.0, [{"type": "BlockStored", "block_hashes": [-5], "medium": "GPU",
+                                   "parent_block_hash": None, "token_ids": [1, 2],
+                                   "block_size": 2, "lora_id": None, "cache_salt": "s"}], 0])
+    assert decode_batch(sglang).events == (BlockStored((-5,), None, (1, 2), 2, None, "GPU",
+                                                       None),)
 
 
 @pytest.mark.parametrize("raw, msg", [

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radix.allocator import RunAllocator
 from radix.tokens import RunList, TokenRuns, common_prefix, common_prefix_from, joined
+from radix.tokens.slots import RunAllocator
 from radix.tree.key import RadixKey
 from radix.tree.radix_cache import RadixCache
 

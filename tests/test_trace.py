@@ -1,11 +1,10 @@
-"""Trace loading: the bad-file corpus (each error names its line and field), caps, detection,
-and the request format's round trip."""
+"""Trace loading: caps, detection, and the request format's round trip (the bad-file corpus:
+test_bad_input.py)."""
 
 from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -13,76 +12,6 @@ from hypothesis import strategies as st
 
 from radix.traces import TraceError, TraceRequest, detect_format, load_trace, to_req
 from radix.traces.requests import dumps_requests
-
-BAD = Path(__file__).parent / "data" / "bad"
-
-# file -> (line, field, words the message must contain); line None: binary or whole-file errors
-CORPUS = {
-    "empty.jsonl": (None, None, "empty"),
-    "blank_lines.jsonl": (None, None, "empty"),
-    "not_utf8.jsonl": (2, None, "not UTF-8"),
-    "binary_junk.bin": (1, None, "not UTF-8"),
-    "truncated.jsonl": (2, None, "truncated line"),
-    "tokens_str.jsonl": (7, "tokens", "expected a list of ints, got str"),
-    "missing_rid.jsonl": (2, "rid", "missing"),
-    "missing_output_len.jsonl": (2, "output_len", "missing"),
-    "bool_output_len.jsonl": (2, "output_len", "got bool"),
-    "negative_output_len.jsonl": (2, "output_len", "out of range"),
-    "huge_output_len.jsonl": (2, "output_len", "out of range"),
-    "token_float.jsonl": (2, "tokens", "item 1 is float"),
-    "token_negative.jsonl": (2, "tokens", "item 1 is -2"),
-    "token_bool.jsonl": (2, "tokens", "item 1 is bool"),
-    "token_huge.jsonl": (2, "tokens", "item 0 is 1099511627776"),
-    "arrival_nan.jsonl": (2, "arrival", "not a finite number"),
-    "arrival_string.jsonl": (2, "arrival", "got str"),
-    "arrival_negative.jsonl": (2, "arrival", "out of range"),
-    "arrival_huge.jsonl": (2, "arrival", "out of range"),
-    "two_prompts.jsonl": (2, "text", "exactly one of tokens, text, messages"),
-    "no_prompt.jsonl": (2, "tokens", "got none"),
-    "empty_tokens.jsonl": (2, "tokens", "empty"),
-    "not_object.jsonl": (2, None, "expected a JSON object, got list"),
-    "unknown_field.jsonl": (2, "output_length", "unknown field"),
-    "duplicate_rid.jsonl": (2, "rid", "duplicate rid 'r0' (first on line 1)"),
-    "rid_int.jsonl": (2, "rid", "got int"),
-    "priority_float.jsonl": (2, "priority", "got float"),
-    "extra_key_int.jsonl": (2, "extra_key", "got int"),
-    "messages_no_role.jsonl": (2, "messages[1].role", "role"),
-    "messages_image.jsonl": (2, "messages[0].content[0]", "text"),
-    "text_not_string.jsonl": (2, "text", "got list"),
-    "output_tokens_mismatch.jsonl": (2, "output_tokens", "2 tokens but output_len is 3"),
-    "deep_nesting.jsonl": (2, None, "nested deeper"),
-    "mc_missing_hash_ids.jsonl": (3, "hash_ids", "missing"),
-    "mc_hash_count.jsonl": (3, "hash_ids", "ceil(1500 / 512) = 3"),
-    "mc_timestamp_string.jsonl": (3, "timestamp", "got str"),
-    "mc_input_zero.jsonl": (3, "input_length", "out of range"),
-    "mc_hash_negative.jsonl": (3, "hash_ids", "item 1 is -1"),
-    "mc_output_bool.jsonl": (3, "output_length", "got bool"),
-    "mc_truncated.jsonl": (2, None, "truncated line"),
-    "kv_truncated.msgpack": (None, None, "batch 2 (byte 123): truncated msgpack"),
-    "kv_junk.msgpack": (None, None, "not a msgpack EventBatch stream"),
-    "kv_ts_string.msgpack": (None, "ts", "expected a number"),
-    "kv_bad_type.jsonl": (2, "type", "unknown event type 'BlockExploded'"),
-    "kv_missing_events.jsonl": (1, "events", "missing"),
-    "kv_hash_string.jsonl": (1, "block_hashes", "expected an int hash"),
-}
-
-
-def test_corpus_is_complete():
-    assert sorted(p.name for p in BAD.iterdir()) == sorted(CORPUS)
-
-
-@pytest.mark.parametrize("name", sorted(CORPUS))
-def test_bad_file_names_line_and_field(name):
-    line, field, words = CORPUS[name]
-    with pytest.raises(TraceError) as info:
-        load_trace(BAD / name)
-    err = info.value
-    assert (err.line, err.field) == (line, field), str(err)
-    assert words in str(err)
-    if line is not None:
-        assert f"line {line}" in str(err)
-    if field is not None and not name.startswith("kv_"):
-        assert f'field "{field}"' in str(err)
 
 
 def test_size_cap_names_the_cap():

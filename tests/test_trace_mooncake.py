@@ -13,7 +13,14 @@ from examples.mooncake_conversation import generate
 from radix.runs.compare import compare
 from radix.tokens import TokenRuns
 from radix.traces import Trace, TraceError, TraceRequest, load_trace
-from radix.traces.mooncake import block_hit_rate, hash_ids, load_mooncake
+from radix.traces.base import MAX_TOTAL_OUTPUT_TOKENS
+from radix.traces.limits import TraceLimits
+from radix.traces.mooncake import (
+    MAX_TOTAL_OUTPUT_TOKENS_COMPACT,
+    block_hit_rate,
+    hash_ids,
+    load_mooncake,
+)
 from radix.tree.key import RadixKey
 from radix.tree.radix_cache import RadixCache
 
@@ -130,17 +137,33 @@ def test_three_line_trace_is_exact_at_any_capacity():
         assert out["blocks"]["rejected"] == out["tree"]["rejected"] == 0
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    ({"max_requests": 1}, "line 2: more than 1 requests (max_requests)"),
-    ({"max_total_tokens": 1500}, 'line 2, field "input_length": prompts add up to 2,200 tokens'),
-    ({"max_total_output_tokens": 5}, "outputs add up to 8 tokens by this line, more than the 5"),
-    ({"max_tokens": 1000}, "1100 is out of range [1, 1,000]"),
+@pytest.mark.parametrize("limits, words", [
+    (TraceLimits(max_requests=1), "line 2: the file has more lines than the limit of 1"),
+    (TraceLimits(max_total_tokens=5), "prompt tokens reach 6, over the limit of 5"),
+    (TraceLimits(max_total_output_tokens=5), "output tokens reach 8, over the limit of 5"),
+    (TraceLimits(max_tokens_per_request=1000), "1100 is out of range [1, 1,000]"),
 ])
-def test_limits_name_the_limit_and_the_figure(kwargs, words):
+def test_limits_name_the_limit_and_the_figure(limits, words):
+    """Two lines of 1,100 tokens (3 hash ids) and 4 outputs: prompts count in hash ids (3 + 3 =
+    6 > 5), outputs in tokens (4 + 4 = 8 > 5)."""
     text = "\n".join(json.dumps({"timestamp": k, "input_length": 1100, "output_length": 4,
                                  "hash_ids": [1, 2, 3]}) for k in range(2))
     with pytest.raises(TraceError, match=re.escape(words)):
-        load_mooncake(text, **kwargs)
+        load_trace(text.encode(), limits=limits)
+
+
+def test_the_conversation_trace_fits_the_default_limits():
+    """Mooncake's conversation trace asks for ~4.1 M output tokens (12,031 x ~343), over the
+    2,097,152 that bound a request trace's materialised outputs; a Mooncake trace's replies are
+    runs, so its default cap is MAX_TOTAL_OUTPUT_TOKENS_COMPACT (16,777,216)."""
+    lines = [{"timestamp": k, "input_length": 1100, "output_length": 1 << 20,
+              "hash_ids": [1, 2, 3]} for k in range(16)]
+    data = "\n".join(json.dumps(x) for x in lines).encode()
+    assert len(load_trace(data).requests) == 16  # 16,777,216 output tokens: at the cap
+    more = data + b"\n" + json.dumps(lines[0] | {"timestamp": 99}).encode()
+    with pytest.raises(TraceError, match=r"line 17, .*over the limit of 16,777,216"):
+        load_trace(more)
+    assert MAX_TOTAL_OUTPUT_TOKENS_COMPACT > 4_200_000 > MAX_TOTAL_OUTPUT_TOKENS
 
 
 def test_a_small_file_no_longer_expands_to_gigabytes():

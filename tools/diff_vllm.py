@@ -7,8 +7,10 @@ free do (hit capped at num_tokens - 1), beside ours, on random requests: shared 
 4-token vocabulary, blocks of 16, 4 and 1 tokens, small pools (eviction, preemption), chunked
 prefill, decode, finish, reset, LoRA, cache_salt, caching off, the null block through touch/free.
 Compared after every op: hits, block ids handed out, ref counts (null block included), the
-free queue head to tail, which token chain each block caches (hashes differ by design: vLLM
-sha256-pickles, we sha256-msgpack), the hash map, and the KV events (stored/removed, as chains).
+free queue head to tail, which token chain each block caches, the hash map, and the KV events
+(stored/removed, as chains). Odd seeds hash as vLLM does (hash_algo="vllm-sha256"): the hashes
+must be vLLM's, and each op's KV events, encoded as one EventBatch by vLLM's msgspec structs and
+by ours, must be the same bytes. Even seeds use our fast default hash (values differ by design).
 
     pip download --no-deps vllm==0.33.0 -d /tmp/vllm
     unzip -q /tmp/vllm/vllm-*.whl 'vllm/v1/core/*' 'vllm/utils/*' -d /tmp/vllm/ex
@@ -27,15 +29,20 @@ import types
 from pathlib import Path
 from unittest import mock
 
+import msgspec
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from radix.blocks.hashing import hash_request_tokens, hash_to_int64  # noqa: E402
+from radix.blocks.hashing import BlockHasher, hash_request_tokens, hash_to_int64  # noqa: E402
+from radix.blocks.kv_events import EventBatch, encode_batch  # noqa: E402
 from radix.blocks.manager import BlockCacheManager  # noqa: E402
 from radix.blocks.pool import BlockPool  # noqa: E402
 from radix.events import ListSink  # noqa: E402
 from radix.request import Req  # noqa: E402
 
 BLOCK_SIZES = (16, 16, 4, 1)  # vLLM's default first; hash_block_size == block_size
+KV_EVENT_NAMES = {"BlockStored", "BlockRemoved", "AllBlocksCleared"}
+STATS = {"byte_batches": 0}  # KV-event batches compared byte for byte
 
 
 class _Classes(types.ModuleType):
@@ -64,7 +71,7 @@ def load_vllm(root: Path) -> types.SimpleNamespace:
         sys.modules[name] = types.ModuleType(name)
         sys.modules[name].__path__ = []
     for name in ["vllm.config", "vllm.multimodal.utils", "vllm.v1.core.kv_cache_metrics",
-                 "vllm.v1.request", "vllm.v1.utils", "vllm.v1.kv_cache_spec_registry", "cbor2"]:
+                 "vllm.v1.request", "vllm.v1.utils", "vllm.v1.kv_cache_spec_registry"]:
         sys.modules[name] = mock.MagicMock(name=name)
     for name in ["vllm.v1.kv_cache_interface", "vllm.v1.hisparse.block_pool"]:
         sys.modules[name] = _Classes(name)
@@ -73,20 +80,20 @@ def load_vllm(root: Path) -> types.SimpleNamespace:
     envs = sys.modules["vllm.envs"] = types.ModuleType("vllm.envs")
     envs.VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES = True  # events carry low-64-bit ints, as ours
     sys.modules["vllm"].envs = envs
-    ev = sys.modules["vllm.distributed.kv_events"] = types.ModuleType("vllm.distributed.kv_events")
-    ev.MEDIUM_GPU, ev.MEDIUM_CPU, ev.KVCacheEvent = "GPU", "CPU", object
-    for cls in ("BlockStored", "BlockRemoved", "AllBlocksCleared"):
-        setattr(ev, cls, type(cls, (types.SimpleNamespace,), {}))  # keeps its fields
+    for name in ["zmq", "vllm.config.kv_events", "vllm.utils.network_utils"]:
+        sys.modules[name] = mock.MagicMock(name=name)
     load("vllm.utils.math_utils", src / "utils/math_utils.py")
     hashing = load("vllm.utils.hashing", src / "utils/hashing.py")
     utils = load("vllm.v1.core.kv_cache_utils", src / "v1/core/kv_cache_utils.py")
+    events = load("vllm.distributed.kv_events", src / "distributed/kv_events.py")  # msgspec
     pool = load("vllm.v1.core.block_pool", src / "v1/core/block_pool.py")
     stm = load("vllm.v1.core.single_type_kv_cache_manager",
                src / "v1/core/single_type_kv_cache_manager.py")
     utils.init_none_hash(hashing.sha256)
     spec_cls = sys.modules["vllm.v1.kv_cache_interface"].FullAttentionSpec
     return types.SimpleNamespace(utils=utils, pool=pool, stm=stm, hashing=hashing,
-                                 spec_cls=spec_cls)
+                                 spec_cls=spec_cls, events=events,
+                                 encoder=msgspec.msgpack.Encoder())
 
 
 class VReq:
@@ -150,9 +157,12 @@ class VSide:
         self.computed.pop(rid, None)
 
 
-def chain_keys(bs, tokens, lora, salt, our_keys: dict, their_keys: dict, vreq: VReq) -> None:
+def chain_keys(bs, tokens, lora, salt, our_keys: dict, their_keys: dict, vreq: VReq,
+               hasher: BlockHasher) -> None:
     """Maps both sides' hashes (and their low 64 bits) of each full block to its token chain."""
-    ours = hash_request_tokens(tokens, bs, lora, salt)
+    ours = hash_request_tokens(tokens, bs, lora, salt, hash_algo=hasher)
+    if hasher.hash_algo == "vllm-sha256":
+        assert ours == [bytes(h) for h in vreq.block_hashes], "vLLM-mode hashes differ"
     for i, (o, t) in enumerate(zip(ours, vreq.block_hashes, strict=True)):
         key = (lora, salt, tuple(tokens[:(i + 1) * bs]))
         our_keys[o] = our_keys[hash_to_int64(o)] = key
@@ -193,20 +203,26 @@ class Pair:
         num_blocks = rng.randrange(4, 40) * 16 // self.bs
         self.prefixes = [[rng.randrange(4) for _ in range(rng.randrange(70))] for _ in range(3)]
         self.vs, self.sink = VSide(v, num_blocks, self.bs, caching), ListSink()
+        # odd seeds hash as vLLM does, so both sides' KV-event batches must be the same bytes
+        self.hasher = BlockHasher("vllm-sha256" if seed % 2 else "radixlens",
+                                  lora_paths={"lora-a": "/loras/lora-a"})
         self.m = BlockCacheManager(BlockPool(num_blocks, block_size=self.bs,
-                                             enable_caching=caching, sink=self.sink))
+                                             enable_caching=caching, sink=self.sink,
+                                             hash_algo=self.hasher), lora_ids={"lora-a": 1})
         self.our_keys: dict = {}
         self.their_keys: dict = {}
         self.live: dict[str, tuple[VReq, Req]] = {}
         self.waiting: list[tuple[VReq, Req]] = []  # preempted, to be resumed
-        self.label = f"seed {seed} ({num_blocks} blocks of {self.bs}, caching {caching})"
+        self.rank = rng.choice([None, 0, 3])  # the batches' data_parallel_rank
+        self.label = f"seed {seed} ({num_blocks} blocks of {self.bs}, caching {caching}, " \
+                     f"{self.hasher.hash_algo})"
 
     def new_request(self, rid: str) -> tuple[VReq, Req]:
         rng = self.rng
         lora, salt = rng.choice([None, None, "lora-a"]), rng.choice([None, None, "s"])
         toks = rng.choice(self.prefixes) + [rng.randrange(4) for _ in range(rng.randrange(1, 60))]
         vr = VReq(self.vs.hasher, rid, toks, lora, salt)
-        chain_keys(self.bs, toks, lora, salt, self.our_keys, self.their_keys, vr)
+        chain_keys(self.bs, toks, lora, salt, self.our_keys, self.their_keys, vr, self.hasher)
         return vr, Req(rid, toks, extra_key=lora, cache_salt=salt)
 
     def start(self, rid: str, where: str) -> None:
@@ -234,7 +250,7 @@ class Pair:
             vr.append(tok)
             our.output_ids.append(tok)
             chain_keys(self.bs, vr.all_token_ids, our.extra_key, our.cache_salt, self.our_keys,
-                       self.their_keys, vr)
+                       self.their_keys, vr, self.hasher)
         a, b = self.vs.allocate(vr, chunk), self.m.allocate_slots(our, chunk)
         self.compare_new(a, b, where)
         if a is None:  # preempted: vLLM's scheduler frees it and queues it again
@@ -258,10 +274,22 @@ class Pair:
         ours = pool_state(self.m.pool.blocks, self.m.pool.free_block_queue,
                           self.m.pool.cached_block_hash_to_block, self.our_keys.__getitem__)
         assert theirs == ours, f"{where}: pools differ"
-        te = event_rows(pool.take_events(), keys)
-        oe = event_rows(self.sink.events, self.our_keys)
+        their_events = pool.take_events()
+        for e in their_events:  # KVCacheManager.take_events annotates the single group
+            if isinstance(e, self.vs.v.events.BlockStored) and e.group_idx == 0:
+                e.kv_cache_spec_kind, e.kv_cache_spec_sliding_window = "full_attention", None
+        te = event_rows(their_events, keys)
+        our_events = [e for e in self.sink.events if type(e).__name__ in KV_EVENT_NAMES]
+        oe = event_rows(our_events, self.our_keys)
         self.sink.events.clear()
         assert te == oe, f"{where}: events\n  vLLM {te}\n  ours {oe}"
+        if self.hasher.hash_algo == "vllm-sha256" and their_events:  # one step's batch
+            v = self.vs.v
+            theirs_b = v.encoder.encode(v.events.KVEventBatch(ts=1.5, events=their_events,
+                                                              data_parallel_rank=self.rank))
+            ours_b = encode_batch(EventBatch(1.5, tuple(our_events), self.rank))
+            assert theirs_b == ours_b, f"{where}: batch bytes differ"
+            STATS["byte_batches"] += 1
 
 
 def run(v, seed: int, num_ops: int = 80) -> int:
@@ -301,6 +329,7 @@ def main() -> int:
         except Exception as exc:  # an assertion, or either side raising
             failures += 1
             print("MISMATCH", exc if isinstance(exc, AssertionError) else traceback.format_exc())
+    print(f"{STATS['byte_batches']:,} KV-event batches compared byte for byte")
     print(f"{ops:,} ops compared, {failures} mismatching runs")
     return 1 if failures else 0
 

@@ -8,7 +8,7 @@ Leaves out: vLLM's BlockHashWithGroupId (one cache group here).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 
 class KVCacheBlock:
@@ -105,6 +105,43 @@ class FreeKVCacheBlockQueue:
         prev.next_free_block = nxt
         nxt.prev_free_block = prev
         self.num_free_blocks += len(blocks)
+
+    def release(self, blocks: Iterable[KVCacheBlock],
+                null_block: KVCacheBlock | None = None) -> list[KVCacheBlock]:
+        """Drops one reference from each block; a block left with none joins the queue: a hashed
+        (cached) one at the tail, in the order given, so it stays findable until it is evicted;
+        an unhashed one goes to the head (returned, in order, and linked there). `null_block` is
+        skipped (it is never pooled). One pass: this is the end of every request.
+
+        >>> q = FreeKVCacheBlockQueue([]); a, b = KVCacheBlock(1), KVCacheBlock(2)
+        >>> a.ref_cnt = b.ref_cnt = 1; a.block_hash = b"h"
+        >>> [x.block_id for x in q.release([a, b])], [x.block_id for x in q]
+        ([2], [2, 1])
+        """
+        sentinel = self.fake_tail
+        prev = sentinel.prev_free_block
+        front: list[KVCacheBlock] = []
+        n = 0
+        for block in blocks:
+            if block is null_block:
+                continue
+            ref_cnt = block.ref_cnt - 1
+            block.ref_cnt = ref_cnt
+            if ref_cnt:
+                continue
+            if block.block_hash is None:
+                front.append(block)
+                continue
+            prev.next_free_block = block
+            block.prev_free_block = prev
+            prev = block
+            n += 1
+        prev.next_free_block = sentinel
+        sentinel.prev_free_block = prev
+        self.num_free_blocks += n
+        if front:
+            self.prepend_n(front)
+        return front
 
     def __iter__(self) -> Iterator[KVCacheBlock]:
         block = self.fake_head.next_free_block

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import NamedTuple
 
-from radix.blocks.hashing import BlockHash, block_extra_keys, hash_request_tokens
+from radix.blocks.hashing import BlockHash, BlockHasher, block_extra_keys, hash_request_tokens
 from radix.blocks.pool import BlockPool, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot, take_snapshot, unreachable_block_ids
 from radix.events import PrefixLookedUp
@@ -57,9 +57,14 @@ class BlockCacheManager:
     8
     """
 
-    def __init__(self, pool: BlockPool) -> None:
+    def __init__(self, pool: BlockPool, hash_algo: str | BlockHasher | None = None,
+                 lora_ids: dict[str, int] | None = None) -> None:
         self.pool = pool
         self.block_size = pool.block_size
+        # how blocks are hashed: the pool's unless given (radix/blocks/hashing.py)
+        self.hasher = pool.hasher if hash_algo is None else (
+            hash_algo if isinstance(hash_algo, BlockHasher) else BlockHasher(hash_algo))
+        self.lora_ids = dict(lora_ids or {})  # LoRA name -> vLLM's adapter id, for BlockStored
         self.requests: dict[str, _ReqBlocks] = {}  # rid -> its blocks, while live
         self.lookups: list[LookupRecord] = []  # one per get_computed_blocks call
 
@@ -70,7 +75,8 @@ class BlockCacheManager:
         if state is None:
             state = self.requests[req.rid] = _ReqBlocks()
         return hash_request_tokens(req.origin_input_ids + req.output_ids, self.block_size,
-                                   req.extra_key, req.cache_salt, state.block_hashes)
+                                   req.extra_key, req.cache_salt, state.block_hashes,
+                                   self.hasher)
 
     # --- the three calls -----------------------------------------------------------------------
     def get_computed_blocks(self, req: Req) -> ComputedBlocks:
@@ -153,12 +159,13 @@ class BlockCacheManager:
         if len(state.block_hashes) < num_full or self.pool._sink is not None:
             token_ids = req.origin_input_ids + req.output_ids
             hash_request_tokens(token_ids[:num_full * self.block_size], self.block_size,
-                                req.extra_key, req.cache_salt, state.block_hashes)
+                                req.extra_key, req.cache_salt, state.block_hashes, self.hasher)
         keys = ()
         if self.pool._sink is not None:
             keys = [block_extra_keys(i, req.extra_key, req.cache_salt) for i in range(num_full)]
         self.pool.cache_full_blocks(state.blocks, state.block_hashes, state.num_cached_blocks,
-                                    num_full, token_ids, req.extra_key, keys)
+                                    num_full, token_ids, req.extra_key, keys,
+                                    self.lora_ids.get(req.extra_key))
         state.num_cached_blocks = num_full
 
     def free(self, req: Req) -> None:
@@ -176,6 +183,22 @@ class BlockCacheManager:
 
     def reset_prefix_cache(self) -> bool:
         return self.pool.reset_prefix_cache()
+
+    def get_block_ids(self, rid: str) -> tuple[list[int], ...]:
+        """The request's block table, one list per KV cache group (one group here), as vLLM's
+        KVCacheManager.get_block_ids; ([],) for a request that holds no blocks.
+
+        >>> m = BlockCacheManager(BlockPool(8, block_size=4)); r = Req("r1", list(range(10)))
+        >>> _ = m.allocate_slots(r, 10, m.get_computed_blocks(r)); m.get_block_ids("r1")
+        ([1, 2, 3],)
+        """
+        state = self.requests.get(rid)
+        return ([b.block_id for b in state.blocks] if state is not None else [],)
+
+    def take_events(self) -> list:
+        """The KV cache events since the last call (vLLM's KVCacheManager.take_events); the
+        pool must have been made with enable_kv_cache_events=True."""
+        return self.pool.take_events()
 
     # --- diagnostics ---------------------------------------------------------------------------
     def block_refs(self) -> Counter[int]:

@@ -5,8 +5,9 @@ first in block-id order; allocation pops from the head and evicts the popped blo
 (lazily, `BlockRemoved`); a hit `touch`es a block (out of the queue when its ref_cnt was 0);
 `free_blocks` sends blocks without a hash to the front and hashed ones to the tail, in the order
 given (vLLM #42656). Several blocks may carry one hash; lookups take the first cached.
+With enable_kv_cache_events, the KV events are also kept for `take_events()`, as vLLM's pool.
 Leaves out: KV cache groups (hybrid models), block bundles, offloading. UI events: below;
-`snapshot()` shape: radix/block_snapshot.py.
+`snapshot()` shape: radix/blocks/snapshot.py.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from radix.blocks.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
-from radix.blocks.hashing import BlockHash, hash_to_int64
+from radix.blocks.hashing import BlockHash, BlockHasher, hash_to_int64
 from radix.blocks.kv_events import MEDIUM_GPU
 from radix.events import (
     AllBlocksCleared,
@@ -27,6 +28,25 @@ from radix.events import (
     StepEnded,
     StepStarted,
 )
+
+_KV_EVENT_TYPES = (BlockStored, BlockRemoved, AllBlocksCleared)
+
+
+class _KVEventBuffer:
+    """A sink that keeps the KV cache events for take_events and passes every event on."""
+
+    __slots__ = ("events", "inner")
+
+    def __init__(self, inner: EventSink | None) -> None:
+        self.events: list = []
+        self.inner = inner
+
+    def emit(self, event) -> None:
+        if type(event) in _KV_EVENT_TYPES:
+            self.events.append(event)
+        if self.inner is not None:
+            self.inner.emit(event)
+
 
 __all__ = ["BlockPool", "KVCacheBlock", "FreeKVCacheBlockQueue", "BlockAllocated",
            "BlockTouched", "BlockFreed"]
@@ -47,6 +67,8 @@ class BlockPool:
         block_size: int = 16,
         enable_caching: bool = True,
         sink: EventSink | None = None,
+        enable_kv_cache_events: bool = False,
+        hash_algo: str | BlockHasher = "radixlens",
     ) -> None:
         if num_blocks < 1:
             raise ValueError(f"num_blocks must be >= 1 (block 0 is null), got {num_blocks}")
@@ -63,7 +85,11 @@ class BlockPool:
         self.cached_block_hash_to_block = {}
         self.null_block = self.free_block_queue.popleft()
         self.null_block.is_null = True
-        self._sink = sink
+        # how the manager hashes blocks for this pool (radix/blocks/hashing.py)
+        self.hasher = hash_algo if isinstance(hash_algo, BlockHasher) else BlockHasher(hash_algo)
+        # vLLM's enable_kv_cache_events: KV events are also kept for take_events()
+        self._kv_buffer = _KVEventBuffer(sink) if enable_kv_cache_events else None
+        self._sink = self._kv_buffer or sink
         self._step = 0  # index of the next public call (for StepStarted)
         self._depth = 0  # nesting: a manager call wraps pool calls in one step
         self.num_evictions = 0  # cached blocks whose hash was dropped to reuse the block
@@ -98,6 +124,19 @@ class BlockPool:
 
     def get_num_free_blocks(self) -> int:
         return self.free_block_queue.num_free_blocks
+
+    def take_events(self) -> list[BlockStored | BlockRemoved | AllBlocksCleared]:
+        """The KV cache events since the last call, and forgets them (vLLM's take_events: what
+        one scheduler step publishes as one EventBatch). Empty unless enable_kv_cache_events.
+
+        >>> pool = BlockPool(3, 2, enable_kv_cache_events=True); _ = pool.reset_prefix_cache()
+        >>> pool.take_events(), pool.take_events()
+        ([AllBlocksCleared()], [])
+        """
+        if self._kv_buffer is None:
+            return []
+        events, self._kv_buffer.events = self._kv_buffer.events, []
+        return events
 
     # --- mutations -----------------------------------------------------------------------------
     def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
@@ -161,27 +200,18 @@ class BlockPool:
     def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
         """ref_cnt -= 1 each; those at 0 return to the queue: unhashed ones to the front, hashed
         ones to the tail, each group in the order given (first given = evicted first)."""
+        if self._sink is None:
+            self.free_block_queue.release(ordered_blocks, self.null_block)
+            return
         blocks = list(ordered_blocks)
-        sink = self._sink
-        if sink is not None:
-            self.begin_step("free_blocks", detail=f"{len(blocks)} blocks")
-        front: list[KVCacheBlock] = []
-        tail: list[KVCacheBlock] = []
-        for block in blocks:
-            if block.is_null:  # never pooled: its ref_cnt is not kept (vLLM skips it too)
-                continue
-            block.ref_cnt -= 1
-            if block.ref_cnt == 0:
-                (front if block.block_hash is None else tail).append(block)
-        if front:
-            self.free_block_queue.prepend_n(front)
-        if tail:
-            self.free_block_queue.append_n(tail)
-        if sink is not None:
-            ids = tuple(b.block_id for b in blocks)
-            sink.emit(BlockFreed(ids, tuple(b.ref_cnt for b in blocks),
-                                 tuple(b.block_id for b in front), tuple(b.block_id for b in tail)))
-            self.end_step("free_blocks")
+        self.begin_step("free_blocks", detail=f"{len(blocks)} blocks")
+        front = self.free_block_queue.release(blocks, self.null_block)
+        tail = [b for b in blocks if not b.ref_cnt and b.block_hash is not None and not b.is_null]
+        self._sink.emit(BlockFreed(tuple(b.block_id for b in blocks),
+                                   tuple(b.ref_cnt for b in blocks),
+                                   tuple(b.block_id for b in front),
+                                   tuple(b.block_id for b in tail)))
+        self.end_step("free_blocks")
 
     def cache_full_blocks(
         self,
@@ -192,6 +222,7 @@ class BlockPool:
         token_ids: Sequence[int] = (),
         lora_name: str | None = None,
         extra_keys: Sequence[tuple | None] = (),
+        lora_id: int | None = None,
     ) -> None:
         """Gives blocks[num_cached_blocks:num_full_blocks] their hashes and maps them; emits one
         BlockStored (`token_ids` are the request's tokens, `extra_keys` one entry per block,
@@ -218,16 +249,17 @@ class BlockPool:
             parent = block_hash
         if sink is not None:
             self._emit_stored(block_hashes[num_cached_blocks:num_full_blocks], first_parent,
-                              token_ids, num_cached_blocks, lora_name, extra_keys)
+                              token_ids, num_cached_blocks, lora_name, extra_keys, lora_id)
             self.end_step("cache_full_blocks")
 
-    def _emit_stored(self, hashes, parent, token_ids, first, lora_name, extra_keys) -> None:
+    def _emit_stored(self, hashes, parent, token_ids, first, lora_name, extra_keys,
+                     lora_id) -> None:
         bs = self.block_size
         keys = tuple(extra_keys[first:first + len(hashes)]) if extra_keys else (None,) * len(hashes)
         self._sink.emit(BlockStored(
             tuple(hash_to_int64(h) for h in hashes),
             None if parent is None else hash_to_int64(parent),
-            tuple(token_ids[first * bs:(first + len(hashes)) * bs]), bs, None, MEDIUM_GPU,
+            tuple(token_ids[first * bs:(first + len(hashes)) * bs]), bs, lora_id, MEDIUM_GPU,
             lora_name, keys, 0, "full_attention"))
 
     def reset_prefix_cache(self) -> bool:

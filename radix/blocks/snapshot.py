@@ -1,11 +1,12 @@
 """Plain-data pictures of a BlockPool for drawing, and the diagnostics vLLM does not offer.
 
 Shape: `BlockPoolSnapshot(blocks, block_size, num_blocks, num_free, num_cached, num_unreachable,
-step)`; `blocks[i]` describes block i + 1 (the null block 0 is left out) as
-`BlockState(id, state, ref_cnt, hash, chain_pos, parent, free_pos, owners)`: state is "in_use"
+step)`; `blocks[i]` describes block i + 1 (the null block 0 is left out) as `BlockState(id,
+state, ref_cnt, hash, chain_pos, parent, free_pos, owners, parent_hash)`: state is "in_use"
 (ref_cnt > 0), "cached_free" (ref_cnt 0, hashed, reachable), "unreachable" (ref_cnt 0, hashed,
-an ancestor's hash is no longer cached: no lookup can reach it) or "free" (no hash); hash is the
-low 64 bits; parent is the first block cached under the parent hash; free_pos is 0 at the head.
+an ancestor's hash is no longer cached: no lookup can reach it) or "free" (no hash); hashes are
+the low 64 bits; parent is the first block cached under the parent hash (parent_hash: that hash,
+even when no block carries it any more); free_pos is 0 at the head.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class BlockState(NamedTuple):
     parent: int | None  # block id cached under the parent hash; None at chain start or if gone
     free_pos: int | None  # place in the free queue (0 = taken next); None when in use
     owners: tuple[str, ...]  # rids of the live requests holding it
+    parent_hash: int | None = None  # low 64 bits of the parent block's hash; None at chain start
 
 
 class BlockPoolSnapshot(NamedTuple):
@@ -88,7 +90,8 @@ def take_snapshot(pool: BlockPool, owners: dict[int, list[str]], step: int) -> B
         states.append(BlockState(
             block.block_id, state, block.ref_cnt, None if h is None else hash_to_int64(h),
             None if h is None else block.chain_pos, parent, free_pos.get(block.block_id),
-            tuple(owners.get(block.block_id, ()))))
+            tuple(owners.get(block.block_id, ())),
+            None if h is None or block.parent_hash is None else hash_to_int64(block.parent_hash)))
     num_unreachable = sum(1 for s in states if s.state == "unreachable")
     num_unreachable += sum(1 for s in states if s.state == "in_use" and s.hash is not None
                            and pool.blocks[s.id].block_hash not in reachable)

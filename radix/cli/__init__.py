@@ -2,7 +2,8 @@
 
 Each command module defines `register(subparsers)`, which adds its parser and sets
 `func=run` (a function taking the parsed args and returning an exit code). Bad input (a file, an
-argument) prints one clear line to stderr and exits 2; it never shows a traceback.
+argument) prints one clear line to stderr (`error: FILE: line N, field "F": ...`, non-printable
+characters escaped) and exits 2; it never shows a traceback. So does running out of memory.
 """
 
 from __future__ import annotations
@@ -11,11 +12,14 @@ import argparse
 import importlib
 import sys
 
+from radix.traces.base import one_line
+
 # (module, what it adds); modules are imported only when the CLI runs.
 COMMAND_MODULES = (
     "radix.cli.demo",  # demo, replay
     "radix.cli.compare",  # compare
     "radix.cli.simulate",  # simulate, configs
+    "radix.cli.watch",  # watch
     "radix.cli.explain",  # explain
 )
 
@@ -40,12 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    path = getattr(args, "trace", None) or getattr(args, "file", None)
     try:
         return int(args.func(args) or 0)
     except (InputError, ValueError, OSError) as exc:
         message = str(exc)
-        path = getattr(args, "trace", None) or getattr(args, "file", None)
-        if path and str(path) not in message:
-            message = f"{path}: {message}"  # name the file as well as the line and field
-        print(f"error: {message}", file=sys.stderr)
-        return 2
+    except MemoryError as exc:  # a real one has no text; the scheduler's says which pool
+        message = f"out of memory: {str(exc) or 'try a smaller trace or a smaller --capacity'}"
+    if path and str(path) not in message:
+        message = f"{path}: {message}"  # name the file as well as the line and field
+    print(f"error: {one_line(message)}", file=sys.stderr)
+    return 2

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from typing import Any
 
+from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
 from radix.runs.compare import compare
+from radix.runs.recording import match_recording
 from radix.traces.load import load_trace
 
 ROWS = (("requests run", "requests"), ("rejected (too big)", "rejected"),
@@ -38,6 +41,16 @@ def register(subparsers: Any) -> None:
     p.add_argument("--page-size", type=int, default=1, help="the tree's page size (SGLang: 1)")
     p.add_argument("--block-size", type=int, default=16, help="the block cache's block size")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--hash", choices=HASH_ALGOS, default=None,
+                   help="how blocks are hashed (hit counts do not depend on it; with "
+                        "--kv-events the default is vllm-sha256, vLLM's own)")
+    p.add_argument("--kv-events", metavar="RECORDING", default=None,
+                   help="a vLLM KV-event recording of the same requests: how many of its "
+                        "stored hashes the replay stores too, and the first that differs")
+    p.add_argument("--hash-seed", default=VLLM_NONE_HASH_SEED,
+                   help="the PYTHONHASHSEED vLLM ran with (default: unset, its fixed seed)")
+    p.add_argument("--lora-path", action="append", default=[], metavar="NAME=PATH",
+                   help="a LoRA adapter's path, which vLLM hashes with its name")
     p.set_defaults(func=run)
 
 
@@ -47,5 +60,16 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.trace}: compare needs a request or Mooncake trace, "
                          f"got a {trace.format} trace")
     result = compare(trace, args.capacity, args.page_size, args.block_size)
-    print(json.dumps(result, indent=2) if args.json else format_table(result))
+    match = None
+    if args.kv_events is not None:
+        paths = dict(item.split("=", 1) for item in args.lora_path if "=" in item)
+        match = match_recording(trace, load_trace(args.kv_events), hash_algo=args.hash or
+                                "vllm-sha256", seed=args.hash_seed, lora_paths=paths)
+    if args.json:
+        extra = {} if match is None else {"kv_events": asdict(match)}
+        print(json.dumps({**result, "hash_algo": args.hash or "radixlens", **extra}, indent=2))
+    else:
+        print(format_table(result))
+        if match is not None:
+            print(match.summary())
     return 0

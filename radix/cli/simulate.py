@@ -56,9 +56,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _load(path: str):
     try:
-        return load_trace(path)
+        trace = load_trace(path)
     except TraceError as exc:
         raise InputError(f"{path}: {exc}") from None
+    if trace.format not in ("request", "mooncake"):  # nothing to schedule: say so
+        raise InputError(f"{path}: simulate needs a request or Mooncake trace, got a "
+                         f"{trace.format} trace")
+    return trace
 
 
 def _config(args: argparse.Namespace, **overrides: Any):

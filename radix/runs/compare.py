@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from radix.allocator import RunAllocator, SlotAllocator
+from radix.allocator import SlotAllocator
 from radix.blocks.extents import ExtentBlockManager
 from radix.blocks.extents_view import num_unreachable_blocks
 from radix.blocks.manager import BlockCacheManager
@@ -22,6 +22,7 @@ from radix.events import EventSink
 from radix.request import Req
 from radix.runs.reqs import OUTPUT_BASE, is_compact_trace, output_tokens, trace_reqs
 from radix.tokens import is_compact, joined
+from radix.tokens.slots import RunAllocator
 from radix.traces.base import Trace
 from radix.tree.key import RadixKey
 from radix.tree.radix_cache import RadixCache

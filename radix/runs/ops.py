@@ -2,14 +2,20 @@
 
 Raw ops call the cache directly; with no allocator (no capacity, no request op) an insert
 without a value stores its token ids as values, as SGLang's tests do. Request ops go the way
-SGLang's scheduler goes: start = match_prefix + inc_lock_ref; extend = slots for the next prompt
-tokens (evicting when short); decode = a slot for the previous token, then the new token;
-unfinished / finished = cache_unfinished_req / cache_finished_req.
+SGLang 0.5.23's scheduler goes: start = match_prefix of all tokens but the last (one is always
+computed, for its logits) + inc_lock_ref; extend = slots for the next prompt tokens (evicting the
+shortfall); decode = a slot for the previous token, then the new token; unfinished / finished =
+cache_unfinished_req / cache_finished_req (0.5.23's checkpoint / release_kv_cache). A runtime
+error (a lock on a node that is gone, no slots left) is an OpTraceError naming line and field.
+Checking: `replay_ops` runs check_invariants once every `nodes` ops (a check walks every node,
+so checking costs about one node visit per op) and after the last; a failed check is narrowed
+down to the first op after which the invariants fail, by replaying again. Leaves out: batching.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from radix.allocator import SlotAllocator
@@ -21,6 +27,13 @@ from radix.tree.key import RadixKey
 from radix.tree.radix_cache import RadixCache
 
 UNBOUNDED = 2**40
+CHECK_OPS_PER_NODE = 1  # default cadence: one full check (it walks every node) per this many
+# ops per node, so the checks cost about one node visit per op and a replay stays linear
+NARROW_POINTS = 16  # checks per pass when narrowing a failed window down to its first bad op
+# the field a runtime error is blamed on, per op (see OpRunner.run)
+BLAME = {"insert": "tokens", "match": "tokens", "lock": "node", "unlock": "node",
+         "evict": "num_tokens", "start": "rid", "extend": "num_tokens", "decode": "rid",
+         "unfinished": "rid", "finished": "rid"}
 
 
 @dataclass
@@ -29,6 +42,8 @@ class ReplayResult:
     results: list[dict[str, Any]] = field(default_factory=list)  # one per op
     first_bad_line: int | None = None  # first op after which check_invariants failed
     violation: str | None = None
+    first_bad_index: int | None = None  # that op's index in trace.ops
+    num_checks: int = 0  # full check_invariants runs (narrowing a failure excluded)
 
 
 def _key(args: dict) -> RadixKey:
@@ -46,12 +61,19 @@ class OpRunner:
         self.reqs: dict[str, Req] = {}
 
     def run(self, op: Op) -> dict[str, Any]:
+        """Runs one op; a runtime error is an OpTraceError naming the op's line and field."""
         try:
             out = getattr(self, "_" + op.op)(op.args)
         except OpTraceError:
             raise
         except (ValueError, KeyError, TypeError) as exc:
-            raise OpTraceError(f'line {op.line}, op "{op.op}": {exc}') from None
+            text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            name = BLAME[op.op]
+            if (name not in op.args and "rid" in op.args) or "request" in str(text):
+                name = "rid"
+            elif op.op == "lock" and "tokens" in op.args:
+                name = "tokens"
+            raise OpTraceError(f'op "{op.op}": {text}', op.line, name) from None
         c = self.cache
         out.update(op=op.op, line=op.line, evictable_size=c.evictable_size(),
                    protected_size=c.protected_size(), total_size=c.total_size())
@@ -74,13 +96,19 @@ class OpRunner:
         r = self.cache.match_prefix(_key(a))
         return {"prefix_len": r.prefix_len, "last_node": r.last_node.id}
 
+    def _node(self, node_id: int):
+        try:
+            return self.cache.node(node_id)
+        except KeyError:
+            raise KeyError(f"no live node {node_id} (never created, or evicted)") from None
+
     def _lock(self, a: dict) -> dict:
-        node = self.cache.node(a["node"]) if "node" in a else self.cache.match_prefix(
+        node = self._node(a["node"]) if "node" in a else self.cache.match_prefix(
             _key(a)).last_node
         return {"node": node.id, "delta": self.cache.inc_lock_ref(node)}
 
     def _unlock(self, a: dict) -> dict:
-        return {"node": a["node"], "delta": self.cache.dec_lock_ref(self.cache.node(a["node"]))}
+        return {"node": a["node"], "delta": self.cache.dec_lock_ref(self._node(a["node"]))}
 
     def _evict(self, a: dict) -> dict:
         r = self.cache.evict(a["num_tokens"])
@@ -108,7 +136,10 @@ class OpRunner:
             raise ValueError(f"request {a['rid']!r} is already running")
         req = Req(a["rid"], list(a["tokens"]), extra_key=a.get("extra_key"),
                   cache_salt=a.get("cache_salt"), priority=a.get("priority", 0))
-        m = self.cache.match_prefix(_key(a), rid=req.rid)
+        # SGLang matches all but the last token: it is always computed, for its logits
+        key = RadixKey(a["tokens"][: len(a["tokens"]) - 1], a.get("extra_key"),
+                       a.get("cache_salt"))
+        m = self.cache.match_prefix(key, rid=req.rid)
         req.prefix_indices, req.cache_protected_len = list(m.slot_ids), m.prefix_len
         req.slot_ids, req.fill_ids = list(m.slot_ids), req.origin_input_ids[: m.prefix_len]
         req.last_node = m.last_node
@@ -148,21 +179,71 @@ class OpRunner:
         return {"rid": req.rid}
 
 
-def replay_ops(trace: OpTrace, sink: EventSink | None = None, check: bool = True) -> ReplayResult:
-    """Runs every op; with check=True, check_invariants after each and records the first failure.
+def replay_ops(trace: OpTrace, sink: EventSink | None = None, check: bool = True,
+               check_every: int | None = None) -> ReplayResult:
+    """Runs every op. With check=True, check_invariants runs after every `check_every` ops
+    (None: every `nodes` x CHECK_OPS_PER_NODE ops, so every op while the tree is just the root)
+    and after the last; the first failure is narrowed down to its op (`first_bad_line`).
+
+    subtle: a break that heals itself before the next check is not seen (check_every=1 sees
+    every op); narrowing assumes a break lasts until the check that found it.
 
     >>> from radix.traces.ops import parse_ops
     >>> t = parse_ops('{"op": "insert", "tokens": [1, 2, 3]}\\n{"op": "match", "tokens": [1, 2]}')
-    >>> [r["prefix_len"] for r in replay_ops(t).results]
-    [0, 2]
+    >>> out = replay_ops(t)
+    >>> [r["prefix_len"] for r in out.results], out.num_checks
+    ([0, 2], 2)
     """
     runner = OpRunner(trace, sink)
     out = ReplayResult(runner.cache)
-    for op in trace.ops:
+    last, good, due = len(trace.ops) - 1, -1, 1  # good: index after which the checks passed
+    for i, op in enumerate(trace.ops):
         out.results.append(runner.run(op))
-        if check and out.first_bad_line is None:
-            try:
-                runner.cache.check_invariants()
-            except InvariantError as exc:
-                out.first_bad_line, out.violation = op.line, str(exc)
+        due -= 1
+        if not check or out.first_bad_index is not None or (due > 0 and i < last):
+            continue
+        out.num_checks += 1
+        problem = _problem(runner.cache)
+        if problem is None:
+            good, due = i, check_every or max(1, _num_nodes(runner.cache) * CHECK_OPS_PER_NODE)
+            continue
+        out.first_bad_index, out.violation = _narrow(trace, good, i, problem)
+        out.first_bad_line = trace.ops[out.first_bad_index].line
     return out
+
+
+def _num_nodes(cache: RadixCache) -> int:
+    return len(cache._nodes)  # O(1); what one check_invariants walks (RadixCache has no count)
+
+
+def _problem(cache: RadixCache) -> str | None:
+    try:
+        cache.check_invariants()
+    except InvariantError as exc:
+        return str(exc)
+    return None
+
+
+def _narrow(trace: OpTrace, good: int, bad: int, violation: str) -> tuple[int, str]:
+    """The first op index in (good, bad] after which the invariants fail, and the failure.
+
+    Each pass replays the trace afresh (no sink) up to `good`, then checks NARROW_POINTS evenly
+    spaced ops of the window: the window shrinks NARROW_POINTS-fold a pass. A window of W ops
+    takes log16(W) passes, each about one replay without checks plus 16 checks: only a broken
+    cache pays this (minutes for a failure late in a 1 M-op trace).
+    """
+    while bad - good > 1:
+        runner = OpRunner(trace)
+        for op in islice(trace.ops, good + 1):
+            runner.run(op)
+        step, i = -(-(bad - good) // NARROW_POINTS), good
+        while i + step < bad:
+            for op in islice(trace.ops, i + 1, i + step + 1):
+                runner.run(op)
+            i += step
+            problem = _problem(runner.cache)
+            if problem is not None:
+                bad, violation = i, problem
+                break
+            good = i
+    return bad, violation

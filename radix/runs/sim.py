@@ -13,13 +13,14 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from radix.allocator import RunAllocator, SlotAllocator
+from radix.allocator import SlotAllocator
 from radix.request import Req
 from radix.runs.costs import CostModel
 from radix.runs.reqs import is_compact_trace, output_tokens, trace_reqs
 from radix.runs.shadow import BlockShadow
 from radix.runs.simrunner import OUTPUT_TOKEN_BASE, SimClock, SimRunner
 from radix.sched.scheduler import Scheduler, SchedulerConfig
+from radix.tokens.slots import RunAllocator
 from radix.traces.base import Trace
 from radix.tree.radix_cache import RadixCache
 
@@ -110,9 +111,10 @@ def build(trace: Trace, config: SimConfig | None = None, *,
     page = cfg.page_size
     # unbounded: room for every token of every request at once, nothing ever freed (so no
     # eviction and no retraction), past admission's strict `>=` (hence + 1)
-    capacity = cfg.capacity or _room(reqs, page) + 1
+    capacity = cfg.capacity or -(-(_room(reqs, page) + 1) // page) * page  # whole pages
     clock = SimClock()
-    allocator = RunAllocator(capacity) if compact else SlotAllocator(capacity)
+    # paged as the tree: admission counts pages (SGLang 0.5.23), so must the pool
+    allocator = (RunAllocator if compact else SlotAllocator)(capacity, page_size=page)
     tree = tree_class(page_size=page, eviction_policy=cfg.eviction,
                       disable=cfg.disable_cache, allocator=allocator)
     shadow = None

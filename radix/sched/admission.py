@@ -30,8 +30,9 @@ class AddReqResult(Enum):
 
 
 def match_for_admission(tree_cache: Any, req: Req) -> None:
-    """SGLang's `init_next_round_input`: fill_ids = prompt + output, match all but the last
-    token (the forward needs at least one), store the (unlocked) match on the request.
+    """SGLang 0.5.23's `init_next_round_input`: fill_ids = prompt + output, match all but the
+    last token (_compute_max_prefix_len: the forward needs at least one), store the (unlocked)
+    match on the request.
 
     A prompt of 5 tokens fully cached matches 4: one token must be computed to get logits.
     """
@@ -181,64 +182,132 @@ class PrefillAdder:
             self._sink.emit(event)
 
 
-def alloc_token_slots(tree_cache: Any, allocator: Any, num_tokens: int) -> tuple[list[int], int]:
-    """Slots for `num_tokens`, evicting from the tree first when too few are free (SGLang's
-    `alloc_token_slots`: it asks the tree for `num_tokens`, not for the shortfall).
-    Returns (slot ids, tokens evicted).
+def evict_shortfall(tree_cache: Any, allocator: Any, num_tokens: int) -> int:
+    """SGLang 0.5.23's evict_from_tree_cache: evicts only what the allocator lacks,
+    max(0, num_tokens - available_size()), never num_tokens itself. Returns tokens evicted.
 
-    8 free slots, 10 wanted, 30 evictable: evict(10) frees >= 10, then alloc(10) succeeds.
+    8 free slots, 10 wanted, 30 evictable: the tree is asked for 2 (it may free a whole leaf).
     """
-    evicted = 0
-    if allocator.available_size() < num_tokens:
-        evicted = tree_cache.evict(num_tokens).num_evicted
-    slots = allocator.alloc(num_tokens)
+    shortfall = num_tokens - allocator.available_size()
+    if shortfall <= 0 or tree_cache.disable:
+        return 0
+    return tree_cache.evict(shortfall).num_evicted
+
+
+def _take(allocator: Any, row: list[int], num_tokens: int, tree_cache: Any) -> list[int]:
+    """Slots continuing `row` (a paged allocator first fills the row's last page)."""
+    extend = getattr(allocator, "alloc_extend", None)
+    if extend is not None:
+        slots = extend(row[-1] if row else None, num_tokens)
+    else:
+        slots = allocator.alloc(num_tokens)
     if slots is None:
         raise MemoryError(f"out of KV slots: {num_tokens} wanted, "
-                          f"{allocator.available_size()} free after evicting {evicted}")
-    return slots, evicted
+                          f"{allocator.available_size()} free, "
+                          f"{tree_cache.evictable_size()} evictable")
+    return slots
 
 
-def check_decode_mem(tree_cache: Any, allocator: Any, batch_size: int) -> bool:
-    """SGLang's check_decode_mem: one slot per running request (our pool hands out tokens, so
-    page_size does not change the count); evicts from the tree first when short.
+def alloc_token_slots(tree_cache: Any, allocator: Any, num_tokens: int) -> tuple[list[int], int]:
+    """Slots for `num_tokens`, evicting the shortfall from the tree first (SGLang 0.5.23's
+    `alloc_token_slots`). Returns (slot ids, tokens evicted).
 
-    4 running requests, 2 free slots: evict(4) is asked of the tree, then 4 <= free is checked.
+    8 free slots, 10 wanted, 30 evictable: evict(2) frees >= 2, then alloc(10) succeeds.
     """
-    if allocator.available_size() < batch_size:
-        tree_cache.evict(batch_size)
-    return allocator.available_size() >= batch_size
+    evicted = evict_shortfall(tree_cache, allocator, num_tokens)
+    return _take(allocator, [], num_tokens, tree_cache), evicted
+
+
+def alloc_for_extend(tree_cache: Any, allocator: Any, reqs: Sequence[Req],
+                     extend_lens: Sequence[int]) -> int:
+    """A prefill batch's slots: one eviction for the batch's demand, then each request's row
+    becomes prefix_indices + its new slots. Demand as SGLang 0.5.23: the extend tokens, plus
+    one page per request when page_size > 1 (alloc_paged_token_slots_extend's over-estimate).
+    Returns tokens evicted.
+
+    Page 16, two requests extending 20 and 5 tokens, 30 free: demand 25 + 2 * 16 = 57, so 27
+    are evicted first.
+    """
+    ps = tree_cache.page_size
+    demand = sum(extend_lens) + (len(reqs) * ps if ps > 1 else 0)
+    evicted = evict_shortfall(tree_cache, allocator, demand)
+    for req, n in zip(reqs, extend_lens, strict=True):
+        row = mutable_copy(req.prefix_indices)  # compact prefixes stay compact (radix/tokens/)
+        req.slot_ids = row + _take(allocator, row, n, tree_cache)
+    return evicted
+
+
+def alloc_for_decode(tree_cache: Any, allocator: Any, reqs: Sequence[Req]) -> int:
+    """One slot per running request, appended to its row, after evicting the shortfall of
+    len(reqs) tokens (page_size > 1: len(reqs) pages, SGLang's over-estimate that every
+    request starts a page). Returns tokens evicted."""
+    ps = tree_cache.page_size
+    evicted = evict_shortfall(tree_cache, allocator, len(reqs) * ps)
+    for req in reqs:
+        req.slot_ids += _take(allocator, req.slot_ids, 1, tree_cache)
+    return evicted
+
+
+def decode_tokens_needed(reqs: Sequence[Req], page_size: int) -> int:
+    """SGLang's new_tokens_required_next_decode: a page for each request whose committed KV
+    (its row) fills whole pages; page 1: one token per request.
+
+    >>> full, partial = Req("a", [1], slot_ids=[1] * 16), Req("b", [1], slot_ids=[1] * 5)
+    >>> decode_tokens_needed([full, partial], 16)
+    16
+    """
+    return sum(1 for r in reqs if len(r.slot_ids) % page_size == 0) * page_size
+
+
+def check_decode_mem(tree_cache: Any, allocator: Any, reqs: Sequence[Req]) -> bool:
+    """SGLang 0.5.23's check_decode_mem: evicts the shortfall of the next decode step's
+    tokens (decode_tokens_needed), then says whether they fit.
+
+    4 running requests, page 1, 2 free slots: evict(2) is asked of the tree, then 4 <= free.
+    """
+    num_tokens = decode_tokens_needed(reqs, tree_cache.page_size)
+    evict_shortfall(tree_cache, allocator, num_tokens)
+    return allocator.available_size() >= num_tokens
 
 
 def release_req(tree_cache: Any, allocator: Any, req: Req) -> int:
-    """Frees the request's own slots (everything past the tree-owned prefix) without inserting
-    them, unlocks its prefix and resets it for a later re-prefill. Returns the slots freed."""
-    own = req.slot_ids[req.cache_protected_len:]
-    allocator.free(own)
-    if req.last_node is not None:
-        tree_cache.dec_lock_ref(req.last_node)
+    """Retracts one request as SGLang 0.5.23's release_req: release_kv_cache with
+    checkpoint=False (nothing inserted: its slots past the tree-owned prefix are freed, its
+    lock dropped), then resets it for a later re-prefill. Returns the slots freed."""
+    freed = len(req.slot_ids) - req.cache_protected_len
+    tree_cache.release_kv_cache(req, checkpoint=False)
     req.slot_ids, req.prefix_indices, req.fill_ids = [], [], []
-    req.last_node, req.cache_protected_len = None, 0
+    req.last_node, req.cache_protected_len, req.cache_inserted_len = None, 0, 0
     req.metrics["retractions"] = req.metrics.get("retractions", 0) + 1
-    return len(own)
+    return freed
+
+
+def retraction_order(running: Sequence[Req]) -> list[int]:
+    """Indices, most worth keeping first; retraction pops from the end: fewest outputs go
+    first, then the longest prompt (SGLang's _get_decode_retraction_order).
+
+    Outputs 5, 1, 1 with prompts 10, 30, 20: [0, 2, 1], so request 1 goes first, then 2.
+    >>> retraction_order([Req("a", [0] * 10, [0] * 5), Req("b", [0] * 30, [0]),
+    ...                   Req("c", [0] * 20, [0])])
+    [0, 2, 1]
+    """
+    return sorted(range(len(running)), reverse=True,
+                  key=lambda i: (len(running[i].output_ids), -len(running[i].origin_input_ids)))
 
 
 def retract_decode(tree_cache: Any, allocator: Any, running: list[Req],
                    sink: EventSink | None = None) -> tuple[list[Req], list[Req], float]:
-    """When the next decode step cannot get one slot per request, retract requests (fewest
-    outputs first, then longest prompt) until it can; at least one goes, and the last one
-    stays. Returns (kept, retracted, new_token_ratio), as SGLang's retract_decode.
-
-    Three running requests with 5, 1 and 1 outputs, prompts 10, 30, 20: the victim order is the
-    one with 1 output and the 30-token prompt, then the other 1-output one.
+    """When the next decode step cannot get its slots, retract requests in retraction_order
+    until it can; at least one goes, and the last one stays. After each, the tree is asked for
+    the shortfall of 20 decode steps of those left. Returns (kept, retracted,
+    new_token_ratio), as SGLang 0.5.23's retract_decode, with the ratio
+    min(1, (outputs so far + 20 * kept) / (sum of max_new_tokens + 1)) over the kept ones.
     """
-    order = sorted(range(len(running)), reverse=True,
-                   key=lambda i: (len(running[i].output_ids), -len(running[i].origin_input_ids)))
+    order = retraction_order(running)
     retracted: list[Req] = []
     first = True
-    while first or not check_decode_mem(tree_cache, allocator, len(order)):
+    while first or not check_decode_mem(tree_cache, allocator, [running[i] for i in order]):
         if len(order) == 1:
-            if allocator.available_size() <= 0:
-                raise MemoryError("no KV slot left even for a single running request")
             break
         first = False
         req = running[order.pop()]
@@ -247,12 +316,14 @@ def retract_decode(tree_cache: Any, allocator: Any, running: list[Req],
         if sink is not None:
             sink.emit(RequestRetracted(req.rid, freed, len(req.output_ids),
                                        "decode out of memory: released without insert"))
-        need = len(order) * RETRACT_DECODE_STEPS
-        if allocator.available_size() < need:
-            tree_cache.evict(need)
+        evict_shortfall(tree_cache, allocator, len(order) * RETRACT_DECODE_STEPS)
+    if len(order) <= 1 and not check_decode_mem(tree_cache, allocator,
+                                                [running[i] for i in order]):
+        # SGLang aborts the last request here; check_fits makes it unreachable for us
+        raise MemoryError("no KV slot left even for a single running request")
     keep = set(order)
     kept = [r for i, r in enumerate(running) if i in keep]
     decoded = sum(len(r.output_ids) for r in kept)
-    max_new = sum(r.max_new_tokens for r in kept) or 1
-    ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(kept)) / max_new)
+    max_new = sum(r.max_new_tokens for r in kept)
+    ratio = min(1.0, (decoded + RETRACT_DECODE_STEPS * len(kept)) / (max_new + 1))
     return kept, retracted, ratio

@@ -1,11 +1,11 @@
 """The continuous-batching loop: waiting queue -> policy -> admission -> prefill -> decode steps.
 
-Follows SGLang's `Scheduler.get_next_batch_to_run` (managers/scheduler.py): a prefill batch when
-admission finds one (prefill first), else one batched decode step of every running request; the
-prompt of a request is inserted right after its prefill (`cache_unfinished_req`), so requests
-that arrive during its decode already hit; retraction when a decode step lacks slots. The model
-is a `Runner`, priced or real; one `step()` a call (`step(until=t)`: a priced runner may
-fast-forward decode steps, span.py). Leaves out: overlap scheduling, mixed chunks, abort.
+Follows SGLang 0.5.23's `Scheduler.get_next_batch_to_run` (managers/scheduler.py): a prefill
+batch when admission finds one (prefill first), else one batched decode step of every running
+request; a prompt is checkpointed right after its prefill (`cache_unfinished_req`), so requests
+arriving during its decode already hit; each allocation evicts only the shortfall; retraction
+when a decode step lacks slots. `step(until=t)`: a priced runner may fast-forward decode steps
+(span.py). Leaves out: overlap scheduling, mixed chunks, abort.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ from radix.sched.admission import (
     CLIP_MAX_NEW_TOKENS,
     AddReqResult,
     PrefillAdder,
-    alloc_token_slots,
+    alloc_for_decode,
+    alloc_for_extend,
     check_decode_mem,
     match_for_admission,
     retract_decode,
 )
 from radix.sched.policy import SchedulePolicy
-from radix.sched.span import apply_span, decode_slots, span_length
-from radix.tokens import joined
+from radix.sched.span import apply_span, span_length
 
 
 class StepOutput(NamedTuple):
@@ -139,7 +139,9 @@ class Scheduler:
 
     def add_request(self, req: Req) -> None:
         """Queues `req`; ValueError (check_fits) when the pool could never admit it."""
-        check_fits(req, self.allocator.size, self.tree_cache.page_size)
+        page = self.tree_cache.page_size
+        pages = getattr(self.allocator, "num_pages", None)  # a paged pool holds whole pages
+        check_fits(req, self.allocator.size if pages is None else pages * page, page)
         req.metrics.setdefault("arrival", req.arrival)
         req.metrics.setdefault("prompt_tokens", len(req.origin_input_ids))
         self.waiting.append(req)
@@ -197,12 +199,11 @@ class Scheduler:
 
     def _run_prefill(self, adder: PrefillAdder, evicted_before: int) -> StepReport:
         reqs, prefix_lens = adder.can_run_list, []
+        self.evicted_tokens += alloc_for_extend(self.tree_cache, self.allocator, reqs,
+                                                adder.extend_lens)
         for req, extend_len in zip(reqs, adder.extend_lens):
             prefix_len = len(req.prefix_indices)
             prefix_lens.append(prefix_len)
-            slots, evicted = alloc_token_slots(self.tree_cache, self.allocator, extend_len)
-            self.evicted_tokens += evicted
-            req.slot_ids = joined(req.prefix_indices, slots)  # == slot_ids[:prefix_len] + new
             if "matched_tokens" not in req.metrics:
                 req.metrics["matched_tokens"] = prefix_len
             req.metrics["prefilled_tokens"] = req.metrics.get("prefilled_tokens", 0) + extend_len
@@ -234,7 +235,7 @@ class Scheduler:
     def _run_decode(self, evicted_before: int) -> StepReport:
         cfg = self.config
         retracted: list[Req] = []
-        if not check_decode_mem(self.tree_cache, self.allocator, len(self.running)):
+        if not check_decode_mem(self.tree_cache, self.allocator, self.running):
             kept, retracted, ratio = retract_decode(self.tree_cache, self.allocator,
                                                     self.running, self.sink)
             self.running, self.new_token_ratio = kept, ratio
@@ -247,7 +248,7 @@ class Scheduler:
             self.new_token_ratio = max(self.new_token_ratio - cfg.new_token_ratio_decay,
                                        cfg.min_new_token_ratio)
         reqs = self.running
-        self.evicted_tokens += decode_slots(self, reqs)
+        self.evicted_tokens += alloc_for_decode(self.tree_cache, self.allocator, reqs)
         if self.shadow is not None:
             for req in reqs:
                 self.shadow.on_decode(req)

@@ -4,15 +4,13 @@ Between two events (arrival, finish, eviction, retraction, block-shadow drop) a 
 decodes: a token and a slot per request a step, the new-token ratio decays, the clock moves by
 the priced step. `span_length` counts such steps, `apply_span` does them at once with the same
 tokens, slot counts, shadow blocks, ratio and clock (priced step by step) as the one-step loop
-(a test holds them equal; slot ids, mere names, differ); `decode_slots` serves one ordinary step.
+(a test holds them equal; slot ids, mere names, differ).
 Leaves out: real models (the engine steps one by one).
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from radix.sched.admission import alloc_token_slots
 
 
 def span_length(sched: Any, until: float) -> int:
@@ -64,29 +62,3 @@ def apply_span(sched: Any, steps: int) -> None:
             sched.shadow.on_decode(req, steps)
         req.metrics["decode_tokens"] = req.metrics.get("decode_tokens", 0) + steps
 
-
-def decode_slots(sched: Any, reqs: list) -> int:
-    """One ordinary decode step's slots: SGLang's alloc_token_slots for len(reqs) (evicting
-    len(reqs) when short), one slot appended to each row; a run allocator continues each row in
-    place instead (the same count, so compact rows stay one run). Returns tokens evicted."""
-    allocator, tree = sched.allocator, sched.tree_cache
-    extend = getattr(allocator, "alloc_extend", None)
-    if extend is None:
-        slots, evicted = alloc_token_slots(tree, allocator, len(reqs))
-        for req, slot in zip(reqs, slots):
-            req.slot_ids.append(slot)
-        return evicted
-    evicted = tree.evict(len(reqs)).num_evicted if allocator.available_size() < len(reqs) else 0
-    after = getattr(allocator, "next_after", None)
-    for req in reqs:
-        row = req.slot_ids
-        slot = after(row[-1]) if after is not None and len(row) else None
-        if slot is not None:
-            row.append(slot)
-            continue
-        slots = extend(row[-1] if len(row) else None, 1)
-        if slots is None:
-            raise MemoryError(f"out of KV slots: {len(reqs)} wanted, "
-                              f"{allocator.available_size()} free")
-        req.slot_ids += slots
-    return evicted

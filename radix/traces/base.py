@@ -1,11 +1,12 @@
-"""What every trace loader shares: `Trace`, `TraceRequest`, `TraceError`, reading and field checks.
+"""What every trace loader shares: `Trace`, `TraceError`, the limits, reading and field checks.
 
-Four formats (schemas in the loader modules): (a) request traces, JSONL (`trace_request.py`);
-(b) Mooncake block-hash traces (`trace_mooncake.py`); (c) vLLM/SGLang KV-event recordings,
-msgpack or JSON lines (`trace_kvevents.py`); (d) op traces, delegated to `radix.traces.ops`.
-Every error is a `TraceError` naming the line and the field. Files are parsed as JSON or msgpack
-data only: nothing is evaluated or unpickled. Any of them may be gzipped (.gz), decompressed
-under the same size cap. Leaves out: other compressions, network sources.
+Four formats (schemas in the loader modules): (a) request traces, JSONL (`requests.py`);
+(b) Mooncake block-hash traces (`mooncake.py`); (c) vLLM/SGLang KV-event recordings, msgpack or
+JSON lines (`kv_events.py`); (d) op traces (`ops.py`). Every error is a one-line `TraceError`
+naming the line and the field. Files are parsed as JSON (RFC 8259) or msgpack data only: nothing
+is evaluated or unpickled. Any of them may be gzipped (every member is read) under the same size
+cap. The MAX_* constants below are the default limits (`radix.traces.limits.TraceLimits`, counted
+line by line by its `Tally`). Leaves out: other compressions, network sources.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,30 +22,47 @@ from typing import Any
 
 from radix.request import Req
 
-MAX_BYTES = 64 * 1024 * 1024  # default cap on a trace file's size
-MAX_TOKENS_PER_REQUEST = 1 << 20  # default cap on one request's prompt (real tokens)
+MAX_BYTES = 64 * 1024 * 1024  # a trace file's size (after gunzip)
+MAX_TOKENS_PER_REQUEST = 1 << 20  # one request's prompt (real tokens)
 MAX_TOKEN_ID = (1 << 31) - 1  # token ids are 0..MAX_TOKEN_ID
-MAX_OUTPUT_LEN = 1 << 20  # output_len / output_length cap
+MAX_OUTPUT_LEN = 1 << 20  # one request's output_len / output_length
 MAX_SECONDS = 1e9  # arrival cap (about 31 years)
 MAX_DEPTH = 32  # JSON nesting cap: deeper is junk, and would recurse deeply
-# What a whole trace may expand to, checked while loading (each refusal names the limit):
-MAX_REQUESTS = 1 << 20  # requests in one trace
-MAX_TOTAL_TOKENS = 1 << 28  # prompt tokens of all requests together (real tokens, 268 M)
-MAX_TOTAL_OUTPUT_TOKENS = 1 << 28  # output tokens (output_len) of all requests together
+# What a whole trace may expand to (TraceLimits' defaults; the app passes its session budget):
+MAX_TOTAL_TOKENS = 1 << 25  # 33,554,432 prompt tokens of all requests, in the trace's token
+# unit (a Mooncake hash id is one); for op traces, the tokens of all ops' lists
+MAX_TOTAL_OUTPUT_TOKENS = 1 << 21  # 2,097,152 output tokens of all requests (each is a decode
+# step in `simulate` and a token id held by `compare`)
+MAX_REQUESTS = 1 << 17  # 131,072 requests of a request or Mooncake trace
+MAX_OPS = 1 << 20  # 1,048,576 ops of an op trace
+MAX_ERROR_CHARS = 400  # a TraceError's text, at most
 FORMATS = ("request", "mooncake", "kv_events", "ops")
+
+
+def one_line(text: str, max_chars: int = MAX_ERROR_CHARS) -> str:
+    r"""`text` safe to print as one line: what is not printable (newlines, U+2028, lone
+    surrogates, ...) as escapes, at most `max_chars` characters.
+
+    >>> print(one_line("rid" + chr(10) + "x" + chr(0x2028) + chr(0xD800)))
+    rid\nx\u2028\ud800
+    """
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                       for c in text)
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 
 class TraceError(ValueError):
     """A bad trace file. The message names the line (1-based) and the field, e.g.
-    `line 7, field "tokens": expected a list of ints, got str`."""
+    `line 7, field "tokens": expected a list of ints, got str`; always one printable line."""
 
     def __init__(self, message: str, line: int | None = None, field: str | None = None):
         where = []
         if line is not None:
             where.append(f"line {line}")
         if field is not None:
-            where.append(f'field "{field}"')
-        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+            where.append(f'field "{one_line(field, 80)}"')
+        super().__init__(one_line(f"{', '.join(where)}: {message}" if where else message))
         self.message = message  # the message without the line and field
         self.line = line  # 1-based line number, or None when the error is about the whole file
         self.field = field  # the offending field, or None
@@ -109,19 +128,39 @@ def read_bytes(path_or_bytes: str | os.PathLike | bytes, max_bytes: int) -> tupl
             data = f.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise TraceError(f"file is larger than the {max_bytes:,}-byte cap (max_bytes)")
-    if data[:2] == b"\x1f\x8b":  # gzip; decompressed under the same cap (no zip bombs)
-        inflater = zlib.decompressobj(wbits=31)
-        try:
-            data = inflater.decompress(data, max_bytes + 1)
-        except zlib.error as exc:
-            raise TraceError(f"broken gzip data: {exc}") from None
-        if len(data) > max_bytes or inflater.unconsumed_tail:
-            raise TraceError(f"file decompresses past the {max_bytes:,}-byte cap (max_bytes)")
-        if not inflater.eof:
-            raise TraceError("truncated gzip data")
+    if data[:2] == b"\x1f\x8b":
+        data = gunzip(data, max_bytes)
     if not data.strip():
         raise TraceError("file is empty")
     return data, name
+
+
+def gunzip(data: bytes, max_bytes: int) -> bytes:
+    r"""Every member of a gzip file (`cat a.gz b.gz` is one valid file), at most `max_bytes` in
+    all (no zip bombs); NUL padding after the last member is ignored, as gzip(1) ignores it.
+
+    >>> import gzip
+    >>> gunzip(gzip.compress(b"a\n") + gzip.compress(b"b\n"), 100)
+    b'a\nb\n'
+    """
+    parts, total, rest = [], 0, data
+    while True:
+        inflater = zlib.decompressobj(wbits=31)
+        try:
+            part = inflater.decompress(rest, max_bytes - total + 1)
+        except zlib.error as exc:
+            raise TraceError(f"broken gzip data (member {len(parts) + 1}): {exc}") from None
+        total += len(part)
+        if total > max_bytes or inflater.unconsumed_tail:
+            raise TraceError(f"file decompresses past the {max_bytes:,}-byte cap (max_bytes)")
+        if not inflater.eof:
+            raise TraceError(f"truncated gzip data (member {len(parts) + 1})")
+        parts.append(part)
+        rest = inflater.unused_data
+        if not rest.strip(b"\x00"):
+            return b"".join(parts)
+        if rest[:2] != b"\x1f\x8b":
+            raise TraceError(f"{len(rest):,} bytes after gzip member {len(parts)} are not gzip")
 
 
 def decode_text(data: bytes) -> str:
@@ -139,24 +178,42 @@ def decode_text(data: bytes) -> str:
 
 
 def iter_json_lines(text: str) -> Iterator[tuple[int, Any]]:
-    """(line number, parsed value) for every non-blank line; bad JSON names its line.
+    r"""(line number, parsed value) for every non-blank line; bad JSON names its line.
 
-    >>> list(iter_json_lines('{"a": 1}\\n\\n[2]\\n'))
+    Lines end at "\n" only (JSON Lines): a raw U+2028 inside a string is text, as RFC 8259 says.
+    Nesting deeper than MAX_DEPTH is refused, also where the parser would run out of stack.
+
+    >>> list(iter_json_lines('{"a": 1}\n\n[2]\n'))
     [(1, {'a': 1}), (3, [2])]
     """
     lines = text.split("\n")
     for i, raw in enumerate(lines, start=1):
-        if not raw.strip():
+        raw = raw.strip(" \t\r")  # JSON's whitespace ("\n" split already)
+        if not raw:
             continue
         try:
-            value = json.loads(raw)  # NaN / Infinity parse; the field checks refuse them
-        except (ValueError, RecursionError) as exc:
-            last = i == len(lines) or all(not s.strip() for s in lines[i:])
-            hint = " (truncated line?)" if last and not text.endswith("\n") else ""
-            raise TraceError(f"not valid JSON{hint}: {str(exc)[:80]}", i) from None
-        if _depth(value) > MAX_DEPTH:
+            value, end = _DECODER.raw_decode(raw)  # NaN / Infinity parse; field checks refuse them
+        except RecursionError:
+            raise TraceError(f"JSON nested deeper than {MAX_DEPTH} levels", i) from None
+        except ValueError as exc:
+            raise _json_error(exc, i, lines, text) from None
+        if end != len(raw):
+            raise TraceError(f"not valid JSON: extra data after the value at column {end + 1}", i)
+        if raw.count("[") + raw.count("{") > MAX_DEPTH and _depth(value) > MAX_DEPTH:
             raise TraceError(f"JSON nested deeper than {MAX_DEPTH} levels", i)
         yield i, value
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _json_error(exc: ValueError, i: int, lines: list[str], text: str) -> TraceError:
+    if "Exceeds the limit" in str(exc):  # int("9" * 5000): CPython's int_max_str_digits
+        return TraceError(f"not valid JSON: a number of more than {sys.get_int_max_str_digits():,}"
+                          " digits", i)
+    last = i == len(lines) or all(not s.strip() for s in lines[i:])
+    hint = " (truncated line?)" if last and not text.endswith("\n") else ""
+    return TraceError(f"not valid JSON{hint}: {str(exc)[:80]}", i)
 
 
 def _depth(value: Any) -> int:
@@ -207,13 +264,35 @@ def as_number(value: Any, line: int, key: str, lo: float = 0.0, hi: float = MAX_
 
 
 def as_opt_str(value: Any, line: int, key: str, max_len: int = 256) -> str | None:
-    """None or a string of at most `max_len` characters."""
+    """None or a string of at most `max_len` characters, valid Unicode (`check_text`)."""
     if value is None:
         return None
     if not isinstance(value, str):
         raise TraceError(f"expected a string or null, got {type_name(value)}", line, key)
     if len(value) > max_len:
-        raise TraceError(f"string longer than {max_len} characters", line, key)
+        raise TraceError(f"a string of {len(value):,} characters; the limit is {max_len:,}",
+                         line, key)
+    return check_text(value, line, key)
+
+
+def check_text(value: str, line: int | None, key: str | None) -> str:
+    r"""`value` if it is valid Unicode. A lone surrogate ("\ud800" parses as JSON; RFC 8259 8.2
+    calls it unpredictable) cannot be UTF-8: tokenizers and printing would fail on it later.
+
+    >>> check_text("ok" + chr(0x2028), 1, "rid") == "ok" + chr(0x2028)
+    True
+    >>> check_text("x" + chr(0xD800), 3, "rid")
+    Traceback (most recent call last):
+    ...
+    radix.traces.base.TraceError: line 3, field "rid": a lone surrogate U+D800 at character 1 ...
+    """
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise TraceError(f"a lone surrogate U+{ord(value[exc.start]):04X} at character "
+                         f"{exc.start:,} is not valid Unicode text", line, key) from None
     return value
 
 
@@ -224,8 +303,21 @@ def as_int_list(value: Any, line: int, key: str, max_len: int, hi: int = MAX_TOK
     if len(value) > max_len:
         raise TraceError(f"{len(value):,} items exceed the cap of {max_len:,}"
                          " (max_tokens_per_request)", line, key)
-    for i, v in enumerate(value):
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi:
-            what = type_name(v) if not isinstance(v, int) or isinstance(v, bool) else str(v)
-            raise TraceError(f"item {i} is {what}; expected an int in [0, {hi:,}]", line, key)
+    if not ints_in_range(value, 0, hi):
+        for i, v in enumerate(value):
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi:
+                what = type_name(v) if not isinstance(v, int) or isinstance(v, bool) else str(v)
+                raise TraceError(f"item {i} is {what}; expected an int in [0, {hi:,}]", line, key)
     return tuple(value)
+
+
+def ints_in_range(values: list, lo: int, hi: int) -> bool:
+    """True when every item is an int (not a bool) in [lo, hi]; C-speed (type set, min, max),
+    so a million-token list costs milliseconds. The slow loop runs only to name a bad item.
+
+    >>> ints_in_range([1, 2], 0, 9), ints_in_range([1, True], 0, 9), ints_in_range([], 0, 9)
+    (True, False, True)
+    """
+    if not values:
+        return True
+    return set(map(type, values)) == {int} and lo <= min(values) and max(values) <= hi

@@ -3,7 +3,8 @@
 Two renderings of one recording: msgpack (the batches' payloads back to back, as vLLM's
 publisher sends them, without ZMQ framing) and JSON lines (one batch a line, either
 {"ts", "events": [...], "data_parallel_rank"} or the wire array [ts, [events], dp_rank]).
-Events are decoded by `radix.blocks.kv_events`. `rebuild_block_view` replays BlockStored /
+Events are decoded by `radix.blocks.kv_events` (vLLM's and SGLang's variants); any bad value is
+one TraceError naming the line or batch and the field. `rebuild_block_view` replays BlockStored /
 BlockRemoved / AllBlocksCleared into the set of cached blocks with their chain links.
 Leaves out: ZMQ topics and sequence numbers, hybrid-model cache groups (group_idx is ignored).
 """
@@ -58,8 +59,8 @@ def _from_json_lines(text: str) -> list:
             raw = [raw["ts"], raw["events"], raw.get("data_parallel_rank")]
         try:
             batches.append(batch_from_wire(raw, f"line {line}"))
-        except (ValueError, TypeError) as exc:
-            raise _error(ValueError(str(exc)), line) from None
+        except ValueError as exc:
+            raise _error(exc, line) from None
     return batches
 
 
@@ -74,15 +75,19 @@ def _from_msgpack(data: bytes) -> list:
             raw = unpacker.unpack()
         except msgpack.OutOfData:
             raise TraceError(f"{where}: truncated msgpack (the file ends inside a batch)") from None
+        except msgpack.StackError:
+            raise TraceError(f"{where}: msgpack nested deeper than the decoder allows") from None
         except (msgpack.UnpackException, ValueError) as exc:
             raise TraceError(f"{where}: binary data that is not a msgpack EventBatch stream "
-                             f"({type(exc).__name__}: {exc})") from None
+                             f"({type(exc).__name__}: {str(exc)[:80]})") from None
+        except TypeError:  # a map whose key is a list (unhashable)
+            raise TraceError(f"{where}: a msgpack map has a key that is a list") from None
         if not isinstance(raw, list):
             raise TraceError(f"{where}: expected an EventBatch array, got {type_name(raw)}")
         try:
             batches.append(batch_from_wire(raw, where))
-        except (ValueError, TypeError) as exc:
-            raise _error(ValueError(str(exc)), None) from None
+        except ValueError as exc:
+            raise _error(exc, None) from None
         offset = unpacker.tell()
     return batches
 
@@ -158,9 +163,21 @@ def rebuild_block_view(batches: Iterable, medium: str | None = None) -> BlockVie
     return view
 
 
+def as_int_hash(block_hash: int | bytes | None) -> int | None:
+    """A recorded hash as an int: bytes hashes (VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0) become
+    their low 64 bits, as vLLM's default publishes them; ints stay as they are.
+
+    >>> as_int_hash(bytes(30) + b"\\x01\\x02"), as_int_hash(-5)
+    (258, -5)
+    """
+    if isinstance(block_hash, bytes):
+        return int.from_bytes(block_hash[-8:], "big")
+    return block_hash
+
+
 def _store(view: BlockView, event: BlockStored, index: int) -> None:
-    parent, size = event.parent_block_hash, event.block_size
-    for i, h in enumerate(event.block_hashes):
+    parent, size = as_int_hash(event.parent_block_hash), event.block_size
+    for i, h in enumerate(map(as_int_hash, event.block_hashes)):
         tokens = tuple(event.token_ids[i * size:(i + 1) * size])
         view.blocks.setdefault(h, StoredBlock(h, parent, tokens, event.medium, index))
         view.copies[h] = view.copies.get(h, 0) + 1
@@ -169,7 +186,7 @@ def _store(view: BlockView, event: BlockStored, index: int) -> None:
 
 
 def _remove(view: BlockView, event: BlockRemoved) -> None:
-    for h in event.block_hashes:
+    for h in map(as_int_hash, event.block_hashes):
         view.num_removed += 1
         if h not in view.copies:
             view.unknown_removed.append(h)

@@ -3,7 +3,8 @@
 Four formats, one loader module each: request traces (`requests.py`), Mooncake block-hash traces
 (`mooncake.py`), vLLM/SGLang KV-event recordings (`kv_events.py`), op traces (`ops.py`). Every
 error is a `TraceError` naming the line and the field. Files are parsed as JSON or msgpack data
-only: nothing is evaluated or unpickled. Leaves out: other compressions, network sources.
+only: nothing is evaluated or unpickled. `limits` (radix/traces/limits.py) bound what the file
+expands to. Leaves out: other compressions, network sources.
 """
 
 from __future__ import annotations
@@ -11,18 +12,19 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from dataclasses import replace
 
 from radix.traces.base import (
     FORMATS,
-    MAX_BYTES,
-    MAX_TOKENS_PER_REQUEST,
+    MAX_TOTAL_OUTPUT_TOKENS,
     Trace,
     TraceError,
     decode_text,
     read_bytes,
 )
 from radix.traces.kv_events import load_kv_events
-from radix.traces.mooncake import load_mooncake
+from radix.traces.limits import DEFAULT_LIMITS, Tally, TraceLimits
+from radix.traces.mooncake import BLOCK_TOKENS, MAX_TOTAL_OUTPUT_TOKENS_COMPACT, load_mooncake
 from radix.traces.ops import parse_ops
 from radix.traces.requests import load_requests
 
@@ -38,7 +40,7 @@ def detect_format(data: bytes) -> str:
     first = data.lstrip().split(b"\n", 1)[0]
     try:
         obj = json.loads(first)
-    except ValueError:
+    except (ValueError, RecursionError):  # the loader names the line and what is wrong
         obj = None
     if isinstance(obj, list) or (isinstance(obj, dict) and ("events" in obj or "ts" in obj)):
         return "kv_events"
@@ -52,9 +54,10 @@ def detect_format(data: bytes) -> str:
 def load_trace(path_or_bytes: str | os.PathLike | bytes, *, fmt: str | None = None,
                tokenize: Callable[[str], list[int]] | None = None,
                chat_template: Callable[[list[dict]], list[int]] | None = None,
-               max_bytes: int = MAX_BYTES,
-               max_tokens_per_request: int = MAX_TOKENS_PER_REQUEST) -> Trace:
-    """Load any trace format (detected unless `fmt` is given), validated.
+               max_bytes: int | None = None, max_tokens_per_request: int | None = None,
+               limits: TraceLimits = DEFAULT_LIMITS) -> Trace:
+    """Load any trace format (detected unless `fmt` is given), validated and within `limits`
+    (`max_bytes` / `max_tokens_per_request`, when given, override those two of them).
 
     `tokenize` / `chat_template` turn "text" / "messages" into token ids; without them the
     deterministic fallback codec of `radix.traces.textcodec` is used.
@@ -63,22 +66,38 @@ def load_trace(path_or_bytes: str | os.PathLike | bytes, *, fmt: str | None = No
     >>> t.format, t.requests[0].token_ids
     ('request', (1, 2))
     """
-    data, name = read_bytes(path_or_bytes, max_bytes)
+    if max_bytes is not None:
+        limits = replace(limits, max_bytes=max_bytes)
+    if max_tokens_per_request is not None:
+        limits = replace(limits, max_tokens_per_request=max_tokens_per_request)
+    data, name = read_bytes(path_or_bytes, limits.max_bytes)
     fmt = fmt or detect_format(data)
     if fmt not in FORMATS:
         raise TraceError(f"unknown trace format {fmt!r}; expected one of {', '.join(FORMATS)}")
     if fmt == "kv_events":
         trace = load_kv_events(data)
     elif fmt == "ops":
-        trace = _load_ops(decode_text(data))
+        trace = Trace("ops", ops=parse_ops(decode_text(data), limits))
     elif fmt == "mooncake":
-        trace = load_mooncake(decode_text(data), max_tokens_per_request)
+        text = decode_text(data)
+        Tally(limits).check_lines(text, "max_requests", "requests")
+        trace = load_mooncake(text, limits.max_tokens_per_request)
+        if limits.max_total_output_tokens == MAX_TOTAL_OUTPUT_TOKENS:  # the default: compact
+            limits = replace(limits, max_total_output_tokens=MAX_TOTAL_OUTPUT_TOKENS_COMPACT)
+        _tally_mooncake(trace, limits)
     else:
-        trace = load_requests(decode_text(data), tokenize, chat_template, max_tokens_per_request)
+        trace = load_requests(decode_text(data), tokenize, chat_template, limits)
     trace.source = name
     return trace
 
 
-def _load_ops(text: str) -> Trace:
-    """An op trace wrapped in a Trace (radix/traces/ops.py; its errors are TraceErrors)."""
-    return Trace("ops", ops=parse_ops(text))
+def _tally_mooncake(trace: Trace, limits: TraceLimits) -> None:
+    """The totals of a Mooncake trace against `limits`, in file order (rid "mc-<line>"), so a
+    refusal names the line that crossed the limit. Prompt tokens count in hash ids (units)."""
+    def line_of(rid: str) -> int | None:
+        return int(rid[3:]) if rid.startswith("mc-") and rid[3:].isdigit() else None
+
+    tally = Tally(limits)
+    for r in sorted(trace.requests, key=lambda r: line_of(r.rid) or 0):
+        tally.add_request(line_of(r.rid), -(-len(r.token_ids) // BLOCK_TOKENS), r.output_len,
+                          "hash_ids", "output_length")

@@ -1,12 +1,15 @@
 """Op traces: a JSONL script of calls on a RadixCache, for `python -m radix replay`.
 
 Line 1: {"op": "config", "page_size": 1, "policy": "lru", "policy_config": {}, "capacity": N}
-(every field optional; capacity = KV slots for request ops, default unbounded). Then one op a line:
+(every field optional; capacity = KV slots for request ops, N >= 1, default unbounded). Then
+one op a line:
   insert {tokens, value?, priority?, chunked?, extra_key?, cache_salt?}   match {tokens, ...}
   lock {node} | lock {tokens}   unlock {node}   evict {num_tokens}
   start {rid, tokens, extra_key?, cache_salt?, priority?}   extend {rid, num_tokens?}
   decode {rid, token}   unfinished {rid, chunked?}   finished {rid, is_insert?}
-Validation names the line and field; nothing is evaluated. Execution: radix/runs/ops.py.
+`start` matches tokens[:-1], as SGLang (the last token is always computed). Validation names the
+line and field; nothing is evaluated; at most `TraceLimits.max_ops` ops and `max_total_tokens`
+tokens in all lists. Execution: radix/runs/ops.py.
 """
 
 from __future__ import annotations
@@ -15,12 +18,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from radix.traces.base import TraceError, iter_json_lines, type_name
-from radix.tree.eviction import POLICIES
+from radix.traces.base import (
+    TraceError,
+    check_text,
+    decode_text,
+    ints_in_range,
+    iter_json_lines,
+    read_bytes,
+    type_name,
+)
+from radix.traces.limits import DEFAULT_LIMITS, Tally, TraceLimits
+from radix.tree.eviction import POLICIES, get_strategy
 
-MAX_TRACE_BYTES = 64 * 1024 * 1024
 MAX_TOKENS = 1_000_000  # per op
 MAX_INT = 2**62
+MAX_STR = 256  # rid, extra_key, cache_salt, policy: characters
 
 _INT, _INTS, _STR, _BOOL, _OBJ = "int", "list of ints", "string", "bool", "object"
 # op -> {field: (kind, required)}
@@ -77,11 +89,18 @@ def _check(line: int, name: str, value: Any, kind: str) -> None:
             raise bad("a list of ints")
         if len(value) > MAX_TOKENS:
             raise OpTraceError(f"{len(value):,} tokens, the limit is {MAX_TOKENS:,}", line, name)
-        for i, tok in enumerate(value):
+        for i, tok in enumerate([] if ints_in_range(value, 0, MAX_INT) else value):
             if not isinstance(tok, int) or isinstance(tok, bool) or not 0 <= tok <= MAX_INT:
-                raise OpTraceError(f"item {i} is {tok!r}, expected an int >= 0", line, name)
-    elif kind == _STR and not isinstance(value, str):
-        raise bad("a string")
+                what = tok if isinstance(tok, int) and not isinstance(tok, bool) else type_name(tok)
+                raise OpTraceError(f"item {i} is {what}, expected an int in [0, {MAX_INT:,}]",
+                                   line, name)
+    elif kind == _STR:
+        if not isinstance(value, str):
+            raise bad("a string")
+        if len(value) > MAX_STR:
+            raise OpTraceError(f"a string of {len(value):,} characters; the limit is {MAX_STR}",
+                               line, name)
+        check_text(value, line, name)
     elif kind == _BOOL and not isinstance(value, bool):
         raise bad("true or false")
     elif kind == _OBJ and not isinstance(value, dict):
@@ -100,23 +119,29 @@ def _fields(line: int, row: dict, spec: dict[str, tuple[str, bool]]) -> dict[str
     return {k: v for k, v in row.items() if k != "op"}
 
 
-def parse_ops(text: str | bytes) -> OpTrace:
-    """Validates an op trace.
+def parse_ops(text: str | bytes, limits: TraceLimits = DEFAULT_LIMITS) -> OpTrace:
+    """Validates an op trace (bytes: gunzipped and decoded as a file would be).
 
     >>> t = parse_ops('{"op": "config", "page_size": 2}\\n{"op": "insert", "tokens": [1, 2]}')
     >>> t.page_size, t.ops[0].op, t.ops[0].line
     (2, 'insert', 2)
     """
-    if isinstance(text, bytes):
-        if len(text) > MAX_TRACE_BYTES:
-            raise OpTraceError(f"trace is {len(text):,} bytes, the limit is {MAX_TRACE_BYTES:,}")
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise OpTraceError(f"not UTF-8 text (bad byte at offset {exc.start})") from None
+    try:
+        if isinstance(text, bytes):
+            text = decode_text(read_bytes(text, limits.max_bytes)[0])
+        return _parse(text, limits)
+    except OpTraceError:
+        raise
+    except TraceError as exc:
+        raise OpTraceError(exc.message, exc.line, exc.field) from None
+
+
+def _parse(text: str, limits: TraceLimits) -> OpTrace:
     config: dict[str, Any] = {}
     ops: list[Op] = []
-    for n, row in _json_lines(text):
+    tally = Tally(limits)
+    tally.check_lines(text, "max_ops", "ops", allow=1)
+    for n, row in iter_json_lines(text):
         if not isinstance(row, dict):
             raise OpTraceError(f"expected a JSON object, got {type_name(row)}", n)
         op = row.get("op")
@@ -125,8 +150,12 @@ def parse_ops(text: str | bytes) -> OpTrace:
                 raise OpTraceError("config must be the first line", n, "op")
             config = _fields(n, row, CONFIG_FIELDS) or {"_seen": True}
             continue
-        if not isinstance(op, str) or op not in OP_FIELDS:
-            raise OpTraceError(f"unknown op {op!r}"[:120], n, "op")
+        if not isinstance(op, str):
+            raise OpTraceError(f"expected an op name (a string), got {type_name(op)}", n, "op")
+        if op not in OP_FIELDS:
+            raise OpTraceError(f"unknown op {op[:40]!r} (known: {', '.join(OP_FIELDS)})", n, "op")
+        tally.add_op(n, sum(len(row[k]) for k in ("tokens", "value")
+                            if isinstance(row.get(k), list)))
         args = _fields(n, row, OP_FIELDS[op])
         if op == "lock" and ("node" in args) == ("tokens" in args):
             raise OpTraceError('give exactly one of "node" or "tokens"', n, "node")
@@ -136,33 +165,32 @@ def parse_ops(text: str | bytes) -> OpTrace:
     return _build(config, ops)
 
 
-def _json_lines(text: str):
-    """iter_json_lines, with its TraceErrors as OpTraceErrors."""
-    try:
-        yield from iter_json_lines(text)
-    except TraceError as exc:
-        raise OpTraceError(exc.message, exc.line, exc.field) from None
-
-
 def _build(config: dict[str, Any], ops: list[Op]) -> OpTrace:
     page_size = config.get("page_size", 1)
-    if page_size < 1:
-        raise OpTraceError("must be >= 1", 1, "page_size")
+    if not 1 <= page_size <= MAX_TOKENS:
+        raise OpTraceError(f"{page_size} is out of range [1, {MAX_TOKENS:,}]", 1, "page_size")
     policy = config.get("policy", "lru").lower()
     if policy not in POLICIES:
-        raise OpTraceError(f"unknown policy {policy!r}", 1, "policy")
+        raise OpTraceError(f"unknown policy {policy!r} (known: {', '.join(POLICIES)})", 1,
+                           "policy")
+    policy_config = config.get("policy_config") or {}
+    threshold = policy_config.get("protected_threshold", 0)
+    if isinstance(threshold, bool) or not isinstance(threshold, int) or abs(threshold) > MAX_INT:
+        raise OpTraceError("protected_threshold: expected an int", 1, "policy_config")
+    try:
+        get_strategy(policy, policy_config)
+    except ValueError as exc:
+        raise OpTraceError(str(exc), 1, "policy_config") from None
     capacity = config.get("capacity")
-    if capacity is not None and capacity < 0:
-        raise OpTraceError("must be >= 0", 1, "capacity")
-    return OpTrace(page_size, policy, config.get("policy_config") or {}, capacity, tuple(ops))
+    if capacity is not None and capacity < 1:
+        raise OpTraceError(f"{capacity} slots: a pool needs at least 1 (leave capacity out for "
+                           "an unbounded pool)", 1, "capacity")
+    return OpTrace(page_size, policy, policy_config, capacity, tuple(ops))
 
 
-def load_ops(source: str | Path | bytes) -> OpTrace:
-    """Reads and validates an op trace from a path (or the bytes of one)."""
+def load_ops(source: str | Path | bytes, limits: TraceLimits = DEFAULT_LIMITS) -> OpTrace:
+    """Reads and validates an op trace from a path (gzipped or not) or the bytes of one."""
     if isinstance(source, bytes):
-        return parse_ops(source)
-    path = Path(source)
-    size = path.stat().st_size
-    if size > MAX_TRACE_BYTES:
-        raise OpTraceError(f"{path}: {size:,} bytes, the limit is {MAX_TRACE_BYTES:,}")
-    return parse_ops(path.read_bytes())
+        return parse_ops(source, limits)
+    with open(source, "rb") as f:
+        return parse_ops(f.read(limits.max_bytes + 1), limits)  # read_bytes caps and gunzips

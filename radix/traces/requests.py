@@ -7,6 +7,7 @@ Schema, a line:
    "output_tokens": [int, ...] (output_len of them: the reply a simulated run generates)}
 "messages" are OpenAI chat messages (content a string or a list of {"type": "text", "text"}).
 Follows nothing upstream; the shape of an OpenAI request plus SGLang's extra_key / cache_salt.
+Strings must be valid Unicode (no lone surrogates); totals are bounded by `TraceLimits`.
 Leaves out: sampling parameters, images and tool calls in messages.
 """
 
@@ -28,10 +29,12 @@ from radix.traces.base import (
     as_int_list,
     as_number,
     as_opt_str,
+    check_text,
     iter_json_lines,
     need,
     type_name,
 )
+from radix.traces.limits import DEFAULT_LIMITS, Tally, TraceLimits
 
 FIELDS = {"rid", "arrival", "tokens", "text", "messages", "output_len", "extra_key",
           "cache_salt", "priority", "output_tokens", "meta"}  # "meta": anything, ignored
@@ -41,8 +44,9 @@ MAX_TEXT_CHARS = 16 * 1024 * 1024  # one request's text, before tokenizing
 
 def load_requests(text: str, tokenize: Callable[[str], list[int]] | None = None,
                   chat_template: Callable[[list[dict]], list[int]] | None = None,
-                  max_tokens: int = 1 << 20) -> Trace:
-    """Parse and validate a request trace; requests come back sorted by arrival (stable).
+                  limits: TraceLimits = DEFAULT_LIMITS) -> Trace:
+    """Parse and validate a request trace within `limits`; requests come back sorted by arrival
+    (stable).
 
     >>> t = load_requests('{"rid": "a", "arrival": 1.5, "text": "hi there", "output_len": 2}')
     >>> t.requests[0].arrival, len(t.requests[0].token_ids)
@@ -50,8 +54,11 @@ def load_requests(text: str, tokenize: Callable[[str], list[int]] | None = None,
     """
     requests: list[TraceRequest] = []
     seen: dict[str, int] = {}
+    tally = Tally(limits)
+    tally.check_lines(text, "max_requests", "requests")
     for line, obj in iter_json_lines(text):
-        tr = parse_request(obj, line, tokenize, chat_template, max_tokens)
+        tr = parse_request(obj, line, tokenize, chat_template, limits.max_tokens_per_request)
+        tally.add_request(line, len(tr.token_ids), tr.output_len, _prompt_field(obj))
         if tr.rid in seen:
             raise TraceError(f"duplicate rid {tr.rid!r} (first on line {seen[tr.rid]})",
                              line, "rid")
@@ -73,9 +80,9 @@ def parse_request(obj: Any, line: int, tokenize: Callable[[str], list[int]] | No
     if unknown:
         raise TraceError(f"unknown field (known: {', '.join(sorted(FIELDS))})", line, unknown[0])
     rid = need(obj, "rid", line)
-    if not isinstance(rid, str) or not rid or len(rid) > 256:
-        raise TraceError(f"expected a non-empty string of <= 256 chars, got {type_name(rid)}",
-                         line, "rid")
+    if not isinstance(rid, str) or not rid:
+        raise TraceError(f"expected a non-empty string, got {type_name(rid)}", line, "rid")
+    as_opt_str(rid, line, "rid")
     given = [k for k in PROMPT_FIELDS if k in obj]
     if len(given) != 1:
         what = "none" if not given else " and ".join(given)
@@ -101,6 +108,10 @@ def parse_request(obj: Any, line: int, tokenize: Callable[[str], list[int]] | No
     )
 
 
+def _prompt_field(obj: dict) -> str:
+    return next((k for k in PROMPT_FIELDS if k in obj), "tokens")
+
+
 def _prompt(obj: dict, key: str, line: int, tokenize: Callable[[str], list[int]] | None,
             chat_template: Callable[[list[dict]], list[int]] | None,
             max_tokens: int) -> tuple[int, ...]:
@@ -112,13 +123,26 @@ def _prompt(obj: dict, key: str, line: int, tokenize: Callable[[str], list[int]]
             raise TraceError(f"expected a string, got {type_name(value)}", line, key)
         if len(value) > MAX_TEXT_CHARS:
             raise TraceError(f"text longer than {MAX_TEXT_CHARS:,} characters", line, key)
-        ids = as_int_list(list((tokenize or textcodec.encode)(value)), line, key, max_tokens)
+        check_text(value, line, key)
+        raw = tokenize(value) if tokenize else textcodec.encode(value, max_tokens + 1)
+        ids = as_int_list(_capped(raw, max_tokens, line, key), line, key, max_tokens)
     else:
         messages = _messages(value, line)
-        template = chat_template or textcodec.apply_chat_template
-        ids = as_int_list(list(template(messages)), line, key, max_tokens)
+        raw = (chat_template(messages) if chat_template
+               else textcodec.apply_chat_template(messages, max_tokens + 1))
+        ids = as_int_list(_capped(raw, max_tokens, line, key), line, key, max_tokens)
     if not ids:
         raise TraceError("the prompt is empty (0 tokens)", line, key)
+    return ids
+
+
+def _capped(ids: Any, max_tokens: int, line: int, key: str) -> list:
+    """The tokenizer's ids as a list, refused past `max_tokens` (the fallback codec stops one
+    past it, so the count is only known to be larger)."""
+    ids = list(ids)
+    if len(ids) > max_tokens:
+        raise TraceError(f"more than {max_tokens:,} tokens, over the cap (max_tokens_per_request)",
+                         line, key)
     return ids
 
 
@@ -136,6 +160,7 @@ def _messages(value: Any, line: int) -> list[dict]:
         if not isinstance(role, str) or not role:
             raise TraceError(f"expected a role string, got {type_name(role)}",
                              line, where + ".role")
+        as_opt_str(role, line, where + ".role")
         if isinstance(content, list):
             content = _text_parts(content, line, where + ".content")
         if not isinstance(content, str):
@@ -144,6 +169,7 @@ def _messages(value: Any, line: int) -> list[dict]:
         total += len(content)
         if total > MAX_TEXT_CHARS:
             raise TraceError(f"messages longer than {MAX_TEXT_CHARS:,} characters", line, where)
+        check_text(content, line, where + ".content")
         out.append({"role": role, "content": content})
     return out
 

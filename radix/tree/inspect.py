@@ -132,24 +132,30 @@ def check_invariants(cache: Any) -> None:
 
 
 def _check_node(cache: Any, node: TreeNode, ps: int) -> None:
-    def fail(rule: str):
-        raise InvariantError(f"node {node.id}: {rule}")
+    problem = _node_problem(cache, node, ps)
+    if problem is not None:
+        raise InvariantError(f"node {node.id}: {problem}")
 
+
+def _node_problem(cache: Any, node: TreeNode, ps: int) -> str | None:
+    """The first rule `node` breaks, or None (no closure or exception on the happy path)."""
     if node.value is None:
-        fail("evicted node is reachable")
-    if len(node.value) != len(node.key):
-        fail(f"{len(node.value)} slot ids for a key of {len(node.key)} tokens")
+        return "evicted node is reachable"
+    n = len(node.key.token_ids)
+    if len(node.value) != n:
+        return f"{len(node.value)} slot ids for a key of {n} tokens"
     if node is not cache.root_node:
-        if len(node.key) == 0 or len(node.key) % ps:
-            fail(f"key length {len(node.key)} is not a positive multiple of page {ps}")
-        expected = cache._held.get(node, 0) + sum(c.lock_ref for c in node.children.values())
+        if n == 0 or n % ps:
+            return f"key length {n} is not a positive multiple of page {ps}"
+        expected = node.locks_held + sum(c.lock_ref for c in node.children.values())
         if node.lock_ref != expected:
-            fail(f"lock_ref {node.lock_ref} != locks held here and below ({expected})")
+            return f"lock_ref {node.lock_ref} != locks held here and below ({expected})"
     for ck, child in node.children.items():
         if child.parent is not node:
-            fail(f"child {child.id} does not point back to its parent")
+            return f"child {child.id} does not point back to its parent"
         if child.key.child_key(ps) != ck:
-            fail(f"child {child.id} is filed under {ck!r}, its key says otherwise")
+            return f"child {child.id} is filed under {ck!r}, its key says otherwise"
+    return None
 
 
 def _check_totals(cache: Any, reachable, leaves, evictable: int, protected: int) -> None:
@@ -167,6 +173,3 @@ def _check_totals(cache: Any, reachable, leaves, evictable: int, protected: int)
     problem = cache._leaves.check()
     if problem:
         raise InvariantError(problem)
-    for node in cache._held:
-        if cache._nodes.get(node.id) is not node and node is not cache.root_node:
-            raise InvariantError(f"a lock is held on node {node.id}, which is not live")

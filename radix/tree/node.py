@@ -8,6 +8,7 @@ Leaves out: SGLang's host (HiCache) fields and per-page hash values.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from radix.tree.key import RadixKey
@@ -25,6 +26,7 @@ class TreeNode:
         "key",
         "value",
         "lock_ref",
+        "locks_held",
         "last_access_time",
         "creation_time",
         "hit_count",
@@ -40,9 +42,10 @@ class TreeNode:
         self.key = key  # the edge's tokens
         self.value = value  # KV slot ids of the edge; None once evicted
         self.lock_ref = 0  # running requests using this node or a node below it
+        self.locks_held = 0  # inc_lock_ref calls on this very node not yet released
         self.last_access_time = time
         self.creation_time = time
-        self.hit_count = 0  # inserts that walked through this node (not chunked ones)
+        self.hit_count = 0  # requests that inserted through it, each once (past inserted_len)
         self.priority = 0  # max priority of the requests that inserted through it
         self.heap_version = 0  # bumps on each push to the eviction heap; older entries are stale
         self.heap_key = None  # the sort key of its latest heap entry
@@ -59,10 +62,61 @@ class TreeNode:
         return f"TreeNode(id={self.id}, len={len(self.key)}, lock_ref={self.lock_ref})"
 
 
-class MatchResult(NamedTuple):
-    slot_ids: list[int]  # KV slots of the matched prefix, in token order
-    last_node: TreeNode  # the deepest node of the match (the root when nothing matched)
-    prefix_len: int  # tokens matched: len(slot_ids)
+class MatchResult:
+    """What match_prefix found: `slot_ids` (KV slots of the matched prefix, in token order),
+    `last_node` (the deepest node of the match; the root when nothing matched) and `prefix_len`
+    (tokens matched: len(slot_ids)).
+
+    subtle: the slots are joined only when `slot_ids` is first read (SGLang 0.5.23's match does
+    not build them either; its callers read path_device_indices), from the path's values as they
+    were at match time: a later split or eviction does not change them.
+
+    >>> r = MatchResult([[4, 5], [6]], None, 3); r.slot_ids, r.prefix_len
+    ([4, 5, 6], 3)
+    """
+
+    __slots__ = ("_values", "_slot_ids", "last_node", "prefix_len")
+
+    def __init__(self, values: list[Sequence[int]], last_node: TreeNode, prefix_len: int) -> None:
+        self._values = values  # the matched nodes' value lists, root side first
+        self._slot_ids: Sequence[int] | None = None
+        self.last_node = last_node
+        self.prefix_len = prefix_len
+
+    @property
+    def slot_ids(self) -> Sequence[int]:
+        if self._slot_ids is None:
+            self._slot_ids = concat_values(self._values)
+        return self._slot_ids
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, MatchResult) and self.prefix_len == other.prefix_len
+                and self.last_node is other.last_node and self.slot_ids == other.slot_ids)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"MatchResult(prefix_len={self.prefix_len}, last_node={self.last_node!r})"
+
+
+def concat_values(values: list[Sequence[int]]) -> Sequence[int]:
+    """The slot ids of a path, in token order: a new list, or one compact sequence when the
+    values are compact sequences with a `concat` class method.
+
+    >>> concat_values([[1, 2], [3]]), concat_values([])
+    ([1, 2, 3], [])
+    """
+    if not values:
+        return []
+    first = values[0]
+    if type(first) is not list and hasattr(first, "concat"):
+        return type(first).concat(values)
+    if len(values) == 1:
+        return list(first)
+    out: list[int] = []
+    for v in values:
+        out += v
+    return out
 
 
 class InsertResult(NamedTuple):

@@ -7,7 +7,8 @@ requests; a node is where two of them stopped agreeing. Read top to bottom:
     insert         caches a key: walks what is cached, grows one new leaf for the rest
     evict          pops evictable leaves in policy order; a parent left childless competes too
     inc/dec_lock_ref   walk to the root; tokens move between evictable and protected on 0 <-> 1
-    cache_finished_req / cache_unfinished_req   a request's KV into the tree, its lock moved
+    checkpoint / release_kv_cache   a request's KV into the tree, its lock moved or dropped
+                   (SGLang 0.5.23; cache_unfinished_req / cache_finished_req are the same)
 
 Deliberate differences (tools/diff_sglang.py checks the rest against SGLang's own code): time is
 an injected clock (read once per walk and once per new node, where SGLang reads
@@ -25,7 +26,7 @@ from typing import Any
 from radix import events as ev
 from radix.allocator import Allocator
 from radix.request import Req
-from radix.tree import inspect
+from radix.tree import inspect, lifecycle
 from radix.tree.eviction import EvictionHeap, get_strategy
 from radix.tree.key import RadixKey, gallop_match
 from radix.tree.node import (
@@ -94,7 +95,6 @@ class RadixCache:
         self.root_node.lock_ref = 1  # the root is never evicted
         self.root_node.priority = ROOT_PRIORITY
         self._nodes: dict[int, TreeNode] = {0: self.root_node}  # live nodes by id
-        self._held: dict[TreeNode, int] = {}  # node -> locks taken on it by inc_lock_ref
         self._leaves = EvictionHeap(self.sort_key)
         self.evictable_size_ = 0
         self.protected_size_ = 0
@@ -115,7 +115,11 @@ class RadixCache:
         >>> [len(n.key) for n in c.root_node.children.values()]  # [1,2,3,4] split into 2 + 2
         [2]
         """
-        key = self._as_key(key)
+        if type(key) is not RadixKey:
+            key = self._as_key(key)
+        if self._sink is None:  # the hot path: no step to open or close
+            self.num_steps += 1
+            return self._match(key)
         self._begin("match_prefix", rid, "key of {:,} tokens", len(key))
         result = self._match(key)
         self._end("match_prefix")
@@ -128,24 +132,32 @@ class RadixCache:
         priority: int = 0,
         chunked: bool = False,
         rid: str | None = None,
+        *,
+        inserted_len: int = 0,
     ) -> InsertResult:
         """Caches `key` with KV slots `value` (the token ids when None); returns the prefix
         length that was already cached. Existing values are never overwritten: the caller frees
-        its own slots below prefix_len. A chunked insert raises priorities but counts no hits.
+        its own slots below prefix_len. Every node walked and created takes max(priority).
+
+        Hits follow SGLang 0.5.23's InsertParams.inserted_len: the caller already inserted
+        key[:inserted_len], so only nodes ending past it count a hit. `chunked=True` (the seed
+        chapter's flag: raise priorities, count no hit) is inserted_len=len(key).
 
         >>> c = RadixCache(); c.insert([1, 2, 3]).prefix_len, c.insert([1, 2, 3, 4]).prefix_len
         (0, 3)
-        >>> c.total_size()
-        4
+        >>> c.total_size(), c.insert([1, 2, 3, 4, 5], inserted_len=4).last_node.hit_count
+        (4, 1)
+        >>> [n.hit_count for n in c.root_node.children.values()]  # [1 2 3] ended before 4
+        [2]
         """
         key = self._as_key(key)
         self._begin("insert", rid, "key of {:,} tokens", len(key))
-        result = self._insert(key, value, priority or 0, chunked)
+        result = self._insert(key, value, priority or 0, len(key) if chunked else inserted_len)
         self._end("insert")
         return result
 
     def _match(self, key: RadixKey) -> MatchResult:
-        if self.disable or len(key) < self.page_size:
+        if self.disable or len(key.token_ids) < self.page_size:
             return MatchResult([], self.root_node, 0)
         path, prefix_len, touched = self._walk(key)
         node = path[-1] if path else self.root_node
@@ -153,9 +165,9 @@ class RadixCache:
         if touched is not None:
             self._emit(touched)
             self._emit(ev.PrefixMatched(tuple(n.id for n in path), self._aligned(key), prefix_len))
-        return MatchResult(_concat([n.value for n in path]), node, prefix_len)
+        return MatchResult([n.value for n in path], node, prefix_len)
 
-    def _insert(self, key: RadixKey, value, priority: int, chunked: bool) -> InsertResult:
+    def _insert(self, key: RadixKey, value, priority: int, inserted_len: int) -> InsertResult:
         if self.disable:
             return InsertResult(0, self.root_node)
         n = self._aligned(key)  # an unaligned tail is never cached
@@ -168,13 +180,21 @@ class RadixCache:
         if prefix_len < n:
             node = self._add_leaf(node, key[prefix_len:n], value[prefix_len:n], priority)
             path.append(node)
-        if not chunked:
-            for x in path:
-                x.hit_count += 1
+        # a node counts a hit when it ends past inserted_len (SGLang: total_prefix_length >
+        # inserted_len); path ends grow, so the counted nodes are a suffix of the path
+        first, end = len(path), 0
+        for i, x in enumerate(path):
+            end += len(x.key)
+            if end > inserted_len:
+                first = i
+                break
+        for x in path[first:]:
+            x.hit_count += 1
         self._leaves.touch(node)
         if touched is not None:
             self._emit(touched)
-            self._emit(ev.HitCounted(tuple(x.id for x in path), priority, not chunked))
+            self._emit(ev.HitCounted(tuple(x.id for x in path), priority, first < len(path),
+                                     first))
         return InsertResult(prefix_len, node)
 
     def _walk(self, key: RadixKey) -> tuple[list[TreeNode], int, ev.NodesTouched | None]:
@@ -190,12 +210,15 @@ class RadixCache:
         t = self.clock()
         root, tok, ps = self.root_node, key.token_ids, self.page_size
         root.last_access_time = t
-        n = self._aligned(key)
+        n = len(tok)
+        if ps > 1:
+            n -= n % ps
+        ns = key.namespace
         touched = [root] if self._sink is not None else None
         node, pos, path = root, 0, []
-        ns = key.namespace
         while pos < n:
-            child = node.children.get(self._child_key_at(tok, pos, ns))
+            first = tok[pos] if ps == 1 else tuple(tok[pos : pos + ps])  # the child key
+            child = node.children.get(first if ns is None else (ns, first))
             if child is None:
                 break
             child.last_access_time = t
@@ -203,14 +226,14 @@ class RadixCache:
                 touched.append(child)
             edge = child.key.token_ids
             m = len(edge)
-            if not (n - pos >= m and tok[pos : pos + m] == edge):  # usually the whole edge
+            if n - pos < m or tok[pos : pos + m] != edge:  # usually the whole edge matches
                 m = gallop_match(edge, tok[pos:n])
-                m = m if ps == 1 else m // ps * ps
-            pos += m
-            if m < len(edge):
-                node = self._split_node(child, m, t)
-                path.append(node)
+                if ps > 1:
+                    m -= m % ps
+                pos += m
+                path.append(self._split_node(child, m, t))
                 break
+            pos += m
             node = child
             path.append(node)
         event = None if touched is None else ev.NodesTouched(tuple(x.id for x in touched), t)
@@ -324,7 +347,11 @@ class RadixCache:
         >>> c.inc_lock_ref(leaf), c.protected_size(), c.evictable_size()
         (-3, 3, 0)
         """
-        self._check_live(node)
+        if type(node) is not TreeNode or self._nodes.get(node.id) is not node:
+            self._check_live(node)  # raises
+        if self._sink is None:  # the hot path: no step to open or close
+            self.num_steps += 1
+            return self._lock(node, +1)
         self._begin("inc_lock_ref", rid, "node {}", node.id)
         delta = self._lock(node, +1)
         self._end("inc_lock_ref")
@@ -332,11 +359,15 @@ class RadixCache:
 
     def dec_lock_ref(self, node: TreeNode, rid: str | None = None) -> int:
         """Releases a lock taken by inc_lock_ref(node); returns the change of evictable_size."""
-        self._check_live(node)
-        if self._held.get(node, 0) == 0 and node is not self.root_node and not self.disable:
+        if type(node) is not TreeNode or self._nodes.get(node.id) is not node:
+            self._check_live(node)  # raises
+        if not node.locks_held and node is not self.root_node and not self.disable:
             raise ValueError(
                 f"dec_lock_ref: node {node.id} holds no lock (lock_ref {node.lock_ref})"
             )
+        if self._sink is None:
+            self.num_steps += 1
+            return self._lock(node, -1)
         self._begin("dec_lock_ref", rid, "node {}", node.id)
         delta = self._lock(node, -1)
         self._end("dec_lock_ref")
@@ -352,69 +383,89 @@ class RadixCache:
         """
         if self.disable or node is self.root_node:
             return 0  # the root's lock_ref stays 1: locking it is a no-op, as in SGLang
-        held = self._held.get(node, 0) + direction
-        if held:
-            self._held[node] = held
-        else:
-            del self._held[node]
+        node.locks_held += direction
         start, root, moved_total = node, self.root_node, 0
         edge = 0 if direction > 0 else 1  # the lock_ref at which a node's tokens move
         sink = self._sink
         while node is not root:
-            moved = 0
             if node.lock_ref == edge:
-                moved = len(node.key)
+                moved = len(node.value)  # == len(node.key); a list's len is cheaper
                 moved_total += moved
+            else:
+                moved = 0
             node.lock_ref += direction
             if sink is not None:
                 sink.emit(ev.LockChanged(node.id, node.lock_ref, direction, moved))
             node = node.parent
-        self.evictable_size_ -= direction * moved_total
-        self.protected_size_ += direction * moved_total
+        if moved_total:
+            self.evictable_size_ -= direction * moved_total
+            self.protected_size_ += direction * moved_total
         # only the start node can become or stop being a leaf: every node above it has a child
+        if start.children:
+            return -direction * moved_total
         self._update_leaf_status(start)
         return -direction * moved_total
 
     # ------------------------------------------------------------------------------- requests
+    # The seed chapter's names (cache_finished_req, cache_unfinished_req) and SGLang 0.5.23's
+    # (release_kv_cache, checkpoint) run the same code: radix/tree/lifecycle.py.
 
-    def cache_finished_req(self, req: Req, is_insert: bool = True) -> None:
-        """A request finished: cache its tokens, free what the tree already had, drop its lock.
-
-        The KV of the last output token was never computed, so len(req.slot_ids) tokens are
-        committed. Slots [cache_protected_len, prefix_len) duplicate cached ones and are freed,
-        as is the unaligned tail past the last full page.
+    def checkpoint(self, req: Req, *, up_to: int) -> None:
+        """SGLang 0.5.23's `checkpoint`: cache req's tokens [0, up_to) (page-floored), split at
+        the prompt boundary, free the duplicates, point the row at the tree's slots and move
+        the lock to the new last node. Frees nothing past the floored key (see lifecycle.py).
 
         >>> from radix.allocator import SlotAllocator
         >>> a = SlotAllocator(8); c = RadixCache(allocator=a)
-        >>> r = Req("r1", [1, 2, 3], output_ids=[7], slot_ids=a.alloc(3))
+        >>> r = Req("r1", [1, 2, 3], slot_ids=a.alloc(3)); c.checkpoint(r, up_to=3)
+        >>> r.cache_protected_len, r.last_node.lock_ref, c.protected_size()
+        (3, 1, 3)
+        """
+        self._begin("checkpoint", req.rid, "{:,} tokens", up_to)
+        lifecycle.checkpoint(self, req, up_to)
+        self._end("checkpoint")
+
+    def release_kv_cache(self, req: Req, *, checkpoint: bool = True) -> None:
+        """SGLang 0.5.23's `release_kv_cache(req, tree_cache, checkpoint=...)`: with checkpoint,
+        the request's tokens go into the tree first; then its own slots past the tree-owned
+        prefix are freed and its lock is dropped. checkpoint=False (retraction, abort) inserts
+        nothing.
+
+        >>> from radix.allocator import SlotAllocator
+        >>> a = SlotAllocator(8); c = RadixCache(allocator=a)
+        >>> r = Req("r1", [1, 2, 3], slot_ids=a.alloc(3)); c.release_kv_cache(r, checkpoint=False)
+        >>> c.total_size(), a.available_size()
+        (0, 8)
+        """
+        self._begin("release_kv_cache", req.rid, "{:,} tokens", len(req.slot_ids))
+        lifecycle.release(self, req, checkpoint, None)
+        self._end("release_kv_cache")
+
+    def cache_finished_req(self, req: Req, is_insert: bool = True,
+                           kv_len_to_handle: int | None = None) -> None:
+        """A request finished: cache its tokens, free what the tree already had, drop its lock.
+        0.5.23's release_kv_cache(checkpoint=is_insert), over the row's first
+        `kv_len_to_handle` slots (default: all of req.slot_ids; the KV of the last output
+        token was never computed, so the row holds prompt + output - 1). The output is split
+        off the prompt, whose nodes get priority + 1, so eviction takes the output first.
+
+        >>> from radix.allocator import SlotAllocator
+        >>> a = SlotAllocator(8); c = RadixCache(allocator=a)
+        >>> r = Req("r1", [1, 2, 3], output_ids=[7, 8], slot_ids=a.alloc(4))
         >>> c.cache_finished_req(r); c.total_size(), a.available_size()
-        (3, 5)
+        (4, 4)
+        >>> [(len(n.key), n.priority) for n in (c.node(2), c.node(1))]  # prompt, then output
+        [(3, 1), (1, 0)]
         """
         self._begin("cache_finished_req", req.rid, "{:,} tokens", len(req.slot_ids))
-        committed = len(req.slot_ids)
-        slots = req.slot_ids
-        if self.disable:
-            self._free(slots[:committed])
-        else:
-            token_ids = (req.origin_input_ids + req.output_ids)[:committed]
-            aligned = committed // self.page_size * self.page_size
-            key = RadixKey(token_ids[:aligned], req.extra_key, req.cache_salt)
-            if is_insert:
-                result = self._insert(key, slots[:aligned], req.priority or 0, False)
-                self._free(slots[req.cache_protected_len : result.prefix_len])
-            else:
-                self._free(slots[req.cache_protected_len : aligned])
-            self._free(slots[aligned:])
-            if req.last_node is not None:
-                self._lock(req.last_node, -1)
-        req.last_node = None
+        lifecycle.release(self, req, is_insert, kv_len_to_handle)
         self._end("cache_finished_req")
 
     def cache_unfinished_req(self, req: Req, chunked: bool = False) -> None:
-        """A request's prompt (or chunk) is computed: cache req.fill_ids and lock them for it.
-
-        After the insert the request reads its prefix from the tree (its duplicate slots are
-        freed), and its lock moves from the old last node to the new one.
+        """A request's prompt (or chunk) is computed: 0.5.23's checkpoint(req,
+        up_to=len(req.fill_ids)). `chunked` is accepted for the seed chapter's callers and
+        changes nothing: req.cache_inserted_len already makes a request count each node's hit
+        once (0.5.23 dropped the flag for inserted_len).
         """
         if self.disable:
             # SGLang's ChunkCache: nothing is cached, but the request's own computed slots are
@@ -422,24 +473,23 @@ class RadixCache:
             req.prefix_indices = req.slot_ids[: len(req.fill_ids)]
             return
         self._begin("cache_unfinished_req", req.rid, "{:,} tokens", len(req.fill_ids))
-        n = len(req.fill_ids)
-        slots = req.slot_ids[:n]
-        aligned = n // self.page_size * self.page_size
-        key = RadixKey(req.fill_ids[:aligned], req.extra_key, req.cache_salt)
-        result = self._insert(key, slots[:aligned], req.priority or 0, chunked)
-        self._free(slots[req.cache_protected_len : result.prefix_len])
-        match = self._match(key)
-        new_indices, new_last = match.slot_ids, match.last_node
-        assert len(new_indices) == aligned, (len(new_indices), aligned)
-        p = req.cache_protected_len
-        req.slot_ids[p : len(new_indices)] = new_indices[p:]
-        req.cache_protected_len = len(new_indices)
-        if req.last_node is not None:
-            self._lock(req.last_node, -1)
-        self._lock(new_last, +1)
-        req.prefix_indices = new_indices + slots[len(new_indices) :]
-        req.last_node = new_last
+        lifecycle.checkpoint(self, req, len(req.fill_ids))
         self._end("cache_unfinished_req")
+
+    def node_start(self, node: TreeNode) -> int:
+        """Where node's edge starts in its path: the tokens on the edges above it.
+
+            root -- [1 2 3] -- [4 5] -- [6]     node_start of [6] is 3 + 2 = 5
+
+        >>> c = RadixCache(); _ = c.insert([1, 2, 3]); leaf = c.insert([1, 2, 3, 4, 5]).last_node
+        >>> c.node_start(leaf), c.node_start(c.root_node)
+        (3, 0)
+        """
+        start, node = 0, node.parent
+        while node is not None:
+            start += len(node.key)
+            node = node.parent
+        return start
 
     # ------------------------------------------------------------------------- sizes, looking
 
@@ -526,22 +576,6 @@ class RadixCache:
     def _emit(self, event: ev.Event) -> None:
         if self._sink is not None:
             self._sink.emit(event)
-
-
-def _concat(values: list[Sequence[int]]) -> Sequence[int]:
-    """The slot ids of a path, in token order: one list, or one compact sequence when the values
-    are compact sequences with a `concat` class method (a list is never shared with a node)."""
-    if not values:
-        return []
-    first = values[0]
-    if type(first) is not list and hasattr(first, "concat"):
-        return type(first).concat(values)
-    if len(values) == 1:
-        return list(first)
-    out: list[int] = []
-    for v in values:
-        out += v
-    return out
 
 
 def _check_value(value: Sequence[int], length: int) -> Sequence[int]:

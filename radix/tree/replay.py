@@ -134,10 +134,10 @@ def _inserted(m: TreeModel, e: ev.NodeInserted) -> None:
 def _hits(m: TreeModel, e: ev.HitCounted) -> None:
     root = m.nodes[0]
     root.priority = max(root.priority, e.priority)
-    for nid in e.node_ids:
+    for i, nid in enumerate(e.node_ids):
         r = m.nodes[nid]
         r.priority = max(r.priority, e.priority)
-        r.hit_count += int(e.counted)
+        r.hit_count += int(e.counted and i >= e.first_counted)
 
 
 def _lock(m: TreeModel, e: ev.LockChanged) -> None:

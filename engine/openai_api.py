@@ -1,0 +1,168 @@
+"""The OpenAI-compatible request and response shapes of `engine serve`, after vLLM's protocol.
+
+Requests are pydantic models (unknown fields ignored, as OpenAI clients send extras); each turns
+into the engine's `SamplingParams` and max_tokens. Responses are plain dicts: completions and
+chat completions, whole or as SSE chunks, with `usage.prompt_tokens_details.cached_tokens` the
+prefix-cache hit of the request's first scheduling in vLLM's block cache (full blocks, capped at
+prompt - 1 tokens), always present as with vLLM's --enable-prompt-tokens-details. Differences:
+an omitted temperature means greedy (OpenAI's default is 1). Leaves out: n > 1, logprobs, echo,
+best_of, tools, several prompts per request.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from engine.sampling import SamplingParams
+
+
+class StreamOptions(BaseModel):
+    include_usage: bool = False
+
+
+class _Common(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    model: str | None = None
+    temperature: float | None = Field(None, ge=0.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    top_k: int | None = Field(None, ge=-1)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool = False
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = Field(1, ge=1, le=1)
+    logprobs: Any = None
+
+    @model_validator(mode="after")
+    def _unsupported(self) -> _Common:
+        if self.logprobs not in (None, False, 0):
+            raise ValueError("logprobs are not supported by engine serve")
+        return self
+
+    def sampling(self) -> SamplingParams:
+        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
+        return SamplingParams(
+            temperature=self.temperature or 0.0, top_p=self.top_p or 1.0,
+            top_k=self.top_k or 0, seed=self.seed, stop=tuple(s for s in stop if s),
+            stop_token_ids=tuple(self.stop_token_ids or ()), ignore_eos=self.ignore_eos)
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class CompletionRequest(_Common):
+    prompt: str | list[int] | list[str] | list[list[int]]
+    max_tokens: int | None = Field(16, ge=1)  # OpenAI's default for completions
+    echo: bool = False
+
+    @model_validator(mode="after")
+    def _one_prompt(self) -> CompletionRequest:
+        if self.echo:
+            raise ValueError("echo is not supported by engine serve")
+        if isinstance(self.prompt, list) and self.prompt and not isinstance(self.prompt[0], int):
+            if len(self.prompt) != 1:
+                raise ValueError("engine serve takes one prompt per request")
+            self.prompt = self.prompt[0]
+        return self
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: Literal["system", "user", "assistant", "developer", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):  # content parts: only text parts are read
+            return "".join(p.get("text", "") for p in self.content if p.get("type") == "text")
+        return self.content or ""
+
+
+class ChatRequest(_Common):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+
+    def template_messages(self) -> list[dict[str, str]]:
+        return [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
+                for m in self.messages]
+
+    def wanted_tokens(self) -> int | None:
+        return self.max_completion_tokens or self.max_tokens
+
+
+def new_id(kind: str) -> str:
+    return f"{kind}-{uuid.uuid4().hex}"
+
+
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict[str, Any]:
+    """vLLM's UsageInfo with prompt_tokens_details.
+
+    >>> usage(40, 5, 32)["prompt_tokens_details"]
+    {'cached_tokens': 32}
+    """
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens}}
+
+
+def completion_body(rid: str, model: str, text: str, finish_reason: str | None,
+                    use: dict[str, Any] | None) -> dict[str, Any]:
+    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
+              "stop_reason": None}
+    body = {"id": rid, "object": "text_completion", "created": int(time.time()),
+            "model": model, "choices": [choice]}
+    if use is not None:
+        body["usage"] = use
+    return body
+
+
+def chat_body(rid: str, model: str, text: str, finish_reason: str | None,
+              use: dict[str, Any] | None) -> dict[str, Any]:
+    choice = {"index": 0, "message": {"role": "assistant", "content": text},
+              "logprobs": None, "finish_reason": finish_reason, "stop_reason": None}
+    body = {"id": rid, "object": "chat.completion", "created": int(time.time()),
+            "model": model, "choices": [choice]}
+    if use is not None:
+        body["usage"] = use
+    return body
+
+
+def chat_chunk(rid: str, model: str, delta: dict[str, str] | None,
+               finish_reason: str | None = None,
+               use: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One `chat.completion.chunk`; delta None with `use` is the usage-only last chunk."""
+    choices = [] if delta is None else [
+        {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
+    body = {"id": rid, "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": model, "choices": choices}
+    if use is not None:
+        body["usage"] = use
+    return body
+
+
+def completion_chunk(rid: str, model: str, text: str | None, finish_reason: str | None = None,
+                     use: dict[str, Any] | None = None) -> dict[str, Any]:
+    choices = [] if text is None else [
+        {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
+         "stop_reason": None}]
+    body = {"id": rid, "object": "text_completion", "created": int(time.time()),
+            "model": model, "choices": choices}
+    if use is not None:
+        body["usage"] = use
+    return body
+
+
+def error_body(message: str, kind: str = "BadRequestError", code: int = 400) -> dict[str, Any]:
+    """OpenAI's error shape, as vLLM sends it.
+
+    >>> error_body("bad")["error"]["code"]
+    400
+    """
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}

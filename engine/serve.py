@@ -1,0 +1,92 @@
+"""`python -m engine serve`: the model behind an OpenAI-compatible API, publishing KV events.
+
+Loads the model once, starts `--dp N` replicas (engine/cluster.py) and serves the FastAPI app
+(engine/server.py) with uvicorn. Prints one line per address it serves (the HTTP base URL, each
+rank's PUB and replay endpoints; port 0 anywhere takes a free port), then "ready". Watch it with
+`python -m radix watch tcp://127.0.0.1:5557,tcp://127.0.0.1:5567 --dp N`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+
+from engine.cluster import ROUTERS, ClusterConfig
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="an OpenAI-compatible server that publishes KV events")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--model", help="a local Hugging Face causal-LM folder (default SmolLM2)")
+    src.add_argument("--random-init", metavar="CONFIG", help="random weights, shape from JSON")
+    p.add_argument("--device", default="auto", help="auto (CUDA+bf16 if present), cpu, cuda")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="HTTP port; 0 takes a free one")
+    p.add_argument("--dp", type=int, default=1, help="engine replicas (data parallel ranks)")
+    p.add_argument("--router", default="prefix", choices=ROUTERS,
+                   help="prefix: the replica holding most of the prompt's blocks")
+    p.add_argument("--capacity", default="16384", help="KV pool per replica: tokens or size")
+    p.add_argument("--block-size", type=int, default=16, help="vLLM block size (events)")
+    p.add_argument("--kv-events-endpoint", default="tcp://*:5557",
+                   help="PUB endpoint of rank 0 (rank r: port + r); 'off' publishes nothing")
+    p.add_argument("--kv-replay-endpoint", default="tcp://*:5567",
+                   help="replay ROUTER of rank 0 (rank r: port + r); 'off' for none")
+    p.add_argument("--buffer-steps", type=int, default=10_000, help="batches kept for replay")
+    p.add_argument("--topic", default="", help="topic of the KV-event messages")
+    p.add_argument("--served-model-name", default=None, help="the model's name in the API")
+    p.add_argument("--max-tokens-default", type=int, default=256,
+                   help="max_tokens of a chat request that sets none")
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ValueError(f"--port: cannot listen on {host}:{port} ({exc.strerror})") from None
+    sock.listen(128)
+    return sock
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from engine.cluster import Cluster
+    from engine.kv_pool import KVPool, parse_capacity
+    from engine.model import load_model
+    from engine.server import Server, build_app
+    from radix.watch.wire import connectable
+
+    off = ("off", "none", "")
+    config = ClusterConfig(
+        dp=args.dp, router=args.router, block_size=args.block_size,
+        kv_endpoint=None if args.kv_events_endpoint in off else args.kv_events_endpoint,
+        kv_replay_endpoint=None if args.kv_replay_endpoint in off else args.kv_replay_endpoint,
+        buffer_steps=args.buffer_steps, topic=args.topic)
+    sock = _listen(args.host, args.port)
+    loaded = load_model(args.model, args.random_init, args.device)
+    per_token = KVPool.bytes_per_token_of(loaded.model.config, loaded.dtype)
+    config = ClusterConfig(**{**config.__dict__,
+                              "capacity_tokens": parse_capacity(args.capacity, per_token)})
+    cluster = Cluster(loaded, config)
+    try:
+        server = Server(cluster, args.served_model_name or loaded.name, args.max_tokens_default)
+        host, port = sock.getsockname()[:2]
+        print(f"engine serve: http://{host}:{port}/v1 ({server.model_name} on "
+              f"{loaded.device.type}, dp={config.dp}, router={config.router}, "
+              f"{config.capacity_tokens:,} KV tokens per replica)", flush=True)
+        for info in cluster.publisher_info():
+            if info["endpoint"]:
+                replay = info["replay_endpoint"]
+                print(f"kv events rank {info['rank']}: {connectable(info['endpoint'])}"
+                      + (f",{connectable(replay)}" if replay else ""), flush=True)
+        print("ready", flush=True)
+        uv = uvicorn.Server(uvicorn.Config(build_app(server), log_level="warning",
+                                           timeout_graceful_shutdown=2))
+        uv.run(sockets=[sock])
+    finally:
+        cluster.close()
+        sock.close()
+    return 0

@@ -1,0 +1,274 @@
+"""The HTTP face of `engine serve`: a FastAPI app over a `Cluster`, served by uvicorn.
+
+OpenAI's `/v1/completions` and `/v1/chat/completions` (whole or SSE streams), `/v1/models`,
+`/health`, and vLLM's `/tokenize`, `/detokenize` and `/reset_prefix_cache`. RadixLens adds
+`/kv_events` (where each replica publishes) and `/debug/block_cache?rank=N` (a replica's own
+block cache, to check a watcher against). Each answer names its replica in the
+`x-radixlens-replica` header. A request is tokenized once, routed, and streamed from its
+replica's thread through an asyncio queue.
+Leaves out: aborting a request whose client went away (it runs to its max_tokens), auth, CORS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from engine.cluster import Cluster
+from engine.handles import TOKENIZER_LOCK
+from engine.openai_api import (
+    ChatRequest,
+    CompletionRequest,
+    chat_body,
+    chat_chunk,
+    completion_body,
+    completion_chunk,
+    error_body,
+    new_id,
+    usage,
+)
+from engine.sampling import SamplingParams, first_stop, held_back
+
+REPLICA_HEADER = "x-radixlens-replica"
+
+
+class ApiError(Exception):
+    def __init__(self, message: str, code: int = 400, kind: str = "BadRequestError") -> None:
+        super().__init__(message)
+        self.code, self.kind = code, kind
+
+
+class Server:
+    """What the endpoints share: the cluster, the model's name and the default max_tokens."""
+
+    def __init__(self, cluster: Cluster, model_name: str, default_max_tokens: int = 256) -> None:
+        self.cluster, self.model_name = cluster, model_name
+        self.default_max_tokens = default_max_tokens
+        self.tokenizer = cluster.loaded.tokenizer
+        self.max_context = cluster.replicas[0].max_context
+
+    def check_model(self, model: str | None) -> None:
+        if model is not None and model != self.model_name:
+            raise ApiError(f"The model `{model}` does not exist.", 404, "NotFoundError")
+
+    def tokenize(self, prompt: Any = None, messages: list[dict] | None = None) -> list[int]:
+        with TOKENIZER_LOCK:
+            if messages is not None:
+                return list(self.tokenizer.apply_chat_template(
+                    messages, add_generation_prompt=True, tokenize=True,
+                    return_dict=True)["input_ids"])
+            if isinstance(prompt, list):
+                return list(prompt)
+            return list(self.tokenizer(prompt)["input_ids"])
+
+    def decode(self, token_ids: list[int]) -> str:
+        with TOKENIZER_LOCK:
+            return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+
+    def max_tokens(self, wanted: int | None, prompt_len: int) -> int:
+        if wanted is not None:
+            return wanted
+        room = (self.max_context - prompt_len) if self.max_context else self.default_max_tokens
+        return max(1, min(self.default_max_tokens, room))
+
+    async def run(self, token_ids: list[int], max_tokens: int,
+                  sampling: SamplingParams) -> tuple[int, Any, asyncio.Queue]:
+        """Routes and submits; returns (rank, handle, queue of token chunks then None)."""
+        cluster = self.cluster
+        rank = cluster.route(token_ids).rank
+        loop, chunks = asyncio.get_running_loop(), asyncio.Queue()
+
+        def listener(chunk: list[int] | None) -> None:
+            if chunk is None:
+                cluster.ended(rank)
+            loop.call_soon_threadsafe(chunks.put_nowait, chunk)
+
+        cluster.started(rank)
+        try:
+            handle = cluster.replicas[rank].submit(token_ids, max_tokens, sampling=sampling,
+                                                   listener=listener)
+        except ValueError as exc:
+            cluster.ended(rank)
+            raise ApiError(str(exc)) from None
+        except RuntimeError as exc:
+            cluster.ended(rank)
+            raise ApiError(str(exc), 503, "ServiceUnavailableError") from None
+        return rank, handle, chunks
+
+
+async def _collect(chunks: asyncio.Queue) -> None:
+    while await chunks.get() is not None:
+        pass
+
+
+async def _deltas(server: Server, handle: Any, chunks: asyncio.Queue,
+                  stops: tuple[str, ...]) -> AsyncIterator[tuple[str, Any]]:
+    """Text deltas as tokens arrive (held back while they may begin a stop string), then
+    ("end", result)."""
+    ids: list[int] = []
+    sent = ""
+    while (chunk := await chunks.get()) is not None:
+        ids += chunk
+        text = server.decode(ids)
+        cut = first_stop(text, stops)
+        safe = text[:cut] if cut is not None else text[:len(text) - held_back(text, stops)]
+        if len(safe) > len(sent) and safe.startswith(sent):
+            yield "text", safe[len(sent):]
+            sent = safe
+    result = handle.result(timeout=0)
+    if len(result.text) > len(sent) and result.text.startswith(sent):
+        yield "text", result.text[len(sent):]
+    yield "end", result
+
+
+def _usage_of(result: Any, prompt_len: int) -> dict[str, Any]:
+    cached = int(result.metrics.get("block_matched_tokens", 0))
+    return usage(prompt_len, len(result.output_ids), cached)
+
+
+def _sse(body: dict[str, Any]) -> str:
+    return f"data: {json.dumps(body)}\n\n"
+
+
+def build_app(server: Server) -> FastAPI:
+    app = FastAPI(title="RadixLens engine serve")
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(error_body(str(exc), exc.kind, exc.code), status_code=exc.code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ())[1:])
+        message = f"{where}: {first.get('msg', 'invalid request')}" if where else str(
+            first.get("msg", "invalid request"))
+        return JSONResponse(error_body(message), status_code=400)
+
+    @app.get("/health")
+    async def health() -> Response:
+        dead = [r for r, s in enumerate(server.cluster.replicas) if not s.alive]
+        if dead:
+            return JSONResponse(error_body(f"replicas {dead} stopped", "EngineDeadError", 503),
+                                status_code=503)
+        return Response(status_code=200)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [{
+            "id": server.model_name, "object": "model", "created": 0, "owned_by": "radixlens",
+            "root": server.model_name, "max_model_len": server.max_context}]}
+
+    @app.post("/tokenize")
+    async def tokenize(body: dict[str, Any]) -> dict[str, Any]:
+        server.check_model(body.get("model"))
+        if "messages" in body:
+            req = ChatRequest(messages=body["messages"])
+            tokens = await run_in_threadpool(server.tokenize, None, req.template_messages())
+        elif isinstance(body.get("prompt"), str):
+            tokens = await run_in_threadpool(server.tokenize, body["prompt"])
+        else:
+            raise ApiError("tokenize needs a string `prompt` or `messages`")
+        return {"tokens": tokens, "count": len(tokens), "max_model_len": server.max_context}
+
+    @app.post("/detokenize")
+    async def detokenize(body: dict[str, Any]) -> dict[str, Any]:
+        server.check_model(body.get("model"))
+        tokens, vocab = body.get("tokens"), len(server.tokenizer)
+        if not isinstance(tokens, list) or not all(
+                isinstance(t, int) and 0 <= t < vocab for t in tokens):
+            raise ApiError("detokenize needs `tokens`: a list of token ids of this model")
+        return {"prompt": await run_in_threadpool(server.decode, tokens)}
+
+    @app.post("/reset_prefix_cache")
+    async def reset_prefix_cache() -> Response:
+        done = await run_in_threadpool(server.cluster.reset_prefix_cache)
+        if not all(done):
+            raise ApiError("requests are running; reset_prefix_cache did nothing on replicas "
+                           f"{[r for r, ok in enumerate(done) if not ok]}", 409, "ConflictError")
+        return Response(status_code=200)
+
+    @app.get("/kv_events")
+    async def kv_events(request: Request) -> dict[str, Any]:
+        """Where each replica publishes; a wildcard host reads as the host the client used."""
+        c, host = server.cluster, request.url.hostname or "127.0.0.1"
+        pubs = [{k: (v.replace("*", host).replace("0.0.0.0", host) if isinstance(v, str) else v)
+                 for k, v in info.items()} for info in c.publisher_info()]
+        return {"dp": c.config.dp, "block_size": c.config.block_size, "topic": c.config.topic,
+                "router": c.config.router, "publishers": pubs}
+
+    @app.get("/debug/block_cache")
+    async def block_cache(rank: int = 0) -> dict[str, Any]:
+        if not 0 <= rank < server.cluster.config.dp:
+            raise ApiError(f"rank must be in [0, {server.cluster.config.dp})")
+        blocks = await run_in_threadpool(server.cluster.block_cache, rank)
+        return {"rank": rank, "blocks": blocks}
+
+    @app.post("/v1/completions")
+    async def completions(req: CompletionRequest) -> Response:
+        server.check_model(req.model)
+        ids = await run_in_threadpool(server.tokenize, req.prompt)
+        return await _answer(server, req, ids, req.max_tokens, chat=False)
+
+    @app.post("/v1/chat/completions")
+    async def chat(req: ChatRequest) -> Response:
+        server.check_model(req.model)
+        try:
+            ids = await run_in_threadpool(server.tokenize, None, req.template_messages())
+        except Exception as exc:  # noqa: BLE001 - a template that rejects the messages
+            raise ApiError(f"messages: {exc}") from None
+        return await _answer(server, req, ids, req.wanted_tokens(), chat=True)
+
+    return app
+
+
+async def _answer(server: Server, req: Any, ids: list[int], wanted: int | None,
+                  chat: bool) -> Response:
+    try:
+        sampling = req.sampling()
+    except ValueError as exc:
+        raise ApiError(str(exc)) from None
+    rank, handle, chunks = await server.run(ids, server.max_tokens(wanted, len(ids)), sampling)
+    rid, model = new_id("chatcmpl" if chat else "cmpl"), server.model_name
+    headers = {REPLICA_HEADER: str(rank)}
+    if req.stream:
+        gen = _stream(server, req, handle, chunks, rid, len(ids), chat)
+        return StreamingResponse(gen, media_type="text/event-stream", headers=headers)
+    await _collect(chunks)
+    try:
+        result = handle.result(timeout=0)
+    except Exception as exc:  # noqa: BLE001 - the request's own failure, as a 500
+        raise ApiError(f"request failed: {exc}", 500, "InternalServerError") from None
+    use = _usage_of(result, len(ids))
+    body = (chat_body if chat else completion_body)(rid, model, result.text,
+                                                    result.finish_reason, use)
+    return JSONResponse(body, headers=headers)
+
+
+async def _stream(server: Server, req: Any, handle: Any, chunks: asyncio.Queue, rid: str,
+                  prompt_len: int, chat: bool) -> AsyncIterator[str]:
+    model = server.model_name
+    if chat:
+        yield _sse(chat_chunk(rid, model, {"role": "assistant", "content": ""}))
+    try:
+        async for kind, value in _deltas(server, handle, chunks, req.sampling().stop):
+            if kind == "text":
+                yield _sse(chat_chunk(rid, model, {"content": value}) if chat
+                           else completion_chunk(rid, model, value))
+                continue
+            yield _sse(chat_chunk(rid, model, {}, value.finish_reason) if chat
+                       else completion_chunk(rid, model, "", value.finish_reason))
+            if req.include_usage:
+                use = _usage_of(value, prompt_len)
+                yield _sse(chat_chunk(rid, model, None, use=use) if chat
+                           else completion_chunk(rid, model, None, use=use))
+    except Exception as exc:  # noqa: BLE001 - the stream ends with an error event
+        yield _sse(error_body(f"request failed: {exc}", "InternalServerError", 500))
+    yield "data: [DONE]\n\n"

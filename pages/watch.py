@@ -1,0 +1,140 @@
+"""Watch a server: a real cluster's KV events (vLLM, SGLang or engine serve), drawn live."""
+
+from __future__ import annotations
+
+import streamlit as st
+from streamlit import runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from scenarios.watch import WatchRegistry, WatchSession, discover, http_json
+from viz.cluster import (
+    grid_caption,
+    overlap_figure,
+    prefix_tree_dot,
+    rates_figure,
+    status_rows,
+    worker_grid_figure,
+)
+from viz.component import tree_view
+
+POLL_S = 1.0
+EXAMPLE = "python -m engine serve --dp 2   # then: discover, connect"
+
+
+@st.cache_resource
+def _registry() -> WatchRegistry:
+    return WatchRegistry()
+
+
+def _is_active(session_id: str) -> bool:
+    return not runtime.exists() or runtime.get_instance().is_active_session(session_id)
+
+
+def _discover() -> None:
+    try:
+        found = discover(st.session_state.get("watch.base", ""))
+        st.session_state["watch.endpoints"] = "\n".join(found)
+        st.session_state["watch.error"] = ""
+    except ValueError as exc:
+        st.session_state["watch.error"] = str(exc)
+
+
+def _connect() -> None:
+    _disconnect()
+    specs = [e for e in st.session_state.get("watch.endpoints", "").splitlines() if e.strip()]
+    base = st.session_state.get("watch.base", "").strip() or None
+    model = st.session_state.get("watch.model", "").strip() or None
+    try:
+        if base and not model:  # the server's first model
+            model = http_json(base.rstrip("/").removesuffix("/v1") + "/v1/models",
+                              timeout=5)[0]["data"][0]["id"]
+            st.session_state["watch.model"] = model
+        st.session_state["watch.session"] = WatchSession(specs, base, model)
+        st.session_state["watch.error"] = ""
+    except (ValueError, KeyError, IndexError) as exc:
+        st.session_state["watch.error"] = str(exc)
+
+
+def _disconnect() -> None:
+    old = st.session_state.pop("watch.session", None)
+    if old is not None:
+        old.close()
+
+
+st.title("Watch a server")
+st.caption("Subscribe to a serving cluster's KV-event streams (vLLM --kv-events-config, SGLang, "
+           "or `python -m engine serve`) and see what each worker caches: its blocks, the "
+           "prefix tree they form, how much of a prompt each one holds (what a KV-aware router "
+           "scores), and blocks stored and removed per second. Replays fill gaps; a view that "
+           "lost events says so.")
+c = st.columns([2, 1])
+c[0].text_input("server base URL (OpenAI API)", key="watch.base",
+                placeholder="http://127.0.0.1:8000/v1")
+c[1].text_input("model (empty: the server's first)", key="watch.model")
+st.text_area("KV-event endpoints, one per line: PUB or PUB,REPLAY", key="watch.endpoints",
+             placeholder="tcp://127.0.0.1:5557,tcp://127.0.0.1:5567", height=80)
+b = st.columns(4)
+b[0].button("discover (engine serve)", key="watch.discover", on_click=_discover)
+b[1].button("connect", key="watch.connect", on_click=_connect, type="primary")
+b[2].button("disconnect", key="watch.disconnect", on_click=_disconnect)
+if st.session_state.get("watch.error"):
+    st.error(st.session_state["watch.error"])
+
+ctx = get_script_run_ctx()
+registry = _registry()
+session: WatchSession | None = st.session_state.get("watch.session")
+registry.put(ctx.session_id if ctx is not None else "bare", session)
+registry.sweep(_is_active)
+if session is None:
+    st.info(f"Not watching anything. To try it on this machine: `{EXAMPLE}`.")
+    st.stop()
+b[3].download_button("recording (.msgpack)", session.recording(), "watch.msgpack",
+                     key="watch.download", help="the applied batches with seq and receive time")
+
+p = st.columns([3, 1, 1, 1])
+prompt = p[0].text_input("prompt", "Can I return a tent I used once?", key="watch.prompt")
+max_tokens = int(p[1].number_input("max tokens", 1, 256, 8, key="watch.max_tokens"))
+send = p[2].button("send", key="watch.send", disabled=session.base_url is None)
+score = p[3].button("overlap", key="watch.score", disabled=session.base_url is None)
+try:
+    if send:
+        session.send(prompt, max_tokens)
+    if score:
+        st.session_state["watch.scored"] = (prompt, session.tokenize(prompt))
+except ValueError as exc:
+    st.error(str(exc))
+
+
+@st.fragment(run_every=POLL_S)
+def _live() -> None:
+    if session.error:
+        st.error(f"the watcher stopped: {session.error}")
+    views = session.views()
+    st.dataframe(status_rows(views), hide_index=True)
+    if session.sent:
+        st.dataframe([{"prompt": s.text[:60], "state": s.state, "replica": s.replica,
+                       "prompt tokens": s.prompt_tokens, "cached tokens": s.cached_tokens,
+                       "blocks landed after (ms)": None if s.landed_after is None
+                       else round(s.landed_after * 1e3), "answer / error": s.error or s.answer}
+                      for s in session.sent[::-1][:8]], hide_index=True)
+    scored = st.session_state.get("watch.scored")
+    if scored and views and views[0].block_size:
+        text, tokens = scored
+        st.plotly_chart(overlap_figure([v.name for v in views], session.overlaps(tokens),
+                                       len(tokens) // views[0].block_size),
+                        key="watch.overlap", config={"displayModeBar": False})
+        st.caption(f"{text[:80]!r}: {len(tokens)} tokens (chat template included).")
+    st.plotly_chart(rates_figure(views), key="watch.rates", config={"displayModeBar": False})
+    for i, (tab, view) in enumerate(zip(st.tabs([v.name for v in views]), views)):
+        with tab:
+            st.caption(grid_caption(view))
+            if view.status.last_error:
+                st.warning(f"last malformed frame: {view.status.last_error}")
+            st.plotly_chart(worker_grid_figure(view), key=f"watch.grid.{i}",
+                            config={"displayModeBar": False})
+            if view.runs:
+                tree_view(prefix_tree_dot(view, session.decode), key=f"watch.tree.{i}",
+                          height=360, duration_ms=300)
+
+
+_live()

@@ -1,0 +1,186 @@
+"""The subscriber: ZMQ sockets to one or more KV-event publishers, each feeding its `Stream`.
+
+Per publisher a SUB socket (live batches, topic prefix filter) and, when its replay endpoint is
+known, a DEALER that asks the ROUTER for missed batches (wire.py). `Watcher.poll()` reads what
+arrived, without threads: a caller loops on it (the CLI) or runs it in a thread of its own (the
+page's session). Replays are synchronous, bounded by `replay_timeout`; a publisher that does not
+answer leaves its view marked incomplete. Malformed frames are counted per publisher, never
+raised. `Endpoint` specs: `PUB` or `PUB,REPLAY`; `expand_dp` adds ranks as vLLM offsets ports.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import zmq
+
+from radix.watch.stream import Sink, Status, Stream
+from radix.watch.wire import (
+    FrameError,
+    Message,
+    connectable,
+    offset_endpoint_port,
+    parse_pub,
+    parse_replay,
+    replay_request,
+)
+
+MAX_REPLAY_ROUNDS = 4  # replays tried for one gap before its seqs count as lost
+MAX_MESSAGES_PER_POLL = 10_000  # per socket, so one busy publisher cannot starve the others
+
+
+class Endpoint(NamedTuple):
+    pub: str  # where the PUB socket is (tcp://host:port)
+    replay: str | None  # its ROUTER, if any
+
+    @property
+    def name(self) -> str:
+        return self.pub
+
+
+def parse_endpoint(spec: str) -> Endpoint:
+    """`tcp://h:5557` or `tcp://h:5557,tcp://h:5558` (PUB, then replay); `*` means this host.
+
+    >>> parse_endpoint("tcp://*:5557,tcp://*:5558")
+    Endpoint(pub='tcp://127.0.0.1:5557', replay='tcp://127.0.0.1:5558')
+    """
+    parts = [p.strip() for p in spec.split(",")]
+    if len(parts) > 2 or not all(parts):
+        raise ValueError(f"endpoint {spec!r}: expected PUB or PUB,REPLAY")
+    for p in parts:
+        if not p.startswith(("tcp://", "ipc://", "inproc://")):
+            raise ValueError(f"endpoint {p!r}: expected tcp://HOST:PORT, ipc:// or inproc://")
+    return Endpoint(connectable(parts[0]), connectable(parts[1]) if len(parts) == 2 else None)
+
+
+def expand_dp(endpoints: Sequence[Endpoint], dp: int) -> list[Endpoint]:
+    """Each endpoint for ranks 0..dp-1, ports offset by the rank (PUB and replay alike).
+
+    >>> [e.pub for e in expand_dp([parse_endpoint("tcp://h:5557,tcp://h:5600")], 2)]
+    ['tcp://h:5557', 'tcp://h:5558']
+    """
+    if dp < 1:
+        raise ValueError(f"--dp must be >= 1, got {dp}")
+    return [Endpoint(offset_endpoint_port(e.pub, r), offset_endpoint_port(e.replay, r))
+            for e in endpoints for r in range(dp)]
+
+
+class Watcher:
+    """Subscribes to every endpoint at once; `poll` applies what arrived, `streams` hold the
+    views. Call `close()` (or use `with`) to release the sockets."""
+
+    def __init__(self, endpoints: Sequence[Endpoint], *, topic: str = "",
+                 replay_timeout: float = 2.0, medium: str | None = None,
+                 sink: Sink | None = None, clock: Callable[[], float] = time.time) -> None:
+        if not endpoints:
+            raise ValueError("no endpoint to watch")
+        names = [e.name for e in endpoints]
+        if len(set(names)) != len(names):
+            raise ValueError("an endpoint is given twice")
+        self.endpoints = list(endpoints)
+        self.replay_timeout, self.clock = replay_timeout, clock
+        self._ctx = zmq.Context()
+        self.streams = [Stream(e.name, medium, sink) for e in endpoints]
+        self._subs: list[zmq.Socket] = []
+        self._dealers: list[zmq.Socket | None] = [None] * len(endpoints)
+        self._poller = zmq.Poller()
+        for e in endpoints:
+            sub = self._ctx.socket(zmq.SUB)
+            sub.setsockopt(zmq.RCVHWM, 0)  # never drop on our side; gaps are the publisher's
+            sub.setsockopt(zmq.LINGER, 0)
+            sub.setsockopt(zmq.SUBSCRIBE, topic.encode("utf-8"))
+            sub.connect(e.pub)
+            self._poller.register(sub, zmq.POLLIN)
+            self._subs.append(sub)
+        self._started = False
+
+    def start(self) -> None:
+        """Catches every stream up through its replay socket (from seq 0)."""
+        self._started = True
+        for i, stream in enumerate(self.streams):
+            self._repair(i, stream.start())
+
+    def poll(self, timeout: float = 0.1) -> int:
+        """Waits up to `timeout` s for batches, applies every one that arrived; returns how
+        many messages were read."""
+        if not self._started:
+            self.start()
+        ready = dict(self._poller.poll(int(timeout * 1000)))
+        read = 0
+        for i, sub in enumerate(self._subs):
+            if sub not in ready:
+                continue
+            for _ in range(MAX_MESSAGES_PER_POLL):
+                try:
+                    frames = sub.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                read += 1
+                self._on_frames(i, frames)
+        return read
+
+    def status(self) -> list[Status]:
+        return [s.status() for s in self.streams]
+
+    def close(self) -> None:
+        for sock in [*self._subs, *(d for d in self._dealers if d is not None)]:
+            sock.close(linger=0)
+        self._dealers = [None] * len(self.endpoints)
+        self._ctx.term()
+
+    def __enter__(self) -> Watcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- inside ---------------------------------------------------------------------------
+    def _on_frames(self, i: int, frames: list[bytes]) -> None:
+        stream = self.streams[i]
+        try:
+            msg = parse_pub(frames)
+        except FrameError as exc:
+            stream.malformed(f"PUB frame: {exc}")
+            return
+        start = stream.on_live(msg, self.clock())
+        if start is not None:
+            self._repair(i, start)
+
+    def _repair(self, i: int, start: int | None) -> None:
+        stream = self.streams[i]
+        for _ in range(MAX_REPLAY_ROUNDS):
+            if start is None:
+                return
+            start = stream.on_replay(self._replay(i, start), self.clock())
+        stream.give_up(self.clock())
+
+    def _replay(self, i: int, start: int) -> list[Message] | None:
+        """Every buffered batch from `start` on, or None (no replay socket, or no full answer
+        within replay_timeout: the socket is dropped, so a late answer cannot be misread)."""
+        endpoint, stream = self.endpoints[i], self.streams[i]
+        if endpoint.replay is None:
+            return None
+        sock = self._dealers[i]
+        if sock is None:
+            sock = self._dealers[i] = self._ctx.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(endpoint.replay)
+        sock.send_multipart(replay_request(start))
+        items: list[Message] = []
+        deadline = time.monotonic() + self.replay_timeout
+        while (left := deadline - time.monotonic()) > 0:
+            if not sock.poll(int(left * 1000) + 1):
+                break
+            try:
+                msg = parse_replay(sock.recv_multipart())
+            except FrameError as exc:
+                stream.malformed(f"replay frame: {exc}")
+                continue
+            if msg is None:
+                return items
+            items.append(msg)
+        sock.close(linger=0)
+        self._dealers[i] = None
+        return None

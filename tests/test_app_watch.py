@@ -1,0 +1,117 @@
+"""The "Watch a server" page and its pictures, against an in-process publisher (no model).
+
+AppTest: the page renders with nothing to watch; connected to a publisher it shows each
+worker's status row, block grid and prefix tree; a bad endpoint is one error line. viz/cluster:
+the grid snapshot, the tree's DOT (laid out by viz/layout.py) and its folding, the rates.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from engine.kv_publisher import ZmqEventPublisher
+from radix.blocks.kv_events import EventBatch
+from radix.events import BlockRemoved, BlockStored
+from scenarios.watch import WatchSession, api_base
+from viz.cluster import grid_snapshot, prefix_tree_dot, rates_figure, worker_grid_figure
+from viz.layout import tree_scene
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = str(ROOT / "pages" / "watch.py")
+
+
+def _stored(hashes, parent, first_token=0):
+    tokens = tuple(range(first_token, first_token + 2 * len(hashes)))
+    return BlockStored(tuple(hashes), parent, tokens, 2, None, "GPU", None)
+
+
+@pytest.fixture
+def publisher():
+    pub = ZmqEventPublisher(0, "tcp://*:0", "tcp://*:0")
+    pub.publish(EventBatch(1.0, (_stored([1, 2, 3], None),)))
+    pub.publish(EventBatch(2.0, (_stored([4], 1, 50), _stored([5, 6], None, 90))))
+    pub.publish(EventBatch(3.0, (BlockRemoved((5,), "GPU", 0),)))
+    yield pub
+    pub.close()
+
+
+def _views_when(session: WatchSession, blocks: int):
+    deadline = time.monotonic() + 20
+    while True:
+        views = session.views()
+        if views and len(views[0].blocks) == blocks:
+            return views
+        assert time.monotonic() < deadline, views and views[0].status
+        time.sleep(0.05)
+
+
+def test_page_renders_with_nothing_to_watch():
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    assert not at.exception
+    assert "Not watching" in at.info[0].value
+
+
+def test_page_connects_and_draws_each_worker(publisher):
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at.text_area(key="watch.endpoints").set_value(
+        f"{publisher.endpoint},{publisher.replay_endpoint}")
+    at.button(key="watch.connect").click().run()
+    assert not at.exception and not at.error
+    session = at.session_state["watch.session"]
+    try:
+        _views_when(session, 5)
+        at.run()
+        assert not at.exception
+        (row,) = at.dataframe[0].value.to_dict("records")
+        assert row["blocks"] == 5 and row["view"] == "exact" and row["next seq"] == 3
+        assert any("5 blocks of 2 tokens cached" in c.value for c in at.caption)
+        assert at.button(key="watch.send").disabled  # no base URL: nothing to send to
+    finally:
+        session.close()
+
+
+def test_a_bad_endpoint_is_one_error_line():
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at.text_area(key="watch.endpoints").set_value("localhost:5557")
+    at.button(key="watch.connect").click().run()
+    assert not at.exception
+    assert "tcp://" in at.error[0].value and "\n" not in at.error[0].value
+
+
+def test_pictures_of_a_watched_worker(publisher):
+    """Blocks 1-2-3 (a chain), 4 under 1, 6 whose parent 5 was removed: 5 blocks, block 6
+    unreachable; runs root->[1], [1]->[2,3], [1]->[4], orphan [6]; the DOT lays out."""
+    session = WatchSession([f"{publisher.endpoint},{publisher.replay_endpoint}"])
+    try:
+        (view,) = _views_when(session, 5)
+    finally:
+        session.close()
+    snap = grid_snapshot(view)
+    assert [(s.id, s.state) for s in snap.blocks] == [
+        (1, "cached_free"), (2, "cached_free"), (3, "cached_free"), (4, "cached_free"),
+        (5, "unreachable")]
+    assert snap.blocks[3].parent == 1  # block 4's parent (hash 1) is cell 1
+    fig = worker_grid_figure(view)
+    assert "stored by batch seq 1" in fig.data[0].text[0][3]
+    names = [t.name for t in fig.data[1:] if t.showlegend is not False]
+    assert names == ["cached (stored, not removed)", "unreachable (an ancestor was removed)"]
+    scene = tree_scene(prefix_tree_dot(view))
+    labels = sorted(n[5] for n in scene["nodes"])
+    assert labels == ["1 blk", "1 blk", "1 blk", "2 blk", "root"]
+    folded = tree_scene(prefix_tree_dot(view, max_children=1))
+    assert any(n[5].startswith("+") for n in folded["nodes"])
+    assert len(rates_figure([view]).data) == 2
+
+
+def test_api_base_adds_the_scheme_and_v1():
+    assert api_base("127.0.0.1:8000") == "http://127.0.0.1:8000/v1"
+    session = WatchSession(["tcp://127.0.0.1:1"], replay_timeout=0.1)
+    try:
+        with pytest.raises(ValueError, match="base URL"):
+            session.tokenize("x")
+    finally:
+        session.close()

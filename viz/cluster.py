@@ -1,0 +1,185 @@
+"""Pictures of a watched cluster: each worker's blocks, its prefix tree, overlaps and rates.
+
+Reads `WorkerView`s (scenarios/watch.py: plain copies of what a watcher rebuilt from KV
+events) and never touches a socket. The block grid is viz/blocks_grid.py's, fed a
+`BlockPoolSnapshot` whose cells are the cached blocks in storage order (events carry no block
+ids or ref counts, so a cell is "cached" or "unreachable", never "in use" or "free"); the tree is
+DOT for viz/component's tree view, one node per run of blocks (radix/watch/view.py `runs`),
+ids from the run's first hash so a branch splitting a run animates in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+from radix.blocks.snapshot import BlockPoolSnapshot, BlockState
+from viz.blocks_grid import SHORT_LABELS, block_grid_figure, drawn_blocks, short_hash
+
+Decode = Callable[[list[int]], "str | None"]
+WATCH_LABELS = {"cached_free": "cached (stored, not removed)",
+                "unreachable": "unreachable (an ancestor was removed)"}
+MAX_CHILDREN = 10  # children drawn per tree node; the rest fold into one "+K more" node
+MAX_TREE_NODES = 300
+PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
+
+
+def grid_snapshot(view: Any) -> BlockPoolSnapshot:
+    """The view's blocks as a pool snapshot: cell i+1 is the i-th block stored (still cached);
+    parent = the cell of the parent block."""
+    cell = {b.block_hash: i + 1 for i, b in enumerate(view.blocks)}
+    states = tuple(BlockState(
+        cell[b.block_hash], "unreachable" if b.block_hash in view.unreachable else "cached_free",
+        0, b.block_hash & (2**64 - 1), None, cell.get(b.parent_block_hash), None, ())
+        for b in view.blocks)
+    n = len(states)
+    return BlockPoolSnapshot(states, view.block_size or 16, n + 1, 0, n,
+                             len(view.unreachable), view.status.applied)
+
+
+def worker_grid_figure(view: Any, columns: int = 32) -> go.Figure:
+    """blocks_grid's figure with the watch's legend and hovers (events carry no ref counts)."""
+    snap = grid_snapshot(view)
+    fig = block_grid_figure(snap, columns=columns)
+    shown = drawn_blocks(snap)
+    texts = []
+    for start in range(0, len(shown), columns):
+        row = [_hover(view.blocks[cell.id - 1], cell) for cell in shown[start:start + columns]]
+        texts.append(row + [""] * (columns - len(row)))
+    if texts:
+        fig.data[0].text = texts
+    legend = {SHORT_LABELS[k]: v for k, v in WATCH_LABELS.items()}
+    for trace in fig.data[1:]:
+        if trace.name in legend:
+            trace.name = legend[trace.name]
+        elif trace.name in (SHORT_LABELS["in_use"], SHORT_LABELS["free"]):
+            trace.showlegend = False
+    return fig
+
+
+def _hover(block: Any, cell: Any) -> str:
+    tokens = list(block.token_ids[:8])
+    return (f"block #{cell.id}: {WATCH_LABELS[cell.state]}<br>hash {short_hash(cell.hash)}, "
+            f"parent {'-' if cell.parent is None else '#' + str(cell.parent)}<br>stored by "
+            f"batch seq {block.seq}<br>tokens {tokens}{'…' if len(block.token_ids) > 8 else ''}")
+
+
+def grid_caption(view: Any) -> str:
+    s = view.status
+    state = ("exact" if s.incomplete_since is None
+             else f"INCOMPLETE: events lost since seq {s.incomplete_since}")
+    return (f"{len(view.blocks):,} blocks of {view.block_size or '?'} tokens cached "
+            f"({len(view.unreachable):,} unreachable); {s.applied:,} batches applied, next seq "
+            f"{'-' if s.next_seq is None else s.next_seq}; {state}; restarts {s.restarts}, "
+            f"replayed {s.replayed}, malformed {s.malformed}.")
+
+
+def _quote(text: str) -> str:
+    out = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + out.replace("\r", "").replace("\n", "\\n") + '"'
+
+
+def _attrs(attrs: dict[str, str]) -> str:
+    return ", ".join(f"{k}={_quote(v)}" for k, v in attrs.items())
+
+
+def _preview(tokens: Sequence[int], decode: Decode | None) -> str:
+    text = decode(list(tokens[:24])) if decode is not None else None
+    if text is None:
+        return "[" + " ".join(str(t) for t in tokens[:5]) + ("…]" if len(tokens) > 5 else "]")
+    text = " ".join(text.split())
+    return repr(text[:20] + ("…" if len(text) > 20 else ""))
+
+
+def prefix_tree_dot(view: Any, decode: Decode | None = None, max_children: int = MAX_CHILDREN,
+                    max_nodes: int = MAX_TREE_NODES) -> str:
+    """DOT of the worker's prefix tree: root, then one node per run (its block count on the
+    node, its token count and a preview on the edge); orphan runs (parent removed) dashed red;
+    past `max_children` per node or `max_nodes` in all, children fold into "+K more"."""
+    blocks = {b.block_hash: b for b in view.blocks}
+    kids: dict[int | None, list[Any]] = {}
+    for run in view.runs:
+        kids.setdefault(run.parent, []).append(run)
+    lines = ["digraph watch {", '  graph [rankdir=TB, bgcolor="transparent"];',
+             '  "n0" [id="n0", label="root", style="filled,rounded", fillcolor="#ffffff"];']
+    drawn, stack = 1, [(None, "n0")]
+    while stack:
+        parent, name = stack.pop()
+        children = kids.get(parent, [])
+        room = min(max_children, max(max_nodes - drawn, 0))
+        for run in children[:room]:
+            rid = f"r{run.id & (2**64 - 1):x}"
+            tokens = [t for h in run.block_hashes for t in blocks[h].token_ids]
+            fill = "#fbe3e3" if run.orphan else "#e3f4e1"
+            style = "filled,rounded" + (",dashed" if run.orphan else "")
+            node = {"id": rid, "label": f"{len(run.block_hashes)} blk", "style": style,
+                    "fillcolor": fill, "tooltip": f"hash {short_hash(run.id)}"}
+            lines.append(f'  "{rid}" [{_attrs(node)}];')
+            label = f"{len(tokens):,} tok\n{_preview(tokens, decode)}"
+            lines.append(f'  "{name}" -> "{rid}" [{_attrs({"id": "e" + rid, "label": label})}];')
+            drawn += 1
+            stack.append((run.id, rid))
+        hidden = len(children) - room
+        if hidden > 0:
+            mid = f"m{name}"
+            node = {"id": mid, "label": f"+{hidden} more", "style": "filled,rounded,dashed",
+                    "fillcolor": "#ffffff"}
+            lines.append(f'  "{mid}" [{_attrs(node)}];')
+            lines.append(f'  "{name}" -> "{mid}" [{_attrs({"id": "e" + mid, "label": ""})}];')
+            drawn += 1
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def overlap_figure(names: Sequence[str], overlaps: Sequence[int], prompt_blocks: int) -> go.Figure:
+    """The KV-aware router's view of one prompt: leading blocks of it each worker holds."""
+    fig = go.Figure(go.Bar(
+        x=list(overlaps), y=[_short(n) for n in names], orientation="h",
+        marker_color=[PALETTE[i % len(PALETTE)] for i in range(len(names))],
+        text=[f"{o} of {prompt_blocks} blocks" for o in overlaps], textposition="auto"))
+    fig.update_layout(height=80 + 40 * len(names), margin={"l": 10, "r": 10, "t": 30, "b": 30},
+                      title={"text": "prompt blocks each worker holds (overlap score)",
+                             "font": {"size": 12}},
+                      xaxis={"range": [0, max(prompt_blocks, 1)], "title": "blocks"})
+    return fig
+
+
+def rates_figure(views: Sequence[Any]) -> go.Figure:
+    """Stored (solid) and removed (dashed) blocks per second per worker, over time."""
+    fig = go.Figure()
+    for i, view in enumerate(views):
+        color = PALETTE[i % len(PALETTE)]
+        t0 = view.rates[-1].start if view.rates else 0.0
+        xs = [b.start - t0 for b in view.rates]
+        fig.add_trace(go.Scatter(x=xs, y=[b.stored_per_s for b in view.rates], mode="lines",
+                                 name=f"{_short(view.name)} stored", line={"color": color}))
+        fig.add_trace(go.Scatter(x=xs, y=[b.removed_per_s for b in view.rates], mode="lines",
+                                 name=f"{_short(view.name)} removed",
+                                 line={"color": color, "dash": "dash"}))
+    fig.update_layout(height=260, margin={"l": 40, "r": 10, "t": 30, "b": 40},
+                      title={"text": "blocks per second", "font": {"size": 12}},
+                      xaxis={"title": "seconds (0 = now)"}, yaxis={"rangemode": "tozero"},
+                      legend={"orientation": "h", "y": -0.3})
+    return fig
+
+
+def status_rows(views: Sequence[Any]) -> list[dict[str, Any]]:
+    """One table row per worker."""
+    return [{"worker": v.name, "rank": v.status.rank, "blocks": len(v.blocks),
+             "stored/s": v.rates[-1].stored_per_s if v.rates else 0.0,
+             "removed/s": v.rates[-1].removed_per_s if v.rates else 0.0,
+             "next seq": v.status.next_seq,
+             "view": ("exact" if v.status.incomplete_since is None
+                      else f"incomplete since seq {v.status.incomplete_since}"),
+             "lost seqs": v.status.lost, "restarts": v.status.restarts,
+             "malformed": v.status.malformed} for v in views]
+
+
+def _short(name: str) -> str:
+    return name.removeprefix("tcp://")
+
+
+__all__ = ["grid_caption", "grid_snapshot", "overlap_figure", "prefix_tree_dot",
+           "rates_figure", "status_rows", "worker_grid_figure"]
