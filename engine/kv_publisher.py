@@ -10,8 +10,10 @@ connect follows vLLM: `*`, `::`, ipc:// and inproc:// bind. Leaves out: SGLang's
 
 from __future__ import annotations
 
+import errno
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -23,6 +25,7 @@ from radix.events import AllBlocksCleared, BlockRemoved, BlockStored, Event
 from radix.watch.wire import END_SEQ, offset_endpoint_port, seq_bytes
 
 DEFAULT_ENDPOINT = "tcp://*:5557"
+REBIND_SECONDS = 2.0  # how long a bind waits for a just-closed publisher to let go of its port
 
 
 class BatchPublisher(Protocol):
@@ -145,5 +148,14 @@ def _bind(sock: zmq.Socket, endpoint: str) -> str:
         base = endpoint[: -len(":0")]
         port = sock.bind_to_random_port(base)
         return f"{base}:{port}"
-    sock.bind(endpoint)
-    return endpoint
+    # subtle: a publisher closed a moment ago (an engine restarted on the same port) may still
+    # hold the port while libzmq's I/O thread tears its socket down: retry for a short while
+    deadline = time.monotonic() + REBIND_SECONDS
+    while True:
+        try:
+            sock.bind(endpoint)
+            return endpoint
+        except zmq.ZMQError as exc:
+            if exc.errno != errno.EADDRINUSE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)

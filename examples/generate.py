@@ -3,7 +3,8 @@
 Writes OUTDIR/<scenario>.jsonl.gz for each of examples.workloads.SCENARIOS (gzip: a shared prefix
 repeats on every line and compresses away), a KV-event recording of the three-request walk
 through vLLM's block pool (kv_events.msgpack and its JSON-lines rendering kv_events.jsonl), and,
-when ../shared/traces/ holds the Mooncake sample, its first 200 lines (mooncake_excerpt.jsonl).
+and the first 200 lines of the Mooncake sample (traces/mooncake_synthetic_trace.jsonl.gz) as
+mooncake_excerpt.jsonl.
 `--small` shrinks the big scenarios (the files in examples/traces/ are written with it).
 """
 
@@ -25,7 +26,7 @@ from radix.traces.requests import dumps_requests
 
 KV_EVENTS = (BlockStored, BlockRemoved, AllBlocksCleared)
 REPO = Path(__file__).resolve().parent.parent
-MOONCAKE_SAMPLE = REPO.parent / "shared" / "traces" / "mooncake_synthetic_trace.jsonl"
+MOONCAKE_SAMPLE = REPO / "examples" / "traces" / "mooncake_synthetic_trace.jsonl.gz"
 SMALL = {  # scenario -> keyword arguments for the small ready files
     "eviction_question": {"num_live": 40},
     "customer_support": {"num_users": 12},
@@ -75,11 +76,10 @@ def write_all(outdir: Path, small: bool = False) -> list[Path]:
     (outdir / "kv_events.msgpack").write_bytes(b"".join(encode_batch(b) for b in batches))
     (outdir / "kv_events.jsonl").write_text("".join(batch_to_json(b) + "\n" for b in batches))
     written += [outdir / "kv_events.msgpack", outdir / "kv_events.jsonl"]
-    if MOONCAKE_SAMPLE.exists():
-        with MOONCAKE_SAMPLE.open() as f:
-            excerpt = "".join(itertools.islice(f, 200))
-        (outdir / "mooncake_excerpt.jsonl").write_text(excerpt)
-        written.append(outdir / "mooncake_excerpt.jsonl")
+    with gzip.open(MOONCAKE_SAMPLE, "rt") as f:
+        excerpt = "".join(itertools.islice(f, 200))
+    (outdir / "mooncake_excerpt.jsonl").write_text(excerpt)
+    written.append(outdir / "mooncake_excerpt.jsonl")
     return written
 
 

@@ -1,10 +1,9 @@
 """A KV slot allocator without KV: hands out integer slot ids (SGLang's token_to_kv_pool_allocator).
 
 The caches and the simulator use this one; `engine/kv_pool.py` implements the same calls over
-real tensors. Deterministic: frees go to the back, allocation takes from the front. With
-page_size > 1 it follows SGLang's PagedTokenToKVPoolAllocator: whole pages go out and come back,
-slot = page * page_size + offset, `available_size` counts free pages, a free releases every page
-it touches, and `alloc_extend` continues a request's partly filled last page first.
+real tensors. Deterministic: frees go to the back, allocation takes from the front. page_size > 1
+follows SGLang's PagedTokenToKVPoolAllocator (whole pages; `alloc_extend` fills a row's last
+page first). radix/tokens/slots.py hands out runs of ids for compact (Mooncake) requests.
 Leaves out: SGLang's sorted free list (pages come back in the order they were freed).
 """
 

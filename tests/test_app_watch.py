@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from apphelp import plain
 from streamlit.testing.v1 import AppTest
 
 from engine.kv_publisher import ZmqEventPublisher
@@ -78,7 +79,7 @@ def test_a_bad_endpoint_is_one_error_line():
     at.text_area(key="watch.endpoints").set_value("localhost:5557")
     at.button(key="watch.connect").click().run()
     assert not at.exception
-    assert "tcp://" in at.error[0].value and "\n" not in at.error[0].value
+    assert "tcp://" in plain(at.error[0].value) and "\n" not in at.error[0].value
 
 
 def test_pictures_of_a_watched_worker(publisher):

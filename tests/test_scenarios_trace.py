@@ -15,11 +15,12 @@ from hypothesis import strategies as st
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.runs.compare import compare, output_tokens, run_blocks, trace_reqs
+from radix.tokens import TokenRuns
 from radix.traces import TraceError, load_trace
 from radix.tree.radix_cache import RadixCache
 from scenarios.blockframes import BlockFrames, capture, restore
 from scenarios.budget import Budget, BudgetError
-from scenarios.compact import Runs, compact
+from scenarios.compact import compact, nbytes
 from scenarios.jobs import JobPool, QueueFull
 from scenarios.trace import CompactLog, replay, search
 
@@ -33,7 +34,7 @@ def _lines(rows: list[dict]) -> bytes:
 
 @given(st.lists(st.integers(0, 40), max_size=60))
 def test_compact_is_the_same_sequence(values):
-    """Runs or array: equal to the input, same length, same items, same slices."""
+    """TokenRuns or array: equal to the input, same length, same items, same slices."""
     c = compact(values)
     assert list(c) == values and len(c) == len(values)
     if values:
@@ -42,11 +43,11 @@ def test_compact_is_the_same_sequence(values):
 
 
 def test_compact_picks_runs_for_mooncake_shaped_tokens():
-    """Mooncake unit u stands for u*512 .. u*512+511: 3 units -> 3 runs of 512, 72 bytes
-    instead of 1,536 x 8."""
+    """Mooncake unit u stands for u*512 .. u*512+511: 3 units -> 3 runs of 512, 3 x 80 = 240
+    bytes instead of 1,536 x 8."""
     tokens = [u * 512 + k for u in (7, 3, 9) for k in range(512)]
     c = compact(tokens)
-    assert isinstance(c, Runs) and c.nbytes == 72 and list(c[510:514]) == tokens[510:514]
+    assert isinstance(c, TokenRuns) and nbytes(c) == 240 and list(c[510:514]) == tokens[510:514]
 
 
 def test_compact_log_keeps_the_replay_law():

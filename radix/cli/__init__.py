@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "radix.cli.compare",  # compare
     "radix.cli.simulate",  # simulate, configs
     "radix.cli.watch",  # watch
+    "radix.cli.explain",  # explain
 )
 
 

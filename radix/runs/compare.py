@@ -1,54 +1,34 @@
 """One trace through the radix tree and the block cache, one request at a time (`compare`).
 
-Both get the same capacity in tokens (the tree a SlotAllocator of that many slots, evicting when
-an allocation fails; the block pool capacity // block_size blocks plus the null block) and see
-the requests one at a time in arrival order: look up, prefill the rest of the prompt, decode
-output_len tokens (the last one's KV is never computed, as in SGLang and vLLM), finish. Both cap
-the lookup at prompt_len - 1 tokens. Leaves out: batching and scheduling (see `simulate`).
+Both get the same capacity in tokens (tree: that many slots, evicting when short; blocks:
+capacity // block_size + the null block) and see the requests in arrival order: look up (capped
+at prompt_len - 1), prefill the rest, decode output_len tokens (the last one's KV never computed),
+finish. Real tokens throughout; compact (Mooncake) traces stay compact (RunAllocator, the
+block-extent cache). Decode takes its slots in one go, exactly as token by token would.
+Leaves out: batching and scheduling (see `simulate`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from radix.allocator import SlotAllocator
+from radix.blocks.extents import ExtentBlockManager
+from radix.blocks.extents_view import num_unreachable_blocks
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.events import EventSink
 from radix.request import Req
+from radix.runs.reqs import OUTPUT_BASE, is_compact_trace, output_tokens, trace_reqs
+from radix.tokens import is_compact, joined
+from radix.tokens.slots import RunAllocator
 from radix.traces.base import Trace
 from radix.tree.key import RadixKey
 from radix.tree.radix_cache import RadixCache
 
-OUTPUT_BASE = 1 << 40  # synthetic output tokens: OUTPUT_BASE + (request index << 20) + j
-
-
-def trace_reqs(trace: Trace) -> list[Req]:
-    """Fresh Reqs in real tokens (a Mooncake unit token u becomes u*512 .. u*512+511).
-
-    >>> from radix.traces.base import TraceRequest
-    >>> t = Trace("request", [TraceRequest("a", 0, (5, 6), 1)])
-    >>> [r.origin_input_ids for r in trace_reqs(t)]
-    [[5, 6]]
-    """
-    reqs = []
-    for i, tr in enumerate(trace.requests):
-        tokens = list(tr.token_ids)
-        if trace.token_scale > 1:  # Mooncake: one hash id stands for token_scale real tokens
-            s = trace.token_scale
-            tokens = [u * s + k for u in tokens for k in range(s)][:trace.input_lens[i]]
-        reqs.append(Req(tr.rid, tokens, max_new_tokens=tr.output_len, extra_key=tr.extra_key,
-                        cache_salt=tr.cache_salt, priority=tr.priority, arrival=tr.arrival))
-    return reqs
-
-
-def output_tokens(trace: Trace, index: int) -> list[int]:
-    """The reply of request `index`: the trace's own when recorded, else unique synthetic ids."""
-    tr = trace.requests[index]
-    if tr.output_ids:
-        return list(tr.output_ids[:tr.output_len])
-    return [OUTPUT_BASE + (index << 20) + j for j in range(tr.output_len)]
+__all__ = ["OUTPUT_BASE", "compare", "output_tokens", "run_blocks", "run_tree", "trace_reqs"]
 
 
 def _stats(name: str) -> dict[str, Any]:
@@ -62,68 +42,103 @@ def _finish(s: dict[str, Any]) -> dict[str, Any]:
     return s
 
 
-def run_tree(reqs: Sequence[Req], outputs: Sequence[list[int]], capacity: int,
+def run_tree(reqs: Iterable[Req], outputs: Sequence[Sequence[int]], capacity: int,
              page_size: int, *, sink: EventSink | None = None,
-             after_request: Callable[[RadixCache], None] | None = None) -> dict[str, Any]:
+             after_request: Callable[[RadixCache], None] | None = None,
+             tree: RadixCache | None = None,
+             on_match: Callable[[Req, int], None] | None = None) -> dict[str, Any]:
     """SGLang's flow: match (capped), lock, alloc (evict on failure), decode, cache_finished_req.
 
     `sink` receives the tree's events; `after_request(tree)` runs after each request (the Trace
-    debugger checks invariants there; an exception it raises stops the run).
+    debugger checks invariants there; an exception it raises stops the run). `tree` may be given
+    (built over an allocator of `capacity` slots); `on_match(req, prefix_len)` sees each match.
     """
-    alloc = SlotAllocator(capacity)
-    tree = RadixCache(page_size=page_size, allocator=alloc, sink=sink)
+    reqs = iter(reqs)  # subtle: may be a generator (the Trace debugger streams its requests)
+    if tree is None:
+        first = next(reqs, None)
+        compact = first is not None and is_compact(first.origin_input_ids)
+        alloc = RunAllocator(capacity) if compact else SlotAllocator(capacity)
+        tree = RadixCache(page_size=page_size, allocator=alloc, sink=sink)
+        reqs = itertools.chain(() if first is None else (first,), reqs)
+    alloc = tree.allocator
     s = _stats("radix tree")
 
-    def take(n: int) -> list[int] | None:
-        slots = alloc.alloc(n)
-        if slots is None:
-            result = tree.evict(n - alloc.available_size())
-            s["evicted_tokens"] += result.num_evicted
-            s["evictions"] += len(result.evicted_nodes)
-            slots = alloc.alloc(n)
-        return slots
+    def evict(n: int) -> None:
+        result = tree.evict(n)
+        s["evicted_tokens"] += result.num_evicted
+        s["evictions"] += len(result.evicted_nodes)
 
     for req, out in zip(reqs, outputs):
         prompt = req.origin_input_ids
         key = RadixKey(prompt[:len(prompt) - 1], req.extra_key, req.cache_salt)
         m = tree.match_prefix(key, rid=req.rid)
+        if on_match is not None:
+            on_match(req, m.prefix_len)
         tree.inc_lock_ref(m.last_node, rid=req.rid)
-        req.last_node, req.prefix_indices = m.last_node, list(m.slot_ids)
+        req.last_node, req.prefix_indices = m.last_node, m.slot_ids
         req.cache_protected_len = m.prefix_len
-        new = take(len(prompt) - m.prefix_len)
+        new = _take(alloc, len(prompt) - m.prefix_len, evict)
         if new is None:
             tree.dec_lock_ref(m.last_node, rid=req.rid)
             s["rejected"] += 1
             continue
-        req.slot_ids = list(m.slot_ids) + new
+        req.slot_ids = joined(m.slot_ids, new)
         _count(s, len(prompt), m.prefix_len)
-        for j, tok in enumerate(out):
-            req.output_ids.append(tok)
-            if j < len(out) - 1:
-                slot = take(1)
-                if slot is None:
-                    break
-                req.slot_ids += slot
+        num = _decode_slots(tree, req, len(out) - 1, evict)
+        req.output_ids.extend(out[:min(len(out), num + 1)])
         tree.cache_finished_req(req)
         if after_request is not None:
             after_request(tree)
     return _finish(s)
 
 
-def run_blocks(reqs: Sequence[Req], outputs: Sequence[list[int]], capacity: int,
-               block_size: int, *, manager: BlockCacheManager | None = None,
-               rejected_rids: list[str] | None = None) -> dict[str, Any]:
-    """vLLM's flow: get_computed_blocks, allocate_slots for the prompt, one per decode, free.
+def _take(alloc: Any, need: int, evict: Callable[[int], None]) -> Any:
+    """`need` slots, evicting the shortfall first when too few are free; None if still short."""
+    if alloc.available_size() < need:
+        evict(need - alloc.available_size())
+    return alloc.alloc(need)
+
+
+def _decode_slots(tree: RadixCache, req: Req, num: int, evict: Callable[[int], None]) -> int:
+    """Slots for up to `num` decode tokens, exactly as one take(1) per token: whenever none is
+    free, evict(1) (a whole leaf); stop when nothing is left to evict. Returns slots taken."""
+    alloc, got = tree.allocator, 0
+    while got < num:
+        if alloc.available_size() == 0:
+            evict(1)
+            if alloc.available_size() == 0:
+                break
+        k = min(alloc.available_size(), num - got)
+        req.slot_ids += alloc.alloc(k)
+        got += k
+    return got
+
+
+def run_blocks(reqs: Sequence[Req], outputs: Sequence[Sequence[int]], capacity: int,
+               block_size: int, *, manager: BlockCacheManager | ExtentBlockManager | None = None,
+               rejected_rids: list[str] | None = None,
+               on_lookup: Callable[[Req, Any], None] | None = None) -> dict[str, Any]:
+    """vLLM's flow: get_computed_blocks, allocate_slots for the prompt, the decode tokens, free.
 
     Pass `manager` to keep the pool for a look afterwards (it must hold capacity // block_size
-    + 1 blocks); `rejected_rids` collects the requests too big to admit.
+    + 1 blocks); compact requests get the block-extent cache by default. `rejected_rids`
+    collects the requests too big to admit; `on_lookup(req, hit)` sees each lookup.
     """
     if manager is None:
-        manager = BlockCacheManager(BlockPool(capacity // block_size + 1, block_size=block_size))
-    m, pool = manager, manager.pool
+        # vLLM preallocates every block; a pool past what the whole trace can fill behaves the
+        # same (prompt + output + a block per request), and costs the per-block pool nothing
+        usable = sum(len(r.origin_input_ids) + len(o) + block_size for r, o in zip(reqs, outputs))
+        num_blocks = min(capacity, usable) // block_size + 1
+        if reqs and is_compact(reqs[0].origin_input_ids):
+            manager = ExtentBlockManager(num_blocks, block_size)
+        else:
+            manager = BlockCacheManager(BlockPool(num_blocks, block_size=block_size))
+    m = manager
     s = _stats("block cache")
     for req, out in zip(reqs, outputs):
         hit = m.get_computed_blocks(req)
+        if on_lookup is not None:
+            on_lookup(req, hit)
         prompt_len = len(req.origin_input_ids)
         if m.allocate_slots(req, prompt_len - hit.num_computed_tokens, hit) is None:
             m.free(req)
@@ -132,15 +147,34 @@ def run_blocks(reqs: Sequence[Req], outputs: Sequence[list[int]], capacity: int,
                 rejected_rids.append(req.rid)
             continue
         _count(s, prompt_len, hit.num_computed_tokens)
-        for j, tok in enumerate(out):
-            req.output_ids.append(tok)
-            if j < len(out) - 1 and m.allocate_slots(req, 1) is None:
-                break
+        _decode_blocks(m, req, out, block_size)
         m.free(req)
-    s["evictions"] = pool.num_evictions
-    s["evicted_tokens"] = pool.num_evictions * block_size
-    s["unreachable_blocks"] = m.num_unreachable_blocks()
+    if isinstance(m, ExtentBlockManager):
+        s["evictions"] = m.num_evictions
+        s["unreachable_blocks"] = num_unreachable_blocks(m)
+    else:
+        s["evictions"] = m.pool.num_evictions
+        s["unreachable_blocks"] = m.num_unreachable_blocks()
+    s["evicted_tokens"] = s["evictions"] * block_size
     return _finish(s)
+
+
+def _decode_blocks(m: BlockCacheManager | ExtentBlockManager, req: Req, out: Sequence[int],
+                   block_size: int) -> None:
+    """The decode tokens, as one allocate_slots per token would: that fails at the first block
+    the pool cannot give, and the tokens before it fit in the blocks held plus the free ones
+    (nothing is freed in between); the token appended before a failure is kept."""
+    prompt_len = len(req.origin_input_ids)
+    held = -(-prompt_len // block_size)
+    room = (held + _num_free(m)) * block_size - prompt_len
+    num = max(0, min(len(out) - 1, room))
+    req.output_ids.extend(out[:min(len(out), num + 1)])
+    if num:
+        m.allocate_slots(req, num)
+
+
+def _num_free(m: BlockCacheManager | ExtentBlockManager) -> int:
+    return m.num_free_blocks if isinstance(m, ExtentBlockManager) else m.pool.get_num_free_blocks()
 
 
 def _count(s: dict[str, Any], prompt_len: int, hit: int) -> None:
@@ -151,13 +185,19 @@ def _count(s: dict[str, Any], prompt_len: int, hit: int) -> None:
 
 
 def compare(trace: Trace, capacity: int, page_size: int = 1, block_size: int = 16) -> dict:
-    """Both caches over `trace`; returns {"capacity", "tree": stats, "blocks": stats}."""
+    """Both caches over `trace`; returns {"capacity", "page_size", "block_size", "tree": stats,
+    "blocks": stats}, all in real tokens (a Mooncake trace too).
+
+    >>> from radix.traces.base import TraceRequest
+    >>> t = Trace("request", [TraceRequest(r, 0, tuple(range(40)), 2) for r in "ab"])
+    >>> out = compare(t, 1000, block_size=16)
+    >>> out["tree"]["hit_tokens"], out["blocks"]["hit_tokens"]
+    (39, 32)
+    """
     if capacity < 1 or page_size < 1 or block_size < 1:
         raise ValueError("--capacity, --page-size and --block-size must be >= 1")
     outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
     tree = run_tree(trace_reqs(trace), outputs, capacity, page_size)
-    # vLLM preallocates every block; a pool past what the whole trace can fill behaves the same
-    usable = sum(len(t.token_ids) + len(o) + block_size for t, o in zip(trace.requests, outputs))
-    blocks = run_blocks(trace_reqs(trace), outputs, min(capacity, usable), block_size)
+    blocks = run_blocks(trace_reqs(trace), outputs, capacity, block_size)
     return {"capacity": capacity, "page_size": page_size, "block_size": block_size,
-            "tree": tree, "blocks": blocks}
+            "compact": is_compact_trace(trace), "tree": tree, "blocks": blocks}

@@ -1,117 +1,31 @@
 """The simulated engine: the real scheduler loop and caches, with a cost model instead of a model.
 
-`SimRunner` prices each forward by `engine/costs.py` and advances a simulated clock; `simulate`
-replays a trace (arrivals, prompts, output lengths) and reports per-request TTFT, matched and
-prefilled tokens, and totals. vLLM's block cache (`BlockShadow`) sees the same requests at the
-same capacity. Sizes in `SimConfig` are real tokens; a Mooncake trace (one unit token = 512 real
-tokens) is run in units: budgets and capacity are divided by the scale, and one decode step of a
-unit stands for `token_scale` real steps. Leaves out: output text, network and queueing delays.
+`simulate` replays a trace (arrivals, prompts, output lengths) through the scheduler priced by
+`SimRunner` (simrunner.py) and reports per-request TTFT, matched and prefilled tokens, totals;
+vLLM's block cache (`BlockShadow`, shadow.py) sees the same requests at the same capacity. All in
+real tokens, exactly: Mooncake traces stay compact (radix/tokens/) and decode runs between events
+go at once (radix/sched/span.py). Leaves out: output text, network and queueing delays.
 """
 
 from __future__ import annotations
 
 import statistics
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from radix.allocator import SlotAllocator
-from radix.blocks.manager import BlockCacheManager
-from radix.blocks.pool import BlockPool
-from radix.events import EventSink
 from radix.request import Req
 from radix.runs.costs import CostModel
-from radix.sched.scheduler import Scheduler, SchedulerConfig, StepOutput, slots_to_admit
-from radix.traces.base import Trace, to_req
+from radix.runs.reqs import is_compact_trace, output_tokens, trace_reqs
+from radix.runs.shadow import BlockShadow
+from radix.runs.simrunner import OUTPUT_TOKEN_BASE, SimClock, SimRunner
+from radix.sched.scheduler import Scheduler, SchedulerConfig
+from radix.tokens.slots import RunAllocator
+from radix.traces.base import Trace
 from radix.tree.radix_cache import RadixCache
 
-OUTPUT_TOKEN_BASE = 1 << 31  # generated tokens lie above every trace token id
-
-
-class SimClock:
-    """Simulated seconds; the runner advances it by each forward's priced time."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class SimRunner:
-    """A `Runner` that computes nothing: it prices the step and emits a distinct fake token.
-
-    >>> clock = SimClock(); r = Req("a", list(range(2000)), max_new_tokens=2)
-    >>> r.fill_ids = r.all_ids; out = SimRunner(CostModel(), clock).extend([r], [0])
-    >>> round(out.seconds, 4), out.next_token_ids[0] >= OUTPUT_TOKEN_BASE  # 2,000 / 22,036
-    (0.0908, True)
-    """
-
-    def __init__(self, cost: CostModel, clock: SimClock, token_scale: int = 1) -> None:
-        self.cost, self.clock, self.token_scale = cost, clock, token_scale
-
-    def extend(self, reqs: list[Req], prefix_lens: list[int]) -> StepOutput:
-        tokens = sum(len(r.fill_ids) - p for r, p in zip(reqs, prefix_lens))
-        seconds = self.cost.prefill_seconds(tokens * self.token_scale)
-        self.clock.now += seconds
-        return StepOutput([self._token(r) if len(r.fill_ids) >= len(r.all_ids) else None
-                           for r in reqs], seconds)
-
-    def decode(self, reqs: list[Req]) -> StepOutput:
-        context = sum(len(r.slot_ids) for r in reqs) * self.token_scale
-        seconds = self.cost.decode_seconds(context) * self.token_scale
-        self.clock.now += seconds
-        return StepOutput([self._token(r) for r in reqs], seconds)
-
-    @staticmethod
-    def _token(req: Req) -> int:
-        return OUTPUT_TOKEN_BASE + (zlib.crc32(req.rid.encode()) % 65536) * 32768 + (
-            len(req.output_ids) % 32768)
-
-
-class BlockShadow:
-    """vLLM's block-hash cache on the same requests: look up at each (re)admission, allocate the
-    chunk, one token per decode step, free at finish or retraction. A request the pool cannot
-    hold is dropped from the shadow and counted (vLLM would preempt it)."""
-
-    def __init__(self, capacity_tokens: int, block_size: int = 16, enable_caching: bool = True,
-                 sink: EventSink | None = None) -> None:
-        pool = BlockPool(max(capacity_tokens // block_size, 1) + 1, block_size, enable_caching,
-                         sink=sink)
-        self.manager = BlockCacheManager(pool)
-        self.computed: dict[str, int] = {}  # rid -> tokens the shadow holds KV for
-        self.dropped: set[str] = set()  # rids the pool could not hold
-        self.hit_tokens = 0
-
-    def on_prefill(self, req: Req, extend_len: int) -> None:
-        if req.rid in self.dropped:
-            return
-        if req.rid not in self.computed:
-            hit = self.manager.get_computed_blocks(req)
-            req.metrics.setdefault("block_matched_tokens", hit.num_computed_tokens)
-            self.hit_tokens += hit.num_computed_tokens
-            new = max(len(req.fill_ids) - hit.num_computed_tokens, 0)
-            self._allocate(req, new, hit)
-        else:
-            self._allocate(req, max(len(req.fill_ids) - self.computed[req.rid], 0), None)
-
-    def on_decode(self, req: Req) -> None:
-        if req.rid in self.computed:
-            self._allocate(req, 1, None)
-
-    def on_release(self, req: Req) -> None:
-        if self.computed.pop(req.rid, None) is not None:
-            self.manager.free(req)
-
-    def _allocate(self, req: Req, num_new: int, hit: Any) -> None:
-        if self.manager.allocate_slots(req, num_new, hit) is None:
-            self.manager.free(req)
-            self.computed.pop(req.rid, None)
-            self.dropped.add(req.rid)
-            return
-        start = hit.num_computed_tokens if hit is not None else self.computed[req.rid]
-        self.computed[req.rid] = start + num_new
-
+__all__ = ["BlockShadow", "CONFIGS", "OUTPUT_TOKEN_BASE", "RequestRow", "SimClock", "SimConfig",
+           "SimResult", "SimRunner", "build", "simulate"]
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -126,6 +40,8 @@ class SimConfig:
     shadow: bool = True  # run vLLM's block cache on the same requests
     cost: CostModel = field(default_factory=CostModel)
     seed: int = 0
+    fast_forward: bool = True  # decode runs between events at once (same results; False: the
+    #                            one-step loop, for tests that hold the two equal)
 
     def __post_init__(self) -> None:
         for name in ("page_size", "max_prefill_tokens", "block_size"):
@@ -146,6 +62,7 @@ CONFIGS = (
     ("no-cache", {"policy": "fcfs", "eviction": "lru", "page_size": 1, "disable_cache": True}),
 )
 
+
 class RequestRow(NamedTuple):
     rid: str
     arrival: float  # s
@@ -165,8 +82,85 @@ class SimResult:
     rejected: list[str] = field(default_factory=list)  # why each rejected request was
 
 
-def _units(real: int | None, scale: int) -> int | None:
-    return None if real is None else max(real // scale, 1)
+@dataclass
+class SimRun:
+    """A simulation ready to drive (`build`), and its state while `run` drives it."""
+
+    trace: Trace
+    config: SimConfig
+    reqs: list[Req]  # in arrival order
+    clock: SimClock
+    tree: RadixCache
+    shadow: BlockShadow | None
+    sched: Scheduler
+    rejected: list[str] = field(default_factory=list)  # why each rejected request was
+    num_steps: int = 0  # scheduler steps taken (a fast-forwarded span counts once)
+
+
+def build(trace: Trace, config: SimConfig | None = None, *,
+          tree_class: type[RadixCache] = RadixCache, record_evictions: bool = False,
+          extent_shadow: bool | None = None) -> SimRun:
+    """The scheduler, tree, pool and shadow for `trace`, in real tokens. Compact (Mooncake)
+    traces get a RunAllocator and the block-extent shadow (`extent_shadow` forces it either
+    way; `record_evictions` keeps its eviction marks); `tree_class` lets the explainer watch
+    the tree."""
+    cfg = config or SimConfig()
+    reqs = trace_reqs(trace)
+    compact = is_compact_trace(trace)
+    outputs = {r.rid: output_tokens(trace, k) for k, r in enumerate(reqs)}
+    page = cfg.page_size
+    # unbounded: room for every token of every request at once, nothing ever freed (so no
+    # eviction and no retraction), past admission's strict `>=` (hence + 1)
+    capacity = cfg.capacity or -(-(_room(reqs, page) + 1) // page) * page  # whole pages
+    clock = SimClock()
+    # paged as the tree: admission counts pages (SGLang 0.5.23), so must the pool
+    allocator = (RunAllocator if compact else SlotAllocator)(capacity, page_size=page)
+    tree = tree_class(page_size=page, eviction_policy=cfg.eviction,
+                      disable=cfg.disable_cache, allocator=allocator)
+    shadow = None
+    if cfg.shadow:  # vLLM preallocates every block: past what the trace can use, none matter
+        block = cfg.block_size
+        usable = _room(reqs, block) + block
+        if cfg.capacity is not None:  # unbounded: whole blocks for every request at once
+            usable = min(capacity, usable)
+        shadow = BlockShadow(usable, block, not cfg.disable_cache,
+                             compact=compact if extent_shadow is None else extent_shadow,
+                             record_evictions=record_evictions)
+    sched_cfg = SchedulerConfig(policy=cfg.policy, max_prefill_tokens=cfg.max_prefill_tokens,
+                                chunked_prefill_size=cfg.chunked_prefill_size, seed=cfg.seed)
+    sched = Scheduler(SimRunner(cfg.cost, clock, outputs), tree, allocator, sched_cfg,
+                      clock=clock, shadow=shadow)
+    return SimRun(trace, cfg, reqs, clock, tree, shadow, sched)
+
+
+def run(sim: SimRun, on_arrival: Any = None) -> SimResult:
+    """Drives `sim` to the end: arrivals join when the clock reaches them, steps until no work
+    is left. `on_arrival(req)` sees each request as it arrives (before it is queued)."""
+    sched, clock, reqs = sim.sched, sim.clock, sim.reqs
+    ff = sim.config.fast_forward
+    i = 0
+    while i < len(reqs) or sched.has_work:
+        while i < len(reqs) and reqs[i].arrival <= clock.now:
+            if on_arrival is not None:
+                on_arrival(reqs[i])
+            try:
+                sched.add_request(reqs[i])
+            except ValueError as exc:  # the pool can never hold it: skipped, counted, said
+                sim.rejected.append(str(exc))
+            i += 1
+        if not sched.has_work:
+            if i == len(reqs):  # the last arrivals were rejected
+                break
+            clock.now = reqs[i].arrival
+            continue
+        until = (reqs[i].arrival if i < len(reqs) else float("inf")) if ff else None
+        sched.step(until)
+        sim.num_steps += 1
+    run_ids = {id(r) for r in sched.finished}
+    rows = [_row(r) for r in reqs if id(r) in run_ids]
+    totals = _totals(rows, sched, sim.shadow, sim.config, clock.now)
+    totals["rejected"] = len(sim.rejected)
+    return SimResult(rows, totals, list(sched.notices), list(sim.rejected))
 
 
 def simulate(trace: Trace, config: SimConfig | None = None) -> SimResult:
@@ -180,65 +174,28 @@ def simulate(trace: Trace, config: SimConfig | None = None) -> SimResult:
     retractions, fallbacks, and with the shadow block_matched_tokens, block_hit_rate,
     block_evictions, unreachable_blocks, block_dropped.
     """
-    cfg = config or SimConfig()
-    scale = trace.token_scale
-    reqs = [to_req(tr) for tr in trace.requests]
-    for r in reqs:  # output_len is in real tokens; in units a decode step is `scale` tokens
-        r.max_new_tokens = max(-(-r.max_new_tokens // scale), 1)
-    page = _units(cfg.page_size, scale)
-    # room for every request at once, past admission's strict `>=` (hence + 1)
-    capacity = _units(cfg.capacity, scale) or sum(slots_to_admit(r, page) for r in reqs) + 1
-    clock, allocator = SimClock(), SlotAllocator(capacity)
-    tree = RadixCache(page_size=page, eviction_policy=cfg.eviction,
-                      disable=cfg.disable_cache, allocator=allocator)
-    shadow = None
-    if cfg.shadow:  # vLLM preallocates every block: past what the trace can use, none matter
-        block = _units(cfg.block_size, scale)
-        usable = sum(slots_to_admit(r, block) for r in reqs) + block
-        if cfg.capacity is not None:  # unbounded: whole blocks for every request at once
-            usable = min(capacity, usable)
-        shadow = BlockShadow(usable, block, not cfg.disable_cache)
-    sched_cfg = SchedulerConfig(
-        policy=cfg.policy, max_prefill_tokens=_units(cfg.max_prefill_tokens, scale),
-        chunked_prefill_size=_units(cfg.chunked_prefill_size, scale), seed=cfg.seed)
-    sched = Scheduler(SimRunner(cfg.cost, clock, scale), tree, allocator, sched_cfg,
-                      clock=clock, shadow=shadow)
-    i, rejected = 0, []
-    while i < len(reqs) or sched.has_work:
-        while i < len(reqs) and reqs[i].arrival <= clock.now:
-            try:
-                sched.add_request(reqs[i])
-            except ValueError as exc:  # the pool can never hold it: skipped, counted, said
-                rejected.append(str(exc))
-            i += 1
-        if not sched.has_work:
-            if i == len(reqs):  # the last arrivals were rejected
-                break
-            clock.now = reqs[i].arrival
-            continue
-        sched.step()
-    run = {id(r) for r in sched.finished}
-    rows = [_row(trace, k, r) for k, r in enumerate(reqs) if id(r) in run]
-    totals = _totals(rows, sched, shadow, cfg, clock.now, scale)
-    totals["rejected"] = len(rejected)
-    return SimResult(rows, totals, list(sched.notices), rejected)
+    return run(build(trace, config))
 
 
-def _row(trace: Trace, k: int, r: Req) -> RequestRow:
-    scale, m = trace.token_scale, r.metrics
-    real_input = trace.input_lens[k] if trace.input_lens else len(r.origin_input_ids) * scale
-    matched_units = int(m.get("matched_tokens", 0))
-    matched = min(matched_units * scale, real_input)
-    extra_units = int(m.get("prefilled_tokens", 0)) - (len(r.origin_input_ids) - matched_units)
+def _room(reqs: list[Req], page: int) -> int:
+    """Slots for every prompt and every output token, and a page each.
+
+    >>> _room([Req("a", [1, 2, 3], max_new_tokens=5000)], 16)  # 3 + 5,000 + 16
+    5019
+    """
+    return sum(len(r.origin_input_ids) + r.max_new_tokens + page for r in reqs)
+
+
+def _row(r: Req) -> RequestRow:
+    m = r.metrics
     block = m.get("block_matched_tokens")
-    return RequestRow(r.rid, r.arrival, m.get("ttft", float("nan")), real_input, matched,
-                      real_input - matched + extra_units * scale,
-                      int(m.get("decode_tokens", 0)) * scale,
-                      None if block is None else min(int(block) * scale, real_input))
+    return RequestRow(r.rid, r.arrival, m.get("ttft", float("nan")), len(r.origin_input_ids),
+                      int(m.get("matched_tokens", 0)), int(m.get("prefilled_tokens", 0)),
+                      int(m.get("decode_tokens", 0)), None if block is None else int(block))
 
 
 def _totals(rows: list[RequestRow], sched: Scheduler, shadow: BlockShadow | None,
-            cfg: SimConfig, makespan: float, scale: int) -> dict[str, Any]:
+            cfg: SimConfig, makespan: float) -> dict[str, Any]:
     input_tokens = sum(r.input_tokens for r in rows)
     prefilled = sum(r.prefilled_tokens for r in rows)
     ttfts = sorted(r.ttft for r in rows)
@@ -252,14 +209,14 @@ def _totals(rows: list[RequestRow], sched: Scheduler, shadow: BlockShadow | None
         "ttft_mean_s": statistics.fmean(ttfts) if ttfts else 0.0,
         "ttft_p50_s": ttfts[len(ttfts) // 2] if ttfts else 0.0,
         "ttft_p99_s": ttfts[min(len(ttfts) - 1, int(len(ttfts) * 0.99))] if ttfts else 0.0,
-        "evicted_tokens": sched.evicted_tokens * scale,
+        "evicted_tokens": sched.evicted_tokens,
         "retractions": sched.num_retracted, "fallbacks": len(sched.notices),
         "cost_label": cfg.cost.label,
     }
     if shadow is not None:
         block = sum(r.block_matched_tokens or 0 for r in rows)
         out.update(block_matched_tokens=block, block_hit_rate=block / max(input_tokens, 1),
-                   block_evictions=shadow.manager.pool.num_evictions,
-                   unreachable_blocks=shadow.manager.num_unreachable_blocks(),
+                   block_evictions=shadow.num_evictions,
+                   unreachable_blocks=shadow.num_unreachable_blocks(),
                    block_dropped=len(shadow.dropped))
     return out

@@ -17,6 +17,7 @@ from typing import Any
 from radix.events import AdmissionStopped, Event, EventSink, RequestAdmitted, RequestRetracted
 from radix.request import Req
 from radix.sched.policy import request_key
+from radix.tokens import mutable_copy
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLang clips the max_new_tokens estimate at this
 RETRACT_DECODE_STEPS = 20  # SGLang's global_config.retract_decode_steps
@@ -39,7 +40,7 @@ def match_for_admission(tree_cache: Any, req: Req) -> None:
     match = tree_cache.match_prefix(
         request_key(req, req.fill_ids[: len(req.fill_ids) - 1]), rid=req.rid
     )
-    req.prefix_indices = list(match.slot_ids)
+    req.prefix_indices = mutable_copy(match.slot_ids)  # compact slots stay compact
     req.last_node = match.last_node
 
 
@@ -231,7 +232,7 @@ def alloc_for_extend(tree_cache: Any, allocator: Any, reqs: Sequence[Req],
     demand = sum(extend_lens) + (len(reqs) * ps if ps > 1 else 0)
     evicted = evict_shortfall(tree_cache, allocator, demand)
     for req, n in zip(reqs, extend_lens, strict=True):
-        row = list(req.prefix_indices)
+        row = mutable_copy(req.prefix_indices)  # compact prefixes stay compact (radix/tokens/)
         req.slot_ids = row + _take(allocator, row, n, tree_cache)
     return evicted
 

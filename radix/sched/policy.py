@@ -99,7 +99,7 @@ class SchedulePolicy:
 
     def calc_priority(self, waiting_queue: list[Req], running: Sequence[Req] = ()) -> SortReport:
         """Sorts `waiting_queue` in place; `running` matters to routing-key only."""
-        before = tuple(r.rid for r in waiting_queue)
+        before = tuple(r.rid for r in waiting_queue) if self._sink is not None else ()
         active = self.active_policy(len(waiting_queue))
         notice = None
         if active != self.policy:
@@ -120,8 +120,10 @@ class SchedulePolicy:
         else:
             self._sort_agnostic(active, waiting_queue, running)
             self._touch_waiting_prefixes(waiting_queue)
-        self._emit(QueueSorted(self.policy, active, before, tuple(r.rid for r in waiting_queue),
-                               tuple(r.rid for r in waiting_queue if r.rid in deprioritized)))
+        if self._sink is not None:  # (the tuples cost O(queue) a round: only for a listener)
+            self._emit(QueueSorted(self.policy, active, before,
+                                   tuple(r.rid for r in waiting_queue),
+                                   tuple(r.rid for r in waiting_queue if r.rid in deprioritized)))
         return SortReport(active, notice, prefix_lens, frozenset(deprioritized))
 
     def _compute_prefix_matches(self, waiting_queue: list[Req], prefix_lens: dict[str, int],

@@ -2,11 +2,10 @@
 
 Follows SGLang 0.5.23's `Scheduler.get_next_batch_to_run` (managers/scheduler.py): a prefill
 batch when admission finds one (prefill first), else one batched decode step of every running
-request; the prompt of a request is checkpointed right after its prefill (`cache_unfinished_req`),
-so requests that arrive during its decode already hit; each allocation evicts only the shortfall;
-retraction when a decode step lacks slots. Pure
-Python: the model is a `Runner` (docs/CONTRACTS.md), priced or real. One `step()` per call, so
-the engine's thread can drive it. Leaves out: overlap scheduling, mixed chunks, abort.
+request; a prompt is checkpointed right after its prefill (`cache_unfinished_req`), so requests
+arriving during its decode already hit; each allocation evicts only the shortfall; retraction
+when a decode step lacks slots. `step(until=t)`: a priced runner may fast-forward decode steps
+(span.py). Leaves out: overlap scheduling, mixed chunks, abort.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from radix.sched.admission import (
     retract_decode,
 )
 from radix.sched.policy import SchedulePolicy
+from radix.sched.span import apply_span, span_length
 
 
 class StepOutput(NamedTuple):
@@ -39,6 +39,11 @@ class StepOutput(NamedTuple):
 class Runner(Protocol):
     def extend(self, reqs: list[Req], prefix_lens: list[int]) -> StepOutput: ...
     def decode(self, reqs: list[Req]) -> StepOutput: ...
+    # optional, priced runners only: run up to max_steps decode steps of `reqs` at once (each
+    # adds one token to every request), stopping after the first that ends at or past `until`;
+    # returns how many ran, having advanced the clock step by step as decode would
+    #   def decode_span(self, reqs, max_steps, until) -> int
+    #   def span_tokens(self, req, num) -> Sequence[int]   # the next num tokens of req
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,7 @@ class StepReport(NamedTuple):
     finished: list[str]
     retracted: list[str]
     evicted_tokens: int  # tokens evicted from the tree during the step
+    num_steps: int = 1  # decode steps this report stands for (a fast-forwarded span: > 1)
 
 
 class Scheduler:
@@ -133,18 +139,27 @@ class Scheduler:
 
     def add_request(self, req: Req) -> None:
         """Queues `req`; ValueError (check_fits) when the pool could never admit it."""
-        check_fits(req, self.allocator.size, self.tree_cache.page_size)
+        page = self.tree_cache.page_size
+        pages = getattr(self.allocator, "num_pages", None)  # a paged pool holds whole pages
+        check_fits(req, self.allocator.size if pages is None else pages * page, page)
         req.metrics.setdefault("arrival", req.arrival)
         req.metrics.setdefault("prompt_tokens", len(req.origin_input_ids))
         self.waiting.append(req)
 
-    def step(self) -> StepReport:
-        """One forward: a prefill batch if admission builds one, else a decode step."""
+    def step(self, until: float | None = None) -> StepReport:
+        """One forward: a prefill batch if admission builds one, else a decode step. With
+        `until` (the next arrival's time), a run of decode steps in which no request can be
+        admitted, finish early, be retracted or evict may go at once (span.py)."""
         evicted_before = self.evicted_tokens
         adder = self._get_new_batch_prefill()
         if adder is not None and adder.can_run_list:
             return self._run_prefill(adder, evicted_before)
         if self.running:
+            if until is not None and adder is None:  # nothing waits: nothing to admit
+                start = self.clock()
+                steps = span_length(self, until)
+                if steps:
+                    return self._run_decode_span(steps, self.clock() - start)
             return self._run_decode(evicted_before)
         if adder is not None:  # waiting work, nothing running, nothing admitted: it never will be
             raise RuntimeError(f"scheduler stalled: nothing runs and no waiting request can be "
@@ -250,6 +265,16 @@ class Scheduler:
         return StepReport("decode", [r.rid for r in reqs], [1] * len(reqs), [0] * len(reqs),
                           out.seconds, now, finished, [r.rid for r in retracted],
                           self.evicted_tokens - evicted_before)
+
+    def _run_decode_span(self, steps: int, seconds: float) -> StepReport:
+        """`steps` decode steps at once, already priced by the runner (radix/sched/span.py)."""
+        reqs, now = self.running, self.clock()
+        apply_span(self, steps)
+        finished = [r.rid for r in reqs if self._finish_if_done(r, now)]
+        done = set(finished)
+        self.running = [r for r in reqs if r.rid not in done]
+        return StepReport("decode", [r.rid for r in reqs], [steps] * len(reqs),
+                          [0] * len(reqs), seconds, now, finished, [], 0, steps)
 
     def _finish_if_done(self, req: Req, now: float) -> bool:
         if not req.finished:

@@ -14,10 +14,17 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 
-from radix.traces.base import FORMATS, Trace, TraceError, decode_text, read_bytes
+from radix.traces.base import (
+    FORMATS,
+    MAX_TOTAL_OUTPUT_TOKENS,
+    Trace,
+    TraceError,
+    decode_text,
+    read_bytes,
+)
 from radix.traces.kv_events import load_kv_events
 from radix.traces.limits import DEFAULT_LIMITS, Tally, TraceLimits
-from radix.traces.mooncake import load_mooncake
+from radix.traces.mooncake import BLOCK_TOKENS, MAX_TOTAL_OUTPUT_TOKENS_COMPACT, load_mooncake
 from radix.traces.ops import parse_ops
 from radix.traces.requests import load_requests
 
@@ -75,6 +82,8 @@ def load_trace(path_or_bytes: str | os.PathLike | bytes, *, fmt: str | None = No
         text = decode_text(data)
         Tally(limits).check_lines(text, "max_requests", "requests")
         trace = load_mooncake(text, limits.max_tokens_per_request)
+        if limits.max_total_output_tokens == MAX_TOTAL_OUTPUT_TOKENS:  # the default: compact
+            limits = replace(limits, max_total_output_tokens=MAX_TOTAL_OUTPUT_TOKENS_COMPACT)
         _tally_mooncake(trace, limits)
     else:
         trace = load_requests(decode_text(data), tokenize, chat_template, limits)
@@ -90,5 +99,5 @@ def _tally_mooncake(trace: Trace, limits: TraceLimits) -> None:
 
     tally = Tally(limits)
     for r in sorted(trace.requests, key=lambda r: line_of(r.rid) or 0):
-        tally.add_request(line_of(r.rid), len(r.token_ids), r.output_len, "hash_ids",
-                          "output_length")
+        tally.add_request(line_of(r.rid), -(-len(r.token_ids) // BLOCK_TOKENS), r.output_len,
+                          "hash_ids", "output_length")

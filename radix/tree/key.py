@@ -64,7 +64,8 @@ class RadixKey:
         extra_key: str | None = None,
         cache_salt: str | None = None,
     ) -> None:
-        if type(token_ids) is not list:
+        if type(token_ids) is not list and not hasattr(token_ids, "common_prefix_len"):
+            # (a compact sequence, radix/tokens.py, is kept as it is: never expanded per token)
             if isinstance(token_ids, str | bytes) or not isinstance(token_ids, Iterable):
                 raise TypeError(f"token_ids must be a sequence of ints, "
                                 f"got {type(token_ids).__name__}")

@@ -17,13 +17,11 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("playwright")
-from playwright.sync_api import sync_playwright  # noqa: E402
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,68 +54,36 @@ def engine_url():
         proc.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def app_url(tmp_path_factory):
-    port = _free_port()
-    err = tmp_path_factory.mktemp("streamlit") / "stderr.txt"
-    with open(err, "w") as err_file:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-             "--server.port", str(port), "--server.address", "127.0.0.1",
-             "--browser.gatherUsageStats", "false"],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err_file)
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    assert proc.poll() is None and time.monotonic() < deadline, err.read_text()
-                    time.sleep(0.2)
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            proc.wait(timeout=20)
-
-
-def test_watch_engine_serve_and_see_a_prompt_land(engine_url, app_url, tmp_path):
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed")
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                     args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            page.goto(f"{app_url}/watch")
-            base = page.get_by_label("server base URL (OpenAI API)")
-            base.fill(engine_url)
-            base.press("Enter")
-            page.get_by_role("button", name="discover (engine serve)").click()
-            page.wait_for_function(
-                "() => (document.querySelector('textarea') || {}).value?.includes('tcp://')",
-                timeout=60_000)
-            page.get_by_role("button", name="connect", exact=True).click()
-            page.get_by_text("blocks of", exact=False).first.wait_for(timeout=60_000)
-            page.get_by_role("button", name="send", exact=True).click()
-            # the prompt lands: a worker holds its blocks, and its row says after how long
-            page.wait_for_function(
-                r"""() => [...document.querySelectorAll('[data-testid=stCaptionContainer]')]
-                    .some(c => /^[1-9][0-9,]* blocks of 16 tokens cached/.test(c.innerText))""",
-                timeout=120_000)
-            page.wait_for_selector(".radixlens-tree svg g.node >> nth=1", state="attached",
-                                   timeout=60_000)
-            captions = page.locator("[data-testid=stCaptionContainer]").all_inner_texts()
-            held = [int(m.group(1).replace(",", "")) for c in captions
-                    if (m := re.match(r"([0-9,]+) blocks of 16", c))]
-            assert max(held) >= 1
-            assert page.locator("[data-testid=stException]").count() == 0
-            tall = page.evaluate("() => document.querySelector('[data-testid=stMain]')"
-                                 ".scrollHeight")
-            page.set_viewport_size({"width": 1400, "height": min(max(tall, 1000), 6000)})
-            page.screenshot(path=str(tmp_path / "watch_live.png"))
-            if os.environ.get("RADIXLENS_UPDATE_SCREENSHOTS"):
-                shutil.copy(tmp_path / "watch_live.png",
-                            ROOT / "docs" / "screenshots" / "watch_live.png")
-        finally:
-            browser.close()
+def test_watch_engine_serve_and_see_a_prompt_land(engine_url, server, page, tmp_path):
+    """The shared app server and browser (conftest.py): a second Playwright in the same
+    thread would find the first one's event loop running."""
+    page.goto(f"{server}/watch")
+    base = page.get_by_label("server base URL (OpenAI API)")
+    base.fill(engine_url)
+    base.press("Enter")
+    page.get_by_role("button", name="discover (engine serve)").click()
+    page.wait_for_function(
+        "() => (document.querySelector('textarea') || {}).value?.includes('tcp://')",
+        timeout=60_000)
+    page.get_by_role("button", name="connect", exact=True).click()
+    page.get_by_text("blocks of", exact=False).first.wait_for(timeout=60_000)
+    page.get_by_role("button", name="send", exact=True).click()
+    # the prompt lands: a worker holds its blocks, and its row says after how long
+    page.wait_for_function(
+        r"""() => [...document.querySelectorAll('[data-testid=stCaptionContainer]')]
+            .some(c => /^[1-9][0-9,]* blocks of 16 tokens cached/.test(c.innerText))""",
+        timeout=120_000)
+    page.wait_for_selector(".radixlens-tree svg g.node >> nth=1", state="attached",
+                           timeout=60_000)
+    captions = page.locator("[data-testid=stCaptionContainer]").all_inner_texts()
+    held = [int(m.group(1).replace(",", "")) for c in captions
+            if (m := re.match(r"([0-9,]+) blocks of 16", c))]
+    assert max(held) >= 1
+    assert page.locator("[data-testid=stException]").count() == 0
+    tall = page.evaluate("() => document.querySelector('[data-testid=stMain]')"
+                         ".scrollHeight")
+    page.set_viewport_size({"width": 1400, "height": min(max(tall, 1000), 6000)})
+    page.screenshot(path=str(tmp_path / "watch_live.png"))
+    if os.environ.get("RADIXLENS_UPDATE_SCREENSHOTS"):
+        shutil.copy(tmp_path / "watch_live.png",
+                    ROOT / "docs" / "screenshots" / "watch_live.png")

@@ -1,0 +1,110 @@
+"""Production-trace figures: `compare` (unbounded and at 64k tokens), `configs`, `explain` on
+Mooncake-format traces, each in its own process: wall seconds, CPU seconds, peak RSS.
+
+Traces: the seeded stand-in for Mooncake's conversation trace (examples/mooncake_conversation.py:
+12,031 requests, 144.8 M prompt tokens; the real one is not shipped), Mooncake's public synthetic
+trace (examples/traces/, 3,993 requests), or the paths given. Targets (issue 10): compare < 10 s
+and < 1 GB RSS each; configs < 20 s. Prints JSON, then a table. Not part of the test run.
+Usage: python benchmarks/traces.py [TRACE ...] [--skip configs,explain] [--timeout S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from examples.mooncake_conversation import generate, write  # noqa: E402
+
+SYNTHETIC = ROOT / "examples" / "traces" / "mooncake_synthetic_trace.jsonl.gz"
+COMMANDS = {  # name -> (argv after `python -m radix`, with {trace}; figures to keep)
+    "compare unbounded": (["compare", "{trace}", "--capacity", "1000000000", "--json"],
+                          "compare"),
+    "compare 64k": (["compare", "{trace}", "--capacity", "65536", "--json"], "compare"),
+    "configs": (["configs", "{trace}", "--json"], "configs"),
+    "explain": (["explain", "{trace}", "--no-what-if", "--json"], "explain"),
+}
+
+
+# the child reports its own CPU time and peak RSS on its last stderr line
+CHILD = ("import json, resource, sys\n"
+         "from radix.cli import main\n"
+         "code = main(sys.argv[1:])\n"
+         "r = resource.getrusage(resource.RUSAGE_SELF)\n"
+         "print(json.dumps({'cpu_s': r.ru_utime + r.ru_stime, 'rss_kb': r.ru_maxrss}), "
+         "file=sys.stderr)\n"
+         "sys.exit(code)\n")
+
+
+def measure(argv: list[str], timeout: float) -> dict:
+    """Runs `python -m radix ARGV` in a child: wall time, its CPU time and its peak RSS."""
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-c", CHILD, *argv], cwd=ROOT, timeout=timeout,
+                              capture_output=True, text=True)
+    except subprocess.TimeoutExpired:
+        return {"error": f"still running after {timeout:.0f} s"}
+    wall = time.perf_counter() - t0
+    lines = proc.stderr.strip().splitlines()
+    if proc.returncode or not lines:
+        return {"wall_s": round(wall, 2), "error": lines[-1] if lines else "no output"}
+    usage = json.loads(lines[-1])
+    return {"wall_s": round(wall, 2), "cpu_s": round(usage["cpu_s"], 2),
+            "peak_rss_mb": round(usage["rss_kb"] / 1024), "output": json.loads(proc.stdout)}
+
+
+def figures(kind: str, out: dict) -> dict:
+    if kind == "compare":
+        return {f"{s}_hit_rate": out[s]["hit_rate"] for s in ("tree", "blocks")}
+    if kind == "configs":
+        return {f"{name}_hit_rate": round(t["hit_rate"], 4) for name, t in out.items()}
+    t = out["totals"]
+    return {f"{s}_{b}": t[s][b] for s in t for b in ("hit", "evicted", "in_flight")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("traces", nargs="*", help="Mooncake or request traces (default: see above)")
+    ap.add_argument("--skip", default="", help="comma-separated commands to leave out")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per command")
+    args = ap.parse_args()
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    traces = [Path(p) for p in args.traces]
+    with tempfile.TemporaryDirectory() as tmp:
+        if not traces:
+            conv = Path(tmp) / "conversation_standin.jsonl"
+            write(conv, generate())
+            traces = [conv, SYNTHETIC]
+        results = []
+        for trace in traces:
+            for name, (argv, kind) in COMMANDS.items():
+                if any(name.startswith(s) for s in skip):
+                    continue
+                row = measure([a.replace("{trace}", str(trace)) for a in argv], args.timeout)
+                out = row.pop("output", None)
+                if out is not None:
+                    row.update(figures(kind, out))
+                results.append({"trace": trace.name, "command": name, **row})
+                print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+    print(json.dumps({"python": sys.version.split()[0], "cpus": os.cpu_count(),
+                      "results": results}, indent=1))
+    print(f"\n{'trace':<34}{'command':<19}{'wall s':>8}{'cpu s':>8}{'peak MB':>9}  figures")
+    for r in results:
+        extra = r.get("error") or ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else
+                                            f"{k}={v}" for k, v in r.items()
+                                            if k not in ("trace", "command", "wall_s", "cpu_s",
+                                                         "peak_rss_mb"))
+        print(f"{r['trace']:<34}{r['command']:<19}{r.get('wall_s', 0):>8.2f}"
+              f"{r.get('cpu_s', 0):>8.2f}{r.get('peak_rss_mb', 0):>9}  {extra}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""`python -m radix explain TRACE`: why the trace's hit rate is what it is, tree and blocks.
+
+Runs `radix.runs.explain.explain` (a watched simulator run, then the what-ifs) and prints the
+buckets side by side, the prefixes that saved the most, the requests that lost the most, and
+the what-if tables; `--json` prints everything, every request's buckets included.
+Leaves out: charts (the app draws them from the same data).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from radix.cli import InputError
+from radix.runs.explain import BUCKETS, Explanation, explain
+from radix.runs.sim import SimConfig
+from radix.sched.policy import POLICIES
+from radix.traces import TraceError, load_trace
+
+LABELS = {"hit": "hit", "evicted": "evicted (capacity)", "last_token_cap": "last-token cap",
+          "block_rounding": "block rounding", "in_flight": "in flight",
+          "other_namespace": "other namespace", "first_seen": "first seen (compulsory)",
+          "rejected": "rejected (too big)"}
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("explain", help="why the hit rate is what it is (both caches)")
+    p.add_argument("trace", help="a request or Mooncake trace")
+    p.add_argument("--capacity", type=int, default=None, help="KV pool, tokens (default: no limit)")
+    p.add_argument("--policy", choices=POLICIES, default="lpm")
+    p.add_argument("--eviction", default="lru", help="lru, mru, fifo, filo, lfu, priority, slru")
+    p.add_argument("--page-size", type=int, default=1)
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--budget", type=int, default=16384, help="max_prefill_tokens per round")
+    p.add_argument("--chunk", type=int, default=None, help="chunked_prefill_size (default: off)")
+    p.add_argument("--capacities", type=int, default=8, help="points on the capacity curve")
+    p.add_argument("--no-what-if", action="store_true", help="skip the what-if runs")
+    p.add_argument("--top", type=int, default=10, help="prefixes and requests to list")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        trace = load_trace(args.trace)
+    except TraceError as exc:
+        raise InputError(f"{args.trace}: {exc}") from None
+    if trace.format not in ("request", "mooncake"):
+        raise InputError(f"{args.trace}: explain needs a request or Mooncake trace, "
+                         f"got a {trace.format} trace")
+    cfg = SimConfig(policy=args.policy, eviction=args.eviction, page_size=args.page_size,
+                    block_size=args.block_size, capacity=args.capacity,
+                    max_prefill_tokens=args.budget, chunked_prefill_size=args.chunk)
+    result = explain(trace, cfg, what_if=not args.no_what_if, capacities=args.capacities,
+                     top=args.top)
+    print(json.dumps(result.to_json(), indent=1) if args.json else format_report(result))
+    return 0
+
+
+def format_report(e: Explanation) -> str:
+    cap = e.config["capacity"]
+    lines = [f"{e.prompt_tokens:,} prompt tokens in {len(e.requests):,} requests; capacity "
+             f"{'unbounded' if cap is None else format(cap, ',')}; page {e.config['page_size']}"
+             f"; blocks of {e.config['block_size']}; policy {e.config['policy']}, eviction "
+             f"{e.config['eviction']}", "",
+             f"{'bucket':26}{'radix tree':>22}{'block cache':>22}"]
+    for b in BUCKETS:
+        cells = [_cell(e.totals[s][b], e.prompt_tokens) if s in e.totals else "-"
+                 for s in ("tree", "blocks")]
+        lines.append(f"{LABELS[b]:26}{cells[0]:>22}{cells[1]:>22}")
+    lines.append(f"{'recomputed (apart)':26}{e.recomputed['tree']:>22,}"
+                 f"{e.recomputed['blocks']:>22,}")
+    for side in e.top_prefixes:
+        lines += ["", f"prefixes that saved the most ({side})",
+                  f"  {'tokens saved':>14} {'hits':>6}  tokens [start, end)  first ids"]
+        for p in e.top_prefixes[side]:
+            lines.append(f"  {p.tokens_saved:>14,} {p.requests:>6}  [{p.start:,}, {p.end:,})"
+                         f"  {p.head[:4]}{' ns ' + str(p.namespace) if p.namespace else ''}")
+    for side in e.top_losers:
+        lines += ["", f"requests that lost the most ({side}: reusable tokens prefilled)"]
+        for r in e.top_losers[side]:
+            buckets = getattr(r, side)
+            why = ", ".join(f"{LABELS[b]} {buckets[b]:,}" for b in BUCKETS
+                            if buckets[b] and b not in ("hit", "first_seen"))
+            by = r.tree_evicted_by if side == "tree" else r.blocks_evicted_by
+            when = f"; evicted at step {by.step} ({by.policy.split(' ')[0]})" if by else ""
+            lines.append(f"  {r.rid:<12} step {r.step}: {why}{when}")
+    lines += _what_if_tables(e)
+    return "\n".join(lines)
+
+
+def _cell(tokens: int, total: int) -> str:
+    return f"{tokens:,} ({tokens / total:.1%})" if total else f"{tokens:,}"
+
+
+def _what_if_tables(e: Explanation) -> list[str]:
+    if not e.what_if:
+        return []
+    out = ["", f"hit rate against KV capacity (working set {e.working_set:,} tokens)",
+           f"  {'capacity':>14}{'tree':>9}{'blocks':>9}{'rejected':>10}"]
+    for p in e.what_if["capacity"]:
+        c = "unbounded" if p["capacity"] is None else f"{p['capacity']:,}"
+        out.append(f"  {c:>14}{p['tree_hit_rate']:>9.1%}{p['block_hit_rate']:>9.1%}"
+                   f"{p['rejected']:>10,}")
+    out += ["", "hit rate against page / block size", f"  {'size':>14}{'tree':>9}{'blocks':>9}"]
+    out += [f"  {p['page_size']:>14}{p['tree_hit_rate']:>9.1%}{p['block_hit_rate']:>9.1%}"
+            for p in e.what_if["page_size"]]
+    out += ["", "namespaces (extra_key, cache_salt)"]
+    out += [f"  {'with' if p['namespaces'] else 'without':>14}{p['tree_hit_rate']:>9.1%}"
+            f"{p['block_hit_rate']:>9.1%}" for p in e.what_if["namespaces"]]
+    return out

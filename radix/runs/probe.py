@@ -1,0 +1,307 @@
+"""The explainer's probes: one simulated run watched, every prompt token put in one bucket.
+
+While the simulator runs (sim.py), probes record per cache everything it ever held (prefix
+tries per namespace and across them, radix/blocks/trie.py), every eviction, and the prompts that
+had arrived; at a request's first admission (tree) or lookup (blocks) its prompt splits at
+nested lengths (`split`), so its buckets add up to its tokens by construction.
+Follows nothing upstream. Leaves out: the report and the what-ifs (explain.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any, NamedTuple
+
+from radix.blocks.extents_view import last_eviction
+from radix.blocks.trie import PrefixTrie, Walk
+from radix.request import Req
+from radix.runs.sim import SimConfig, SimRun, build, run
+from radix.tokens import TokenRuns
+from radix.traces.base import Trace
+from radix.tree.radix_cache import RadixCache
+
+BUCKETS = ("hit", "evicted", "last_token_cap", "block_rounding", "in_flight", "other_namespace",
+           "first_seen", "rejected")
+BLOCK_POLICY = "vLLM free queue (LRU: the block whose ref_cnt reached 0 first goes first)"
+
+
+class Eviction(NamedTuple):
+    """The policy decision that evicted the first token a request missed."""
+
+    cache: str  # "tree" or "blocks"
+    step: int  # the simulator step it happened in (StepReport index)
+    time: float  # simulated seconds at that step
+    policy: str  # the tree's eviction policy, or BLOCK_POLICY
+    node_id: int | None  # tree: the evicted node
+    tokens: int  # tokens that eviction (node, or pop of blocks) freed in all
+
+
+class RequestBuckets(NamedTuple):
+    rid: str
+    index: int  # place in the trace (arrival order)
+    prompt_tokens: int
+    step: int | None  # simulator step of its first admission (None: rejected)
+    time: float | None  # simulated seconds then
+    tree: dict[str, int]  # bucket -> tokens (BUCKETS), adding up to prompt_tokens
+    blocks: dict[str, int] | None  # the block cache's buckets (None: no shadow)
+    tree_evicted_by: Eviction | None  # set when tree["evicted"] > 0
+    blocks_evicted_by: Eviction | None
+    recomputed_tree: int  # tokens prefilled again after a retraction (not in the buckets)
+    recomputed_blocks: int
+
+
+def namespace(req: Req, blocks: bool) -> Hashable:
+    """The tree keys namespaces by (extra_key, cache_salt); vLLM treats "" as none."""
+    if blocks:
+        return (req.extra_key or None, req.cache_salt or None)
+    if req.extra_key is None and req.cache_salt is None:
+        return None
+    return (req.extra_key, req.cache_salt)
+
+
+def split(n: int, hit: int, done: int, seen: int, any_ns: int, unit: int) -> dict[str, int]:
+    """The buckets of an n-token prompt from its nested lengths (unit: page or block size):
+
+        0 ... hit ... capped ... no-cap ... done ....... seen ....... any ............. n
+        | hit | evicted | last-token | block    | in flight | other     | first seen |
+                        | cap        | rounding |           | namespace |            |
+
+    done: the longest prefix this cache ever held before (same namespace); capped / no-cap:
+    what an unbounded cache would have matched with / without the input_len - 1 rule, in whole
+    units; seen: also counting earlier requests not yet prefilled; any: in any namespace.
+
+    A 40-token prompt, blocks of 16, all of it cached before and 32 tokens hit: the cap keeps
+    (40 - 1) // 16 = 2 blocks, so nothing was evicted and 8 tokens are the partial last block.
+    >>> split(40, 32, 40, 40, 40, 16)["block_rounding"]
+    8
+    >>> split(32, 16, 32, 32, 32, 16)["last_token_cap"]  # the whole last block recomputes
+    16
+    """
+    nocap = done // unit * unit
+    capped = min(done, n - 1) // unit * unit
+    out = {"hit": hit, "evicted": capped - hit, "last_token_cap": nocap - capped,
+           "block_rounding": done - nocap, "in_flight": seen - done,
+           "other_namespace": any_ns - seen, "first_seen": n - any_ns, "rejected": 0}
+    if min(out.values()) < 0:
+        raise AssertionError(f"buckets out of order: {out} (n={n})")
+    return out
+
+
+class Side:
+    """One cache's record: what it ever held (per namespace and across them)."""
+
+    def __init__(self) -> None:
+        self.ever = PrefixTrie()
+        self.ever_any = PrefixTrie()
+        self.arrived = PrefixTrie()  # prompts of the requests arrived so far
+        self.walks: dict[str, tuple[Walk, Walk]] = {}  # rid -> its last walks (ns, any)
+
+    def record(self, tokens: Sequence[int], ns: Hashable, owner: Req | None = None) -> None:
+        """Adds `tokens` to what was ever held. With `owner`, a sequence that only grows: its
+        last walks resume, and its own nodes grow in place (O(1) a record, not O(path))."""
+        if not len(tokens):
+            return
+        n = len(tokens)
+        if owner is None:
+            self.ever.insert(tokens, ns, n)
+            self.ever_any.insert(tokens, None, n)
+            return
+        last = self.walks.get(owner.rid, (None, None))
+        self.walks[owner.rid] = (self.ever.insert(tokens, ns, n, owner, last[0]),
+                                 self.ever_any.insert(tokens, None, n, owner, last[1]))
+
+    def lengths(self, prompt: Sequence[int], ns: Hashable, arrived: tuple[int, int]
+                ) -> tuple[int, int, int]:
+        """(done, seen, any) for a prompt now; `arrived` = (seen, any) at its arrival."""
+        n = len(prompt)
+        done = self.ever.known(prompt, ns, n)
+        seen = max(arrived[0], done)
+        return done, seen, max(arrived[1], self.ever_any.known(prompt, None, n), seen)
+
+
+class _WatchedTree(RadixCache):
+    """A RadixCache that tells the probe what it inserts and evicts."""
+
+    probe: Any = None
+
+    def _insert(self, key, *args, **kwargs):  # every insert path goes through here
+        if not self.disable and self.probe is not None:
+            self.probe.tree.record(key.token_ids, key.namespace)
+        return super()._insert(key, *args, **kwargs)
+
+    def evict(self, num_tokens: int):
+        result = super().evict(num_tokens)
+        if self.probe is not None:
+            for node in result.evicted_nodes:
+                self.probe.on_tree_evicted(node)
+        return result
+
+
+class PrefixSaved(NamedTuple):
+    """A stretch of cached prefix and the prompt tokens its hits saved."""
+
+    cache: str  # "tree" or "blocks"
+    tokens_saved: int
+    requests: int  # hits that went through it
+    start: int  # token offset where the stretch begins
+    end: int  # the deepest token a hit reached in it
+    namespace: Any  # None: the default namespace
+    head: list[int]  # its first tokens (Mooncake: hash id = token // 512)
+
+
+class Probe:
+    """Watches one simulated run; `rows()` gives every request's buckets afterwards."""
+
+    def __init__(self, sim: SimRun) -> None:
+        self.sim = sim
+        self.tree, self.blocks = Side(), Side()
+        self.arrived_any = PrefixTrie()
+        self.at_arrival: dict[str, tuple[int, int, int]] = {}
+        self.tree_rows: dict[str, tuple[int, float, dict[str, int], Eviction | None]] = {}
+        self.block_rows: dict[str, tuple[dict[str, int], Eviction | None]] = {}
+        self.dirty: dict[str, tuple[Req, int]] = {}  # rid -> (req, tokens computed)
+        self.saved: dict[str, dict[int, list]] = {"tree": {}, "blocks": {}}
+
+    # ------------------------------------------------------------------ hooks
+    def on_arrival(self, req: Req) -> None:
+        p, n = req.origin_input_ids, len(req.origin_input_ids)
+        t_ns, b_ns = namespace(req, False), namespace(req, True)
+        self.at_arrival[req.rid] = (self.tree.arrived.known(p, t_ns, n),
+                                    self.blocks.arrived.known(p, b_ns, n),
+                                    self.arrived_any.known(p, None, n))
+        self.tree.arrived.insert(p, t_ns, n)
+        self.blocks.arrived.insert(p, b_ns, n)
+        self.arrived_any.insert(p, None, n)
+
+    def on_extend(self, reqs: list[Req]) -> None:
+        """A prefill batch is about to run: its matches are final, its inserts to come."""
+        for req in reqs:
+            if req.rid not in self.tree_rows:
+                self._explain_tree(req)
+
+    def on_tree_evicted(self, node: Any) -> None:
+        path, x = [], node
+        while x is not None and x.parent is not None:
+            path.append(x.key.token_ids)
+            x = x.parent
+        path.reverse()
+        tokens = _concat(path)
+        start = len(tokens) - len(node.key)
+        mark = Eviction("tree", self.sim.num_steps, self.sim.clock.now, self.sim.config.eviction,
+                        node.id, len(node.key))
+        for tnode, lo, hi in self.tree.ever.walk(tokens, node.key.namespace, len(tokens)).pieces:
+            if hi > start:
+                tnode.marks.append((max(lo, start), hi, mark))
+
+    def on_lookup(self, req: Req, hit: Any) -> None:
+        if req.rid in self.block_rows:
+            return  # a re-admission after retraction: its first lookup counted
+        self._flush()
+        p, ns = req.origin_input_ids, namespace(req, True)
+        a = self.at_arrival[req.rid]
+        done, seen, any_ns = self.blocks.lengths(p, ns, (a[1], a[2]))
+        bs = self.sim.shadow.block_size
+        buckets = split(len(p), hit.num_computed_tokens, done, seen, any_ns, bs)
+        by = None
+        if buckets["evicted"]:
+            mark = last_eviction(self.sim.shadow.manager, p, ns, hit.num_computed_tokens // bs)
+            if mark is not None:
+                by = Eviction("blocks", mark.now[0], mark.now[1], BLOCK_POLICY, None,
+                              mark.num_blocks * bs)
+        self.block_rows[req.rid] = (buckets, by)
+        self._credit("blocks", self.blocks.ever, p, ns, hit.num_computed_tokens)
+
+    def on_compute(self, req: Req) -> None:
+        self.dirty[req.rid] = (req, self.sim.shadow.computed[req.rid])
+
+    # ------------------------------------------------------------------ work
+    def _flush(self) -> None:
+        """Records what the block cache computed since the last lookup (lazily: a lookup is
+        the only reader)."""
+        for req, computed in self.dirty.values():
+            tokens = (req.origin_input_ids + req.output_ids)[:computed]
+            self.blocks.record(tokens, namespace(req, True), req)
+        self.dirty.clear()
+
+    def _explain_tree(self, req: Req) -> None:
+        p, ns, page = req.origin_input_ids, namespace(req, False), self.sim.tree.page_size
+        a = self.at_arrival[req.rid]
+        hit = int(req.metrics.get("matched_tokens", 0))
+        done, seen, any_ns = self.tree.lengths(p, ns, (a[0], a[2]))
+        buckets = split(len(p), hit, done, seen, any_ns, page)
+        by = None
+        if buckets["evicted"]:
+            by = self._tree_eviction(p, ns, hit, page)
+        self.tree_rows[req.rid] = (self.sim.num_steps, self.sim.clock.now, buckets, by)
+        self._credit("tree", self.tree.ever, p, ns, hit)
+
+    def _tree_eviction(self, p: Sequence[int], ns: Hashable, hit: int, page: int
+                       ) -> Eviction | None:
+        """The latest eviction of the first missed token (of the first missed page)."""
+        walk = self.tree.ever.walk(p, ns, hit + page)
+        for pos in range(hit, min(hit + page, walk.pos)):
+            node = next(t for t, lo, hi in walk.pieces if lo <= pos < hi)
+            for lo, hi, mark in reversed(node.marks):
+                if lo <= pos < hi:
+                    return mark
+        return None
+
+    def _credit(self, cache: str, trie: PrefixTrie, p: Sequence[int], ns: Hashable,
+                upto: int) -> None:
+        if upto <= 0:
+            return
+        saved = self.saved[cache]
+        for node, lo, hi in trie.walk(p, ns, upto).pieces:
+            entry = saved.setdefault(id(node), [node, 0, 0, 0])
+            entry[1] += hi - lo
+            entry[2] += 1
+            entry[3] = max(entry[3], hi)
+
+    def top_prefixes(self, cache: str, top: int) -> list[PrefixSaved]:
+        trie = (self.tree if cache == "tree" else self.blocks).ever
+        names = {id(root): ns for ns, root in trie.roots.items()}
+        best = sorted(self.saved[cache].values(), key=lambda e: (-e[1], e[0].d0))[:top]
+        out = []
+        for node, tokens, requests, deepest in best:
+            root = node
+            while root.parent is not None:
+                root = root.parent
+            ns = names[id(root)]
+            out.append(PrefixSaved(cache, tokens, requests, node.d0, deepest,
+                                   None if ns == (None, None) else ns,
+                                   list(node.content[node.d0:min(deepest, node.d0 + 8)])))
+        return out
+
+
+def _concat(parts: list[Sequence[int]]) -> Sequence[int]:
+    if parts and isinstance(parts[0], TokenRuns):
+        return TokenRuns.concat(parts)
+    return [t for part in parts for t in part]
+
+
+class _Runner:
+    """The simulator's runner, passing each prefill batch to the probe first."""
+
+    def __init__(self, inner: Any, probe: Probe) -> None:
+        self.inner, self.probe = inner, probe
+
+    def extend(self, reqs, prefix_lens):
+        self.probe.on_extend(reqs)
+        return self.inner.extend(reqs, prefix_lens)
+
+    def __getattr__(self, name: str) -> Any:  # decode, decode_span, span_tokens
+        return getattr(self.inner, name)
+
+
+def watched_run(trace: Trace, config: SimConfig | None = None) -> tuple[Probe, Any]:
+    """Builds and runs the simulator with the probes in; returns (probe, SimResult). The block
+    shadow is the block-extent cache (same figures as the per-block one, and it keeps marks)."""
+    sim = build(trace, config, tree_class=_WatchedTree, record_evictions=True,
+                extent_shadow=True)
+    probe = Probe(sim)
+    sim.tree.probe = probe
+    sim.sched.runner = _Runner(sim.sched.runner, probe)
+    if sim.shadow is not None:
+        sim.shadow.on_lookup, sim.shadow.on_compute = probe.on_lookup, probe.on_compute
+        sim.shadow.manager.clock = lambda: (sim.num_steps, sim.clock.now)
+    return probe, run(sim, on_arrival=probe.on_arrival)

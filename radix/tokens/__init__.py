@@ -1,0 +1,15 @@
+"""Token (and slot) sequences stored as runs of consecutive ints, and helpers over them.
+
+A Mooncake hash id h stands for the 512 tokens h*512 .. h*512+511, so a 40,000-token prompt is a
+handful of runs, not 40,000 Python ints: `TokenRuns` (runs.py) is the immutable sequence the
+tree, the block-extent cache and the simulator keep, `RunList` its mutable sibling for a
+request's growing rows (output_ids, slot_ids); ops.py compares and joins either kind;
+slots.py's RunAllocator hands out KV slots as runs.
+Follows nothing upstream. Leaves out: per-token storage of any kind.
+"""
+
+from radix.tokens.ops import common_prefix, common_prefix_from, is_compact, joined, mutable_copy
+from radix.tokens.runs import RunList, TokenRuns
+
+__all__ = ["RunList", "TokenRuns", "common_prefix", "common_prefix_from", "is_compact", "joined",
+           "mutable_copy"]

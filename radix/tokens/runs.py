@@ -1,0 +1,302 @@
+"""`TokenRuns` (immutable) and `RunList` (mutable): sequences of ints kept as runs.
+
+Costs grow with runs, not ints: len, indexing, slicing, ==, hashing, + and `common_prefix_len`
+(the tree's hook for compact keys, radix/tree/key.py) in O(log runs) or O(runs); `concat` is the
+tree's hook for compact values (radix_cache.py). Canonical form (no empty run, no run continuing
+the one before) makes == a compare of two short lists. Follows nothing upstream.
+Leaves out: slices with a step other than 1 (they expand).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
+from typing import Any
+
+
+class TokenRuns(Sequence):
+    """An immutable sequence of ints kept as runs (start, length) of consecutive values.
+
+    Canonical: no empty run, and a run never continues the one before it (they are merged),
+    so two equal sequences have equal runs and == is a compare of two short lists.
+
+    >>> t = TokenRuns([(1024, 3), (7, 2)]); len(t), list(t), t[3], t.num_runs
+    (5, [1024, 1025, 1026, 7, 8], 7, 2)
+    >>> t[1:4], t[1:4] == [1025, 1026, 7]
+    (TokenRuns([(1025, 2), (7, 1)]), True)
+    >>> TokenRuns.from_ids([5, 6, 7, 9]) + [10, 11]  # 9..11 continue one run
+    TokenRuns([(5, 3), (9, 3)])
+    >>> t.common_prefix_len(TokenRuns([(1024, 2), (0, 9)]))
+    2
+    """
+
+    __slots__ = ("_starts", "_ends", "_hash")
+
+    def __init__(self, runs: Iterable[tuple[int, int]] = ()) -> None:
+        self._starts: list[int] = []  # first value of each run
+        self._ends: list[int] = []  # cumulative end offset of each run (exclusive)
+        self._hash: int | None = None
+        for start, length in runs:
+            if length < 0:
+                raise ValueError(f"a run has a negative length: ({start}, {length})")
+            if length:
+                _append_runs(self._starts, self._ends, [start], [length])
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def _raw(cls, starts: list[int], ends: list[int]) -> TokenRuns:
+        """A sequence over canonical runs the caller hands over (no copy, no check)."""
+        out = object.__new__(cls)
+        out._starts, out._ends, out._hash = starts, ends, None
+        return out
+
+    @classmethod
+    def from_ids(cls, ids: Iterable[int]) -> TokenRuns:
+        """Compresses explicit ids into runs.
+
+        >>> TokenRuns.from_ids([3, 4, 5, 10]).num_runs
+        2
+        """
+        if isinstance(ids, TokenRuns):
+            return cls._raw(list(ids._starts), list(ids._ends))
+        starts: list[int] = []
+        ends: list[int] = []
+        n = 0
+        prev = None
+        for x in ids:
+            if prev is not None and x == prev + 1:
+                ends[-1] += 1
+            else:
+                starts.append(x)
+                ends.append(n + 1)
+            prev = x
+            n += 1
+        return cls._raw(starts, ends)
+
+    @classmethod
+    def from_blocks(cls, block_ids: Iterable[int], block_size: int, length: int) -> TokenRuns:
+        """Block id h stands for tokens h*block_size .. h*block_size + block_size - 1; the whole
+        is cut at `length` tokens (the last block may be partial).
+
+        >>> TokenRuns.from_blocks([7, 8, 3], 512, 1100)  # 7 and 8 make one run; 3 keeps 76
+        TokenRuns([(3584, 1024), (1536, 76)])
+        """
+        runs = ((h * block_size, block_size) for h in block_ids)
+        return cls(runs)[:length]
+
+    @classmethod
+    def concat(cls, parts: Sequence[Sequence[int]]) -> TokenRuns:
+        """One sequence of all parts in order (the tree's `_concat` hook for compact values).
+
+        >>> TokenRuns.concat([TokenRuns([(0, 2)]), TokenRuns([(2, 2)]), [9]])
+        TokenRuns([(0, 4), (9, 1)])
+        """
+        starts: list[int] = []
+        ends: list[int] = []
+        for part in parts:
+            if not isinstance(part, TokenRuns):
+                part = TokenRuns.from_ids(part)
+            _append_runs(starts, ends, part._starts, part._ends)
+        return TokenRuns._raw(starts, ends)
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def num_runs(self) -> int:
+        return len(self._starts)
+
+    def runs(self) -> Iterator[tuple[int, int]]:
+        """(start, length) of each run."""
+        prev = 0
+        for start, end in zip(self._starts, self._ends):
+            yield start, end - prev
+            prev = end
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    def __iter__(self) -> Iterator[int]:
+        return chain.from_iterable(range(s, s + n) for s, n in self.runs())
+
+    def __getitem__(self, index: Any) -> Any:
+        ends = self._ends
+        if index == -1 and ends:  # a row's last slot: the hot case, no bisect
+            return self._starts[-1] + ends[-1] - (ends[-2] if len(ends) > 1 else 0) - 1
+        n = ends[-1] if ends else 0
+        if isinstance(index, slice):
+            a, b, step = index.indices(n)
+            if step != 1:
+                return TokenRuns.from_ids(list(self)[index])
+            if b <= a:
+                return TokenRuns._raw([], [])
+            if a == 0 and b == n and type(self) is TokenRuns:
+                return self  # immutable: the whole of it is itself
+            i = bisect_right(ends, a)
+            j = bisect_left(ends, b, i)
+            first = self._starts[i] + a - (ends[i - 1] if i else 0)
+            if i == j:
+                return TokenRuns._raw([first], [b - a])
+            new_ends = [e - a for e in ends[i:j]] if a else ends[i:j]
+            new_ends.append(b - a)
+            starts = self._starts[i:j + 1]
+            starts[0] = first
+            return TokenRuns._raw(starts, new_ends)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError("TokenRuns index out of range")
+        i = bisect_right(ends, index)
+        return self._starts[i] + index - (ends[i - 1] if i else 0)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TokenRuns):
+            return self._ends == other._ends and self._starts == other._starts
+        if isinstance(other, list | tuple):
+            if len(other) != len(self):
+                return False
+            kind = type(other)
+            return all(other[b - n:b] == kind(range(s, s + n))
+                       for (s, n), b in zip(self.runs(), self._ends))
+        if isinstance(other, range):
+            return list(other) == list(self)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        # subtle: equal to a list or tuple of the same ints, but hashed only among TokenRuns
+        if self._hash is None:
+            self._hash = hash((tuple(self._starts), tuple(self._ends)))
+        return self._hash
+
+    def __repr__(self) -> str:
+        runs = list(self.runs())
+        more = f", ... {len(runs) - 8} more runs" if len(runs) > 8 else ""
+        return f"{type(self).__name__}({runs[:8]}{more})"
+
+    # ------------------------------------------------------------------ combining
+    def __add__(self, other: Any) -> TokenRuns:
+        if not isinstance(other, TokenRuns):
+            if not isinstance(other, list | tuple | range):
+                return NotImplemented
+            other = TokenRuns.from_ids(other)
+        starts, ends = list(self._starts), list(self._ends)
+        _append_runs(starts, ends, other._starts, other._ends)
+        return type(self)._raw(starts, ends)
+
+    def __radd__(self, other: Any) -> TokenRuns:
+        """list + runs: a mutable RunList (a list's + gives a list); tuple + runs: TokenRuns."""
+        if not isinstance(other, list | tuple | range):
+            return NotImplemented
+        left = TokenRuns.from_ids(other)
+        _append_runs(left._starts, left._ends, self._starts, self._ends)
+        return (RunList if isinstance(other, list) else TokenRuns)._raw(left._starts, left._ends)
+
+    def common_prefix_len(self, other: Sequence[int]) -> int:
+        """How many leading ints the two sequences share, in O(runs of both).
+
+        >>> TokenRuns([(0, 100)]).common_prefix_len(TokenRuns([(0, 60), (500, 9)]))
+        60
+        """
+        if not isinstance(other, TokenRuns):
+            return _common_prefix_plain(self, other)
+        a_s, a_e, b_s, b_e = self._starts, self._ends, other._starts, other._ends
+        n = min(len(self), len(other))
+        i = j = pos = 0
+        a_begin = b_begin = 0
+        while pos < n:
+            if a_s[i] + pos - a_begin != b_s[j] + pos - b_begin:
+                return pos
+            pos = min(a_e[i], b_e[j], n)
+            if pos == a_e[i]:
+                a_begin = pos
+                i += 1
+            if pos == b_e[j]:
+                b_begin = pos
+                j += 1
+        return n
+
+
+class RunList(TokenRuns):
+    """A mutable TokenRuns for a request's growing rows: append, extend, +=, slice assignment.
+    Slices are immutable TokenRuns snapshots; a RunList is never hashed.
+
+    >>> r = RunList(); r.append(5); r.append(6); r += [9]; r
+    RunList([(5, 2), (9, 1)])
+    >>> r[1:3] = [100, 101]; list(r)
+    [5, 100, 101]
+    """
+
+    __slots__ = ()
+    __hash__ = None  # type: ignore[assignment]
+
+    def append(self, value: int) -> None:
+        self.extend_run(value, 1)
+
+    def extend_run(self, start: int, length: int) -> None:
+        """Appends start, start + 1, ..., start + length - 1 in O(1)."""
+        if length <= 0:
+            return
+        starts, ends = self._starts, self._ends
+        if ends and starts[-1] + ends[-1] - (ends[-2] if len(ends) > 1 else 0) == start:
+            ends[-1] += length
+        else:
+            starts.append(start)
+            ends.append((ends[-1] if ends else 0) + length)
+
+    def extend(self, values: Iterable[int]) -> None:
+        if isinstance(values, range) and values.step == 1:
+            self.extend_run(values.start, len(values))
+            return
+        if not isinstance(values, TokenRuns):
+            values = TokenRuns.from_ids(values)
+        _append_runs(self._starts, self._ends, values._starts, values._ends)
+
+    def __iadd__(self, values: Iterable[int]) -> RunList:
+        self.extend(values)
+        return self
+
+    def __setitem__(self, index: slice, values: Iterable[int]) -> None:
+        if not isinstance(index, slice) or index.step not in (None, 1):
+            raise TypeError("RunList supports assignment to a contiguous slice only")
+        a, b, _ = index.indices(len(self))
+        new = TokenRuns.concat([self[:a], list(values) if not isinstance(values, TokenRuns)
+                                else values, self[max(a, b):]])
+        self._starts, self._ends = new._starts, new._ends
+
+    def clear(self) -> None:
+        self._starts, self._ends = [], []
+
+
+def _append_runs(starts: list[int], ends: list[int], more_s: list[int], more_e: list[int]) -> None:
+    """Appends canonical runs (more_s, more_e) to (starts, ends) in place, merging at the seam."""
+    if not more_s:
+        return
+    base = ends[-1] if ends else 0
+    k = 0
+    if ends:
+        last_len = ends[-1] - (ends[-2] if len(ends) > 1 else 0)
+        if starts[-1] + last_len == more_s[0]:
+            ends[-1] = base + more_e[0]
+            k = 1
+    starts.extend(more_s[k:])
+    ends.extend(e + base for e in more_e[k:])
+
+
+def _common_prefix_plain(a: Sequence[int], b: Sequence[int]) -> int:
+    """Common prefix of two sequences of any kind, by doubling windows then binary search."""
+    n = min(len(a), len(b))
+    a = a if isinstance(a, list) else list(a[:n])
+    b = b if isinstance(b, list) else list(b[:n])
+    lo, step = 0, 1
+    while lo < n:
+        hi = min(lo + step, n)
+        if a[lo:hi] != b[lo:hi]:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if a[lo:mid] == b[lo:mid]:
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
+        lo = hi
+        step *= 2
+    return n

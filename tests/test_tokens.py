@@ -1,0 +1,97 @@
+"""TokenRuns and RunList against plain lists (a model test), the tree over compact keys against
+the tree over the same ints as lists, and RunAllocator's accounting."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from radix.tokens import RunList, TokenRuns, common_prefix, common_prefix_from, joined
+from radix.tokens.slots import RunAllocator
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
+
+runs = st.lists(st.tuples(st.integers(-5, 40), st.integers(0, 6)), max_size=6)
+
+
+@given(runs, runs, st.integers(-12, 30), st.integers(-12, 30))
+def test_tokenruns_behave_like_the_list_of_their_ints(a, b, i, j):
+    x, y = TokenRuns(a), TokenRuns(b)
+    lx, ly = [s + k for s, n in a for k in range(n)], [s + k for s, n in b for k in range(n)]
+    assert list(x) == lx and len(x) == len(lx)
+    assert list(x[i:j]) == lx[i:j] and x[i:j] == lx[i:j]
+    if -len(lx) <= i < len(lx):
+        assert x[i] == lx[i]
+    assert (x == y) == (lx == ly) and (x == ly) == (lx == ly)
+    if lx == ly:
+        assert hash(x) == hash(y)
+    assert list(x + y) == lx + ly and list(ly + x) == ly + lx
+    assert list(TokenRuns.concat([x, ly, y])) == lx + ly + ly
+    cp = next((k for k, (p, q) in enumerate(zip(lx, ly)) if p != q), min(len(lx), len(ly)))
+    assert x.common_prefix_len(y) == common_prefix(lx, y) == common_prefix(lx, ly) == cp
+    lo, hi = sorted((abs(i), abs(j)))
+    assert common_prefix_from(x, y, lo, hi) == common_prefix(lx[lo:hi], ly[lo:hi])
+    assert TokenRuns.from_ids(lx) == x and x.num_runs <= len(a)
+
+
+@given(runs, st.lists(st.tuples(st.sampled_from(["append", "extend", "set", "run"]),
+                                st.integers(0, 30), st.integers(0, 5)), max_size=12))
+def test_runlist_mutations_follow_a_list(a, ops):
+    r, model = RunList(a), [s + k for s, n in a for k in range(n)]
+    for op, v, n in ops:
+        if op == "append":
+            r.append(v)
+            model.append(v)
+        elif op == "extend":
+            r.extend(range(v, v + n))
+            model.extend(range(v, v + n))
+        elif op == "run":
+            r.extend_run(v, n)
+            model.extend(range(v, v + n))
+        else:
+            lo, hi = sorted((v % (len(model) + 1), n))
+            r[lo:hi] = [v, v + 1]
+            model[lo:hi] = [v, v + 1]
+        assert list(r) == model and r == TokenRuns.from_ids(model)
+    with pytest.raises(TypeError):
+        hash(r)
+    assert isinstance(joined([], TokenRuns([(3, 2)])), RunList)
+    assert isinstance([1] + TokenRuns([(3, 2)]), RunList)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 20)), min_size=1,
+                         max_size=4), min_size=1, max_size=8), st.sampled_from([1, 4]))
+def test_the_tree_over_compact_keys_equals_the_tree_over_lists(prompts, page):
+    """The same inserts and matches with TokenRuns keys and with list keys: the same matches,
+    and the same tree (keys as lists)."""
+    compact, plain = RadixCache(page_size=page), RadixCache(page_size=page)
+    for spans in prompts:
+        t = TokenRuns((s * 100, n) for s, n in spans)
+        assert (compact.match_prefix(RadixKey(t)).prefix_len
+                == plain.match_prefix(RadixKey(list(t))).prefix_len)
+        assert compact.insert(RadixKey(t)).prefix_len == plain.insert(RadixKey(list(t))).prefix_len
+    a, b = compact.snapshot().nodes, plain.snapshot().nodes
+    assert [(n.id, list(n.token_ids), list(n.slot_ids)) for n in a] == [
+        (n.id, list(n.token_ids), list(n.slot_ids)) for n in b]
+    compact.check_invariants()
+
+
+def test_run_allocator_rows_continue_in_place_and_frees_are_checked():
+    """Two rows of 3: the second starts GAP ids after the first, so each can grow in place;
+    a double free or a free of ids never handed out raises."""
+    a = RunAllocator(20)
+    r1, r2 = a.alloc(3), a.alloc(3)
+    assert r1 == TokenRuns([(1, 3)]) and r2[0] == 1 + 3 + RunAllocator.GAP
+    assert a.next_after(3, 2) == 4
+    assert a.alloc_extend(r2[-1], 1) == TokenRuns([(r2[-1] + 1, 1)])
+    assert a.next_after(3) is None  # 3 is no longer that row's end: 5 is
+    assert a.next_after(5) == 6 and a.available_size() == 20 - 10
+    a.free(TokenRuns([(1, 6)]))
+    with pytest.raises(ValueError, match="not in use"):
+        a.free([2])
+    with pytest.raises(ValueError, match="not in use"):
+        a.free([10**9])
+    a.check_invariants()
+    assert a.available_size() == 16 and a.alloc(17) is None and a.alloc(16) is not None
