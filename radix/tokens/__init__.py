@@ -8,8 +8,15 @@ slots.py's RunAllocator hands out KV slots as runs.
 Follows nothing upstream. Leaves out: per-token storage of any kind.
 """
 
-from radix.tokens.ops import common_prefix, common_prefix_from, is_compact, joined, mutable_copy
+from radix.tokens.ops import (
+    common_prefix,
+    common_prefix_from,
+    frozen,
+    is_compact,
+    joined,
+    mutable_copy,
+)
 from radix.tokens.runs import RunList, TokenRuns
 
-__all__ = ["RunList", "TokenRuns", "common_prefix", "common_prefix_from", "is_compact", "joined",
-           "mutable_copy"]
+__all__ = ["RunList", "TokenRuns", "common_prefix", "common_prefix_from", "frozen", "is_compact",
+           "joined", "mutable_copy"]

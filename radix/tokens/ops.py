@@ -62,6 +62,20 @@ def is_compact(seq: Any) -> bool:
     return isinstance(seq, TokenRuns)
 
 
+def frozen(seq: Sequence[int]) -> tuple[int, ...] | TokenRuns:
+    """An immutable copy for an event or a snapshot: a tuple for plain input, a TokenRuns for
+    compact input (a RunList is frozen, never expanded per token).
+
+    >>> frozen([1, 2]), frozen(RunList([(4, 2)]))
+    ((1, 2), TokenRuns([(4, 2)]))
+    """
+    if isinstance(seq, TokenRuns):
+        if type(seq) is TokenRuns:
+            return seq
+        return TokenRuns._raw(list(seq._starts), list(seq._ends))
+    return tuple(seq)
+
+
 def mutable_copy(seq: Sequence[int]) -> list[int] | RunList:
     """A fresh mutable row with the same ints: a list for plain input, a RunList for compact
     input (so a request's row stays compact).

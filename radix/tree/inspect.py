@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from radix.tokens import frozen
 from radix.tree.node import NodeState, TreeNode, TreeSnapshot
 
 
@@ -23,7 +24,7 @@ def _node_state(node: TreeNode, evictable: bool) -> NodeState:
     return NodeState(
         id=node.id,
         parent=None if node.parent is None else node.parent.id,
-        token_ids=tuple(node.key.token_ids),
+        token_ids=frozen(node.key.token_ids),
         slot_ids=tuple(node.value),
         lock_ref=node.lock_ref,
         hit_count=node.hit_count,

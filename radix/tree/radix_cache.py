@@ -26,6 +26,7 @@ from typing import Any
 from radix import events as ev
 from radix.allocator import Allocator
 from radix.request import Req
+from radix.tokens import frozen
 from radix.tree import inspect, lifecycle
 from radix.tree.eviction import EvictionHeap, get_strategy
 from radix.tree.key import RadixKey, gallop_match
@@ -275,7 +276,7 @@ class RadixCache:
         self._nodes[leaf.id] = leaf
         self.evictable_size_ += len(key)
         if self._sink is not None:
-            self._emit(ev.NodeInserted(leaf.id, parent.id, tuple(key.token_ids), tuple(value),
+            self._emit(ev.NodeInserted(leaf.id, parent.id, frozen(key.token_ids), frozen(value),
                                        priority, t, key.extra_key, key.cache_salt))
         self._update_leaf_status(parent)
         self._update_leaf_status(leaf)
@@ -316,7 +317,7 @@ class RadixCache:
         self._free(slot_ids)
         if self._sink is not None:
             self._emit(ev.LeafSetChanged((), (node.id,)))
-            self._emit(ev.NodeEvicted(node.id, parent.id, len(slot_ids), tuple(slot_ids),
+            self._emit(ev.NodeEvicted(node.id, parent.id, len(slot_ids), frozen(slot_ids),
                                       node.heap_key))
         self._update_leaf_status(parent)  # it may become a candidate in this same call
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from radix import events as ev
+from radix.tokens import frozen
 from radix.tree.inspect import child_sort_key
 from radix.tree.node import ROOT_PRIORITY, NodeState, TreeSnapshot
 
@@ -99,7 +100,7 @@ class TreeModel:
 
 def _state(nid: int, r: NodeRecord) -> NodeState:
     return NodeState(
-        nid, r.parent, tuple(r.token_ids), tuple(r.slot_ids), r.lock_ref, r.hit_count,
+        nid, r.parent, frozen(r.token_ids), frozen(r.slot_ids), r.lock_ref, r.hit_count,
         r.last_access_time, r.creation_time, r.priority, r.evictable_leaf, r.extra_key,
         r.cache_salt, tuple(r.child_ids),
     )
