@@ -1,6 +1,6 @@
-"""compare, configs, simulate and explain agree on the same trace and settings: on a hand-made
-duplicate trace (identical figures) and on the Mooncake excerpt (request by request, once the
-simulator's in-flight tokens are accounted for)."""
+"""compare, configs, simulate, explain and the Trace debugger agree on the same trace and
+settings: on a hand-made duplicate trace (identical figures) and on the Mooncake excerpt
+(request by request, once the simulator's in-flight tokens are accounted for)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from radix.runs.compare import compare, output_tokens, run_blocks, run_tree, tra
 from radix.runs.explain import explain
 from radix.runs.sim import CONFIGS, SimConfig, simulate
 from radix.traces import load_trace
+from scenarios.trace import replay
 
 EXCERPT = Path(__file__).resolve().parents[1] / "examples" / "traces" / "mooncake_excerpt.jsonl"
 UNBOUNDED = 10**9
@@ -52,6 +53,20 @@ def test_duplicate_trace_same_figures_everywhere(tmp_path, capsys):
     e = explain(load_trace(path), SimConfig(policy="fcfs"), what_if=False)
     assert (e.totals["tree"]["hit"], e.totals["blocks"]["hit"]) == (3_145, 3_104)
     assert e.totals["tree"]["last_token_cap"] == 3 and e.totals["tree"]["in_flight"] == 0
+    page = replay(path.read_bytes(), path.name, capacity=UNBOUNDED)  # the Trace debugger's run
+    assert (page.stats["tree"]["hit_tokens"], page.stats["blocks"]["hit_tokens"]) == (3_145, 3_104)
+    assert page.stats["tree"]["prompt_tokens"] == c["tree"]["prompt_tokens"] == 4_248
+
+
+def test_trace_debugger_equals_compare_on_the_excerpt():
+    """The page's replay (its own event log and block keyframes) and compare: the same hits,
+    prefills and evictions for both caches, at a capacity that evicts."""
+    page = replay(EXCERPT.read_bytes(), EXCERPT.name, capacity=400_000)
+    c = compare(load_trace(EXCERPT), 400_000)
+    for cache in ("tree", "blocks"):
+        for figure in ("requests", "rejected", "prompt_tokens", "hit_tokens", "evicted_tokens"):
+            assert page.stats[cache][figure] == c[cache][figure], (cache, figure)
+    assert c["tree"]["evicted_tokens"] > 0
 
 
 def test_configs_is_simulate_for_each_configuration(tmp_path, capsys):
