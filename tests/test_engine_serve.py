@@ -9,23 +9,19 @@ tokens, so the module runs in well under a minute on two cores after the model l
 from __future__ import annotations
 
 import json
-import queue
-import subprocess
-import sys
-import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
 openai = pytest.importorskip("openai")
 
+from enginehelp import engine_serve  # noqa: E402
+
 from radix.blocks.hashing import hash_block_tokens  # noqa: E402
 from radix.watch.subscriber import Watcher, parse_endpoint  # noqa: E402
 
 pytestmark = pytest.mark.engine
-ROOT = Path(__file__).resolve().parent.parent
 MODEL = "SmolLM2-135M-Instruct"
 SYSTEM = ("You are the assistant of a shop for hiking gear. Answer every question about tents, "
           "stoves and boots in one short sentence.")
@@ -33,27 +29,9 @@ SYSTEM = ("You are the assistant of a shop for hiking gear. Answer every questio
 
 @pytest.fixture(scope="module")
 def server():
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engine", "serve", "--port", "0", "--dp", "2", "--device", "cpu",
-         "--capacity", "4096", "--kv-events-endpoint", "tcp://*:0",
-         "--kv-replay-endpoint", "tcp://*:0"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
-    seen = []
-    try:
-        while not seen or seen[-1].strip() != "ready":
-            try:
-                seen.append(lines.get(timeout=180))
-            except queue.Empty:
-                pytest.fail("engine serve did not start:\n" + "".join(seen))
-            assert proc.poll() is None, "".join(seen)
-        url = seen[0].split()[2]
+    with engine_serve() as seen:
         endpoints = [line.split(": ", 1)[1].strip() for line in seen if "kv events rank" in line]
-        yield url, endpoints
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        yield seen[0].split()[2], endpoints
 
 
 def _get(url: str, path: str) -> dict:

@@ -14,16 +14,17 @@ Both clocks are counters that tick on every read, so time orders agree.
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
+import itertools
 import random
 import sys
 import types
 from array import array
 from pathlib import Path
-from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from wheels import load, mocks, packages, run_seeds, wheel_args, wheel_parser  # noqa: E402
 
 from radix.tree.eviction import POLICIES  # noqa: E402
 from radix.tree.key import RadixKey  # noqa: E402
@@ -35,22 +36,11 @@ STUBBED = ["allocator", "events", "memory_pool", "unified_cache.component_type"]
 def load_sglang(root: Path):
     """(radix_cache module, base_prefix_cache module, cache_init_params module)."""
     src = root / "sglang" / "srt"
-
-    def load(name: str, path: Path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module
-
-    for name in ["sglang", "sglang.srt", "sglang.srt.mem_cache", "sglang.srt.utils",
-                 "sglang.srt.mem_cache.unified_cache", "sglang.srt.observability"]:
-        sys.modules[name] = types.ModuleType(name)
-        sys.modules[name].__path__ = []
-    for name in [f"sglang.srt.mem_cache.{m}" for m in STUBBED] + [
-            "sglang.srt.observability.metrics_collector", "sglang.srt.runtime_context",
-            "sglang.srt.utils.common"]:
-        sys.modules[name] = mock.MagicMock(name=name)
+    packages("sglang", "sglang.srt", "sglang.srt.mem_cache", "sglang.srt.utils",
+             "sglang.srt.mem_cache.unified_cache", "sglang.srt.observability")
+    mocks(*[f"sglang.srt.mem_cache.{m}" for m in STUBBED],
+          "sglang.srt.observability.metrics_collector", "sglang.srt.runtime_context",
+          "sglang.srt.utils.common")
     policy = load("sglang.srt.mem_cache.evict_policy", src / "mem_cache/evict_policy.py")
     utils = types.ModuleType("sglang.srt.mem_cache.utils")
     factories = {"lru": policy.LRUStrategy, "lfu": policy.LFUStrategy,
@@ -130,22 +120,11 @@ def run(sg_mods, seed: int, page: int, policy: str, num_ops: int = 60) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sglang_root", type=Path, help="folder holding the unpacked sglang package")
-    ap.add_argument("--seeds", type=int, default=40)
-    args = ap.parse_args()
-    if not (args.sglang_root / "sglang" / "srt" / "mem_cache" / "radix_cache.py").exists():
-        ap.error(f"{args.sglang_root}: no sglang/srt/mem_cache/radix_cache.py there")
-    mods = load_sglang(args.sglang_root)
-    ops = failures = 0
-    for policy in POLICIES:
-        for page in (1, 2, 4, 16):
-            for seed in range(args.seeds):
-                try:
-                    ops += run(mods, seed, page, policy)
-                except AssertionError as exc:
-                    failures += 1
-                    print("MISMATCH", exc)
+    args = wheel_args(wheel_parser(__doc__, "sglang", seeds=40),
+                      "sglang/srt/mem_cache/radix_cache.py")
+    mods = load_sglang(args.root)
+    cases = itertools.product(POLICIES, (1, 2, 4, 16), range(args.seeds))
+    ops, failures = run_seeds(lambda policy, page, seed: run(mods, seed, page, policy), cases)
     print(f"{ops:,} ops compared, {failures} mismatching runs")
     return 1 if failures else 0
 

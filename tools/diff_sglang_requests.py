@@ -18,10 +18,9 @@ managers/schedule_batch.py, since that module needs a GPU stack.
 
 from __future__ import annotations
 
-import argparse
+import itertools
 import random
 import sys
-import traceback
 from array import array
 from pathlib import Path
 from types import SimpleNamespace
@@ -31,7 +30,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from diff_sglang_schedule import _load, load_schedule  # noqa: E402
+from diff_sglang_schedule import load_schedule  # noqa: E402
+from wheels import load, run_seeds, wheel_args, wheel_parser  # noqa: E402
 
 from radix.allocator import SlotAllocator  # noqa: E402
 from radix.request import Req  # noqa: E402
@@ -45,12 +45,12 @@ STATS = dict.fromkeys(["evictions", "retractions", "chunks", "finishes", "over_a
                        "aborts", "prompt_splits", "admissions", "decode_steps"], 0)
 
 
-def load(root: Path) -> SimpleNamespace:
+def load_lifecycle(root: Path) -> SimpleNamespace:
     radix, base, params, _ = load_schedule(root)
     common = sys.modules["sglang.srt.mem_cache.common"]
     common.ceil_align = radix.ceil_align = lambda x, a: -(-x // a) * a
     common.page_interleave_shard_size = lambda allocator: 1
-    alloc_base = _load("sglang.srt.mem_cache.allocator.base",
+    alloc_base = load("sglang.srt.mem_cache.allocator.base",
                        root / "sglang/srt/mem_cache/allocator/base.py")
     return SimpleNamespace(radix=radix, base=base, params=params, common=common,
                            alloc_base=alloc_base)
@@ -447,24 +447,13 @@ def run(sg, seed: int, page: int, policy: str, num_ops: int) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sglang_root", type=Path, help="folder holding the unpacked sglang package")
-    ap.add_argument("--seeds", type=int, default=40)
+    ap = wheel_parser(__doc__, "sglang", seeds=40)
     ap.add_argument("--ops", type=int, default=60, help="lifecycle ops per run")
-    args = ap.parse_args()
-    if not (args.sglang_root / "sglang" / "srt" / "mem_cache" / "common.py").exists():
-        ap.error(f"{args.sglang_root}: no sglang/srt/mem_cache/common.py there")
-    sg = load(args.sglang_root)
-    ops = failures = 0
-    for policy in POLICIES:
-        for page in (1, 16):
-            for seed in range(args.seeds):
-                try:
-                    ops += run(sg, seed, page, policy, args.ops)
-                except Exception as exc:  # an assertion, or either side raising
-                    failures += 1
-                    print("MISMATCH", exc if isinstance(exc, AssertionError)
-                          else traceback.format_exc())
+    args = wheel_args(ap, "sglang/srt/mem_cache/common.py")
+    sg = load_lifecycle(args.root)
+    cases = itertools.product(POLICIES, (1, 16), range(args.seeds))
+    ops, failures = run_seeds(lambda policy, page, seed: run(sg, seed, page, policy, args.ops),
+                              cases)
     print("exercised:", ", ".join(f"{k} {v:,}" for k, v in STATS.items()))
     print(f"{ops:,} request-level ops compared, {failures} mismatching runs")
     return 1 if failures else 0

@@ -13,8 +13,7 @@ policy, each request's capped match, the deprioritized set, the trees, the acces
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
+import itertools
 import random
 import sys
 import types
@@ -27,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from diff_sglang import load_sglang, shape  # noqa: E402
+from wheels import load, mocks, packages, run_seeds, wheel_args, wheel_parser  # noqa: E402
 
 from radix.request import Req  # noqa: E402
 from radix.sched.policy import POLICIES, SchedulePolicy  # noqa: E402
@@ -37,14 +37,6 @@ STATS = {"deprioritized": 0, "fallback": 0, "matched": 0}  # rounds where each o
 ENV_DEFAULTS = {"SGLANG_RADIX_FORCE_MISS": False, "SGLANG_EXACT_CHUNK_FILL": False,
                 "SGLANG_PREFILL_TILE_BUDGET": 0, "SGLANG_PREFILL_TILE_BUDGET_MODE": "compact",
                 "SGLANG_ENABLE_WAITING_PREFIX_REFRESH": True}
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def load_schedule(root: Path):
@@ -62,23 +54,19 @@ def load_schedule(root: Path):
     ctx.get_disagg.return_value.disaggregation_mode = "null"
     ctx.get_memory.return_value.radix_eviction_policy = "lru"
     sys.modules[ctx._mock_name] = ctx
-    for name in ["sglang.kernels", "sglang.kernels.ops", "sglang.kernels.ops.memory",
-                 "sglang.kernels.ops.memory.common", "sglang.srt.managers.prefill_delayer",
-                 "sglang.srt.dllm", "sglang.srt.dllm.config", "sglang.srt.managers.schedule_batch",
-                 "sglang.srt.mem_cache.allocator.hisparse",
-                 "sglang.srt.mem_cache.allocator.page_interleave",
-                 "sglang.srt.mem_cache.allocator.swa",
-                 "sglang.srt.mem_cache.allocator.unified_hybrid_swa",
-                 "sglang.srt.mem_cache.allocator.unified_mamba",
-                 "sglang.srt.mem_cache.hicache_storage",
-                 "sglang.srt.mem_cache.unified_cache.components",
-                 "sglang.srt.mem_cache.unified_radix_cache", "sglang.srt.model_executor",
-                 "sglang.srt.model_executor.encoder_swa_replay"]:
-        sys.modules[name] = mock.MagicMock(name=name)
-    sys.modules["sglang.srt.managers"] = types.ModuleType("sglang.srt.managers")
-    sys.modules["sglang.srt.managers"].__path__ = []
-    _load("sglang.srt.mem_cache.common", src / "mem_cache/common.py")
-    policy = _load("sglang.srt.managers.schedule_policy", src / "managers/schedule_policy.py")
+    mocks("sglang.kernels", "sglang.kernels.ops", "sglang.kernels.ops.memory",
+          "sglang.kernels.ops.memory.common", "sglang.srt.managers.prefill_delayer",
+          "sglang.srt.dllm", "sglang.srt.dllm.config", "sglang.srt.managers.schedule_batch",
+          "sglang.srt.mem_cache.allocator.hisparse",
+          "sglang.srt.mem_cache.allocator.page_interleave", "sglang.srt.mem_cache.allocator.swa",
+          "sglang.srt.mem_cache.allocator.unified_hybrid_swa",
+          "sglang.srt.mem_cache.allocator.unified_mamba", "sglang.srt.mem_cache.hicache_storage",
+          "sglang.srt.mem_cache.unified_cache.components",
+          "sglang.srt.mem_cache.unified_radix_cache", "sglang.srt.model_executor",
+          "sglang.srt.model_executor.encoder_swa_replay")
+    packages("sglang.srt.managers")
+    load("sglang.srt.mem_cache.common", src / "mem_cache/common.py")
+    policy = load("sglang.srt.managers.schedule_policy", src / "managers/schedule_policy.py")
     return radix, base, params, policy
 
 
@@ -187,24 +175,14 @@ def run(mods, seed: int, page: int, policy: str, prio: tuple[bool, bool],
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sglang_root", type=Path, help="folder holding the unpacked sglang package")
-    ap.add_argument("--seeds", type=int, default=30)
-    args = ap.parse_args()
-    if not (args.sglang_root / "sglang/srt/managers/schedule_policy.py").exists():
-        ap.error(f"{args.sglang_root}: no sglang/srt/managers/schedule_policy.py there")
-    mods = load_schedule(args.sglang_root)
-    rounds = failures = 0
-    for policy in POLICIES:
-        for prio in ((False, False), (True, False), (True, True)):
-            for thresholds in ((32, 32), (4, 4), (-1, 4)):
-                for page in (1, 4):
-                    for seed in range(args.seeds):
-                        try:
-                            rounds += run(mods, seed, page, policy, prio, thresholds)
-                        except AssertionError as exc:
-                            failures += 1
-                            print("MISMATCH", exc)
+    args = wheel_args(wheel_parser(__doc__, "sglang", seeds=30),
+                      "sglang/srt/managers/schedule_policy.py")
+    mods = load_schedule(args.root)
+    cases = itertools.product(POLICIES, ((False, False), (True, False), (True, True)),
+                              ((32, 32), (4, 4), (-1, 4)), (1, 4), range(args.seeds))
+    rounds, failures = run_seeds(
+        lambda policy, prio, thresholds, page, seed: run(mods, seed, page, policy, prio,
+                                                         thresholds), cases)
     print(f"{rounds:,} calc_priority rounds compared, {failures} mismatching runs; rounds with "
           f"a cached match {STATS['matched']:,}, in-batch deprioritization "
           f"{STATS['deprioritized']:,}, LPM's FCFS fallback {STATS['fallback']:,}")

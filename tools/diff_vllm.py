@@ -19,19 +19,26 @@ by ours, must be the same bytes. Even seeds use our fast default hash (values di
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import logging
 import random
 import sys
-import traceback
 import types
 from pathlib import Path
-from unittest import mock
 
 import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from wheels import (  # noqa: E402
+    AnyClasses,
+    load,
+    mocks,
+    packages,
+    run_seeds,
+    wheel_args,
+    wheel_parser,
+)
 
 from radix.blocks.hashing import BlockHasher, hash_request_tokens, hash_to_int64  # noqa: E402
 from radix.blocks.kv_events import EventBatch, encode_batch  # noqa: E402
@@ -45,43 +52,23 @@ KV_EVENT_NAMES = {"BlockStored", "BlockRemoved", "AllBlocksCleared"}
 STATS = {"byte_batches": 0}  # KV-event batches compared byte for byte
 
 
-class _Classes(types.ModuleType):
-    """A stub module whose every attribute is a fresh class (isinstance and `|` work)."""
-
-    def __getattr__(self, name: str):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        cls = type(name, (), {})
-        setattr(self, name, cls)
-        return cls
-
-
 def load_vllm(root: Path) -> types.SimpleNamespace:
+    """vLLM's prefix cache (block pool, manager, hashing) and its real kv_events module (msgspec
+    structs and ZmqEventPublisher)."""
     src = root / "vllm"
-
-    def load(name: str, path: Path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module
-
-    for name in ["vllm", "vllm.v1", "vllm.v1.core", "vllm.utils", "vllm.distributed",
-                 "vllm.multimodal", "vllm.v1.hisparse"]:
-        sys.modules[name] = types.ModuleType(name)
-        sys.modules[name].__path__ = []
-    for name in ["vllm.config", "vllm.multimodal.utils", "vllm.v1.core.kv_cache_metrics",
-                 "vllm.v1.request", "vllm.v1.utils", "vllm.v1.kv_cache_spec_registry"]:
-        sys.modules[name] = mock.MagicMock(name=name)
+    packages("vllm", "vllm.v1", "vllm.v1.core", "vllm.utils", "vllm.distributed",
+             "vllm.multimodal", "vllm.v1.hisparse", "vllm.config")
+    mocks("vllm.multimodal.utils", "vllm.v1.core.kv_cache_metrics", "vllm.v1.request",
+          "vllm.v1.utils", "vllm.v1.kv_cache_spec_registry", "vllm.config.kv_events",
+          "vllm.utils.network_utils")
+    sys.modules["vllm.config"].VllmConfig = object
     for name in ["vllm.v1.kv_cache_interface", "vllm.v1.hisparse.block_pool"]:
-        sys.modules[name] = _Classes(name)
+        sys.modules[name] = AnyClasses(name)
     logger = sys.modules["vllm.logger"] = types.ModuleType("vllm.logger")
     logger.init_logger = logging.getLogger
     envs = sys.modules["vllm.envs"] = types.ModuleType("vllm.envs")
-    envs.VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES = True  # events carry low-64-bit ints, as ours
+    envs.VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES = True  # vLLM's default: low-64-bit ints, as ours
     sys.modules["vllm"].envs = envs
-    for name in ["zmq", "vllm.config.kv_events", "vllm.utils.network_utils"]:
-        sys.modules[name] = mock.MagicMock(name=name)
     load("vllm.utils.math_utils", src / "utils/math_utils.py")
     hashing = load("vllm.utils.hashing", src / "utils/hashing.py")
     utils = load("vllm.v1.core.kv_cache_utils", src / "v1/core/kv_cache_utils.py")
@@ -314,21 +301,10 @@ def run(v, seed: int, num_ops: int = 80) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("vllm_root", type=Path, help="folder holding the unpacked vllm package")
-    ap.add_argument("--seeds", type=int, default=400)
-    args = ap.parse_args()
-    if not (args.vllm_root / "vllm" / "v1" / "core" / "block_pool.py").exists():
-        ap.error(f"{args.vllm_root}: no vllm/v1/core/block_pool.py there")
-    v = load_vllm(args.vllm_root)
+    args = wheel_args(wheel_parser(__doc__, "vllm", seeds=400), "vllm/v1/core/block_pool.py")
+    v = load_vllm(args.root)
     logging.disable(logging.WARNING)  # vLLM's "Failed to reset prefix cache" is expected here
-    ops = failures = 0
-    for seed in range(args.seeds):
-        try:
-            ops += run(v, seed)
-        except Exception as exc:  # an assertion, or either side raising
-            failures += 1
-            print("MISMATCH", exc if isinstance(exc, AssertionError) else traceback.format_exc())
+    ops, failures = run_seeds(lambda seed: run(v, seed), ((seed,) for seed in range(args.seeds)))
     print(f"{STATS['byte_batches']:,} KV-event batches compared byte for byte")
     print(f"{ops:,} ops compared, {failures} mismatching runs")
     return 1 if failures else 0

@@ -2,10 +2,10 @@
 
 Loads vllm/distributed/kv_events.py (the real msgspec structs and publisher), block_pool.py,
 kv_cache_utils.py, single_type_kv_cache_manager.py and utils/hashing.py from an unpacked vLLM
-wheel (stubbing the modules they import, as tools/diff_vllm.py does), and runs two data-parallel
-ranks: each a FullAttentionManager + BlockPool driven by random requests (shared prefixes, small
-pools that evict, chunked prefill, decode, finish, an occasional reset_prefix_cache), its events
-taken after every step and published as vLLM's scheduler does (one KVEventBatch per non-empty
+wheel (through tools/diff_vllm.py's loader), and runs two data-parallel ranks: each a
+FullAttentionManager + BlockPool driven by random requests (shared prefixes, small pools that
+evict, chunked prefill, decode, finish, an occasional reset_prefix_cache), its events taken
+after every step and published as vLLM's scheduler does (one KVEventBatch per non-empty
 step) by a ZmqEventPublisher of that rank (ports offset by the rank, replay buffer on). Our
 `Watcher` subscribes from the start, a second one joins half-way (replay catch-up); at the end
 both must hold exactly vLLM's cached blocks: the hash set (low 64 bits, as the events carry
@@ -17,65 +17,23 @@ from the parent's digest) to the pool's own digest.
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import logging
 import random
 import socket
 import sys
 import time
-import types
 from pathlib import Path
-from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from diff_vllm import VReq, VSide, _Classes  # noqa: E402
+from diff_vllm import VReq, VSide, load_vllm  # noqa: E402
+from wheels import run_seeds, wheel_args, wheel_parser  # noqa: E402
 
 from radix.watch.subscriber import Watcher, expand_dp, parse_endpoint  # noqa: E402
 
 LOW64 = (1 << 64) - 1
-
-
-def load_vllm(root: Path) -> types.SimpleNamespace:
-    """vLLM's prefix cache and its real kv_events module (publisher and structs)."""
-    src = root / "vllm"
-
-    def load(name: str, path: Path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module
-
-    for name in ["vllm", "vllm.v1", "vllm.v1.core", "vllm.utils", "vllm.distributed",
-                 "vllm.multimodal", "vllm.v1.hisparse", "vllm.config"]:
-        sys.modules[name] = types.ModuleType(name)
-        sys.modules[name].__path__ = []
-    for name in ["vllm.multimodal.utils", "vllm.v1.core.kv_cache_metrics", "vllm.v1.request",
-                 "vllm.v1.utils", "vllm.v1.kv_cache_spec_registry", "vllm.config.kv_events",
-                 "vllm.utils.network_utils", "cbor2"]:
-        sys.modules[name] = mock.MagicMock(name=name)
-    sys.modules["vllm.config"].VllmConfig = object
-    for name in ["vllm.v1.kv_cache_interface", "vllm.v1.hisparse.block_pool"]:
-        sys.modules[name] = _Classes(name)
-    logger = sys.modules["vllm.logger"] = types.ModuleType("vllm.logger")
-    logger.init_logger = logging.getLogger
-    envs = sys.modules["vllm.envs"] = types.ModuleType("vllm.envs")
-    envs.VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES = True  # vLLM's default
-    sys.modules["vllm"].envs = envs
-    load("vllm.utils.math_utils", src / "utils/math_utils.py")
-    hashing = load("vllm.utils.hashing", src / "utils/hashing.py")
-    utils = load("vllm.v1.core.kv_cache_utils", src / "v1/core/kv_cache_utils.py")
-    events = load("vllm.distributed.kv_events", src / "distributed/kv_events.py")
-    pool = load("vllm.v1.core.block_pool", src / "v1/core/block_pool.py")
-    stm = load("vllm.v1.core.single_type_kv_cache_manager",
-               src / "v1/core/single_type_kv_cache_manager.py")
-    utils.init_none_hash(hashing.sha256)
-    spec_cls = sys.modules["vllm.v1.kv_cache_interface"].FullAttentionSpec
-    return types.SimpleNamespace(utils=utils, pool=pool, stm=stm, hashing=hashing,
-                                 events=events, spec_cls=spec_cls)
+STATS = dict.fromkeys(["batches", "blocks", "checked", "replayed"], 0)  # over all seeds
 
 
 def free_ports(n: int) -> int:
@@ -183,9 +141,8 @@ def settle(watchers: list[Watcher], ranks: list[Rank], timeout: float = 20.0) ->
             return
 
 
-def run(v, seed: int, steps: int) -> tuple[int, int, int, int, list[str]]:
-    """(batches published, blocks cached at the end, blocks token-checked, batches the late
-    watcher replayed, problems)."""
+def run(v, seed: int, steps: int) -> int:
+    """Runs one seed, adds its counts to STATS, asserts both watchers hold vLLM's blocks."""
     pub_base, replay_base = free_ports(2), free_ports(2)
     ranks = [Rank(v, r, seed, pub_base, replay_base) for r in range(2)]
     spec = [parse_endpoint(f"tcp://127.0.0.1:{pub_base},tcp://127.0.0.1:{replay_base}")]
@@ -203,11 +160,13 @@ def run(v, seed: int, steps: int) -> tuple[int, int, int, int, list[str]]:
         watchers = [early] + ([late] if late else [])
         settle(watchers, ranks)
         results = [compare(v, w, ranks) for w in watchers]
+        STATS["batches"] += sum(r.published for r in ranks)
+        STATS["blocks"] += sum(len(r.truth(v)) for r in ranks)
+        STATS["checked"] += sum(c for _, c in results)
+        STATS["replayed"] += sum(s.counts["replayed"] for s in late.streams) if late else 0
         problems = [p for found, _ in results for p in found]
-        blocks = sum(len(r.truth(v)) for r in ranks)
-        replayed = sum(s.counts["replayed"] for s in late.streams) if late else 0
-        return (sum(r.published for r in ranks), blocks, sum(c for _, c in results), replayed,
-                problems)
+        assert not problems, f"seed {seed}:\n  " + "\n  ".join(problems[:5])
+        return 1
     finally:
         for w in (early, late):
             if w is not None:
@@ -217,26 +176,17 @@ def run(v, seed: int, steps: int) -> tuple[int, int, int, int, list[str]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("vllm_root", type=Path, help="folder holding the unpacked vllm package")
-    ap.add_argument("--seeds", type=int, default=20)
+    ap = wheel_parser(__doc__, "vllm", seeds=20)
     ap.add_argument("--steps", type=int, default=150, help="scheduler steps per rank and seed")
-    args = ap.parse_args()
-    if not (args.vllm_root / "vllm" / "distributed" / "kv_events.py").exists():
-        ap.error(f"{args.vllm_root}: no vllm/distributed/kv_events.py there")
-    v = load_vllm(args.vllm_root)
+    args = wheel_args(ap, "vllm/distributed/kv_events.py")
+    v = load_vllm(args.root)
     logging.disable(logging.WARNING)
-    batches = blocks = checked = replayed = failures = 0
-    for seed in range(args.seeds):
-        n, b, c, r, problems = run(v, seed, args.steps)
-        batches, blocks, checked, replayed = batches + n, blocks + b, checked + c, replayed + r
-        if problems:
-            failures += 1
-            print(f"seed {seed}: MISMATCH\n  " + "\n  ".join(problems[:5]))
-    print(f"{args.seeds} seeds x 2 ranks x 2 watchers: {batches:,} batches published by vLLM's "
-          f"ZmqEventPublisher ({replayed:,} caught up by replay), {blocks:,} cached blocks in "
-          f"vLLM's pools at the ends, {checked:,} watched blocks' token ids re-hashed, "
-          f"{failures} mismatching seeds")
+    _, failures = run_seeds(lambda seed: run(v, seed, args.steps),
+                            ((seed,) for seed in range(args.seeds)))
+    print(f"{args.seeds} seeds x 2 ranks x 2 watchers: {STATS['batches']:,} batches published by "
+          f"vLLM's ZmqEventPublisher ({STATS['replayed']:,} caught up by replay), "
+          f"{STATS['blocks']:,} cached blocks in vLLM's pools at the ends, {STATS['checked']:,} "
+          f"watched blocks' token ids re-hashed, {failures} mismatching seeds")
     return 1 if failures else 0
 
 

@@ -1,8 +1,8 @@
 """Regenerates tests/data/vllm/*.json from vLLM's own code (a tool, not a test: needs the wheel).
 
 Loads vllm/distributed/kv_events.py (the msgspec structs), vllm/utils/hashing.py and
-vllm/v1/core/kv_cache_utils.py from an unpacked vLLM wheel (checked with 0.33.0), with stubs for
-what they import, then writes:
+vllm/v1/core/kv_cache_utils.py from an unpacked vLLM wheel (checked with 0.33.0) through
+tools/diff_vllm.py's loader, then writes:
   kv_event_vectors.json  EventBatches encoded by vLLM's structs and msgspec's Encoder, as its
                          publisher does: every event kind, rank unset and set, lora_name, media,
                          extra_keys, bytes hashes, groups, cache-spec fields, every optional field
@@ -15,75 +15,22 @@ what they import, then writes:
 
 from __future__ import annotations
 
-import argparse
-import importlib.util
 import json
-import logging
 import os
 import sys
-import types
 from pathlib import Path
 from types import SimpleNamespace
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from diff_vllm import load_vllm  # noqa: E402
+from wheels import wheel_args, wheel_parser  # noqa: E402
+
+from radix.blocks.kv_events import jsonable  # noqa: E402
+
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "vllm"
 TS = 1_700_000_000.25
-
-
-class _Anything(types.ModuleType):
-    """A stub module: every attribute is a fresh class (enough for type hints and imports)."""
-
-    def __getattr__(self, name: str):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        cls = type(name, (), {})
-        setattr(self, name, cls)
-        return cls
-
-
-def _stub(name: str, **attrs) -> types.ModuleType:
-    module = _Anything(name)
-    module.__path__ = []
-    module.__dict__.update(attrs)
-    sys.modules[name] = module
-    return module
-
-
-def _load(name: str, path: Path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def load_vllm(root: Path) -> SimpleNamespace:
-    src = root / "vllm"
-    envs = SimpleNamespace(VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=True)  # vLLM's default
-    for name in ["vllm", "vllm.config", "vllm.config.kv_events", "vllm.distributed", "vllm.utils",
-                 "vllm.multimodal", "vllm.multimodal.utils", "vllm.v1", "vllm.v1.core",
-                 "vllm.v1.kv_cache_interface", "vllm.v1.kv_cache_spec_registry",
-                 "vllm.v1.request", "vllm.v1.utils", "zmq"]:
-        _stub(name)
-    sys.modules["vllm"].envs = sys.modules["vllm.envs"] = envs
-    _stub("vllm.logger", init_logger=logging.getLogger)
-    _stub("vllm.utils.math_utils", cdiv=lambda a, b: -(a // -b))
-    _stub("vllm.utils.network_utils", get_ip=lambda: "127.0.0.1",
-          get_tcp_uri=lambda ip, port: f"tcp://{ip}:{port}",
-          is_valid_ipv6_address=lambda ip: False, split_zmq_path=lambda p: ("tcp", "", "0"))
-    hashing = _load("vllm.utils.hashing", src / "utils/hashing.py")
-    utils = _load("vllm.v1.core.kv_cache_utils", src / "v1/core/kv_cache_utils.py")
-    events = _load("vllm.distributed.kv_events", src / "distributed/kv_events.py")
-    return SimpleNamespace(hashing=hashing, utils=utils, events=events)
-
-
-def _jsonable(value):
-    if isinstance(value, bytes):
-        return {"bytes": value.hex()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    return value
 
 
 STORED = dict(block_hashes=[0x0123456789ABCDEF], parent_block_hash=None, token_ids=[1, 2, 3, 4],
@@ -140,7 +87,7 @@ def kv_event_vectors(v) -> dict:
         data = encoder.encode(batch)
         assert encoder.encode(decoder.decode(data)) == data
         out.append({"description": description, "ts": TS, "data_parallel_rank": rank,
-                    "events": [_jsonable({"type": name, **fields}) for name, fields in events],
+                    "events": [jsonable({"type": name, **fields}) for name, fields in events],
                     "hex": data.hex()})
     return {"source": "vllm/distributed/kv_events.py, msgspec.msgpack.Encoder()",
             "msgspec": msgspec.__version__, "vectors": out}
@@ -181,16 +128,13 @@ def hash_vectors(v) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("vllm_root", type=Path, help="folder holding the unpacked vllm package")
+    ap = wheel_parser(__doc__, "vllm")
     ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args()
-    if not (args.vllm_root / "vllm" / "distributed" / "kv_events.py").exists():
-        ap.error(f"{args.vllm_root}: no vllm/distributed/kv_events.py there")
+    args = wheel_args(ap, "vllm/distributed/kv_events.py")
     if "PYTHONHASHSEED" in os.environ:
         ap.error("run with PYTHONHASHSEED unset (env -u PYTHONHASHSEED ...): vLLM's seed is "
                  "then its fixed 'vllm-none-hash'")
-    v = load_vllm(args.vllm_root)
+    v = load_vllm(args.root)
     args.out.mkdir(parents=True, exist_ok=True)
     for name, data in (("kv_event_vectors.json", kv_event_vectors(v)),
                        ("hash_vectors.json", hash_vectors(v))):

@@ -293,13 +293,18 @@ def read_batches(stream: BinaryIO) -> Iterator[EventBatch]:
         yield batch_from_wire(raw, f"batch {i}")
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """A wire value as JSON can hold it: bytes become {"bytes": hex}, tuples lists.
+
+    >>> jsonable({"block_hashes": [b"\\x0a", 7], "extra_keys": [("lora", None)]})
+    {'block_hashes': [{'bytes': '0a'}, 7], 'extra_keys': [['lora', None]]}
+    """
     if isinstance(value, bytes):
         return {"bytes": value.hex()}
     if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
+        return {k: jsonable(v) for k, v in value.items()}
     return value
 
 
@@ -311,7 +316,7 @@ def batch_to_json(batch: EventBatch) -> str:
     '{"ts": 2.0, "data_parallel_rank": null, "events": [{"type": "BlockRemoved", \
 "block_hashes": [7], "medium": "GPU"}]}'
     """
-    events = [_jsonable(event_to_wire(e)) for e in batch.events]
+    events = [jsonable(event_to_wire(e)) for e in batch.events]
     return json.dumps({"ts": batch.ts, "data_parallel_rank": batch.data_parallel_rank,
                        "events": events})
 

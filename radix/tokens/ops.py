@@ -7,11 +7,11 @@ says which kind a sequence is. Follows nothing upstream. Leaves out: anything pe
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Any
 
-from radix.tokens.runs import RunList, TokenRuns, _common_prefix_plain
+from radix.tokens.prefix import plain_prefix, runs_agree
+from radix.tokens.runs import RunList, TokenRuns
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -24,7 +24,7 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
         return a.common_prefix_len(b)
     if isinstance(b, TokenRuns):
         return b.common_prefix_len(a)
-    return _common_prefix_plain(a, b)
+    return plain_prefix(a, b)
 
 
 def common_prefix_from(a: Sequence[int], b: Sequence[int], start: int, end: int) -> int:
@@ -37,24 +37,7 @@ def common_prefix_from(a: Sequence[int], b: Sequence[int], start: int, end: int)
     if not (isinstance(a, TokenRuns) and isinstance(b, TokenRuns)):
         return common_prefix(a[start:end], b[start:end])
     end = min(end, len(a), len(b))
-    if end <= start:
-        return 0
-    a_s, a_e, b_s, b_e = a._starts, a._ends, b._starts, b._ends
-    i, j = bisect_right(a_e, start), bisect_right(b_e, start)
-    a_begin = a_e[i - 1] if i else 0
-    b_begin = b_e[j - 1] if j else 0
-    pos = start
-    while pos < end:
-        if a_s[i] + pos - a_begin != b_s[j] + pos - b_begin:
-            break
-        pos = min(a_e[i], b_e[j], end)
-        if pos == a_e[i]:
-            a_begin = pos
-            i += 1
-        if pos == b_e[j]:
-            b_begin = pos
-            j += 1
-    return pos - start
+    return runs_agree(a._starts, a._ends, b._starts, b._ends, start, end)
 
 
 def is_compact(seq: Any) -> bool:

@@ -1,9 +1,9 @@
 """`TokenRuns` (immutable) and `RunList` (mutable): sequences of ints kept as runs.
 
 Costs grow with runs, not ints: len, indexing, slicing, ==, hashing, + and `common_prefix_len`
-(the tree's hook for compact keys, radix/tree/key.py) in O(log runs) or O(runs); `concat` is the
-tree's hook for compact values (radix_cache.py). Canonical form (no empty run, no run continuing
-the one before) makes == a compare of two short lists. Follows nothing upstream.
+(the tree's hook for compact keys, through prefix.py's gallop_match) in O(log runs) or O(runs);
+`concat` is the tree's hook for compact values (radix_cache.py). Canonical form (no empty run,
+no run continuing the one before) makes == a compare of two short lists. Follows nothing upstream.
 Leaves out: slices with a step other than 1 (they expand).
 """
 
@@ -13,6 +13,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 from typing import Any
+
+from radix.tokens.prefix import plain_prefix, runs_agree
 
 
 class TokenRuns(Sequence):
@@ -197,22 +199,9 @@ class TokenRuns(Sequence):
         60
         """
         if not isinstance(other, TokenRuns):
-            return _common_prefix_plain(self, other)
-        a_s, a_e, b_s, b_e = self._starts, self._ends, other._starts, other._ends
-        n = min(len(self), len(other))
-        i = j = pos = 0
-        a_begin = b_begin = 0
-        while pos < n:
-            if a_s[i] + pos - a_begin != b_s[j] + pos - b_begin:
-                return pos
-            pos = min(a_e[i], b_e[j], n)
-            if pos == a_e[i]:
-                a_begin = pos
-                i += 1
-            if pos == b_e[j]:
-                b_begin = pos
-                j += 1
-        return n
+            return plain_prefix(self, other)
+        return runs_agree(self._starts, self._ends, other._starts, other._ends, 0,
+                          min(len(self), len(other)))
 
 
 class RunList(TokenRuns):
@@ -279,24 +268,3 @@ def _append_runs(starts: list[int], ends: list[int], more_s: list[int], more_e: 
             k = 1
     starts.extend(more_s[k:])
     ends.extend(e + base for e in more_e[k:])
-
-
-def _common_prefix_plain(a: Sequence[int], b: Sequence[int]) -> int:
-    """Common prefix of two sequences of any kind, by doubling windows then binary search."""
-    n = min(len(a), len(b))
-    a = a if isinstance(a, list) else list(a[:n])
-    b = b if isinstance(b, list) else list(b[:n])
-    lo, step = 0, 1
-    while lo < n:
-        hi = min(lo + step, n)
-        if a[lo:hi] != b[lo:hi]:
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if a[lo:mid] == b[lo:mid]:
-                    lo = mid
-                else:
-                    hi = mid
-            return lo
-        lo = hi
-        step *= 2
-    return n

@@ -12,8 +12,9 @@ Leaves out: ZMQ topics and sequence numbers, hybrid-model cache groups (group_id
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgpack
 
@@ -66,30 +67,48 @@ def _from_json_lines(text: str) -> list:
 
 def _from_msgpack(data: bytes) -> list:
     """Batches back to back; a truncated or junk stream names the batch and byte offset."""
-    unpacker = msgpack.Unpacker(strict_map_key=False, max_buffer_size=len(data) + 1)
-    unpacker.feed(data)
-    batches, offset = [], 0
-    while offset < len(data):
-        where = f"batch {len(batches) + 1} (byte {offset})"
-        try:
-            raw = unpacker.unpack()
-        except msgpack.OutOfData:
-            raise TraceError(f"{where}: truncated msgpack (the file ends inside a batch)") from None
-        except msgpack.StackError:
-            raise TraceError(f"{where}: msgpack nested deeper than the decoder allows") from None
-        except (msgpack.UnpackException, ValueError) as exc:
-            raise TraceError(f"{where}: binary data that is not a msgpack EventBatch stream "
-                             f"({type(exc).__name__}: {str(exc)[:80]})") from None
-        except TypeError:  # a map whose key is a list (unhashable)
-            raise TraceError(f"{where}: a msgpack map has a key that is a list") from None
+    batches = []
+    for raw, where, _, _ in unpack_stream(data, "batch", "EventBatch stream", TraceError):
         if not isinstance(raw, list):
             raise TraceError(f"{where}: expected an EventBatch array, got {type_name(raw)}")
         try:
             batches.append(batch_from_wire(raw, where))
         except ValueError as exc:
             raise _error(exc, None) from None
-        offset = unpacker.tell()
     return batches
+
+
+def unpack_stream(data: bytes, noun: str, kind: str, error: type[ValueError] = ValueError
+                  ) -> Iterator[tuple[Any, str, int, int]]:
+    """Each msgpack object in `data`, back to back, as (object, where, start byte, end byte);
+    `where` is "<noun> <number> (byte <offset>)". Bad bytes raise `error`, naming that place.
+
+    >>> [(obj, where) for obj, where, _, _ in unpack_stream(bytes([0x91, 1, 2]), "batch", "")]
+    [([1], 'batch 1 (byte 0)'), (2, 'batch 2 (byte 2)')]
+    >>> next(unpack_stream(bytes([0x92, 1]), "record", "recording"))
+    Traceback (most recent call last):
+    ValueError: record 1 (byte 0): truncated msgpack (the file ends inside a record)
+    """
+    unpacker = msgpack.Unpacker(strict_map_key=False, max_buffer_size=len(data) + 1)
+    unpacker.feed(data)
+    count = offset = 0
+    while offset < len(data):
+        count += 1
+        where = f"{noun} {count} (byte {offset})"
+        try:
+            raw = unpacker.unpack()
+        except msgpack.OutOfData:
+            raise error(f"{where}: truncated msgpack (the file ends inside a {noun})") from None
+        except msgpack.StackError:
+            raise error(f"{where}: msgpack nested deeper than the decoder allows") from None
+        except (msgpack.UnpackException, ValueError, RecursionError) as exc:
+            raise error(f"{where}: binary data that is not a msgpack {kind} "
+                        f"({type(exc).__name__}: {str(exc)[:80]})") from None
+        except TypeError:  # a map whose key is a list (unhashable)
+            raise error(f"{where}: a msgpack map has a key that is a list") from None
+        end = unpacker.tell()
+        yield raw, where, offset, end
+        offset = end
 
 
 @dataclass(frozen=True, slots=True)

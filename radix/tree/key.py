@@ -10,40 +10,8 @@ Leaves out: EAGLE's bigram keys and SGLang's `limit` view.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
-
-
-def gallop_match(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the common prefix of a and b, by doubling windows then binary search.
-
-    Each probe is one slice compare done in C, so a 100,000-token shared run costs ~17
-    compares of growing windows plus ~17 for the binary search, not 100,000 Python steps.
-
-    >>> gallop_match([1, 2, 3, 4], [1, 2, 9])
-    2
-
-    A compact token sequence (one that is not a list) may answer for itself through its
-    `common_prefix_len(other)` method.
-    """
-    if type(a) is not list and hasattr(a, "common_prefix_len"):
-        return a.common_prefix_len(b)
-    n = min(len(a), len(b))
-    lo, step = 0, 1
-    while lo < n:
-        hi = min(lo + step, n)
-        if a[lo:hi] != b[lo:hi]:
-            # the first difference lies in [lo, hi): binary search it
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if a[lo:mid] == b[lo:mid]:
-                    lo = mid
-                else:
-                    hi = mid
-            return lo
-        lo = hi
-        step *= 2
-    return n
 
 
 class RadixKey:

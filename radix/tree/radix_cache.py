@@ -27,9 +27,10 @@ from radix import events as ev
 from radix.allocator import Allocator
 from radix.request import Req
 from radix.tokens import frozen
+from radix.tokens.prefix import gallop_match
 from radix.tree import inspect, lifecycle
 from radix.tree.eviction import EvictionHeap, get_strategy
-from radix.tree.key import RadixKey, gallop_match
+from radix.tree.key import RadixKey
 from radix.tree.node import (
     ROOT_PRIORITY,
     EvictResult,

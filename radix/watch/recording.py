@@ -18,6 +18,7 @@ from typing import Any, BinaryIO, NamedTuple
 import msgpack
 
 from radix.blocks.kv_events import EventBatch, batch_from_wire
+from radix.traces.kv_events import unpack_stream
 from radix.watch.stream import Stream
 from radix.watch.wire import Message
 
@@ -76,21 +77,8 @@ def read_recording(data: bytes) -> list[Record]:
     >>> [(r.source, r.seq, r.received, r.batch.ts) for r in recs]
     [('w', 7, 2.5, 1.0)]
     """
-    unpacker = msgpack.Unpacker(strict_map_key=False, max_buffer_size=len(data) + 1)
-    unpacker.feed(data)
-    records, offset = [], 0
-    while offset < len(data):
-        where = f"record {len(records) + 1} (byte {offset})"
-        try:
-            raw = unpacker.unpack()
-        except msgpack.OutOfData:
-            raise ValueError(f"{where}: truncated (the file ends inside a record)") from None
-        except (msgpack.UnpackException, ValueError, RecursionError) as exc:
-            raise ValueError(f"{where}: not msgpack ({type(exc).__name__})") from None
-        end = unpacker.tell()
-        records.append(_record(raw, data[offset:end], where))
-        offset = end
-    return records
+    return [_record(raw, data[start:end], where)
+            for raw, where, start, end in unpack_stream(data, "record", "recording")]
 
 
 def _record(raw: Any, chunk: bytes, where: str) -> Record:

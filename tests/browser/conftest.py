@@ -34,19 +34,20 @@ def browser():
         b.close()
 
 
+def _tab(browser, width: int, height: int):
+    """A fresh tab of the given viewport in its own context (a new browser session of the app)."""
+    ctx = browser.new_context(viewport={"width": width, "height": height})
+    yield ctx.new_page()
+    ctx.close()
+
+
 @pytest.fixture
 def page(browser):
-    """A fresh 1400 x 1000 tab (a new browser session of the app)."""
-    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = ctx.new_page()
-    yield pg
-    ctx.close()
+    """A fresh 1400 x 1000 tab."""
+    yield from _tab(browser, 1400, 1000)
 
 
 @pytest.fixture
 def projector(browser):
     """A fresh 1280 x 800 tab: a lecture hall's projector."""
-    ctx = browser.new_context(viewport={"width": 1280, "height": 800})
-    pg = ctx.new_page()
-    yield pg
-    ctx.close()
+    yield from _tab(browser, 1280, 800)

@@ -10,48 +10,23 @@ RADIXLENS_UPDATE_SCREENSHOTS=1).
 from __future__ import annotations
 
 import os
-import queue
 import re
 import shutil
-import socket
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("playwright")
+from enginehelp import engine_serve  # noqa: E402
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def engine_url():
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engine", "serve", "--port", "0", "--dp", "2", "--device", "cpu",
-         "--capacity", "4096", "--kv-events-endpoint", "tcp://*:0",
-         "--kv-replay-endpoint", "tcp://*:0"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
-    seen: list[str] = []
-    try:
-        while not seen or seen[-1].strip() != "ready":
-            seen.append(lines.get(timeout=180))
-            assert proc.poll() is None, "".join(seen)
+    with engine_serve() as seen:
         yield seen[0].split()[2]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_watch_engine_serve_and_see_a_prompt_land(engine_url, server, page, tmp_path):
