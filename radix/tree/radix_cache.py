@@ -389,15 +389,17 @@ class RadixCache:
         start, root, moved_total = node, self.root_node, 0
         edge = 0 if direction > 0 else 1  # the lock_ref at which a node's tokens move
         sink = self._sink
-        while node is not root:
-            if node.lock_ref == edge:
-                moved = len(node.value)  # == len(node.key); a list's len is cheaper
-                moved_total += moved
-            else:
-                moved = 0
+        if sink is None:  # the hot loop: nobody listens
+            while node is not root:
+                if node.lock_ref == edge:
+                    moved_total += len(node.value)  # == len(node.key); a list's len is cheaper
+                node.lock_ref += direction
+                node = node.parent
+        while node is not root:  # someone listens: one LockChanged a hop
+            moved = len(node.value) if node.lock_ref == edge else 0
+            moved_total += moved
             node.lock_ref += direction
-            if sink is not None:
-                sink.emit(ev.LockChanged(node.id, node.lock_ref, direction, moved))
+            sink.emit(ev.LockChanged(node.id, node.lock_ref, direction, moved))
             node = node.parent
         if moved_total:
             self.evictable_size_ -= direction * moved_total
