@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import secrets
+
 import streamlit as st
 
 from app_pages._room_view import show_room
-from app_pages._shell import long_caption, presenter, say, session_id
+from app_pages._shell import long_caption, presenter, say
 from engine.model import load_model
 from scenarios import classroom as cls
 from scenarios.room import RoomError
@@ -89,9 +91,14 @@ def _ask(room) -> None:
         sent = c[1].form_submit_button("ask")
     if sent:
         try:
-            room.ask(session_id(), st.session_state.get("classroom.name", "?"), text)
+            room.ask(_me(), st.session_state.get("classroom.name", "?"), text)
         except RoomError as exc:
             say("error", exc)
+
+
+def _me() -> str:
+    """This browser session's id in rooms (random: shown to no one, kept for the session)."""
+    return st.session_state.setdefault("classroom.me", secrets.token_hex(8))
 
 
 def _leave() -> None:
@@ -125,4 +132,4 @@ with top[1]:
         if st.button("leave", key="classroom.leave"):
             _leave()
 _ask(room)
-show_room(room, session_id())
+show_room(room, _me())
