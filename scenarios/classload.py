@@ -2,10 +2,11 @@
 
 Each student joins its room by code (as the page does) and asks `prompts_each` prompts tagged
 with the room's code, each once the last is answered, polling the room every `poll_s` seconds
-(the page's refresh). Each poll checks that every prompt and tree text it sees carries its own
-room's code (isolation) and, when the version moved, how long ago the first change it had not
-seen happened (change -> seen latency). Used by tests/test_classroom.py and
-benchmarks/classroom_load.py. Leaves out: browsers (AppTest and Playwright cover the page).
+(the page's refresh, at a fixed rate). When the version moved it notes how long ago the first
+change it had not seen happened (change -> seen latency) and checks that every prompt it sees
+carries its room's code (isolation; the tree's texts too, once at the end). Used by
+tests/test_classroom.py and benchmarks/classroom_load.py. Leaves out: browsers (AppTest and
+Playwright cover the page).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ def _student(room: Room, me: int, prompts: int, poll_s: float, deadline: float,
     refused: list[str] = []
     latencies: list[float] = []
     foreign: list[str] = []
+    tick = time.monotonic()
     while time.monotonic() < deadline:
         if len(mine) + len(refused) < prompts and all(_ended(a) for a in mine):
             k = len(mine) + len(refused)  # the next question, once the last one is answered
@@ -68,16 +70,18 @@ def _student(room: Room, me: int, prompts: int, poll_s: float, deadline: float,
                 mine.append(room.ask(sid, name, text))
             except RoomError as exc:
                 refused.append(str(exc))
-        stop.wait(poll_s)
+        tick += poll_s  # a fixed rate, as the page's timer: the checks below do not push it back
+        stop.wait(max(tick - time.monotonic(), 0.0))
         version = room.pump()
         if version != seen:
             first = room.changes.first_change_after(seen)
             if first is not None:
                 latencies.append(max(time.time() - first, 0.0))
             seen = version
-            foreign += _foreign(room, others)
+            foreign += [a.text for a in room.rows() if any(c in a.text for c in others)]
         if len(mine) + len(refused) >= prompts and all(_ended(a) for a in mine):
             break
+    foreign += _foreign(room, others)  # the tree's texts, once: decoding them all is not cheap
     answered = sum(a.state == "done" for a in mine)
     failed = [f"{a.text}: {a.state} {a.cancelled or (a.req and a.req.error) or ''}"
               for a in mine if a.state != "done"]
