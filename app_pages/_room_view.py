@@ -67,7 +67,7 @@ def _draw(view: dict[str, Any]) -> None:
     with left:
         st.caption(view["tree"])
         if view["scene"] is not None:
-            tree_view(view["scene"], key="classroom.tree", height=tree_height(360),
+            tree_view(view["scene"], key="classroom.tree", height=tree_height(320),
                       duration_ms=300, max_scale=max_scale())
     with right:
         if view["grid"] is None:

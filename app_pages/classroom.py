@@ -13,8 +13,8 @@ from scenarios import classroom as cls
 from scenarios.room import RoomError
 from viz.escape import esc_html
 
-CODE_CSS = ("<div style='font-size:{size};font-weight:700;letter-spacing:0.25em;"
-            "line-height:1.1'>Room {code}</div>")
+CODE_CSS = ("<div style='font-size:{size};font-weight:700;white-space:nowrap;"
+            "line-height:1.1'>Room <span style='letter-spacing:0.12em'>{code}</span></div>")
 
 
 # subtle: the same source as the Live page's `_model`, so st.cache_resource gives both pages the
@@ -24,8 +24,12 @@ def _model():
     return load_model()
 
 
-def _start() -> None:
-    if cls.ENGINE == "sim":
+ENGINES = {"model": "SmolLM2-135M (real, on this server's CPU)",
+           "sim": "simulated (no model: the same scheduler and caches, priced)"}
+
+
+def _start(engine: str) -> None:
+    if engine == "sim":
         make = cls.sim_sessions(step_s=0.02)
     else:
         with st.status("Loading SmolLM2-135M-Instruct (once per server process)…") as box:
@@ -46,6 +50,9 @@ def _lobby() -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Lecturer")
+        engine = st.radio("engine", list(ENGINES), format_func=ENGINES.get,
+                          index=list(ENGINES).index(cls.ENGINE if cls.ENGINE in ENGINES
+                                                    else "model"), key="classroom.engine")
         start = st.button("start a room", key="classroom.start")
     with right:
         st.subheader("Student")
@@ -54,7 +61,7 @@ def _lobby() -> None:
         join = st.button("join", key="classroom.join")
     try:
         if start:
-            _start()
+            _start(engine)
             st.rerun()
         if join:
             if not name.strip():
@@ -76,7 +83,7 @@ def _controls(room) -> None:
             if col.button(action, key=f"classroom.{action}",
                           disabled=action == "step" and not room.paused):
                 room.control(token, action)
-        if c[3].button("end the room", key="classroom.end"):
+        if c[3].button("end", key="classroom.end", help="close the room: its engine stops"):
             cls.ROOMS.close(room.code, token)
             _leave()
     except RoomError as exc:
@@ -121,8 +128,8 @@ except RoomError as exc:
         _leave()
     st.stop()
 lecturer = st.session_state.get("classroom.token") == room.token
-top = st.columns([2, 3])
-top[0].html(CODE_CSS.format(size="3.2rem" if presenter() else "2.4rem", code=esc_html(room.code)))
+top = st.columns([1, 1])
+top[0].html(CODE_CSS.format(size="2.6rem" if presenter() else "2.2rem", code=esc_html(room.code)))
 with top[1]:
     if lecturer:
         _controls(room)
@@ -131,5 +138,6 @@ with top[1]:
                        f"{room.code}. Your prompts carry a star.")
         if st.button("leave", key="classroom.leave"):
             _leave()
-_ask(room)
+if not (lecturer and presenter()):  # on the projector, the pictures come first
+    _ask(room)
 show_room(room, _me())

@@ -35,7 +35,7 @@ from radix.sched.scheduler import Scheduler, SchedulerConfig, StepReport, check_
 from radix.tree.radix_cache import RadixCache
 
 _STOP = object()
-REPLY = "(simulated: no model ran) "  # every answer's text, cut to max_new_tokens
+REPLY = "(sim) ok"  # every answer's text (repeated or cut to max_new_tokens)
 
 
 class SimService:
