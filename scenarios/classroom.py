@@ -11,6 +11,7 @@ Leaves out: several processes (rooms live in this process's memory).
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import threading
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.service import EngineService
 from scenarios.changes import RoomTree
 from scenarios.live import LiveSession
 from scenarios.room import MakeSession, Room, RoomError, RoomLimits
@@ -67,12 +69,12 @@ class Classroom:
             # reserved under the lock; the engine starts outside it (it may take a moment)
             self._rooms[code] = None  # type: ignore[assignment]
         try:
-            room = Room(code, secrets.token_urlsafe(16), make_session, self.limits)
+            room = Room(code, secrets.token_urlsafe(16), make_session, self.limits,
+                        clock=self.clock)
         except BaseException:
             with self._lock:
                 self._rooms.pop(code, None)
             raise
-        room.last_seen = self.clock()
         with self._lock:
             self._rooms[code] = room
         return room
@@ -129,9 +131,11 @@ ROOMS = Classroom()  # the process's rooms
 
 
 def model_sessions(loaded: Any, capacity_tokens: int | None = None) -> MakeSession:
-    """Room engines on a loaded model (its weights shared by every room)."""
+    """Room engines on a loaded model (its weights shared by every room), each keeping at most
+    20,000 events and 200 finished requests however long the lesson."""
     cap = capacity_tokens or ROOMS.limits.capacity_tokens
-    return lambda tree: LiveSession(loaded, cap, tree=tree)
+    factory = functools.partial(EngineService, max_events=20_000, max_history=200)
+    return lambda tree: LiveSession(loaded, cap, tree=tree, service_factory=factory)
 
 
 class CharTokenizer:

@@ -4,9 +4,9 @@ A room has a code and a secret token that only the lecturer's session holds (bot
 scenarios/classroom.py). Students `ask` prompts; they go to the room's one LiveSession
 (scenarios/live.py: its engine, tree and block shadow). The lecturer may pause (prompts wait in
 the room's queue), step (admit the next waiting prompt) and clear (the engine is cancelled and
-closed, a fresh one starts). Every change (an engine event, a token, a lecturer's action) raises
-the room's `version`; pages redraw only when it moved. Bounded: the queue per room and per
-student, the prompts kept, text lengths. Leaves out: accounts (the token lives in one session).
+closed, a fresh one starts). Every change (an engine event, a token, an action) raises `version`;
+pages redraw only when it moved. Bounded: the queue per room and per student, the prompts kept,
+text lengths. Leaves out: accounts (the token lives in one session).
 """
 
 from __future__ import annotations
@@ -79,11 +79,13 @@ class Room:
     changes: Changes = field(default_factory=Changes)
     paused: bool = False
     asks: list[Ask] = field(default_factory=list)
-    last_seen: float = field(default_factory=time.monotonic)
+    clock: Callable[[], float] = time.monotonic  # the registry's (idle rooms close by it)
+    last_seen: float = 0.0
     closed: bool = False
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
+        self.last_seen = self.clock()
         self.session = self.make_session(RoomTree(self.changes))
 
     # --- everyone ---------------------------------------------------------------------------
@@ -95,7 +97,7 @@ class Room:
     def pump(self) -> int:
         """Takes in streamed tokens and answers (a change if any came); returns the version."""
         with self._lock:
-            self.last_seen = time.monotonic()
+            self.last_seen = self.clock()
             if self.closed:
                 return self.version
             before = sum(len(r.output_ids) + (r.done and 1) for r in self.session.requests)
