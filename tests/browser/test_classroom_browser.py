@@ -12,6 +12,7 @@ import re
 
 import pytest
 from browserhelp import CLIPPED, DRAWN, TREE, in_viewport, shoot, wait_drawn
+from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
 
@@ -23,7 +24,9 @@ def _nodes(pg) -> int:
 def _join_and_ask(pg, server: str, code: str, name: str, question: str) -> None:
     pg.goto(f"{server}/?page=classroom&room={code.lower()}")
     wait_drawn(pg)
-    assert pg.get_by_label("room code (on the projector)").input_value() == code.lower()
+    # the deep link fills in the code (the home page hands the parameters on to the page)
+    expect(pg.get_by_label("room code (on the projector)")).to_have_value(code.lower(),
+                                                                        timeout=30_000)
     pg.get_by_label("your name").fill(name)
     pg.get_by_role("button", name="join").click()
     pg.get_by_label("your question").wait_for(timeout=60_000)
