@@ -25,6 +25,7 @@ PAGE_SPECS = [
     ("app_pages/trace.py", "Trace debugger", "trace"),
     ("app_pages/configs.py", "Configurations", "configs"),
     ("app_pages/watch.py", "Watch a server", "watch"),
+    ("app_pages/classroom.py", "Classroom", "classroom"),
 ]
 
 st.set_page_config(page_title="RadixLens", layout="wide")

@@ -181,11 +181,12 @@ class LiveSession:
 
     def __init__(self, loaded: Any, capacity_tokens: int = CAPACITY_TOKENS, *,
                  no_cache: bool = False, history: list[LiveRequest] | None = None,
-                 service_factory: Callable[..., Any] = EngineService) -> None:
+                 service_factory: Callable[..., Any] = EngineService,
+                 tree: LiveTree | None = None) -> None:
         self.loaded, self.no_cache, self.capacity = loaded, no_cache, capacity_tokens
         self.tokenizer = copy.deepcopy(loaded.tokenizer)
         engine_side = dataclasses.replace(loaded, tokenizer=copy.deepcopy(loaded.tokenizer))
-        self.tree = LiveTree()
+        self.tree = tree if tree is not None else LiveTree()  # the classroom's counts changes
         self.factory = service_factory
         self.service: Any = service_factory(engine_side, capacity_tokens, no_cache=no_cache,
                                             listener=self.tree,

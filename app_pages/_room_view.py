@@ -1,0 +1,79 @@
+"""The Classroom page's shared view: the room's tree, its block pool and its prompts, live.
+
+Not a page (app.py does not list it). One fragment reruns every REFRESH_S seconds: it takes in
+the engine's news (`room.pump()`) and rebuilds the tree's scene, the grid and the table only when
+the room's version moved; otherwise it redraws what it kept. Everyone in a room sees the same
+pictures; a student's own prompts carry a star.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from app_pages._shell import max_scale, presenter, say, tree_height
+from viz.blocks import block_grid_figure, grid_caption
+from viz.classroom import ask_rows, room_counts, status_line
+from viz.component import tree_view
+from viz.live import live_scene, told_lines
+
+REFRESH_S = 0.5  # the shared view's refresh: a change shows within about this long
+MAX_CHILDREN = 12  # children drawn per node; the rest fold into "+K more"
+
+
+def show_room(room: Any, sid: str) -> None:
+    """The shared pictures and table of `room`, refreshed while the page is open."""
+
+    @st.fragment(run_every=REFRESH_S)
+    def _view() -> None:
+        if room.closed:
+            say("warning", f"Room {room.code} has closed.")
+            return
+        version = room.pump()
+        kept = st.session_state.get("classroom.view")
+        if kept is None or kept[0] != (room.code, version):
+            kept = st.session_state["classroom.view"] = ((room.code, version), _build(room, sid))
+        _draw(kept[1])
+
+    _view()
+
+
+def _build(room: Any, sid: str) -> dict[str, Any]:
+    session, asks = room.session, room.rows()
+    snap = session.tree.snapshot()
+    scene = live_scene(snap, session.decode, None, MAX_CHILDREN)[0] if len(snap.nodes) > 1 \
+        else None
+    blocks = session.block_snapshot()
+    lines = told_lines(session.tree.told(3), session.tree.owners())
+    return {
+        "line": status_line(room.code, room.paused, room_counts(asks)),
+        "told": lines[-1] if lines else "No events yet: ask a question.",
+        "tree": (f"Tree: {len(snap.nodes) - 1} nodes, {snap.total_size:,} tokens cached "
+                 f"({snap.protected_size:,} locked by running requests)."),
+        "scene": scene,
+        "grid": None if blocks is None else (
+            block_grid_figure(blocks, columns=24, stop_text="vLLM's block pool, same requests"),
+            grid_caption(blocks)),
+        "rows": ask_rows(asks, session.text, mine=sid),
+    }
+
+
+def _draw(view: dict[str, Any]) -> None:
+    say("info", view["line"])
+    if not presenter():
+        say("caption", view["told"])
+    left, right = st.columns([3, 2])
+    with left:
+        st.caption(view["tree"])
+        if view["scene"] is not None:
+            tree_view(view["scene"], key="classroom.tree", height=tree_height(320),
+                      duration_ms=300, max_scale=max_scale())
+    with right:
+        if view["grid"] is None:
+            st.caption("vLLM's block pool: waiting for the engine's first snapshot…")
+        else:
+            st.plotly_chart(view["grid"][0], key="classroom.blocks",
+                            config={"displaylogo": False})
+            st.caption(view["grid"][1])
+    st.dataframe(view["rows"], hide_index=True, key="classroom.rows")

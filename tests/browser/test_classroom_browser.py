@@ -1,0 +1,65 @@
+"""Classroom mode in a browser: a lecturer's projector (1280 x 800, presenter mode) and two
+students' tabs, each its own browser session of the one server.
+
+The lecturer starts a room on the simulated engine (no model: the same scheduler and caches),
+the students join with the code shown on the projector and ask; the lecturer's view, refreshed
+by its timer alone (no click), shows the tree growing from the root to both prompts.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from browserhelp import CLIPPED, DRAWN, TREE, in_viewport, shoot, wait_drawn
+from playwright.sync_api import expect
+
+pytestmark = pytest.mark.browser
+
+
+def _nodes(pg) -> int:
+    return pg.locator(f"{TREE} g.node").count()
+
+
+def _join_and_ask(pg, server: str, code: str, name: str, question: str) -> None:
+    pg.goto(f"{server}/?page=classroom&room={code.lower()}")
+    wait_drawn(pg)
+    # the deep link fills in the code (the home page hands the parameters on to the page)
+    expect(pg.get_by_label("room code (on the projector)")).to_have_value(code.lower(),
+                                                                        timeout=30_000)
+    pg.get_by_label("your name").fill(name)
+    pg.get_by_role("button", name="join").click()
+    pg.get_by_label("your question").wait_for(timeout=60_000)
+    pg.get_by_label("your question").fill(question)
+    pg.get_by_role("button", name="ask").click()
+    pg.wait_for_function(  # the table is a canvas: its cells are in the DOM, hidden
+        "q => document.querySelector('[data-testid=stMain]').innerHTML.includes(q)",
+        arg=question, timeout=60_000)
+
+
+def test_lecturer_and_two_students(server, projector, browser, tmp_path):
+    projector.goto(f"{server}/classroom?presenter=1")
+    wait_drawn(projector)
+    projector.get_by_text("simulated (no model").click()
+    projector.get_by_role("button", name="start a room").click()
+    banner = projector.get_by_text(re.compile(r"^Room [A-Z0-9]{5}$"))
+    banner.wait_for(timeout=60_000)
+    code = banner.inner_text().split()[-1]
+    assert f"room={code}" in projector.url and "presenter=1" in projector.url
+    students = []
+    for name, question in (("Ann", "What is a radix tree?"), ("Bob", "What is a KV block?")):
+        ctx = browser.new_context(viewport={"width": 1000, "height": 800})
+        students.append(ctx)
+        _join_and_ask(ctx.new_page(), server, code, name, question)
+    # the lecturer clicks nothing: the view's timer brings both prompts and the tree
+    projector.wait_for_function(
+        "() => /2 answered/.test(document.querySelector('[data-testid=stMain]').innerText)",
+        timeout=60_000)
+    projector.wait_for_selector(f"{TREE} g.node", timeout=60_000)
+    projector.wait_for_function(DRAWN, timeout=60_000)
+    assert _nodes(projector) >= 4  # the root, the shared system prompt, one leaf per question
+    assert in_viewport(projector, TREE) and in_viewport(projector, "[data-testid=stPlotlyChart]")
+    assert projector.evaluate(CLIPPED) == []
+    shoot(projector, tmp_path, "classroom.png", full=False)
+    for ctx in students:
+        ctx.close()
