@@ -6,10 +6,14 @@ keep prompts tiny (a one-line system prompt, max_new_tokens 2) so they stay with
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import streamlit as st
 from apphelp import ROOT, plain, plotly_specs
 from streamlit.testing.v1 import AppTest
+
+from engine.service import RequestCancelled
 
 PAGE = str(ROOT / "app_pages" / "live.py")
 SYSTEM = "You answer questions about a small shop in one short sentence."
@@ -99,6 +103,33 @@ def test_reset_stops_the_engine(page):
     page.button(key="live.reset").click().run()
     assert old.closed and old.service is None and not service._thread.is_alive()
     assert page.session_state["live.session"] is not old
+
+
+def _engine_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "radixlens-engine" and t.is_alive()]
+
+
+@pytest.mark.engine
+def test_reset_mid_run_cancels_and_threads_return_to_baseline(page):
+    """Three cycles of run (a scenario of 3 requests, 64 new tokens each, more than a reset
+    waits for) then reset at once: each reset cancels the old engine's requests
+    (RequestCancelled, not finished) and joins its thread, so the engine threads stay at one
+    (this session's) and the process's thread count returns to its baseline."""
+    baseline = threading.active_count()
+    assert len(_engine_threads()) == 1
+    page.number_input(key="live.max_new").set_value(64)
+    page.checkbox(key="live.all_at_once").check()
+    for _ in range(3):
+        page.button(key="live.run_scenario").click().run()
+        old = page.session_state["live.session"]
+        assert any(not r.done for r in old.requests)  # still running when reset comes
+        page.button(key="live.reset").click().run()
+        assert not page.exception and old.closed and old.service is None
+        for req in old.requests:
+            with pytest.raises(RequestCancelled):
+                req.handle.result(timeout=30)
+        assert len(_engine_threads()) == 1
+    assert threading.active_count() == baseline
 
 
 @pytest.mark.engine
