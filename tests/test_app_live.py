@@ -6,7 +6,10 @@ keep prompts tiny (a one-line system prompt, max_new_tokens 2) so they stay with
 
 from __future__ import annotations
 
+import http.server
+import json
 import threading
+import time
 
 import pytest
 import streamlit as st
@@ -141,3 +144,65 @@ def test_no_cache_control_matches_nothing(page):
     rows = _rows(page)
     assert [r["cache"] for r in rows] == ["off", "off"]
     assert [r["matched"] for r in rows] == [0, 0]
+
+
+@pytest.fixture
+def served_publisher():
+    """A publisher holding 3 blocks, and an HTTP server answering what `engine serve` answers
+    for discovery: /kv_events (its publishers) and /v1/models."""
+    from engine.kv_publisher import ZmqEventPublisher
+    from radix.blocks.kv_events import EventBatch
+    from radix.events import BlockStored
+
+    pub = ZmqEventPublisher(0, "tcp://*:0", "tcp://*:0")
+    pub.publish(EventBatch(1.0, (BlockStored((1, 2, 3), None, tuple(range(6)), 2, None, "GPU",
+                                             None),)))
+    answers = {"/kv_events": {"publishers": [{"endpoint": pub.endpoint,
+                                              "replay_endpoint": pub.replay_endpoint}]},
+               "/v1/models": {"data": [{"id": "tiny"}]}}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            body = json.dumps(answers.get(self.path, {})).encode()
+            self.send_response(200 if self.path in answers else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+    pub.close()
+
+
+def test_watch_a_server_from_the_live_page(served_publisher):
+    """The Live page's "watch a server" mode (no model loaded): a base URL and one click open
+    the Watch page on that server, which discovers its publisher and connects; the worker's
+    3 blocks arrive (replay or PUB) and its row says so."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["live.mode"] = "watch a server"
+    at.switch_page("app_pages/live.py").run()
+    assert not at.exception and not at.status  # the model is not loaded in this mode
+    at.text_input(key="live.watch_base").set_value(served_publisher)
+    at.button(key="live.watch_go").click().run()
+    assert not at.exception and not at.error
+    assert at.title[0].value == "Watch a server"
+    assert at.query_params["base"] == served_publisher
+    session = at.session_state["watch.session"]
+    try:
+        assert session.base_url is not None and at.session_state["watch.model"] == "tiny"
+        deadline = time.monotonic() + 20
+        while not (session.views() and len(session.views()[0].blocks) == 3):
+            assert time.monotonic() < deadline, session.views()
+            time.sleep(0.05)
+        at.switch_page("app_pages/watch.py").run()  # AppTest reruns its own page: stay here
+        assert not at.exception and at.session_state["watch.session"] is session
+        (row,) = at.dataframe[0].value.to_dict("records")
+        assert row["blocks"] == 3
+    finally:
+        session.close()
