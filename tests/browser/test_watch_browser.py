@@ -59,7 +59,7 @@ def test_watch_engine_serve_and_see_a_prompt_land(engine_url, server, page, tmp_
     """The shared app server and browser (conftest.py): a second Playwright in the same
     thread would find the first one's event loop running."""
     page.goto(f"{server}/live")
-    page.get_by_role("button", name="watch a server").click()
+    page.get_by_role("radio", name="watch a server").click()
     base = page.get_by_label("server base URL (OpenAI API)")
     base.fill(engine_url)
     base.press("Enter")
