@@ -62,22 +62,33 @@ def test_deep_link_restores_a_step_in_presenter_mode(server, projector, tmp_path
     shoot(projector, tmp_path, "tour_presenter.png", full=False)
 
 
+def _walk(pg, hops: int, ref: str) -> list[str]:
+    """Clicks next `hops` times; each frame highlights one node as a lock, reading `ref`, in
+    view; returns their ids."""
+    out = []
+    for _ in range(hops):
+        text = click_and_wait(pg, "next ▶")
+        pg.wait_for_function(DRAWN, timeout=30_000)
+        node = pg.locator(f"{TREE} g.node[data-role=lock]")
+        assert node.count() == 1 and ref in node.text_content(), text
+        assert in_viewport(pg, f"{TREE} g.node[data-role=lock]")
+        out.append(node.get_attribute("id"))
+    return out
+
+
 def test_lock_walk_of_five_hops_hop_by_hop(server, projector, tmp_path):
     """The multi-turn walk at u000-t5's inc_lock_ref (step 22): five clicks of next show five
-    hops, each a different node highlighted as a lock with r=1, in view, ending at the root."""
+    hops, each a different node highlighted as a lock with r=1, in view, ending at the root;
+    its dec_lock_ref (step 24) walks the same five back to r=0."""
     _open(projector, server, "/tour?walk=multi-turn&step=22&k=0")
     assert alert(projector).startswith("step 22: u000-t5 calls inc_lock_ref")
-    hops = []
-    for _ in range(5):
-        text = click_and_wait(projector, "next ▶")
-        projector.wait_for_function(DRAWN, timeout=30_000)
-        node = projector.locator(f"{TREE} g.node[data-role=lock]")
-        assert node.count() == 1 and "r=1" in node.text_content(), text
-        assert in_viewport(projector, f"{TREE} g.node[data-role=lock]")
-        hops.append(node.get_attribute("id"))
+    hops = _walk(projector, 5, "r=1")
     assert len(set(hops)) == 5 and "the last hop below the root" in alert(projector)
     assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "lock_walk.png", full=False)
+    _open(projector, server, "/tour?walk=multi-turn&step=24&k=0")
+    assert alert(projector).startswith("step 24: u000-t5 calls dec_lock_ref")
+    assert _walk(projector, 5, "r=0") == hops
 
 
 def test_policies_pop_different_leaves(server, projector):
@@ -129,7 +140,8 @@ def test_live_shows_tree_and_blocks(server, projector, tmp_path):
                        "if (e.scrollTop) e.scrollTop = 0; })")  # back to the top of the page
     assert in_viewport(projector, TREE) and in_viewport(projector, "[data-testid=stPlotlyChart]")
     told = projector.inner_text("[data-testid=stMain]")
-    assert "locks #" in told and "hops up to the root" in told  # unlock walk, narrated
+    assert "locks #" in told and "unlocks #" in told  # both walks, narrated
+    assert "hops up to the root" in told
     assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "live_presenter.png", full=False)
 
