@@ -115,9 +115,10 @@ def _engine_threads() -> list[threading.Thread]:
 @pytest.mark.engine
 def test_reset_mid_run_cancels_and_threads_return_to_baseline(page):
     """Three cycles of run (a scenario of 3 requests, 64 new tokens each, more than a reset
-    waits for) then reset at once: each reset cancels the old engine's requests
-    (RequestCancelled, not finished) and joins its thread, so the engine threads stay at one
-    (this session's) and the process's thread count returns to its baseline."""
+    waits for; while they run, a progress bar each says what it waits for) then reset at once:
+    each reset cancels the old engine's requests (RequestCancelled, not finished) and joins its
+    thread, so the engine threads stay at one (this session's) and the process's thread count
+    returns to its baseline."""
     baseline = threading.active_count()
     assert len(_engine_threads()) == 1
     page.number_input(key="live.max_new").set_value(64)
@@ -126,6 +127,9 @@ def test_reset_mid_run_cancels_and_threads_return_to_baseline(page):
         page.button(key="live.run_scenario").click().run()
         old = page.session_state["live.session"]
         assert any(not r.done for r in old.requests)  # still running when reset comes
+        bars = [plain(b.proto.text) for b in page.get("progress")]  # the wait, explained
+        assert len(bars) == 3 and any("waiting to be admitted" in b or "prefilled" in b
+                                      for b in bars), bars
         page.button(key="live.reset").click().run()
         assert not page.exception and old.closed and old.service is None
         for req in old.requests:
