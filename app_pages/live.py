@@ -40,9 +40,10 @@ def _load():
 
 
 LOCAL, WATCH = "run the model here", "watch a server"
-st.title("Live engine")
+head = st.columns([3, 2], vertical_alignment="center")  # the mode beside the title: no row
+head[0].title("Live engine")
 st.session_state.setdefault("live.mode", LOCAL)
-mode = st.segmented_control("mode", [LOCAL, WATCH], key="live.mode",
+mode = head[1].segmented_control("mode", [LOCAL, WATCH], key="live.mode",
                             label_visibility="collapsed",
                             help="watch a server: a vLLM or SGLang server's KV events, or "
                                  "`python -m engine serve`'s, drawn live on the Watch page")
