@@ -1,4 +1,9 @@
-"""Live engine: real requests on the real default model through the radix tree, as they run."""
+"""Live engine: real requests on the real default model through the radix tree, as they run.
+
+Two modes: run the model here (this session's own engine), or watch a server: its base URL
+opens the "Watch a server" page (app_pages/watch.py, `?base=`), which discovers its KV-event
+publishers and connects; the model is not loaded for that.
+"""
 
 from __future__ import annotations
 
@@ -34,7 +39,24 @@ def _load():
     return loaded
 
 
-st.title("Live engine")
+LOCAL, WATCH = "run the model here", "watch a server"
+head = st.columns([3, 2], vertical_alignment="center")  # the mode beside the title: no row
+head[0].title("Live engine")
+st.session_state.setdefault("live.mode", LOCAL)
+mode = head[1].segmented_control("mode", [LOCAL, WATCH], key="live.mode",
+                            label_visibility="collapsed",
+                            help="watch a server: a vLLM or SGLang server's KV events, or "
+                                 "`python -m engine serve`'s, drawn live on the Watch page")
+if mode == WATCH:
+    say("caption", "The cache of a running server, from its KV-event streams: each worker's "
+        "blocks, the prefix tree they form, and prompts sent to its OpenAI API landing there. "
+        "To try it here: `python -m engine serve --dp 2`.")
+    base = st.text_input("server base URL (OpenAI API)", key="live.watch_base",
+                         placeholder="http://127.0.0.1:8000/v1")
+    if st.button("watch this server", key="live.watch_go", type="primary"):
+        st.switch_page("app_pages/watch.py",
+                       query_params={"base": base.strip()} if base.strip() else None)
+    st.stop()
 long_caption("Real requests on a real model: each prompt is matched against the radix tree, only "
              "the unmatched suffix is prefilled (256 tokens a round), and the prompt is inserted "
              "after its prefill. Your session has its own engine, tree and KV pool; the weights "

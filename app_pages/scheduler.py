@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages._shell import long_caption, max_scale, say, tree_height
+from app_pages._shell import long_caption, max_scale, presenter, say, tree_height
 from radix.runs.costs import LABEL, CostModel
 from scenarios.scheduler import (
     FALLBACK_LEN,
@@ -29,12 +29,13 @@ def _sort(policy: str, n: int, check: int, depri: int):
 
 
 st.title("Scheduler: who goes first, and what it costs")
-st.header("1. One sort of the waiting queue")
+if not presenter():  # on a projector the tree and the pool must stay above the fold
+    st.header("1. One sort of the waiting queue")
 long_caption("A warm tree (S + few-shot F, four users' histories) and a queue mixing warm "
              "requests, cold ones sharing a 2,000-token document, cold ones sharing 20 tokens, "
              "and unique ones. SGLang's SchedulePolicy sorts it once; a cross marks a "
              "deprioritized request.")
-c = st.columns([1.2, 1.6, 1.2, 1.2])
+c = st.columns([1.1, 1.3, 1.2, 1.2, 1.1])
 policy = c[0].selectbox("schedule policy", POLICIES, key="scheduler.policy")
 n = c[1].slider("waiting requests", 4, 200, 24, key="scheduler.n",
                 help=f"LPM falls back to FCFS past {FALLBACK_LEN}")
@@ -59,7 +60,7 @@ m[1].metric("waiting", f"{len(sort.rows):,}")
 m[2].metric("deprioritized", f"{len(depr):,}")
 m[3].metric("first offered", min(sort.rows, key=lambda r: r.after).rid)
 order = sorted(sort.rows, key=lambda r: r.after)
-shown = st.selectbox("request whose match to show", [r.rid for r in order], key="scheduler.show",
+shown = c[4].selectbox("request whose match to show", [r.rid for r in order], key="scheduler.show",
                      help="the first offered by default: the tree path it matched, and its "
                           "block chain")
 path = match_path(sort.tree, sort.prompts[shown])

@@ -63,6 +63,12 @@ def _disconnect() -> None:
         old.close()
 
 
+if st.query_params.get("base") and st.session_state.get("watch.linked") != st.query_params[
+        "base"]:  # `?base=URL` (the Live page's watch mode, a bookmark): discover and connect
+    st.session_state["watch.linked"] = st.session_state["watch.base"] = st.query_params["base"]
+    _discover()
+    if not st.session_state.get("watch.error"):
+        _connect()
 st.title("Watch a server")
 st.caption("Subscribe to a serving cluster's KV-event streams (vLLM --kv-events-config, SGLang, "
            "or `python -m engine serve`) and see what each worker caches: its blocks, the "

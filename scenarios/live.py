@@ -304,14 +304,17 @@ class LiveSession:
                            service_factory=self.factory)
 
     def close(self) -> None:
-        """Stops the engine thread (waits up to CLOSE_TIMEOUT_S; unfinished requests fail) and
-        drops the service, so its KV pool is freed even while the browser session lingers."""
+        """Stops the engine thread now: queued and running requests are cancelled (each gets
+        RequestCancelled), the thread is joined (up to CLOSE_TIMEOUT_S), and the service is
+        dropped, so its KV pool is freed even while the browser session lingers. subtle:
+        without cancel the engine would finish every queued request first, and a Reset
+        mid-run would leave the old thread running beside the new one."""
         self._later.clear()
         self.closed = True
         if self.service is None:
             return
         try:
-            self.service.close(timeout=CLOSE_TIMEOUT_S)
+            self.service.close(timeout=CLOSE_TIMEOUT_S, cancel=True)
         except Exception:  # noqa: BLE001 - the engine's error was already given to its handles
             pass
         self.service = None

@@ -51,6 +51,41 @@ def test_tour_end_numbers_and_back():
     assert (at.query_params["step"], at.query_params["k"]) == ("12", "1")
 
 
+def _tree_args(at: AppTest) -> dict:
+    """The tree component's arguments on the page (its scene left out)."""
+    args = json.loads(at.get("bidi_component")[0].proto.json)
+    return {k: v for k, v in args.items() if k != "scene"}
+
+
+def test_tour_speed_sets_the_animation_and_the_scrubber_jumps():
+    """The speed sets the tree's transition length (the animation, not only the autoplay
+    interval): slow 1,000 ms, normal 550, fast 250 (_player.SPEEDS). The scrubber under the
+    frame jumps from frame 0 straight to the walk's first split, (step 5, event 1): R2's; its
+    frame index is counted from the walk. The end button lands on the last step."""
+    from app_pages._player import SPEEDS
+    from scenarios.tour import first_step_of, run_tour
+    from viz.timeline import Timeline
+
+    at = page("tour").run()
+    assert _tree_args(at)["duration_ms"] == SPEEDS["normal"][1]
+    seen = {}
+    for speed in ("slow", "fast"):
+        at.select_slider(key="tour.three-requests.speed").set_value(speed).run()
+        seen[speed] = _tree_args(at)["duration_ms"]
+    assert seen == {"slow": SPEEDS["slow"][1], "fast": SPEEDS["fast"][1]}
+    assert SPEEDS["slow"][1] > SPEEDS["normal"][1] > SPEEDS["fast"][1]
+    run = run_tour()
+    tl = Timeline(run.log)
+    cursors = [(s, k) for s in range(tl.num_steps + 1) for k in range(tl.num_micro(s) + 1)]
+    split = cursors.index(first_step_of(run, "NodeSplit"))
+    at.slider(key="tour.three-requests.scrub.0").set_value(split).run()
+    assert not at.exception
+    assert plain(at.info[0].value).startswith("R2 leaves R1 at token 2,055")
+    assert (at.query_params["step"], at.query_params["k"]) == ("5", "1")
+    at.button(key="tour.three-requests.b_end").click().run()
+    assert at.query_params["step"] == str(tl.num_steps)
+
+
 def test_tour_block_view_beside_the_tree_at_the_end():
     """The end: hit rates 2,567 / 6,910 = 37.1% (tree), 2,560 / 6,910 = 37.0% (blocks); R3's
     lookup stopped at block 32 (512 tokens); its chain is outlined."""

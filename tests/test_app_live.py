@@ -6,10 +6,17 @@ keep prompts tiny (a one-line system prompt, max_new_tokens 2) so they stay with
 
 from __future__ import annotations
 
+import http.server
+import json
+import threading
+import time
+
 import pytest
 import streamlit as st
 from apphelp import ROOT, plain, plotly_specs
 from streamlit.testing.v1 import AppTest
+
+from engine.service import RequestCancelled
 
 PAGE = str(ROOT / "app_pages" / "live.py")
 SYSTEM = "You answer questions about a small shop in one short sentence."
@@ -101,6 +108,37 @@ def test_reset_stops_the_engine(page):
     assert page.session_state["live.session"] is not old
 
 
+def _engine_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "radixlens-engine" and t.is_alive()]
+
+
+@pytest.mark.engine
+def test_reset_mid_run_cancels_and_threads_return_to_baseline(page):
+    """Three cycles of run (a scenario of 3 requests, 64 new tokens each, more than a reset
+    waits for; while they run, a progress bar each says what it waits for) then reset at once:
+    each reset cancels the old engine's requests (RequestCancelled, not finished) and joins its
+    thread, so the engine threads stay at one (this session's) and the process's thread count
+    returns to its baseline."""
+    baseline = threading.active_count()
+    assert len(_engine_threads()) == 1
+    page.number_input(key="live.max_new").set_value(64)
+    page.checkbox(key="live.all_at_once").check()
+    for _ in range(3):
+        page.button(key="live.run_scenario").click().run()
+        old = page.session_state["live.session"]
+        assert any(not r.done for r in old.requests)  # still running when reset comes
+        bars = [plain(b.proto.text) for b in page.get("progress")]  # the wait, explained
+        assert len(bars) == 3 and any("waiting to be admitted" in b or "prefilled" in b
+                                      for b in bars), bars
+        page.button(key="live.reset").click().run()
+        assert not page.exception and old.closed and old.service is None
+        for req in old.requests:
+            with pytest.raises(RequestCancelled):
+                req.handle.result(timeout=30)
+        assert len(_engine_threads()) == 1
+    assert threading.active_count() == baseline
+
+
 @pytest.mark.engine
 def test_no_cache_control_matches_nothing(page):
     """With the cache off the same two prompts each prefill everything (the control)."""
@@ -110,3 +148,65 @@ def test_no_cache_control_matches_nothing(page):
     rows = _rows(page)
     assert [r["cache"] for r in rows] == ["off", "off"]
     assert [r["matched"] for r in rows] == [0, 0]
+
+
+@pytest.fixture
+def served_publisher():
+    """A publisher holding 3 blocks, and an HTTP server answering what `engine serve` answers
+    for discovery: /kv_events (its publishers) and /v1/models."""
+    from engine.kv_publisher import ZmqEventPublisher
+    from radix.blocks.kv_events import EventBatch
+    from radix.events import BlockStored
+
+    pub = ZmqEventPublisher(0, "tcp://*:0", "tcp://*:0")
+    pub.publish(EventBatch(1.0, (BlockStored((1, 2, 3), None, tuple(range(6)), 2, None, "GPU",
+                                             None),)))
+    answers = {"/kv_events": {"publishers": [{"endpoint": pub.endpoint,
+                                              "replay_endpoint": pub.replay_endpoint}]},
+               "/v1/models": {"data": [{"id": "tiny"}]}}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the stdlib's name
+            body = json.dumps(answers.get(self.path, {})).encode()
+            self.send_response(200 if self.path in answers else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+    pub.close()
+
+
+def test_watch_a_server_from_the_live_page(served_publisher):
+    """The Live page's "watch a server" mode (no model loaded): a base URL and one click open
+    the Watch page on that server, which discovers its publisher and connects; the worker's
+    3 blocks arrive (replay or PUB) and its row says so."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["live.mode"] = "watch a server"
+    at.switch_page("app_pages/live.py").run()
+    assert not at.exception and not at.status  # the model is not loaded in this mode
+    at.text_input(key="live.watch_base").set_value(served_publisher)
+    at.button(key="live.watch_go").click().run()
+    assert not at.exception and not at.error
+    assert at.title[0].value == "Watch a server"
+    assert at.query_params["base"] == served_publisher
+    session = at.session_state["watch.session"]
+    try:
+        assert session.base_url is not None and at.session_state["watch.model"] == "tiny"
+        deadline = time.monotonic() + 20
+        while not (session.views() and len(session.views()[0].blocks) == 3):
+            assert time.monotonic() < deadline, session.views()
+            time.sleep(0.05)
+        at.switch_page("app_pages/watch.py").run()  # AppTest reruns its own page: stay here
+        assert not at.exception and at.session_state["watch.session"] is session
+        (row,) = at.dataframe[0].value.to_dict("records")
+        assert row["blocks"] == 3
+    finally:
+        session.close()

@@ -133,14 +133,15 @@ class FakeHandle:
 class FakeService:
     def __init__(self, loaded, capacity, *, no_cache=False, listener=None, config=None) -> None:
         self.loaded, self.no_cache, self.handles, self.closed = loaded, no_cache, [], False
+        self.cancelled = False
         self.listener, self.config, self.steps = listener, config, []
 
     def submit(self, ids, max_new_tokens, *, rid):
         self.handles.append((rid, list(ids), FakeHandle()))
         return self.handles[-1][2]
 
-    def close(self, timeout=None):
-        self.closed = True
+    def close(self, timeout=None, *, cancel=False):
+        self.closed, self.cancelled = True, cancel
 
 
 def _finish(handle: FakeHandle, out: list[int]) -> None:
@@ -205,6 +206,7 @@ def test_restart_keeps_history_and_closes(loaded):
     service = s.service
     s2 = s.restart(no_cache=True)
     assert service.closed and s.closed and not s2.closed
+    assert service.cancelled  # a restart cancels what runs: the old thread stops now
     assert s.service is None  # its KV pool goes with it, even while the page keeps `s`
     with pytest.raises(RuntimeError, match="stopped"):
         s.submit("b", [{"role": "user", "content": "y"}], 2)

@@ -23,8 +23,9 @@ DRAWN = """() => {
     && every("[data-testid=stPlotlyChart]", (c) => c.querySelector(".main-svg"))
     && every("[data-testid=stDataFrame]", (c) => c.querySelector("canvas, table"));
 }"""
-# Text that does not fit its box: SVG node labels wider than their rect, and metric labels,
-# metric values, buttons and alerts whose content overflows (cut or ellipsed).
+# Text that does not fit its box: SVG node labels wider than their rect, and any element of the
+# page (outside SVG) holding text of its own whose content is wider than its box (cut, or
+# ellipsed: metric labels and values, buttons, alerts, select boxes, tabs, captions).
 CLIPPED = """() => {
   const out = [];
   document.querySelectorAll(".radixlens-tree g.node").forEach((g) => {
@@ -34,12 +35,35 @@ CLIPPED = """() => {
     t.querySelectorAll("tspan").forEach((s) => { w = Math.max(w, s.getComputedTextLength()); });
     if (w > Number(r.getAttribute("width")) + 0.5) out.push(`node ${g.id}: ${t.textContent}`);
   });
-  const sel = "[data-testid=stMetricLabel] p, [data-testid=stMetricValue] div, " +
-              "[data-testid=stButton] p, [data-testid=stAlert] p";
-  document.querySelectorAll(sel).forEach((e) => {
-    const where = e.closest("[data-testid]").dataset.testid;
+  document.querySelectorAll("[data-testid=stMain] *").forEach((e) => {
+    const own = [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!own || e.closest("svg") || e.clientWidth === 0) return;
+    const where = (e.closest("[data-testid]") || {dataset: {}}).dataset.testid;
     if (e.scrollWidth > e.clientWidth + 1) out.push(`${where}: ${e.textContent}`);
   });
+  return out;
+}"""
+# Text too small for a projector, and plotly's toolbar over a button: plotly text under 12 px
+# (legends, titles, ticks, labels), tree labels drawn under 12 px tall (the view scales the
+# SVG), and any toolbar (.modebar, present though faded until hovered) whose box meets an
+# updatemenu button or a Streamlit button.
+ILLEGIBLE = """() => {
+  const out = [];
+  document.querySelectorAll("[data-testid=stPlotlyChart] svg text").forEach((t) => {
+    const px = parseFloat(getComputedStyle(t).fontSize);
+    if (t.textContent.trim() && px < 12) out.push(`plotly ${px}px: ${t.textContent}`);
+  });
+  document.querySelectorAll(".radixlens-tree g.node text").forEach((t) => {
+    const h = t.getBoundingClientRect().height / (t.querySelectorAll("tspan").length || 1);
+    if (h > 0 && h < 12) out.push(`tree ${h.toFixed(1)}px: ${t.textContent}`);
+  });
+  const meets = (a, b) => a.width && b.width && a.left < b.right && b.left < a.right
+    && a.top < b.bottom && b.top < a.bottom;
+  const buttons = [...document.querySelectorAll(".updatemenu-button, [data-testid=stButton]")];
+  document.querySelectorAll(".modebar").forEach((m) => buttons.forEach((b) => {
+    if (meets(m.getBoundingClientRect(), b.getBoundingClientRect()))
+      out.push(`toolbar over ${b.textContent}`);
+  }));
   return out;
 }"""
 

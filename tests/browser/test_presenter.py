@@ -14,6 +14,7 @@ import pytest
 from browserhelp import (
     CLIPPED,
     DRAWN,
+    ILLEGIBLE,
     TREE,
     alert,
     click_and_wait,
@@ -41,6 +42,10 @@ def _clipped(pg) -> list[str]:
     return pg.evaluate(CLIPPED)
 
 
+def _illegible(pg) -> list[str]:
+    return pg.evaluate(ILLEGIBLE)
+
+
 def test_deep_link_restores_a_step_in_presenter_mode(server, projector, tmp_path):
     """/?page=tour&step=7 lands on the Tour at step 7 (R2's insert), presenter mode on, the
     URL keeping both; the split node of step 5 event 1 is highlighted inside the viewport."""
@@ -53,26 +58,37 @@ def test_deep_link_restores_a_step_in_presenter_mode(server, projector, tmp_path
     assert alert(projector).startswith("R2 leaves R1 at token 2,055")
     assert in_viewport(projector, f"{TREE} g.node[data-role=split]")
     assert in_viewport(projector, "[data-testid=stPlotlyChart]")  # the block grid
-    assert _clipped(projector) == []
+    assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "tour_presenter.png", full=False)
+
+
+def _walk(pg, hops: int, ref: str) -> list[str]:
+    """Clicks next `hops` times; each frame highlights one node as a lock, reading `ref`, in
+    view; returns their ids."""
+    out = []
+    for _ in range(hops):
+        text = click_and_wait(pg, "next ▶")
+        pg.wait_for_function(DRAWN, timeout=30_000)
+        node = pg.locator(f"{TREE} g.node[data-role=lock]")
+        assert node.count() == 1 and ref in node.text_content(), text
+        assert in_viewport(pg, f"{TREE} g.node[data-role=lock]")
+        out.append(node.get_attribute("id"))
+    return out
 
 
 def test_lock_walk_of_five_hops_hop_by_hop(server, projector, tmp_path):
     """The multi-turn walk at u000-t5's inc_lock_ref (step 22): five clicks of next show five
-    hops, each a different node highlighted as a lock with r=1, in view, ending at the root."""
+    hops, each a different node highlighted as a lock with r=1, in view, ending at the root;
+    its dec_lock_ref (step 24) walks the same five back to r=0."""
     _open(projector, server, "/tour?walk=multi-turn&step=22&k=0")
     assert alert(projector).startswith("step 22: u000-t5 calls inc_lock_ref")
-    hops = []
-    for _ in range(5):
-        text = click_and_wait(projector, "next ▶")
-        projector.wait_for_function(DRAWN, timeout=30_000)
-        node = projector.locator(f"{TREE} g.node[data-role=lock]")
-        assert node.count() == 1 and "r=1" in node.text_content(), text
-        assert in_viewport(projector, f"{TREE} g.node[data-role=lock]")
-        hops.append(node.get_attribute("id"))
+    hops = _walk(projector, 5, "r=1")
     assert len(set(hops)) == 5 and "the last hop below the root" in alert(projector)
-    assert _clipped(projector) == []
+    assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "lock_walk.png", full=False)
+    _open(projector, server, "/tour?walk=multi-turn&step=24&k=0")
+    assert alert(projector).startswith("step 24: u000-t5 calls dec_lock_ref")
+    assert _walk(projector, 5, "r=0") == hops
 
 
 def test_policies_pop_different_leaves(server, projector):
@@ -84,15 +100,21 @@ def test_policies_pop_different_leaves(server, projector):
         assert alert(projector).startswith("pops "), alert(projector)
         assert in_viewport(projector, f"{TREE} g.node[data-role=evicted]")
         popped[policy] = projector.locator(f"{TREE} g.node[data-role=evicted]").get_attribute("id")
+        assert _clipped(projector) == [] and _illegible(projector) == []
     assert popped == {"lru": "n1", "lfu": "n3", "mru": "n18"}
 
 
 def test_scheduler_shows_tree_and_blocks(server, projector, tmp_path):
+    """The tree whose matches decide LPM's order (the first offered request's path in blue)
+    and vLLM's pool beside it, both in view at 1280 x 800; the queue chart's before -> after
+    buttons are not under plotly's toolbar."""
     _open(projector, server, "/scheduler")
     assert projector.locator(f"{TREE} g.node[data-role=matched]").count() >= 2
-    grid = projector.locator("[data-testid=stPlotlyChart]").first
-    assert "vLLM's pool" in grid.inner_text()
-    assert _clipped(projector) == []
+    grid = "[data-testid=stPlotlyChart]:has-text(\"vLLM's pool\")"
+    projector.wait_for_selector(grid, timeout=60_000)
+    assert in_viewport(projector, TREE) and in_viewport(projector, grid)
+    assert projector.locator(".updatemenu-button").count() == 2
+    assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "scheduler_presenter.png", full=False)
 
 
@@ -118,7 +140,9 @@ def test_live_shows_tree_and_blocks(server, projector, tmp_path):
                        "if (e.scrollTop) e.scrollTop = 0; })")  # back to the top of the page
     assert in_viewport(projector, TREE) and in_viewport(projector, "[data-testid=stPlotlyChart]")
     told = projector.inner_text("[data-testid=stMain]")
-    assert "locks #" in told and "hops up to the root" in told  # unlock walk, narrated
+    assert "locks #" in told and "unlocks #" in told  # both walks, narrated
+    assert "hops up to the root" in told
+    assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "live_presenter.png", full=False)
 
 
@@ -133,6 +157,8 @@ def test_failing_op_log_shows_its_last_good_tree(server, projector, tmp_path):
     wait_drawn(projector)
     alerts = " ".join(projector.locator("[data-testid=stAlert]").all_inner_texts())
     assert "line 5" in alerts
+    projector.wait_for_selector(f"{TREE} g.node", timeout=60_000)  # mounts after the script
+    projector.wait_for_function(DRAWN, timeout=60_000)
     assert projector.locator(f"{TREE} g.node").count() == 4  # root, [1,2], [3], [4]
     assert "#tokens: 4" in projector.inner_text("[data-testid=stCode]")
 

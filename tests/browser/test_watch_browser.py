@@ -1,9 +1,10 @@
-"""A real browser watches `python -m engine serve --dp 2` from the "Watch a server" page.
+"""A real browser watches `python -m engine serve --dp 2` from the Live page.
 
-It discovers the publishers from the server's base URL, connects, sends a prompt from the page
-and waits until that prompt's blocks are drawn: a worker's caption counts cached blocks, its
-block grid and its prefix tree are painted, and the sent prompt's row says when its blocks
-landed. The screenshot goes to tmp_path (docs/screenshots/watch_live.png with
+The Live page's "watch a server" mode takes the server's base URL and opens the "Watch a
+server" page on it, which discovers the publishers and connects; the test sends a prompt from
+the page and waits until that prompt's blocks are drawn: a worker's caption counts cached
+blocks, its block grid and its prefix tree are painted, and the sent prompt's row says when its
+blocks landed. The screenshot goes to tmp_path (docs/screenshots/watch_live.png with
 RADIXLENS_UPDATE_SCREENSHOTS=1).
 """
 
@@ -32,15 +33,16 @@ def engine_url():
 def test_watch_engine_serve_and_see_a_prompt_land(engine_url, server, page, tmp_path):
     """The shared app server and browser (conftest.py): a second Playwright in the same
     thread would find the first one's event loop running."""
-    page.goto(f"{server}/watch")
+    page.goto(f"{server}/live")
+    page.get_by_role("radio", name="watch a server").click()
     base = page.get_by_label("server base URL (OpenAI API)")
     base.fill(engine_url)
     base.press("Enter")
-    page.get_by_role("button", name="discover (engine serve)").click()
-    page.wait_for_function(
+    page.get_by_role("button", name="watch this server").click()
+    page.wait_for_url("**/watch?base=*", timeout=60_000)
+    page.wait_for_function(  # discovered and connected on arrival
         "() => (document.querySelector('textarea') || {}).value?.includes('tcp://')",
         timeout=60_000)
-    page.get_by_role("button", name="connect", exact=True).click()
     page.get_by_text("blocks of", exact=False).first.wait_for(timeout=60_000)
     page.get_by_role("button", name="send", exact=True).click()
     # the prompt lands: a worker holds its blocks, and its row says after how long
