@@ -48,6 +48,7 @@ if state is None or state["key"] != key:
         state["job"].cancel()
     held.put(sid, "trace", None)  # drop the old replay before the new one runs
     BUDGET.release(sid, "trace replay")
+    BUDGET.release(sid, "trace explain")
     try:
         job = jobs().submit(name, lambda progress, cancel: replay(
             data, name, capacity, session_id=sid, progress=progress, cancel=cancel))
@@ -81,4 +82,4 @@ if state["replay"] is None:
         say("error", f"{name}: cannot replay: {type(exc).__name__}: {exc}")
         st.stop()
 
-show_replay(state["replay"])
+show_replay(state["replay"], state, sid)

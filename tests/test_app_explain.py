@@ -1,0 +1,85 @@
+"""The Trace debugger's "Why this hit rate?" panel and its step narration (AppTest)."""
+
+from __future__ import annotations
+
+import json
+
+from apphelp import finish_jobs, page, plain, plotly_specs, texts
+from streamlit.testing.v1 import AppTest
+
+A = list(range(1, 41))
+TRACE = "".join(json.dumps(r) + "\n" for r in (
+    {"rid": "a", "arrival": 0, "tokens": A, "output_len": 2},
+    {"rid": "b", "arrival": 9, "tokens": A, "output_len": 2},
+    {"rid": "c", "arrival": 18, "tokens": list(range(100, 110)), "output_len": 1}))
+
+
+def _explained(at: AppTest, timeout: float = 120) -> AppTest:
+    """Opens the panel and waits for the explainer's jobs (the buckets, then the what-ifs)."""
+    from app_pages._serve import holdings
+
+    at.session_state["trace.explain"] = True
+    at.run()
+    for _ in range(4):
+        state = holdings().get(at.session_state["trace.sid"], "trace")
+        job = state.get("explain_job")
+        if job is None:
+            break
+        assert job.wait(timeout), f"{job.name}: still running after {timeout} s"
+        at.run()
+    return at
+
+
+def _upload(at: AppTest) -> AppTest:
+    at.file_uploader(key="trace.upload").set_value(("abc.jsonl", TRACE.encode(), "text/plain"))
+    at.run()
+    return finish_jobs(at)
+
+
+def test_panel_buckets_add_up_to_the_prompt_tokens_and_go_to_a_step():
+    """a, b: the same 40 tokens, 9 s apart (a has finished); c: 10 other tokens. Prompt tokens
+    40 + 40 + 10 = 90. Tree: b hits 39 (the last-token cap keeps 1), first seen 40 + 10 = 50;
+    blocks of 16: b hits 32, the partial 8-token block is block rounding. The hit bucket's
+    example is b; its button moves the debugger to the tree after b's lookup (step 4 of the
+    replay: reset, then a's match, lock, finish: b's match is log step 4, so trace.at = 5)."""
+    at = _explained(_upload(page("trace").run()))
+    assert not at.exception and not at.error
+    titles = [s["layout"]["title"]["text"] for s in plotly_specs(at) if "title" in s["layout"]]
+    assert "Where the 90 prompt tokens went" in titles
+    assert any(t.startswith("Hit rate against KV capacity") for t in titles)
+    assert "Hit rate against page / block size" in titles and "Namespaces on and off" in titles
+    table = [d.value for d in at.dataframe if "bucket" in d.value.columns][0]
+    total = table[table["bucket"] == "all prompt tokens"]
+    assert list(total["radix tree (SGLang)"]) == ["90 tokens"]
+    assert list(total["block cache (vLLM)"]) == ["90 tokens"]
+    hit = table[table["bucket"] == "hit"]
+    assert list(hit["radix tree (SGLang)"]) == ["39 tokens (43.3%)"]
+    assert list(hit["block cache (vLLM)"]) == ["32 tokens (35.6%)"]
+    go = at.button(key="trace.explain_go.tree.hit.0")
+    assert plain(go.label) == "b: 39 tokens, step 5"
+    go.click().run()
+    assert at.session_state["trace.at"] == 5
+    assert any("step 4: b match_prefix" in t for t in texts(at.caption))
+
+
+def test_panel_closed_runs_nothing_and_step_narration_tells_the_split():
+    """Closed, the panel starts no job. Log steps: 0 reset, then per request match_prefix,
+    inc_lock_ref, cache_finished_req: b's finish is log step 6 (the tree after it: 7). b's row
+    holds 40 + 2 - 1 = 41 slots; a's finish already cut its prompt node at 40, so b's insert
+    hangs a 1-token output leaf under it and nothing splits. a's finish (log step 3, shown at
+    4) is the one that splits: 41 tokens in one new leaf, then the prompt re-insert cuts it
+    40 + 1."""
+    from app_pages._serve import holdings
+
+    at = page("trace").run()
+    data = TRACE.replace('"a"', '"x"').encode()  # other content: not the first test's state
+    at.file_uploader(key="trace.upload").set_value(("xbc.jsonl", data, "text/plain")).run()
+    at = finish_jobs(at)
+    state = holdings().get(at.session_state["trace.sid"], "trace")
+    assert state.get("explain_job") is None and not state.get("explained")
+    at.number_input(key="trace.box").set_value(4).run()
+    lines = [t for t in texts(at.markdown) if "prompt boundary" in t]
+    assert len(lines) == 1 and "40 prompt + 1 output tokens" in lines[0], lines
+    assert "priority + 1" in lines[0]
+    at.number_input(key="trace.box").set_value(7).run()
+    assert not [t for t in texts(at.markdown) if "prompt boundary" in t]
