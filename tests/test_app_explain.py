@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from apphelp import finish_jobs, page, plain, plotly_specs, texts
+from apphelp import ROOT, finish_jobs, page, plain, plotly_specs, texts
 from streamlit.testing.v1 import AppTest
 
 A = list(range(1, 41))
@@ -83,3 +84,50 @@ def test_panel_closed_runs_nothing_and_step_narration_tells_the_split():
     assert "priority + 1" in lines[0]
     at.number_input(key="trace.box").set_value(7).run()
     assert not [t for t in texts(at.markdown) if "prompt boundary" in t]
+
+
+def _recorded(trace_path: Path) -> bytes:
+    """What vLLM would publish for the trace (its block cache hashing with vllm-sha256), one
+    batch per request, as msgpack EventBatches."""
+    from radix.blocks.kv_events import EventBatch, encode_batch
+    from radix.blocks.manager import BlockCacheManager
+    from radix.blocks.pool import BlockPool
+    from radix.traces import load_trace, to_req
+
+    pool = BlockPool(4096, 16, enable_kv_cache_events=True, hash_algo="vllm-sha256")
+    manager, out = BlockCacheManager(pool), b""
+    for i, tr in enumerate(load_trace(trace_path).requests):
+        req = to_req(tr)
+        hit = manager.get_computed_blocks(req)
+        manager.allocate_slots(req, len(tr.token_ids) - hit.num_computed_tokens, hit)
+        manager.free(req)
+        out += encode_batch(EventBatch(float(i), tuple(manager.take_events()), 0))
+    return out
+
+
+def test_vllm_hashes_in_the_block_view_and_a_recording_matched():
+    """three_requests with a recording made by vLLM's hashing: with radixlens hashes the replay
+    stores none of the recorded hashes (and the page says which option gives vLLM's); with
+    vllm-sha256 every recorded hash is stored, and the block view's hover hashes are vLLM's
+    (the pool hashes with it: R1's first block's hash, low 64 bits, first 8 hex digits)."""
+    from radix.blocks.hashing import hash_request_tokens, hash_to_int64
+    from radix.traces import load_trace
+
+    path = ROOT / "examples" / "traces" / "three_requests.jsonl.gz"
+    at = page("trace").run()
+    at.file_uploader(key="trace.upload").set_value((path.name, path.read_bytes(), "x")).run()
+    at = finish_jobs(at)
+    rec = _recorded(path)
+    at.file_uploader(key="trace.recording").set_value(("rec.msgpack", rec, "x")).run()
+    assert not at.exception
+    said = plain(at.warning[0].value)
+    assert "stores 0 of them" in said and "vllm-sha256" in said
+    at.selectbox(key="trace.hash").set_value("vllm-sha256").run()
+    at = finish_jobs(at)
+    assert not at.exception and not at.error
+    said = " ".join(texts(at.success))
+    assert "(vllm-sha256) stores 271 of them (100.0%)" in said and "every recorded hash" in said
+    first = load_trace(path).requests[0].token_ids
+    want = f"{hash_to_int64(hash_request_tokens(first, 16, hash_algo='vllm-sha256')[0]):016x}"
+    grid = json.dumps(plotly_specs(at))
+    assert want[:8] in grid
