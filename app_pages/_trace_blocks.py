@@ -72,8 +72,9 @@ def show_recording(r: Any, data: bytes, state: dict) -> None:
                                      "recording (EventBatch msgpack or its JSON lines)")
                 with st.spinner("replaying the requests with the recording's block size"):
                     m = match_recording(r.trace, rec, hash_algo=algo, seed=seed)
-                hint = ("" if m.num_matched or algo != "radixlens" else " vLLM's hashes need "
-                        "the block hashes set to vllm-sha256 (or vllm-sha256-cbor) above.")
+                hint = "" if m.num_matched else (
+                    " None match: is it the same requests, the same hash (sha256 or its cbor "
+                    "variant) and the engine's PYTHONHASHSEED as the seed?")
                 text = ("success" if m.num_matched == m.num_recorded else "warning",
                         m.summary().replace("\n", "; ") + "." + hint)
             except (TraceError, ValueError) as exc:

@@ -39,8 +39,10 @@ seed = h[1].text_input("vLLM hash seed", VLLM_NONE_HASH_SEED, key="trace.hash_se
                        disabled=hash_algo == "radixlens",
                        help="vLLM seeds the first block's parent with PYTHONHASHSEED when the "
                             "engine set it; else with this default")
-recording = h[2].file_uploader("vLLM KV-event recording of the same requests (optional)",
-                               key="trace.recording")
+recording = None  # a recording can only match vLLM's hashes
+if hash_algo != "radixlens":
+    recording = h[2].file_uploader("vLLM KV-event recording of the same requests (optional)",
+                                   key="trace.recording")
 sid = session_id()
 usage = BUDGET.usage(sid)
 st.caption(f"Memory: this session holds {mib(usage.session)} of its {mib(usage.session_limit)}; "

@@ -106,10 +106,10 @@ def _recorded(trace_path: Path) -> bytes:
 
 
 def test_vllm_hashes_in_the_block_view_and_a_recording_matched():
-    """three_requests with a recording made by vLLM's hashing: with radixlens hashes the replay
-    stores none of the recorded hashes (and the page says which option gives vLLM's); with
-    vllm-sha256 every recorded hash is stored, and the block view's hover hashes are vLLM's
-    (the pool hashes with it: R1's first block's hash, low 64 bits, first 8 hex digits)."""
+    """three_requests with a recording made by vLLM's hashing. With radixlens hashes the page
+    offers no recording upload (it could match nothing). With vllm-sha256 every recorded hash
+    is stored by the replay; with vllm-sha256-cbor none is (and the page asks why); the block
+    view's hover hashes are vLLM's (R1's first block: low 64 bits, first 8 hex digits)."""
     from radix.blocks.hashing import hash_request_tokens, hash_to_int64
     from radix.traces import load_trace
 
@@ -117,17 +117,18 @@ def test_vllm_hashes_in_the_block_view_and_a_recording_matched():
     at = page("trace").run()
     at.file_uploader(key="trace.upload").set_value((path.name, path.read_bytes(), "x")).run()
     at = finish_jobs(at)
-    rec = _recorded(path)
-    at.file_uploader(key="trace.recording").set_value(("rec.msgpack", rec, "x")).run()
-    assert not at.exception
-    said = plain(at.warning[0].value)
-    assert "stores 0 of them" in said and "vllm-sha256" in said
+    assert "trace.recording" not in [u.key for u in at.get("file_uploader")]
     at.selectbox(key="trace.hash").set_value("vllm-sha256").run()
     at = finish_jobs(at)
+    at.file_uploader(key="trace.recording").set_value(("rec.msgpack", _recorded(path), "x"))
+    at.run()
     assert not at.exception and not at.error
     said = " ".join(texts(at.success))
     assert "(vllm-sha256) stores 271 of them (100.0%)" in said and "every recorded hash" in said
     first = load_trace(path).requests[0].token_ids
     want = f"{hash_to_int64(hash_request_tokens(first, 16, hash_algo='vllm-sha256')[0]):016x}"
-    grid = json.dumps(plotly_specs(at))
-    assert want[:8] in grid
+    assert want[:8] in json.dumps(plotly_specs(at))
+    at.selectbox(key="trace.hash").set_value("vllm-sha256-cbor").run()
+    at = finish_jobs(at)
+    said = plain(at.warning[0].value)
+    assert "stores 0 of them" in said and "first that differs: batch 0" in said
