@@ -42,7 +42,8 @@ def test_panel_buckets_add_up_to_the_prompt_tokens_and_go_to_a_step():
     40 + 40 + 10 = 90. Tree: b hits 39 (the last-token cap keeps 1), first seen 40 + 10 = 50;
     blocks of 16: b hits 32, the partial 8-token block is block rounding. The hit bucket's
     example is b; its button moves the debugger to the tree after b's lookup (step 4 of the
-    replay: reset, then a's match, lock, finish: b's match is log step 4, so trace.at = 5)."""
+    replay: reset, then a's match, lock, finish: b's match is log step 4, so trace.at = 5);
+    the block cache's, to the tree after b's finish (log step 6: 7) with b's chain shown."""
     at = _explained(_upload(page("trace").run()))
     assert not at.exception and not at.error
     titles = [s["layout"]["title"]["text"] for s in plotly_specs(at) if "title" in s["layout"]]
@@ -61,6 +62,9 @@ def test_panel_buckets_add_up_to_the_prompt_tokens_and_go_to_a_step():
     go.click().run()
     assert at.session_state["trace.at"] == 5
     assert any("step 4: b match_prefix" in t for t in texts(at.caption))
+    at.button(key="trace.explain_go.blocks.hit.0").click().run()  # after b's finish: log 6
+    assert at.session_state["trace.at"] == 7 and not at.exception
+    assert at.selectbox(key="trace.block_rid").value == "b"
 
 
 def test_panel_closed_runs_nothing_and_step_narration_tells_the_split():
