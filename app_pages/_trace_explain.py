@@ -43,17 +43,30 @@ def _go(step: int, rid: str | None = None) -> None:
         st.session_state["trace.block_rid"] = rid
 
 
-def _result(job: Any, what: str) -> Any:
-    """The job's result, or None after saying why there is none."""
+def _result(job: Any, what: str, state: dict, key: tuple) -> Any:
+    """The job's result; or None, remembering why under `key` (shown until asked again)."""
     try:
         return job.result()
     except Cancelled:
-        say("info", f"{what} cancelled.")
+        why = ("info", f"{what} cancelled.")
     except BudgetError as exc:
-        say("error", f"{what}: too big for this server's memory budget: {exc}")
+        why = ("error", f"{what}: too big for this server's memory budget: {exc}")
     except (ValueError, MemoryError, RecursionError) as exc:
-        say("error", f"{what}: {type(exc).__name__}: {exc}")
+        why = ("error", f"{what}: {type(exc).__name__}: {exc}")
+    state["explain_stopped"] = (key, what, why)
     return None
+
+
+def _stopped(state: dict, key: tuple, what: str) -> bool:
+    """True (after saying why, with a button to try again) when `what` stopped for `key`."""
+    held = state.get("explain_stopped")
+    if held is None or held[:2] != (key, what):
+        return False
+    say(*held[2])
+    if st.button(f"{what}: run again", key="trace.explain_again"):
+        state.pop("explain_stopped", None)
+        st.rerun()
+    return True
 
 
 def _submit(state: dict, name: str, fn: Any) -> Any:
@@ -79,6 +92,8 @@ def show_explainer(r: Any, state: dict, sid: str) -> None:
     done = state.setdefault("explained", {})
     job = state.get("explain_job")
     if key not in done:
+        if _stopped(state, key, "The explainer"):
+            return
         if job is None or job.name != f"explain {key}":
             if job is not None:
                 job.cancel()
@@ -91,8 +106,9 @@ def show_explainer(r: Any, state: dict, sid: str) -> None:
         if not wait_for(job, "explaining"):
             return
         state["explain_job"] = None
-        result = _result(job, "The explainer")
+        result = _result(job, "The explainer", state, key)
         if result is None:
+            _stopped(state, key, "The explainer")
             return
         done.clear()  # one explanation kept a trace: the budget holds one
         done[key] = result
@@ -138,6 +154,8 @@ def _examples(r: Any, x: Any) -> None:
 def _what_ifs(r: Any, x: Any, state: dict) -> None:
     e = x.explanation
     if not e.what_if:
+        if _stopped(state, x.key, "The what-ifs"):
+            return
         job = state.get("explain_job")
         if job is None or job.name != f"what-ifs {x.key}":
             guess = x.seconds * WHAT_IF_RUNS
@@ -153,7 +171,8 @@ def _what_ifs(r: Any, x: Any, state: dict) -> None:
         if not wait_for(job, "what-ifs"):
             return
         state["explain_job"] = None
-        if _result(job, "The what-ifs") is None:
+        if _result(job, "The what-ifs", state, x.key) is None:
+            _stopped(state, x.key, "The what-ifs")
             return
     w = e.what_if
     say("markdown", f"**What if:** {len(w['capacity']) + len(w['page_size']) + 2} simulator "

@@ -136,3 +136,23 @@ def test_vllm_hashes_in_the_block_view_and_a_recording_matched():
     at = finish_jobs(at)
     said = plain(at.warning[0].value)
     assert "stores 0 of them" in said and "first that differs: batch 0" in said
+
+
+def test_panel_refused_by_the_budget_says_so_once_and_offers_a_retry(monkeypatch):
+    """An explainer too big for the session's budget (the per-request estimate raised to a
+    TiB) is refused with the figures; the next rerun starts no new job (the refusal stays,
+    with a button to run again)."""
+    import scenarios.explain
+    from app_pages._serve import holdings
+
+    monkeypatch.setattr(scenarios.explain, "BYTES_PER_REQUEST", 2**40)
+    at = page("trace").run()
+    data = TRACE.replace('"c"', '"z"').encode()  # its own content: not another test's state
+    at.file_uploader(key="trace.upload").set_value(("abz.jsonl", data, "text/plain")).run()
+    at = _explained(finish_jobs(at))
+    assert "too big for this server's memory budget" in plain(at.error[0].value)
+    assert "trace explain needs" in plain(at.error[0].value)
+    at.run()
+    state = holdings().get(at.session_state["trace.sid"], "trace")
+    assert state.get("explain_job") is None and not state.get("explained")
+    assert at.button(key="trace.explain_again")
