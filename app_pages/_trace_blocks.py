@@ -14,7 +14,9 @@ import streamlit as st
 
 from app_pages._player import export_range
 from app_pages._shell import say
-from scenarios.trace import events_jsonl
+from radix.runs.recording import match_recording
+from radix.traces import TraceError, load_trace
+from scenarios.trace import digest, events_jsonl
 from viz.blocks import block_grid_figure, grid_caption, lookup_line, queue_line, request_chain
 from viz.dot import dot_to_svg, tree_dot
 from viz.escape import safe_filename
@@ -41,7 +43,8 @@ def show_blocks(r: Any, step: int) -> None:
     rid = rid if rid in rids else rids[0]
     i = next(j for j, rq in enumerate(r.trace.requests) if rq.rid == rid)
     req = next(iter(r.blocks.feed(i, i + 1)))[0]
-    links = request_chain(at.snapshot, req.origin_input_ids, req.extra_key, req.cache_salt)
+    links = request_chain(at.snapshot, req.origin_input_ids, req.extra_key, req.cache_salt,
+                          r.hasher)
     chain = [lk.block_id for lk in links if lk.block_id is not None]
     st.plotly_chart(block_grid_figure(at.snapshot, chain_ids=chain,
                                       stop_text=f"vLLM block pool: {rid}'s chain outlined"),
@@ -49,6 +52,35 @@ def show_blocks(r: Any, step: int) -> None:
     st.caption(grid_caption(at.snapshot, chain_ids=chain))
     say("markdown", lookup_line(r.blocks.lookups[i], at.snapshot.block_size, r.matches.get(rid)))
     st.caption(queue_line(at.snapshot))
+
+
+def show_recording(r: Any, data: bytes, state: dict) -> None:
+    """A vLLM KV-event recording beside a replay of the same requests, hash by hash
+    (radix.runs.recording), hashed as the page's block hashes are; cached in `state`."""
+    algo, seed = r.hasher.hash_algo, r.hasher.seed
+    key = (r.digest, digest(data), algo, seed)
+    held = state.get("recording")
+    if held is None or held[0] != key:
+        if r.trace.format != "request":
+            text = ("error", f"A {r.trace.format} trace has no token ids vLLM could have "
+                             "hashed: a recording matches a request trace (tokens or text).")
+        else:
+            try:
+                rec = load_trace(data)
+                if rec.format != "kv_events":
+                    raise TraceError(f"that file is a {rec.format} trace, not a KV-event "
+                                     "recording (EventBatch msgpack or its JSON lines)")
+                with st.spinner("replaying the requests with the recording's block size"):
+                    m = match_recording(r.trace, rec, hash_algo=algo, seed=seed)
+                hint = "" if m.num_matched else (
+                    " None match: is it the same requests, the same hash (sha256 or its cbor "
+                    "variant) and the engine's PYTHONHASHSEED as the seed?")
+                text = ("success" if m.num_matched == m.num_recorded else "warning",
+                        m.summary().replace("\n", "; ") + "." + hint)
+            except (TraceError, ValueError) as exc:
+                text = ("error", f"KV-event recording: {exc}")
+        held = state["recording"] = (key, text)
+    say(held[1][0], held[1][1])
 
 
 def show_downloads(r: Any, snap: Any, highlight: dict, max_children: int, text: str) -> None:

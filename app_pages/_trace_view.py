@@ -1,8 +1,8 @@
 """The Trace debugger's view of one replay: summary, step box and search, the tree at the step.
 
 Not a page (app.py does not list it): app_pages/trace.py calls `show_replay` once the replay is
-ready. The step lives in `trace.at` (steps done: the tree after them); the step box, the slider
-and the search results all move it.
+ready. The step lives in `trace.at` (steps done: the tree after them); the step box, the slider,
+the search results and the explainer's buckets (app_pages/_trace_explain.py) all move it.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import streamlit as st
 
 from app_pages._shell import say, tree_height
 from app_pages._trace_blocks import show_blocks, show_downloads
+from app_pages._trace_explain import show_explainer
 from radix.tree.inspect import format_tree
 from scenarios.trace import search
 from viz.component import tree_view
@@ -25,9 +26,11 @@ from viz.trace import (
     rejection_rows,
     step_caption,
     step_highlight,
+    step_lines,
     summary_rows,
     text_head,
 )
+from viz.words import build_owners
 
 MAX_DRAWN_NODES = 2_000  # boxes drawn after folding (1,000 draw in ~0.4 s); more: text only
 
@@ -38,7 +41,9 @@ def _go(step: int) -> None:
     st.session_state.pop("trace.slider", None)
 
 
-def show_replay(r: Any) -> None:
+def show_replay(r: Any, state: dict | None = None, sid: str = "-") -> None:
+    """The replay's summary, explainer (with `state`, the session's held trace state), step
+    navigator, tree, block view and downloads."""
     if r.trace.format == "kv_events":
         say("subheader", f"{r.name}: a vLLM KV-events recording")
         say("info", kv_events_summary(r.trace))
@@ -54,6 +59,13 @@ def show_replay(r: Any) -> None:
         if r.rejections:
             say("warning", f"{len(r.rejections):,} request(s) rejected:")
             st.dataframe(rejection_rows(r.rejections), hide_index=True)
+        if state is not None:
+            # opening it runs the explainer (a job): nothing runs for a closed panel
+            with st.expander("Why this hit rate? Every prompt token in one bucket, the "
+                             "requests behind each, and what-ifs", key="trace.explain",
+                             on_change="rerun"):
+                if st.session_state.get("trace.explain"):
+                    show_explainer(r, state, sid)
     default = log.num_steps
     if r.failure is not None:
         say("error", failure_text(r.failure))
@@ -70,6 +82,12 @@ def show_replay(r: Any) -> None:
     events = log.events_of(step - 1) if step else []
     if events:
         say("caption", step_caption(events))
+        with st.expander("what this step did, event by event"):
+            if state is not None and "owners" not in state:
+                state["owners"] = build_owners(log.steps)
+            owners = state.get("owners") if state is not None else None
+            for line in step_lines(log, step - 1, owners):
+                say("markdown", "- " + line)
     highlight = step_highlight(events, snap)
     left, right = st.columns([3, 2])
     with left:

@@ -8,7 +8,9 @@ import streamlit as st
 
 from app_pages._serve import holdings, jobs, wait_for
 from app_pages._shell import long_caption, say, session_id
+from app_pages._trace_blocks import show_recording
 from app_pages._trace_view import show_replay
+from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
 from radix.traces.base import TraceError
 from scenarios.budget import BUDGET, BudgetError, mib
 from scenarios.jobs import QueueFull
@@ -27,6 +29,20 @@ upload = c[0].file_uploader("trace file", key="trace.upload")
 sample = c[1].selectbox("or a sample", ["(none)", *SAMPLES], key="trace.sample")
 capacity = int(c[2].number_input("capacity (tokens)", 1_000, 100_000_000, 1_000_000,
                                  step=100_000, key="trace.capacity"))
+h = st.columns([1.3, 1.7, 3])
+hash_algo = h[0].selectbox(
+    "block hashes", HASH_ALGOS, key="trace.hash",
+    help="How the block cache hashes blocks (hits do not depend on it): radixlens is fast; "
+         "vllm-sha256 (vLLM's default: sha256 over pickle) and vllm-sha256-cbor give vLLM's "
+         "own hashes, to compare with a recording")
+seed = h[1].text_input("vLLM hash seed", VLLM_NONE_HASH_SEED, key="trace.hash_seed",
+                       disabled=hash_algo == "radixlens",
+                       help="vLLM seeds the first block's parent with PYTHONHASHSEED when the "
+                            "engine set it; else with this default")
+recording = None  # a recording can only match vLLM's hashes
+if hash_algo != "radixlens":
+    recording = h[2].file_uploader("vLLM KV-event recording of the same requests (optional)",
+                                   key="trace.recording")
 sid = session_id()
 usage = BUDGET.usage(sid)
 st.caption(f"Memory: this session holds {mib(usage.session)} of its {mib(usage.session_limit)}; "
@@ -39,7 +55,7 @@ else:
     st.info("Upload a trace to replay it, or pick a sample.")
     st.stop()
 
-key = (digest(data), capacity)
+key = (digest(data), capacity, hash_algo, seed if hash_algo != "radixlens" else None)
 held = holdings()
 st.session_state["trace.sid"] = sid  # where this session's replay is held (tests read it)
 state = held.get(sid, "trace")  # the replay lives outside session_state: freed on a sweep
@@ -48,9 +64,11 @@ if state is None or state["key"] != key:
         state["job"].cancel()
     held.put(sid, "trace", None)  # drop the old replay before the new one runs
     BUDGET.release(sid, "trace replay")
+    BUDGET.release(sid, "trace explain")
     try:
         job = jobs().submit(name, lambda progress, cancel: replay(
-            data, name, capacity, session_id=sid, progress=progress, cancel=cancel))
+            data, name, capacity, session_id=sid, progress=progress, cancel=cancel,
+            hash_algo=hash_algo, hash_seed=seed))
     except QueueFull as exc:
         say("error", f"The server is busy: {exc}")
         st.stop()
@@ -81,4 +99,6 @@ if state["replay"] is None:
         say("error", f"{name}: cannot replay: {type(exc).__name__}: {exc}")
         st.stop()
 
-show_replay(state["replay"])
+if recording is not None:
+    show_recording(state["replay"], recording.getvalue(), state)
+show_replay(state["replay"], state, sid)

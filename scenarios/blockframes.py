@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from radix.blocks.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
+from radix.blocks.hashing import BlockHasher
 from radix.blocks.manager import BlockCacheManager, LookupRecord
 from radix.blocks.pool import BlockPool
 from radix.blocks.snapshot import BlockPoolSnapshot
@@ -45,9 +46,11 @@ def capture(manager: BlockCacheManager) -> bytes:
     return zlib.compress(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), 1)
 
 
-def restore(frame: bytes, into: BlockCacheManager | None = None) -> BlockCacheManager:
-    """A manager whose pool equals the one `capture` saw: a fresh one, or `into` (a manager of
-    the same pool size, between requests) rewritten in place, which saves building every block."""
+def restore(frame: bytes, into: BlockCacheManager | None = None,
+            hash_algo: str | BlockHasher = "radixlens") -> BlockCacheManager:
+    """A manager whose pool equals the one `capture` saw: a fresh one (hashing as `hash_algo`),
+    or `into` (a manager of the same pool size, between requests) rewritten in place, which
+    saves building every block."""
     num_blocks, block_size, caching, cached, queue, order, evictions, step = pickle.loads(
         zlib.decompress(frame))
     if into is not None and into.pool.num_blocks == num_blocks and not into.requests:
@@ -55,7 +58,7 @@ def restore(frame: bytes, into: BlockCacheManager | None = None) -> BlockCacheMa
         for b in pool.blocks:
             b.ref_cnt, b.block_hash, b.parent_hash, b.chain_pos = 0, None, None, -1
     else:
-        pool = BlockPool(num_blocks, block_size, caching)
+        pool = BlockPool(num_blocks, block_size, caching, hash_algo=hash_algo)
     blocks = pool.blocks
     for block_id, block_hash, parent_hash, chain_pos in cached:
         b = blocks[block_id]
@@ -89,14 +92,18 @@ class BlockFrames:
     `feed(start, stop)` yields (Req, output tokens) for requests start..stop-1 (fresh Reqs, in
     order); `run(reqs, outputs, capacity, block_size, manager=..., rejected_rids=...)` is
     run_blocks. Building replays everything once and keeps a keyframe every `every` requests.
+    `hash_algo`: how the pool hashes blocks (radix/blocks/hashing.py; hits do not depend on it).
     """
 
     def __init__(self, num_requests: int, feed: Feed, run: Runner, capacity: int,
                  block_size: int = 16, every: int = 32,
-                 progress: Callable[[int], None] | None = None) -> None:
+                 progress: Callable[[int], None] | None = None,
+                 hash_algo: str | BlockHasher = "radixlens") -> None:
         self.num_requests, self.feed, self.run = num_requests, feed, run
+        self.hash_algo = hash_algo
         self.capacity, self.block_size, self.every = capacity, block_size, every
-        self.manager = BlockCacheManager(BlockPool(capacity // block_size + 1, block_size))
+        self.manager = BlockCacheManager(BlockPool(capacity // block_size + 1, block_size,
+                                                   hash_algo=hash_algo))
         self.frames: list[bytes] = []
         self.rejected: list[str] = []
         self.evictions: list[int] = []  # pool.num_evictions after each request
@@ -145,7 +152,8 @@ class BlockFrames:
         else:
             start = n // self.every * self.every
             scratch = self._cursor[1] if self._cursor is not None else None
-            manager = restore(self.frames[start // self.every], into=scratch)
+            manager = restore(self.frames[start // self.every], into=scratch,
+                              hash_algo=self.hash_algo)
         if n > start:
             reqs = list(self.feed(start, n))
             # run_blocks ends by counting unreachable blocks over the whole pool: not needed

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from radix import events as ev
+from radix.blocks.hashing import VLLM_NONE_HASH_SEED, BlockHasher
 from radix.runs.compare import output_tokens, run_blocks, run_tree, trace_reqs
 from radix.runs.ops import OpRunner
 from radix.traces import Trace, load_trace
@@ -140,6 +141,7 @@ class TraceReplay:
     op_counts: dict[str, int] | None = None  # op logs: ops by name
     checked_every: int = 1  # op logs: invariants checked after every this many ops
     nbytes: int = 0  # what the replay holds (estimate)
+    hasher: BlockHasher = dataclasses.field(default_factory=BlockHasher)  # block hashing
 
     def requests_done(self, step: int) -> int:
         """Requests whose every step is among the first `step` steps of the log.
@@ -162,10 +164,11 @@ def _feed(trace: Trace, start: int, stop: int) -> Iterator[tuple[Any, list[int]]
 
 def replay(data: bytes, name: str, capacity: int = 1_000_000, page_size: int = 1,
            block_size: int = 16, *, session_id: str = "-", budget: Budget = BUDGET,
-           progress: Progress | None = None, cancel: threading.Event | None = None
-           ) -> TraceReplay:
+           progress: Progress | None = None, cancel: threading.Event | None = None,
+           hash_algo: str = "radixlens", hash_seed: str = VLLM_NONE_HASH_SEED) -> TraceReplay:
     """Loads `data` (any format; TraceError names line and field) and replays it. Holds its
     memory in `budget` under (session_id, "trace replay"); BudgetError when it would not fit.
+    The block cache hashes blocks as `hash_algo` (with vLLM's seed `hash_seed`) does.
 
     Two requests of one output token each log 1 + 2 x 3 = 7 steps: reset, then per request
     match_prefix, inc_lock_ref and cache_finished_req (its insert and unlock inside one step).
@@ -173,7 +176,8 @@ def replay(data: bytes, name: str, capacity: int = 1_000_000, page_size: int = 1
     if capacity < 1 or page_size < 1 or block_size < 1:
         raise ValueError("capacity, page size and block size must be >= 1")
     trace = load_trace(data)
-    out = TraceReplay(name, digest(data), trace, capacity, page_size, block_size, None)
+    out = TraceReplay(name, digest(data), trace, capacity, page_size, block_size, None,
+                      hasher=BlockHasher(hash_algo, hash_seed))
     if trace.format == "kv_events":
         return out
     what = "trace replay"
@@ -235,7 +239,8 @@ def _replay_requests(out: TraceReplay, session_id: str, budget: Budget, live: in
 
     usable = sum(trace.input_lens) + sum(r.output_len + out.block_size for r in trace.requests)
     out.blocks = BlockFrames(n, lambda a, b: _feed(trace, a, b), run_blocks,
-                             min(out.capacity, usable), out.block_size, progress=block_progress)
+                             min(out.capacity, usable), out.block_size, progress=block_progress,
+                             hash_algo=out.hasher)
     out.stats = {"tree": tree, "blocks": out.blocks.stats}
     _index(out)
     rejected = {rid for rid, found in out.index.items() if any(f.what == "rejected" for f in found)}

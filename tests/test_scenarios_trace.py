@@ -175,3 +175,21 @@ def test_cancel_stops_a_running_replay(_):
     job = pool.submit("m", lambda progress, cancel: replay(
         data, "m.jsonl", budget=BIG, progress=lambda f, t: cancel.set(), cancel=cancel))
     assert job.wait(60) and job.state == "cancelled"
+
+
+def test_replay_with_vllm_hashes_same_hits_vllm_hashes_in_the_pool():
+    """Hashing does not change hits: three_requests replays to the same block stats with
+    radixlens and vllm-sha256 hashes; with vLLM's, the pool after request 1 (a restored
+    keyframe, then again after a scrub) carries vLLM's hash of R1's first block."""
+    from radix.blocks.hashing import hash_request_tokens, hash_to_int64
+
+    data = (TRACES / "three_requests.jsonl.gz").read_bytes()
+    fast = replay(data, "t", budget=BIG)
+    vllm = replay(data, "t", budget=BIG, hash_algo="vllm-sha256")
+    assert vllm.stats["blocks"] == fast.stats["blocks"]
+    first = vllm.trace.requests[0].token_ids
+    want = hash_to_int64(hash_request_tokens(first, 16, hash_algo="vllm-sha256")[0])
+    for n in (1, 3, 1):
+        hashes = {b.hash for b in vllm.blocks.at(n).snapshot.blocks}
+        assert want in hashes
+        assert want not in {b.hash for b in fast.blocks.at(n).snapshot.blocks}

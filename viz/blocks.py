@@ -178,8 +178,9 @@ class ChainLink(NamedTuple):
 
 
 def request_chain(snap: Any, token_ids: Sequence[int], extra_key: str | None = None,
-                  cache_salt: str | None = None) -> list[ChainLink]:
-    """One link per full block of `token_ids`, matched against the snapshot's hashes.
+                  cache_salt: str | None = None, hash_algo: Any = "radixlens") -> list[ChainLink]:
+    """One link per full block of `token_ids`, matched against the snapshot's hashes (hashed
+    as the pool hashed them: `hash_algo`, a HASH_ALGOS name or a BlockHasher).
 
     >>> from radix.blocks.pool import BlockPool; from radix.blocks.snapshot import take_snapshot
     >>> [link.block_id for link in request_chain(take_snapshot(BlockPool(3, 4), {}, 0), range(9))]
@@ -189,7 +190,8 @@ def request_chain(snap: Any, token_ids: Sequence[int], extra_key: str | None = N
     for b in snap.blocks:  # by id: the lowest id wins a duplicate hash
         if b.hash is not None:
             by_hash.setdefault(b.hash, b)
-    hashes = hash_request_tokens(list(token_ids), snap.block_size, extra_key, cache_salt)
+    hashes = hash_request_tokens(list(token_ids), snap.block_size, extra_key, cache_salt,
+                                 hash_algo=hash_algo)
     links = []
     for i, h in enumerate(hashes):
         low = hash_to_int64(h)

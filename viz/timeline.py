@@ -58,7 +58,8 @@ class Timeline:
         micro = self.log.micro_events(step)
         model.apply_all(micro[: k - 1])
         last = micro[k - 1]
-        line = narrate(last, model, self.owners, self.rid_of(step), _key_len(micro))
+        line = narrate(last, model, self.owners, self.rid_of(step), _key_len(micro),
+                       op=self.log.events_of(step)[0].op, earlier=micro[: k - 1])
         if not isinstance(last, ev.NodeEvicted):
             model.apply(last)
         return Frame(step, k, model.snapshot(), role_of(last), line)

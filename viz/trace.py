@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from radix import events as ev
 from radix.runs.costs import CostModel
-from viz.words import step_roles
+from viz.words import build_owners, narrate, step_roles
 
 NA = "-"
 
@@ -140,3 +141,27 @@ def step_caption(events: list[Any]) -> str:
     first = events[0]
     rid = f" {first.rid}" if getattr(first, "rid", None) else ""
     return f"step {first.step:,}:{rid} {first.op} ({len(events):,} events)"
+
+
+def step_lines(log: Any, step: int, owners: dict[int, str] | None = None,
+               max_lines: int = 40) -> list[str]:
+    """The narration of log step `step` (0-based), one line per micro-event that says something
+    (viz/words.py; a finish's prompt-boundary split says so), the first `max_lines` of them.
+    `owners`: node id -> rid (viz.words.build_owners over the log; built here when None)."""
+    events = log.events_of(step)
+    first = events[0]
+    if owners is None:
+        owners = build_owners(log.steps)
+    model = log.model_at(step)
+    micro = log.micro_events(step)
+    key_len = next((e.key_len for e in micro if isinstance(e, ev.PrefixMatched)), None)
+    lines = [narrate(first, model, owners, first.rid)]
+    for k, e in enumerate(micro):
+        if len(lines) >= max_lines:
+            lines.append(f"... {len(micro) - k:,} more events")
+            break
+        if not isinstance(e, ev.NodesTouched | ev.LeafSetChanged):
+            lines.append(narrate(e, model, owners, first.rid, key_len, op=first.op,
+                                 earlier=micro[:k]))
+        model.apply(e)
+    return lines

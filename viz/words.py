@@ -109,15 +109,26 @@ def _who(rid: str | None) -> str:
     return rid or "a call"
 
 
+FINISH_OPS = ("cache_finished_req", "release_kv_cache", "checkpoint", "cache_unfinished_req")
+
+
 def split_line(e: ev.NodeSplit, before: Any, owners: Mapping[int, str], rid: str | None,
-               key_len: int | None = None) -> str:
+               key_len: int | None = None, boundary: bool = False) -> str:
     """A split, and why it happened there; `key_len` (the step's match key) explains a split
-    at the key's end: SGLang matches at most input_len - 1 tokens."""
+    at the key's end: SGLang matches at most input_len - 1 tokens. `boundary`: the split of a
+    finish or checkpoint's second insert, at the prompt's end (`prompt_boundary`)."""
     old = before.nodes[e.node_id]
     at = depth_tokens(before, e.parent_id) + e.split_len
     owner = owners.get(e.node_id)
-    whose = f"leaves {owner}" if owner and owner != rid else "leaves the cached path"
     rest = len(old.token_ids) - e.split_len
+    if boundary:
+        return (f"{_who(rid)} splits its own leaf #{e.node_id} at the prompt boundary, token "
+                f"{at:,}: {e.split_len:,} prompt + {rest:,} output tokens (new prefix "
+                f"#{e.new_node_id}). SGLang 0.5.23 inserts prompt + output, then the prompt "
+                "alone with priority + 1, so eviction can drop the output and keep the "
+                "reusable prompt; the seed chapter's cache_finished_req inserted once and "
+                "kept them in one leaf")
+    whose = f"leaves {owner}" if owner and owner != rid else "leaves the cached path"
     line = (f"{_who(rid)} {whose} at token {at:,}: node #{e.node_id} splits into "
             f"{e.split_len:,} + {rest:,} (new prefix #{e.new_node_id})")
     if key_len is not None and at == key_len:
@@ -127,18 +138,38 @@ def split_line(e: ev.NodeSplit, before: Any, owners: Mapping[int, str], rid: str
     return line
 
 
+def prompt_boundary(e: ev.Event, op: str | None, earlier: Sequence[ev.Event]) -> bool:
+    """A split is the prompt-boundary split when a finish or checkpoint step makes it after
+    its first insert ended (that insert's HitCounted came first): the prompt's re-insert.
+
+    >>> split = ev.NodeSplit(1, 2, 0, 5, 0.0)
+    >>> prompt_boundary(split, "cache_finished_req", [ev.HitCounted((1,), 0, True)])
+    True
+    >>> prompt_boundary(split, "cache_finished_req", [])  # the first insert leaving a path
+    False
+    """
+    return (isinstance(e, ev.NodeSplit) and op in FINISH_OPS
+            and any(isinstance(x, ev.HitCounted) for x in earlier))
+
+
 def narrate(e: ev.Event, before: Any, owners: Mapping[int, str], rid: str | None,
-            key_len: int | None = None) -> str:
-    """The line for event `e`, given the tree `before` it, the owners and the step's rid."""
+            key_len: int | None = None, *, op: str | None = None,
+            earlier: Sequence[ev.Event] = ()) -> str:
+    """The line for event `e`, given the tree `before` it, the owners and the step's rid;
+    `op` (the step's public call) and `earlier` (its micro-events before `e`) let the words
+    say where SGLang 0.5.23's request lifecycle differs from the seed chapter."""
     if isinstance(e, ev.StepStarted):
-        detail = f" ({e.detail})" if e.detail else ""
-        who = f"{e.rid} calls " if e.rid else ""
-        return f"step {e.step}: {who}{e.op}{detail}"
+        return step_line(e)
     if isinstance(e, ev.NodeSplit):
-        return split_line(e, before, owners, rid, key_len)
+        return split_line(e, before, owners, rid, key_len, prompt_boundary(e, op, earlier))
     if isinstance(e, ev.NodeInserted):
-        return (f"{_who(rid)} grows a new leaf #{e.node_id} of {len(e.token_ids):,} tokens "
+        line = (f"{_who(rid)} grows a new leaf #{e.node_id} of {len(e.token_ids):,} tokens "
                 f"under #{e.parent_id}")
+        if op in ("checkpoint", "cache_unfinished_req"):
+            line += (". SGLang 0.5.23 checkpoints a request's prompt right after its prefill, "
+                     "so requests that arrive while it decodes already hit it; the seed "
+                     "chapter cached a prompt at finish (or per chunk, when chunked)")
+        return line
     if isinstance(e, ev.PrefixMatched):
         return (f"{_who(rid)} matches {e.prefix_len:,} of {e.key_len:,} tokens "
                 f"over {len(e.node_ids)} node(s)")
@@ -153,8 +184,7 @@ def narrate(e: ev.Event, before: Any, owners: Mapping[int, str], rid: str | None
     if isinstance(e, ev.NodesTouched):
         return f"last access time {e.time:g} on {len(e.node_ids)} node(s)"
     if isinstance(e, ev.HitCounted):
-        what = "hit_count +1" if e.counted else "priority only (chunked)"
-        return f"{what} on {len(e.node_ids)} node(s)"
+        return hit_line(e)
     if isinstance(e, ev.CacheReset):
         return "reset: the tree is empty again"
     if isinstance(e, ev.StepEnded):
@@ -164,6 +194,40 @@ def narrate(e: ev.Event, before: Any, owners: Mapping[int, str], rid: str | None
     if isinstance(e, ev.RequestRetracted):
         return f"{e.rid} retracted ({e.reason}): {e.freed_slots:,} slots back to the pool"
     return type(e).__name__
+
+
+def step_line(e: ev.StepStarted) -> str:
+    """A step's first line; an eviction says that the allocator asks only for its shortfall.
+
+    >>> step_line(ev.StepStarted(3, "match_prefix", "R2", "key of 10 tokens"))
+    'step 3: R2 calls match_prefix (key of 10 tokens)'
+    """
+    detail = f" ({e.detail})" if e.detail else ""
+    who = f"{e.rid} calls " if e.rid else ""
+    line = f"step {e.step}: {who}{e.op}{detail}"
+    if e.op == "evict":
+        line += (": when allocation calls it, only the shortfall (tokens wanted - free slots): "
+                 "SGLang 0.5.23 evicts what the allocator lacks, where the seed chapter "
+                 "evicted all the tokens wanted")
+    return line
+
+
+def hit_line(e: ev.HitCounted) -> str:
+    """An insert's hit counting: once per request and node (SGLang 0.5.23's inserted_len).
+
+    >>> hit_line(ev.HitCounted((4, 7, 9), 1, True, 2))[:43]
+    'hit_count +1 on 1 of 3 node(s), priority 1:'
+    """
+    n, first = len(e.node_ids), e.first_counted
+    if not e.counted:
+        return (f"priority {e.priority} on {n} node(s), no hit counted: every node ends within "
+                "what this request inserted before (SGLang 0.5.23 counts a request's hit on a "
+                "node once, by its inserted_len; the seed chapter skipped chunked inserts)")
+    line = f"hit_count +1 on {n - first} of {n} node(s), priority {e.priority}"
+    if first:
+        line += (f": the first {first} end within what this request inserted before, and "
+                 "SGLang 0.5.23 counts a request's hit on a node once (inserted_len)")
+    return line
 
 
 def lock_hop_line(e: ev.LockChanged, before: Any, rid: str | None) -> str:

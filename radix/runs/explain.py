@@ -10,6 +10,7 @@ data (dicts, lists of points) for the CLI's JSON and the app's charts. Leaves ou
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,12 +22,13 @@ from radix.runs.probe import (
     RequestBuckets,
     watched_run,
 )
-from radix.runs.sim import SimConfig, simulate
+from radix.runs.sim import SimConfig, build, run
 from radix.traces.base import Trace
 
 __all__ = ["BUCKETS", "Eviction", "Explanation", "PrefixSaved", "RequestBuckets", "explain",
            "what_ifs"]
 PAGE_SIZES = (1, 16, 64)
+Progress = Callable[[float, str], None]  # (fraction done, what runs now); may raise to stop
 
 
 @dataclass
@@ -52,8 +54,10 @@ class Explanation:
 
 
 def explain(trace: Trace, config: SimConfig | None = None, *, what_if: bool = True,
-            capacities: int = 8, top: int = 10) -> Explanation:
+            capacities: int = 8, top: int = 10, progress: Progress | None = None
+            ) -> Explanation:
     """Runs `trace` through the watched simulator and explains every prompt token.
+    `progress(fraction, text)` hears of the arrivals of every run (each what-if is a run).
 
     Two identical 40-token requests one after the other, blocks of 16, unbounded: the second
     hits 39 tokens in the tree (1 last-token cap) and 32 in the block cache (2 full blocks:
@@ -68,7 +72,9 @@ def explain(trace: Trace, config: SimConfig | None = None, *, what_if: bool = Tr
     (32, 8)
     """
     cfg = config or SimConfig()
-    probe, result = watched_run(trace, cfg)
+    share = 1 / (1 + num_what_ifs(capacities)) if what_if else 1.0
+    probe, result = watched_run(trace, cfg, _ticker(progress, len(trace.requests), 0.0, share,
+                                                     "buckets"))
     rows = _rows(probe)
     sides = ["tree"] + (["blocks"] if cfg.shadow else [])
     totals = {s: {b: sum(getattr(r, s)[b] for r in rows) for b in BUCKETS} for s in sides}
@@ -83,8 +89,27 @@ def explain(trace: Trace, config: SimConfig | None = None, *, what_if: bool = Tr
         working_set=sum(n.d1 - n.d0 for n in probe.tree.ever_any.nodes()),
         sim_totals=dict(result.totals))
     if what_if:
-        out.what_if = what_ifs(trace, cfg, out.working_set, capacities)
+        out.what_if = what_ifs(trace, cfg, out.working_set, capacities, progress, share)
     return out
+
+
+def num_what_ifs(capacities: int = 8) -> int:
+    """Simulator runs of `what_ifs`: at most `capacities` + 1 (unbounded) on the curve, one per
+    page size, two for namespaces."""
+    return capacities + 1 + len(PAGE_SIZES) + 2
+
+
+def _ticker(progress: Progress | None, n: int, lo: float, hi: float, what: str) -> Any:
+    """An on_arrival that reports every 64th arrival as a fraction between lo and hi."""
+    if progress is None:
+        return None
+    seen = [0]
+
+    def tick(_req: Any) -> None:
+        if seen[0] % 64 == 0:
+            progress(lo + (hi - lo) * seen[0] / max(n, 1), f"{what}: request {seen[0]:,} of {n:,}")
+        seen[0] += 1
+    return tick
 
 
 def _lost(buckets: dict[str, int] | None) -> int:
@@ -118,16 +143,24 @@ def _rows(probe: Probe) -> list[RequestBuckets]:
     return rows
 
 
-def what_ifs(trace: Trace, config: SimConfig, working_set: int, capacities: int = 8
+def what_ifs(trace: Trace, config: SimConfig, working_set: int, capacities: int = 8,
+             progress: Progress | None = None, start: float = 0.0
              ) -> dict[str, list[dict[str, Any]]]:
     """Hit rates of both caches (hit tokens / all prompt tokens, rejected requests included)
     against KV capacity (`capacities` points from the working set down to 1% of it, and
     unbounded), against page/block size (PAGE_SIZES, both caches the same), and with and
-    without namespaces (extra_key, cache_salt dropped)."""
+    without namespaces (extra_key, cache_salt dropped). `progress` as in `explain`, from
+    `start` to 1."""
     total = sum(len(r.token_ids) for r in trace.requests) or 1
+    done, runs = [0], num_what_ifs(capacities)
 
     def point(cfg: SimConfig, t: Trace = trace, **extra: Any) -> dict[str, Any]:
-        s = simulate(t, cfg).totals
+        lo = start + (1 - start) * done[0] / runs
+        label = ", ".join(f"{k} {v}" for k, v in extra.items())
+        what = f"what-if {done[0] + 1} of {runs} ({label})"
+        s = run(build(t, cfg), _ticker(progress, len(t.requests), lo,
+                                       lo + (1 - start) / runs, what)).totals
+        done[0] += 1
         return extra | {"tree_hit_rate": s["matched_tokens"] / total,
                         "block_hit_rate": s.get("block_matched_tokens", 0) / total,
                         "rejected": s["rejected"], "evicted_tokens": s["evicted_tokens"],

@@ -293,9 +293,11 @@ class _Runner:
         return getattr(self.inner, name)
 
 
-def watched_run(trace: Trace, config: SimConfig | None = None) -> tuple[Probe, Any]:
+def watched_run(trace: Trace, config: SimConfig | None = None,
+                on_arrival: Any = None) -> tuple[Probe, Any]:
     """Builds and runs the simulator with the probes in; returns (probe, SimResult). The block
-    shadow is the block-extent cache (same figures as the per-block one, and it keeps marks)."""
+    shadow is the block-extent cache (same figures as the per-block one, and it keeps marks).
+    `on_arrival(req)` sees each arrival after the probe (progress; it may raise to stop)."""
     sim = build(trace, config, tree_class=_WatchedTree, record_evictions=True,
                 extent_shadow=True)
     probe = Probe(sim)
@@ -304,4 +306,10 @@ def watched_run(trace: Trace, config: SimConfig | None = None) -> tuple[Probe, A
     if sim.shadow is not None:
         sim.shadow.on_lookup, sim.shadow.on_compute = probe.on_lookup, probe.on_compute
         sim.shadow.manager.clock = lambda: (sim.num_steps, sim.clock.now)
-    return probe, run(sim, on_arrival=probe.on_arrival)
+    if on_arrival is None:
+        return probe, run(sim, on_arrival=probe.on_arrival)
+
+    def both(req: Req) -> None:
+        probe.on_arrival(req)
+        on_arrival(req)
+    return probe, run(sim, on_arrival=both)

@@ -1,0 +1,184 @@
+"""The Trace debugger's "Why this hit rate?" panel: buckets, their requests, the what-ifs.
+
+Not a page (app.py does not list it): app_pages/_trace_view.py calls `show_explainer` with the
+replay and the session's holdings state. The explainer runs as a job (scenarios/explain.py),
+cached per trace content, capacity and policy; each bucket names its largest requests with a
+button that moves the debugger (`trace.at`) to the step where that request was looked up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from app_pages._serve import jobs, wait_for
+from app_pages._shell import say
+from scenarios.budget import BudgetError
+from scenarios.explain import POLICIES, WHAT_IF_RUNS, run_explain, run_what_ifs, step_of
+from scenarios.jobs import QueueFull
+from scenarios.trace import Cancelled
+from viz.escape import esc_md
+from viz.explain import (
+    BUCKETS,
+    SIDES,
+    bucket_figure,
+    bucket_rows,
+    capacity_figure,
+    loser_rows,
+    namespace_figure,
+    page_figure,
+    prefix_rows,
+)
+
+AUTO_WHAT_IFS_S = 30.0  # what-ifs start by themselves when they should take less than this
+PLOT = {"displaylogo": False}
+
+
+def _go(step: int, rid: str | None = None) -> None:
+    st.session_state["trace.at"] = step
+    st.session_state.pop("trace.box", None)
+    st.session_state.pop("trace.slider", None)
+    if rid is not None:
+        st.session_state["trace.block_rid"] = rid
+
+
+def _result(job: Any, what: str, state: dict, key: tuple) -> Any:
+    """The job's result; or None, remembering why under `key` (shown until asked again)."""
+    try:
+        return job.result()
+    except Cancelled:
+        why = ("info", f"{what} cancelled.")
+    except BudgetError as exc:
+        why = ("error", f"{what}: too big for this server's memory budget: {exc}")
+    except (ValueError, MemoryError, RecursionError) as exc:
+        why = ("error", f"{what}: {type(exc).__name__}: {exc}")
+    state["explain_stopped"] = (key, what, why)
+    return None
+
+
+def _stopped(state: dict, key: tuple, what: str) -> bool:
+    """True (after saying why, with a button to try again) when `what` stopped for `key`."""
+    held = state.get("explain_stopped")
+    if held is None or held[:2] != (key, what):
+        return False
+    say(*held[2])
+    if st.button(f"{what}: run again", key="trace.explain_again"):
+        state.pop("explain_stopped", None)
+        st.rerun()
+    return True
+
+
+def _submit(state: dict, name: str, fn: Any) -> Any:
+    try:
+        job = jobs().submit(name, fn)
+    except QueueFull as exc:
+        say("error", f"The server is busy: {exc}")
+        return None
+    state["explain_job"] = job
+    return job
+
+
+def show_explainer(r: Any, state: dict, sid: str) -> None:
+    """The panel for replay `r`; `state` is the session's held trace state."""
+    c = st.columns([1, 3])
+    policy = c[0].selectbox("schedule policy", POLICIES, key="trace.explain_policy",
+                            help="fcfs admits in arrival order, as the replay above does; "
+                                 "lpm is SGLang's default (slower on long queues)")
+    c[1].caption("The explainer runs SGLang's scheduler on the trace (batches, requests in "
+                 "flight), at the capacity above, page 1, blocks of 16; the replay above runs "
+                 "one request at a time, so a request's hit can differ where requests overlap.")
+    key = (r.digest, r.capacity, policy)
+    done = state.setdefault("explained", {})
+    job = state.get("explain_job")
+    if key not in done:
+        if _stopped(state, key, "The explainer"):
+            return
+        if job is None or job.name != f"explain {key}":
+            if job is not None:
+                job.cancel()
+            trace = r.trace
+            job = _submit(state, f"explain {key}", lambda progress, cancel: run_explain(
+                trace, r.digest, r.capacity, policy, session_id=sid, progress=progress,
+                cancel=cancel))
+            if job is None:
+                return
+        if not wait_for(job, "explaining"):
+            return
+        state["explain_job"] = None
+        result = _result(job, "The explainer", state, key)
+        if result is None:
+            _stopped(state, key, "The explainer")
+            return
+        done.clear()  # one explanation kept a trace: the budget holds one
+        done[key] = result
+    _panel(r, done[key], state)
+
+
+def _panel(r: Any, x: Any, state: dict) -> None:
+    e = x.explanation
+    rates = ", ".join(f"{SIDES[s]} {e.hit_rate(s):.1%}" for s in e.totals)
+    say("markdown", f"**Hit rate:** {rates} of {e.prompt_tokens:,} prompt tokens "
+                    f"(explained in {x.seconds:,.1f} s).")
+    st.plotly_chart(bucket_figure(e), key="trace.explain_buckets", config=PLOT)
+    st.dataframe(bucket_rows(e), hide_index=True)
+    _examples(r, x)
+    _what_ifs(r, x, state)
+    mooncake = r.trace.format == "mooncake"
+    for side in e.totals:
+        st.caption(f"Prefixes that saved the most: {SIDES[side]}")
+        st.dataframe(prefix_rows(e.top_prefixes[side], mooncake), hide_index=True)
+        st.caption(f"Requests that lost the most: {SIDES[side]} (reusable tokens prefilled)")
+        st.dataframe(loser_rows(e.top_losers[side], side), hide_index=True)
+
+
+def _examples(r: Any, x: Any) -> None:
+    """Per bucket that holds tokens, its largest requests and a button to the step of each."""
+    say("markdown", "**Where it happened:** each bucket's largest requests; a button moves "
+                    "the debugger to the step where that request was looked up.")
+    for side, buckets in x.examples.items():
+        for b, found in buckets.items():
+            if not found:
+                continue
+            cols = st.columns([2] + [1] * len(found))
+            cols[0].markdown(esc_md(f"{SIDES[side]}, {BUCKETS[b][0]}:"))
+            for i, ex in enumerate(found):
+                step = step_of(r, ex.rid, side)
+                label = f"{ex.rid}: {ex.tokens:,} tokens" + (
+                    f", step {step:,}" if step is not None else " (not in the replay)")
+                cols[i + 1].button(esc_md(label), key=f"trace.explain_go.{side}.{b}.{i}",
+                                   disabled=step is None, on_click=_go,
+                                   args=(step or 0, ex.rid if side == "blocks" else None))
+
+
+def _what_ifs(r: Any, x: Any, state: dict) -> None:
+    e = x.explanation
+    if not e.what_if:
+        if _stopped(state, x.key, "The what-ifs"):
+            return
+        job = state.get("explain_job")
+        if job is None or job.name != f"what-ifs {x.key}":
+            guess = x.seconds * WHAT_IF_RUNS
+            if guess > AUTO_WHAT_IFS_S and not st.button(
+                    f"run the what-ifs ({WHAT_IF_RUNS} simulator runs, about {guess:,.0f} s "
+                    "or more)", key="trace.explain_whatifs"):
+                return
+            trace = r.trace
+            job = _submit(state, f"what-ifs {x.key}", lambda progress, cancel: run_what_ifs(
+                trace, x, progress=progress, cancel=cancel))
+            if job is None:
+                return
+        if not wait_for(job, "what-ifs"):
+            return
+        state["explain_job"] = None
+        if _result(job, "The what-ifs", state, x.key) is None:
+            _stopped(state, x.key, "The what-ifs")
+            return
+    w = e.what_if
+    say("markdown", f"**What if:** {len(w['capacity']) + len(w['page_size']) + 2} simulator "
+                    f"runs ({x.what_if_seconds or 0:,.1f} s).")
+    st.plotly_chart(capacity_figure(w["capacity"], e.working_set), key="trace.explain_capacity",
+                    config=PLOT)
+    c = st.columns(2)
+    c[0].plotly_chart(page_figure(w["page_size"]), key="trace.explain_pages", config=PLOT)
+    c[1].plotly_chart(namespace_figure(w["namespaces"]), key="trace.explain_ns", config=PLOT)
