@@ -1,13 +1,15 @@
 """vLLM's block cache over a trace, with keyframes: the pool after any number of requests, fast.
 
 Follows the tree's EventLog: one replay of the whole trace (`radix.runs.compare.run_blocks`'s
-flow, one request at a time) keeps a keyframe of the pool every `every` requests; the pool after
+flow, one request at a time) keeps a keyframe of the pool every `every` requests (at most ~64
+keyframes a trace: each costs a pass over the pool, so more would slow the upload); the pool after
 n requests is the keyframe at or before n, restored into a fresh BlockCacheManager, plus at most
 `every` requests replayed. A moving cursor (the last pool built) makes a step forward cost one
 request. A keyframe is taken between two requests, when no request holds a block, so it is the
 blocks' hashes (with parent hash and chain position), the free queue's order, the hash map's
-order and the eviction count: ~45 bytes a cached block, pickled and compressed (a 1 M-token pool
-of 16-token blocks: ~2.8 MB a keyframe). Restoring rewrites the cursor's pool in place.
+order and the eviction count: ~55 bytes a cached block, pickled (not compressed: block hashes
+are random bytes, zlib saved 16% for a third of the upload's time; a 1 M-token pool of 16-token
+blocks: ~3.4 MB a keyframe). Restoring rewrites the cursor's pool in place.
 subtle: restoring writes KVCacheBlock fields and the pool's hash map directly (radix/blocks has
 no restore); tests check a restored pool against a replayed one and its invariants.
 """
@@ -15,7 +17,6 @@ no restore); tests check a restored pool against a replayed one and its invarian
 from __future__ import annotations
 
 import pickle
-import zlib
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
@@ -26,6 +27,7 @@ from radix.blocks.pool import BlockPool
 from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.request import Req
 
+MIN_EVERY, MAX_KEYFRAMES = 32, 64
 Feed = Callable[[int, int], Iterable[tuple[Req, list[int]]]]  # (start, stop) -> (req, output)
 Runner = Callable[..., dict]  # run_blocks(reqs, outputs, capacity, block_size, manager=, ...)
 
@@ -43,7 +45,7 @@ def capture(manager: BlockCacheManager) -> bytes:
         order.append(entry.block_id if type(entry) is KVCacheBlock else list(entry))
     state = (pool.num_blocks, pool.block_size, pool.enable_caching, cached, queue, order,
              pool.num_evictions, pool._step)
-    return zlib.compress(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), 1)
+    return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def restore(frame: bytes, into: BlockCacheManager | None = None,
@@ -51,8 +53,7 @@ def restore(frame: bytes, into: BlockCacheManager | None = None,
     """A manager whose pool equals the one `capture` saw: a fresh one (hashing as `hash_algo`),
     or `into` (a manager of the same pool size, between requests) rewritten in place, which
     saves building every block."""
-    num_blocks, block_size, caching, cached, queue, order, evictions, step = pickle.loads(
-        zlib.decompress(frame))
+    num_blocks, block_size, caching, cached, queue, order, evictions, step = pickle.loads(frame)
     if into is not None and into.pool.num_blocks == num_blocks and not into.requests:
         pool = into.pool
         for b in pool.blocks:
@@ -96,11 +97,13 @@ class BlockFrames:
     """
 
     def __init__(self, num_requests: int, feed: Feed, run: Runner, capacity: int,
-                 block_size: int = 16, every: int = 32,
+                 block_size: int = 16, every: int | None = None,
                  progress: Callable[[int], None] | None = None,
                  hash_algo: str | BlockHasher = "radixlens") -> None:
         self.num_requests, self.feed, self.run = num_requests, feed, run
         self.hash_algo = hash_algo
+        # default: a keyframe every 32 requests, fewer on long traces (at most ~64 keyframes)
+        every = every or max(MIN_EVERY, -(-num_requests // MAX_KEYFRAMES))
         self.capacity, self.block_size, self.every = capacity, block_size, every
         self.manager = BlockCacheManager(BlockPool(capacity // block_size + 1, block_size,
                                                    hash_algo=hash_algo))
