@@ -20,7 +20,7 @@ from streamlit import runtime
 
 from scenarios.budget import BUDGET
 from scenarios.jobs import JobPool
-from scenarios.live import SessionRegistry
+from scenarios.sessions import SessionRegistry
 from viz.escape import esc_md
 
 

@@ -8,7 +8,7 @@ rebuild a `TreeModel` (the replay law makes it equal to the engine's tree) and t
 telling (splits, new leaves, evictions, lock walks, admissions) are kept with what the words need
 (the tree before a split, the step's key length), for viz/words.py to say. Prefill is chunked
 (CHUNK tokens a round, as SGLang's chunked prefill), so a long prompt shows its progress.
-`SessionRegistry` closes the engines of browser sessions that are gone.
+scenarios/sessions.py's `SessionRegistry` closes the engines of browser sessions that are gone.
 Leaves out: stop strings and EOS (the engine runs every request to max_new_tokens).
 """
 
@@ -337,31 +337,3 @@ def _poll_one(req: LiveRequest) -> None:
         req.error = f"{type(exc).__name__}: {exc}"
         return
     req.output_ids, req.metrics = list(result.output_ids), dict(result.metrics)
-
-
-class SessionRegistry:
-    """Process-wide: browser session id -> its LiveSession; `sweep` closes the dead ones."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._sessions: dict[str, LiveSession] = {}
-
-    def put(self, session_id: str, session: LiveSession) -> None:
-        with self._lock:
-            old = self._sessions.get(session_id)
-            self._sessions[session_id] = session
-        if old is not None and old is not session:
-            old.close()
-
-    def sweep(self, is_active: Callable[[str], bool]) -> list[str]:
-        """Closes and forgets sessions whose browser session has ended; returns their ids."""
-        with self._lock:
-            dead = [sid for sid in self._sessions if not is_active(sid)]
-            closing = [self._sessions.pop(sid) for sid in dead]
-        for session in closing:
-            session.close()
-        return dead
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._sessions)

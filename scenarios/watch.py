@@ -25,6 +25,7 @@ from radix.watch.recording import Recorder
 from radix.watch.stream import Status
 from radix.watch.subscriber import Watcher, parse_endpoint
 from radix.watch.view import CachedBlock, Run
+from scenarios.sessions import SessionRegistry
 
 MAX_RECORDING_BYTES = 32 * 2**20  # a session stops recording past this (and says so)
 RATE_WINDOW_S, RATE_BUCKET_S = 120.0, 2.0
@@ -221,25 +222,4 @@ class WatchSession:
             self.watcher.close()
 
 
-class WatchRegistry:
-    """Process-wide: browser session id -> its WatchSession; `sweep` closes the gone ones."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._sessions: dict[str, WatchSession] = {}
-
-    def put(self, session_id: str, session: WatchSession | None) -> None:
-        with self._lock:
-            old = self._sessions.pop(session_id, None)
-            if session is not None:
-                self._sessions[session_id] = session
-        if old is not None and old is not session:
-            old.close()
-
-    def sweep(self, is_active: Callable[[str], bool]) -> list[str]:
-        with self._lock:
-            dead = [sid for sid in self._sessions if not is_active(sid)]
-            gone = [self._sessions.pop(sid) for sid in dead]
-        for session in gone:
-            session.close()
-        return dead
+WatchRegistry = SessionRegistry  # browser session id -> its WatchSession (scenarios/sessions.py)
