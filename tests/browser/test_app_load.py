@@ -1,6 +1,7 @@
-"""The short app load test (CI): 5 browser sessions through three rounds each (a trace replay,
-a Tour step, a Live prompt with its own engine), then all close: the server's memory comes back
-within 10% of where it started. The full version with its figures is benchmarks/app_load.py."""
+"""The short app load test (CI, under two minutes): 5 browser sessions through three rounds each
+(a trace replay and a scrub, a Tour step; in round one a Live prompt that starts the session's
+own engine), then all close: the server's memory comes back within 10% of where it started and
+no engine is left. The full version with its figures is benchmarks/app_load.py."""
 
 from __future__ import annotations
 
