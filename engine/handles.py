@@ -15,6 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import Any, NamedTuple
 
 from radix.events import Event, StepEnded, StepStarted
@@ -189,3 +190,38 @@ def trim(items: list, keep: int) -> None:
     """Cuts a history list back to its last `keep` once it holds twice as many (amortized)."""
     if len(items) > 2 * keep:
         del items[:-keep]
+
+
+STOP = object()  # an inbox item (STOP, cancel): the service's close()
+
+
+def drain_inbox(inbox: queue.Queue, block: bool, admit: Callable[[Any, Req], None]
+                ) -> bool | None:
+    """An engine service's inbox, on its loop's thread: takes everything queued (waiting for
+    the first item when `block`), runs each queued call (fn, Future) into its Future, hands
+    each (handle, req) to `admit`; returns the cancel flag of a (STOP, cancel) item, or None.
+
+    >>> from concurrent.futures import Future
+    >>> q, f, seen = queue.Queue(), Future(), []
+    >>> q.put((lambda: 7, f)); q.put(("h", "r")); q.put((STOP, False))
+    >>> drain_inbox(q, False, lambda h, r: seen.append((h, r))), f.result(), seen
+    (False, 7, [('h', 'r')])
+    """
+    stop = None
+    try:
+        item = inbox.get() if block else inbox.get_nowait()
+        while True:
+            if item[0] is STOP:
+                stop = bool(stop) or item[1]
+            elif isinstance(item[1], Future):
+                fn, future = item
+                try:
+                    future.set_result(fn())
+                except Exception as exc:  # noqa: BLE001 - handed to the caller
+                    future.set_exception(exc)
+            else:
+                admit(*item)
+            item = inbox.get_nowait()
+    except queue.Empty:
+        return stop
+

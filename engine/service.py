@@ -20,6 +20,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from engine.handles import (
+    STOP,
     TOKENIZER_LOCK,
     RequestCancelled,
     RequestHandle,
@@ -28,6 +29,7 @@ from engine.handles import (
     StampedEvent,
     StampingSink,
     add_rates,
+    drain_inbox,
     trim,
 )
 from engine.kv_pool import KVPool
@@ -44,7 +46,7 @@ from radix.tree.radix_cache import RadixCache
 
 __all__ = ["EngineService", "RequestHandle", "RequestResult", "RequestCancelled", "StampedEvent",
            "TOKENIZER_LOCK", "fit_to_vocab"]  # fit_to_vocab: engine/vocab.py, kept here too
-_STOP = object()
+_STOP = STOP  # engine/handles.py: what close() queues
 
 
 class EngineService:
@@ -221,7 +223,7 @@ class EngineService:
         while True:
             # subtle: block on the inbox only while idle and not stopping: the stop request
             # may already have been taken, and nothing else would wake the thread
-            stop = self._take_inbox(block=not (stopping or self.scheduler.has_work))
+            stop = drain_inbox(self._inbox, not (stopping or self.scheduler.has_work), self._admit)
             if stop:  # cancel
                 self._answer_all(None)
                 return
@@ -234,26 +236,6 @@ class EngineService:
                 self._publish(report)
             else:
                 self._flush_kv()
-
-    def _take_inbox(self, block: bool) -> bool | None:
-        """Takes everything queued; returns the stop request's cancel flag, or None."""
-        stop = None
-        try:
-            item = self._inbox.get() if block else self._inbox.get_nowait()
-            while True:
-                if item[0] is _STOP:
-                    stop = bool(stop) or item[1]
-                elif isinstance(item[1], Future):
-                    fn, future = item
-                    try:
-                        future.set_result(fn())
-                    except Exception as exc:  # noqa: BLE001 - handed to the caller
-                        future.set_exception(exc)
-                else:
-                    self._admit(*item)
-                item = self._inbox.get_nowait()
-        except queue.Empty:
-            return stop
 
     def _admit(self, handle: RequestHandle, req: Req) -> None:
         try:

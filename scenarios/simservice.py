@@ -20,12 +20,14 @@ from concurrent.futures import Future
 from typing import Any
 
 from engine.handles import (
+    STOP,
     RequestCancelled,
     RequestHandle,
     RidRegistry,
     StampedEvent,
     StampingSink,
     add_rates,
+    drain_inbox,
 )
 from radix.allocator import SlotAllocator
 from radix.request import Req
@@ -34,7 +36,7 @@ from radix.runs.sim import BlockShadow, SimClock, SimRunner
 from radix.sched.scheduler import Scheduler, SchedulerConfig, StepReport, check_fits
 from radix.tree.radix_cache import RadixCache
 
-_STOP = object()
+_STOP = STOP  # engine/handles.py: what close() queues
 REPLY = "(sim) ok"  # every answer's text (repeated or cut to max_new_tokens)
 
 
@@ -116,7 +118,8 @@ class SimService:
         wake = threading.Event()  # never set: a pause between steps that is not a sleep call
         try:
             while True:
-                stop = self._take(block=not (stopping or self.scheduler.has_work))
+                idle = not (stopping or self.scheduler.has_work)
+                stop = drain_inbox(self._inbox, idle, self._admit)
                 if stop:  # cancel
                     return
                 stopping |= stop is not None
@@ -129,26 +132,9 @@ class SimService:
         finally:
             self._answer_all()
 
-    def _take(self, block: bool) -> bool | None:
-        """Takes everything queued; returns the stop request's cancel flag, or None."""
-        stop = None
-        try:
-            item = self._inbox.get() if block else self._inbox.get_nowait()
-            while True:
-                if item[0] is _STOP:
-                    stop = bool(stop) or item[1]
-                elif isinstance(item[1], Future):
-                    try:
-                        item[1].set_result(item[0]())
-                    except Exception as exc:  # noqa: BLE001 - handed to the caller
-                        item[1].set_exception(exc)
-                else:
-                    handle, req = item
-                    self.scheduler.add_request(req)
-                    self._handles[req.rid] = (handle, req)
-                item = self._inbox.get_nowait()
-        except queue.Empty:
-            return stop
+    def _admit(self, handle: RequestHandle, req: Req) -> None:
+        self.scheduler.add_request(req)
+        self._handles[req.rid] = (handle, req)
 
     def _publish(self, report: StepReport) -> None:
         self.steps.append(report)
