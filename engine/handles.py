@@ -225,3 +225,17 @@ def drain_inbox(inbox: queue.Queue, block: bool, admit: Callable[[Any, Req], Non
     except queue.Empty:
         return stop
 
+
+def fail_queued(inbox: queue.Queue, why: BaseException) -> None:
+    """Empties an engine service's inbox after its loop ended: each queued call's Future and
+    each queued request's handle fails with `why` (a STOP item is dropped)."""
+    while True:
+        try:
+            item = inbox.get_nowait()
+        except queue.Empty:
+            return
+        if isinstance(item[1], Future):
+            item[1].set_exception(why)
+        elif item[0] is not STOP:
+            item[0]._finish(None, why)
+

@@ -30,6 +30,7 @@ from engine.handles import (
     StampingSink,
     add_rates,
     drain_inbox,
+    fail_queued,
     trim,
 )
 from engine.kv_pool import KVPool
@@ -276,13 +277,4 @@ class EngineService:
             handle._finish(None, error or RequestCancelled(
                 f"request {rid} cancelled: the engine service closed"))
         self._handles.clear()
-        while True:
-            try:
-                item = self._inbox.get_nowait()
-            except queue.Empty:
-                return
-            why = error or RequestCancelled("cancelled: the engine service closed")
-            if isinstance(item[1], Future):
-                item[1].set_exception(why)
-            elif item[0] is not _STOP:
-                item[0]._finish(None, why)
+        fail_queued(self._inbox, error or RequestCancelled("cancelled: the engine service closed"))

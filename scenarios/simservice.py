@@ -28,6 +28,7 @@ from engine.handles import (
     StampingSink,
     add_rates,
     drain_inbox,
+    fail_queued,
 )
 from radix.allocator import SlotAllocator
 from radix.request import Req
@@ -157,12 +158,4 @@ class SimService:
         for handle, _ in self._handles.values():
             handle._finish(None, why)
         self._handles.clear()
-        while True:
-            try:
-                item = self._inbox.get_nowait()
-            except queue.Empty:
-                return
-            if isinstance(item[1], Future):
-                item[1].set_exception(why)
-            elif item[0] is not _STOP:
-                item[0]._finish(None, why)
+        fail_queued(self._inbox, why)
