@@ -17,7 +17,7 @@ from typing import Any
 from radix.events import AdmissionStopped, Event, EventSink, RequestAdmitted, RequestRetracted
 from radix.request import Req
 from radix.sched.policy import request_key
-from radix.tokens import mutable_copy
+from radix.tokens import RunList, mutable_copy
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLang clips the max_new_tokens estimate at this
 RETRACT_DECODE_STEPS = 20  # SGLang's global_config.retract_decode_steps
@@ -243,8 +243,15 @@ def alloc_for_decode(tree_cache: Any, allocator: Any, reqs: Sequence[Req]) -> in
     request starts a page). Returns tokens evicted."""
     ps = tree_cache.page_size
     evicted = evict_shortfall(tree_cache, allocator, len(reqs) * ps)
+    after = getattr(allocator, "next_after", None)  # a run allocator: rows grow in place
     for req in reqs:
-        req.slot_ids += _take(allocator, req.slot_ids, 1, tree_cache)
+        row = req.slot_ids
+        if after is not None and type(row) is RunList and len(row):
+            first = after(row[-1], 1)  # what alloc_extend would hand out, without a TokenRuns
+            if first is not None:
+                row.extend_run(first, 1)
+                continue
+        req.slot_ids += _take(allocator, row, 1, tree_cache)
     return evicted
 
 
