@@ -82,44 +82,19 @@ def _idle(pg, timeout_ms: int = 180_000) -> None:
     pg.wait_for_selector(IDLE, timeout=timeout_ms)
 
 
-def one_round(pg, base: str, trace: Path, live: bool, light: bool = False) -> None:
-    """Trace upload and a scrub; Tour steps; the Eviction lab; a Live prompt. `light`: one Tour
-    step and no Eviction lab (the warm-up of the CI test's short rounds)."""
-    pg.goto(f"{base}/trace")
-    _idle(pg)
-    pg.set_input_files("[data-testid=stFileUploaderDropzoneInput]", str(trace))
-    pg.get_by_text("Replay summary").wait_for(timeout=180_000)
-    _idle(pg)
-    box = pg.get_by_label("tree after step")
-    box.fill("10")
-    box.press("Enter")
-    _idle(pg)
-    pg.goto(f"{base}/tour")
-    _idle(pg)
-    for _ in range(1 if light else 3):
-        pg.get_by_role("button", name="next ▶").click()
-        _idle(pg)
-    if not light:
-        pg.goto(f"{base}/eviction")
-        _idle(pg)
-    if live:
-        pg.goto(f"{base}/live")
-        _idle(pg)
-        pg.get_by_role("tab", name="your prompt").click()
-        pg.get_by_label("max new tokens").fill("2")
-        pg.get_by_role("button", name="run", exact=True).click()
-        pg.wait_for_function(
-            "() => [...document.querySelectorAll('[data-testid=stMetricValue]')]"
-            ".some(e => /^[1-9]/.test(e.innerText.trim()))", timeout=180_000)
-        _idle(pg)
+def one_round(pages: list, base: str, traces: list[Path], live: bool, light: bool = False
+              ) -> None:
+    """Trace upload and a scrub; Tour steps; the Eviction lab; a Live prompt, on every page
+    side by side: each action is sent to all the sessions before any is awaited, so the server
+    serves them together. `light`: one Tour step and no Eviction lab (the CI test's rounds)."""
+    def goto(path: str) -> None:
+        for pg in pages:
+            _idle(pg)
+            pg.goto(f"{base}/{path}", wait_until="commit")
 
-
-def rounds_side_by_side(pages: list, base: str, traces: list[Path], live: bool) -> None:
-    """`one_round(light=True)` on every page at once: each action is sent to all the sessions
-    before any is waited for, so the server serves them together."""
     for pg in pages:
         pg.goto(f"{base}/trace", wait_until="commit")
-    for pg, trace in zip(pages, traces):
+    for pg, trace in zip(pages, traces, strict=True):
         _idle(pg)
         pg.set_input_files("[data-testid=stFileUploaderDropzoneInput]", str(trace))
     for pg in pages:
@@ -128,28 +103,25 @@ def rounds_side_by_side(pages: list, base: str, traces: list[Path], live: bool) 
         box = pg.get_by_label("tree after step")
         box.fill("10")
         box.press("Enter")
-    for pg in pages:
-        _idle(pg)
-        pg.goto(f"{base}/tour", wait_until="commit")
-    for pg in pages:
-        _idle(pg)
-        pg.get_by_role("button", name="next ▶").click()
-    if not live:
+    goto("tour")
+    for _ in range(1 if light else 3):
         for pg in pages:
             _idle(pg)
-        return
+            pg.get_by_role("button", name="next ▶").click()
+    if not light:
+        goto("eviction")
+    if live:
+        goto("live")
+        for pg in pages:
+            _idle(pg)
+            pg.get_by_role("tab", name="your prompt").click()
+            pg.get_by_label("max new tokens").fill("2")
+            pg.get_by_role("button", name="run", exact=True).click()
+        for pg in pages:
+            pg.wait_for_function(
+                "() => [...document.querySelectorAll('[data-testid=stMetricValue]')]"
+                ".some(e => /^[1-9]/.test(e.innerText.trim()))", timeout=180_000)
     for pg in pages:
-        _idle(pg)
-        pg.goto(f"{base}/live", wait_until="commit")
-    for pg in pages:
-        _idle(pg)
-        pg.get_by_role("tab", name="your prompt").click()
-        pg.get_by_label("max new tokens").fill("2")
-        pg.get_by_role("button", name="run", exact=True).click()
-    for pg in pages:
-        pg.wait_for_function(
-            "() => [...document.querySelectorAll('[data-testid=stMetricValue]')]"
-            ".some(e => /^[1-9]/.test(e.innerText.trim()))", timeout=180_000)
         _idle(pg)
 
 
@@ -170,7 +142,7 @@ def run(sessions: int = 5, rounds: int = 3, num_requests: int = 120, live: bool 
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                          args=["--no-sandbox", "--disable-gpu"])
             warm = browser.new_context(viewport={"width": 1280, "height": 800})
-            one_round(warm.new_page(), base, trace_file(workdir, 99, num_requests), live, light)
+            one_round([warm.new_page()], base, [trace_file(workdir, 99, num_requests)], live, light)
             warm.close()
             baseline = _settle(browser, base, proc.pid)
             started = time.monotonic()
@@ -179,13 +151,13 @@ def run(sessions: int = 5, rounds: int = 3, num_requests: int = 120, live: bool 
             pages = [c.new_page() for c in contexts]
             traces = [trace_file(workdir, i, num_requests) for i in range(sessions)]
             for k in range(rounds):
-                if light:  # the sessions side by side, as a class would be (CI: two minutes)
-                    # a session's engine is made by its first Live prompt and reused after
-                    rounds_side_by_side(pages, base, traces, live and not k)
+                if light:  # the CI test's two minutes: the sessions side by side; a session's
+                    # engine is made by its first Live prompt and reused, so only round one asks
+                    one_round(pages, base, traces, live and not k, light)
                     samples.append(rss_mb(proc.pid))
                     continue
-                for pg, trace in zip(pages, traces):
-                    one_round(pg, base, trace, live)
+                for pg, trace in zip(pages, traces):  # the full benchmark: one after another
+                    one_round([pg], base, [trace], live)
                     samples.append(rss_mb(proc.pid))
             load_s = time.monotonic() - started
             for c in contexts:
