@@ -7,7 +7,8 @@ from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app_pages._shell import say
-from scenarios.watch import WatchRegistry, WatchSession, discover, http_json
+from scenarios.sessions import SessionRegistry
+from scenarios.watch import WatchSession, discover, http_json
 from viz.cluster import (
     grid_caption,
     overlap_figure,
@@ -24,8 +25,8 @@ EXAMPLE = "python -m engine serve --dp 2   # then: discover, connect"
 
 
 @st.cache_resource
-def _registry() -> WatchRegistry:
-    return WatchRegistry()
+def _registry() -> SessionRegistry[WatchSession]:
+    return SessionRegistry()
 
 
 def _is_active(session_id: str) -> bool:

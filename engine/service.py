@@ -47,7 +47,6 @@ from radix.tree.radix_cache import RadixCache
 
 __all__ = ["EngineService", "RequestHandle", "RequestResult", "RequestCancelled", "StampedEvent",
            "TOKENIZER_LOCK", "fit_to_vocab"]  # fit_to_vocab: engine/vocab.py, kept here too
-_STOP = STOP  # engine/handles.py: what close() queues
 
 
 class EngineService:
@@ -177,7 +176,7 @@ class EngineService:
         raises the engine's error if its loop died."""
         with self._lock:
             if not self._closed or cancel:
-                self._inbox.put((_STOP, cancel))
+                self._inbox.put((STOP, cancel))
             self._closed = True
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)

@@ -37,7 +37,6 @@ from radix.runs.sim import BlockShadow, SimClock, SimRunner
 from radix.sched.scheduler import Scheduler, SchedulerConfig, StepReport, check_fits
 from radix.tree.radix_cache import RadixCache
 
-_STOP = STOP  # engine/handles.py: what close() queues
 REPLY = "(sim) ok"  # every answer's text (repeated or cut to max_new_tokens)
 
 
@@ -106,7 +105,7 @@ class SimService:
         RequestCancelled. Joins the thread (up to `timeout`)."""
         with self._lock:
             self._closed = True
-            self._inbox.put((_STOP, cancel))
+            self._inbox.put((STOP, cancel))
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
 

@@ -5,7 +5,7 @@
 base URL and model it also sends chat prompts (`send`, in a thread), tokenizes a typed prompt
 for the overlap view (`/tokenize`, as vLLM and engine serve offer it) and decodes previews
 (`/detokenize`); a sent prompt *lands* when every full block of it is in some worker's view.
-`discover` reads engine serve's `/kv_events`. `WatchRegistry` closes sessions whose browser left.
+`discover` reads engine serve's `/kv_events`; scenarios/sessions.py closes gone sessions.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from radix.watch.recording import Recorder
 from radix.watch.stream import Status
 from radix.watch.subscriber import Watcher, parse_endpoint
 from radix.watch.view import CachedBlock, Run
-from scenarios.sessions import SessionRegistry
 
 MAX_RECORDING_BYTES = 32 * 2**20  # a session stops recording past this (and says so)
 RATE_WINDOW_S, RATE_BUCKET_S = 120.0, 2.0
@@ -222,4 +221,3 @@ class WatchSession:
             self.watcher.close()
 
 
-WatchRegistry = SessionRegistry  # browser session id -> its WatchSession (scenarios/sessions.py)
