@@ -17,7 +17,7 @@ from typing import Any
 from radix.events import AdmissionStopped, Event, EventSink, RequestAdmitted, RequestRetracted
 from radix.request import Req
 from radix.sched.policy import request_key
-from radix.tokens import RunList, mutable_copy
+from radix.tokens import mutable_copy
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLang clips the max_new_tokens estimate at this
 RETRACT_DECODE_STEPS = 20  # SGLang's global_config.retract_decode_steps
@@ -243,16 +243,22 @@ def alloc_for_decode(tree_cache: Any, allocator: Any, reqs: Sequence[Req]) -> in
     request starts a page). Returns tokens evicted."""
     ps = tree_cache.page_size
     evicted = evict_shortfall(tree_cache, allocator, len(reqs) * ps)
-    after = getattr(allocator, "next_after", None)  # a run allocator: rows grow in place
+    after = getattr(allocator, "next_after", None)
     for req in reqs:
-        row = req.slot_ids
-        if after is not None and type(row) is RunList and len(row):
-            first = after(row[-1], 1)  # what alloc_extend would hand out, without a TokenRuns
-            if first is not None:
-                row.extend_run(first, 1)
-                continue
-        req.slot_ids += _take(allocator, row, 1, tree_cache)
+        if not grow_in_place(after, req.slot_ids, 1):
+            req.slot_ids += _take(allocator, req.slot_ids, 1, tree_cache)
     return evicted
+
+
+def grow_in_place(next_after: Any, row: Any, num_tokens: int) -> bool:
+    """Appends `num_tokens` slots to `row` in place when a run allocator (its `next_after`)
+    can continue the row's run: what alloc_extend would hand out, without building a
+    TokenRuns; False (row unchanged) when there is no such allocator or it cannot."""
+    first = next_after(row[-1], num_tokens) if next_after is not None and len(row) else None
+    if first is None:
+        return False
+    row.extend(range(first, first + num_tokens))  # a RunList extends a range as one run
+    return True
 
 
 def decode_tokens_needed(reqs: Sequence[Req], page_size: int) -> int:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from radix.sched.admission import grow_in_place
+
 
 def span_length(sched: Any, until: float) -> int:
     """How many decode steps may go at once: up to the first finish (none before the last
@@ -52,10 +54,7 @@ def apply_span(sched: Any, steps: int) -> None:
     for req in sched.running:
         req.output_ids.extend(sched.runner.span_tokens(req, steps))
         row = req.slot_ids
-        first = after(row[-1], steps) if after is not None and len(row) else None
-        if first is not None:
-            row.extend(range(first, first + steps))
-        else:
+        if not grow_in_place(after, row, steps):
             req.slot_ids += (extend(row[-1] if len(row) else None, steps) if extend is not None
                              else allocator.alloc(steps))
         if sched.shadow is not None:
