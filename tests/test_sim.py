@@ -184,3 +184,19 @@ def test_chunk_sizes_that_could_never_run_are_refused(tmp_path, capsys, args, wo
     with deadline(10):
         assert main(["simulate", str(path), *args]) == 2
     assert words in capsys.readouterr().err
+
+
+def test_configs_in_worker_processes_give_what_one_process_gives(capsys):
+    """`configs --jobs 2` forks two workers over the loaded trace; the four figures come back
+    in order and equal the one-process run's, to the last bit (here on the Mooncake excerpt)."""
+    excerpt = Path(__file__).resolve().parents[1] / "examples/traces/mooncake_excerpt.jsonl"
+    figures = []
+    for jobs in ("1", "2"):
+        assert main(["configs", str(excerpt), "--capacity", "300000", "--json",
+                     "--jobs", jobs]) == 0
+        figures.append(json.loads(capsys.readouterr().out))
+    assert figures[0] == figures[1]
+    assert list(figures[1]) == ["fcfs+lru+page1", "lpm+slru", "page16", "no-cache"]
+    with pytest.raises(SystemExit):
+        main(["configs", str(excerpt), "--jobs", "0"])
+    assert "--jobs must be >= 1, got 0" in capsys.readouterr().err

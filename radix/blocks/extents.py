@@ -82,6 +82,7 @@ class ExtentBlockManager:
         self.num_cached_blocks = 0  # blocks carrying a hash (in use or free)
         self.num_evictions = 0  # hashed blocks popped for reuse (BlockPool.num_evictions)
         self.num_pops = 0
+        self.num_prepaid = 0  # blocks popped by reserve_blocks, not yet given to a request
         self.clock: Callable[[], Any] | None = None  # read into each EvictionMark (e.g. the
         #                                             simulator's step and time)
         self._seq = 0
@@ -126,11 +127,21 @@ class ExtentBlockManager:
             reason = "cap" if num_full > max_blocks else "partial"
         return ExtentHit(hits, reached, reached * bs, reached, reason)
 
-    def allocate_slots(self, req: Req, num_new_tokens: int, hit: ExtentHit | None = None
-                       ) -> int | None:
+    def reserve_blocks(self, n: int) -> None:
+        """Pops `n` blocks off the free queue now (evicting as allocation would), for decode
+        tokens settled later by allocate_slots(..., prepaid=True): the scheduler's deferred
+        decode steps (radix/sched/ledger.py). Pops taken together or one request at a time
+        evict the same blocks: only the queue's head is read."""
+        if n:
+            self._pop(n)
+            self.num_prepaid += n
+
+    def allocate_slots(self, req: Req, num_new_tokens: int, hit: ExtentHit | None = None,
+                       prepaid: bool = False) -> int | None:
         """Blocks for `num_new_tokens` more tokens after the computed ones (plus `hit`, touched
         here); caches every block full afterwards. Returns the number of new blocks taken, or
-        None (nothing changed) when the pool is short."""
+        None (nothing changed) when the pool is short. `prepaid`: the new blocks were popped
+        already (reserve_blocks)."""
         state = self.requests.get(req.rid) or self.requests.setdefault(req.rid, _ReqState())
         num_hit = hit.num_blocks if hit is not None else 0
         if num_hit and state.num_blocks:
@@ -143,13 +154,20 @@ class ExtentBlockManager:
                              f"{num_computed_tokens} computed exceeds its {num_tokens} tokens")
         total = num_computed_tokens + num_new_tokens
         num_new = max(0, -(-total // bs) - state.num_blocks - num_hit)
-        evictable = sum(hi - lo for seg, lo, hi in hit.pieces if seg.ref == 0) if num_hit else 0
-        if num_new + evictable > self.num_free_blocks:
-            return None
-        if num_hit:
-            self._touch(state, hit.pieces)
-            state.num_blocks = state.num_cached = num_hit
-        self._pop(num_new)
+        if prepaid:
+            if num_hit or num_new > self.num_prepaid:
+                raise ValueError(f"request {req.rid!r}: {num_new} prepaid blocks wanted, "
+                                 f"{self.num_prepaid} reserved")
+            self.num_prepaid -= num_new
+        else:
+            evictable = (sum(hi - lo for seg, lo, hi in hit.pieces if seg.ref == 0)
+                         if num_hit else 0)
+            if num_new + evictable > self.num_free_blocks:
+                return None
+            if num_hit:
+                self._touch(state, hit.pieces)
+                state.num_blocks = state.num_cached = num_hit
+            self._pop(num_new)
         state.num_blocks += num_new
         state.num_computed_tokens = total
         if self.enable_caching and total // bs > state.num_cached:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from radix.cli import InputError
-from radix.runs.sim import CONFIGS, SimConfig, simulate
+from radix.runs.sim import CONFIGS, SimConfig, simulate, simulate_many
 from radix.sched.policy import POLICIES
 from radix.traces import TraceError, load_trace
 
@@ -43,6 +44,8 @@ def register(subparsers: Any) -> None:
     sim.set_defaults(func=run_simulate)
     cfg = subparsers.add_parser("configs", help="the four configurations of DESIGN.md")
     _common(cfg)
+    cfg.add_argument("--jobs", type=_jobs, default=min(len(CONFIGS), os.cpu_count() or 1),
+                     help="worker processes (default: one per core, at most 4)")
     cfg.set_defaults(func=run_configs)
 
 
@@ -52,6 +55,16 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=int, default=16384, help="max_prefill_tokens per round")
     p.add_argument("--chunk", type=int, default=None, help="chunked_prefill_size (default: off)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _jobs(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--jobs must be a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--jobs must be >= 1, got {n}")
+    return n
 
 
 def _load(path: str):
@@ -98,7 +111,8 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 def run_configs(args: argparse.Namespace) -> int:
     trace = _load(args.trace)
-    results = [(name, simulate(trace, _config(args, **over)).totals) for name, over in CONFIGS]
+    configs = [(name, _config(args, **over)) for name, over in CONFIGS]
+    results = [(name, r.totals) for name, r in simulate_many(trace, configs, args.jobs)]
     if args.json:
         print(json.dumps(dict(results), indent=1))
         return 0

@@ -88,8 +88,9 @@ class BlockShadow:
             new = max(len(req.fill_ids) - self.computed[req.rid], 0)
             self._allocate(req, new, None, prefill=True)
 
-    def on_decode(self, req: Req, num: int = 1) -> None:
-        """`num` decode tokens (a fast-forwarded span: the tokens are in req.output_ids)."""
+    def on_decode(self, req: Req, num: int = 1, prepaid: bool = False) -> None:
+        """`num` decode tokens (a fast-forwarded span: the tokens are in req.output_ids);
+        `prepaid`: their new blocks were reserved already (BlockShadow.reserve)."""
         c = self.computed.get(req.rid)
         if c is None:
             return
@@ -100,7 +101,25 @@ class BlockShadow:
             self.computed[req.rid] = c + num
             self.manager.requests[req.rid].num_computed_tokens += num
             return
+        if prepaid:
+            self.manager.allocate_slots(req, num, None, prepaid=True)
+            self.computed[req.rid] = c + num
+            if self.on_compute is not None:
+                self.on_compute(req)
+            return
         self._allocate(req, num, None)
+
+    @property
+    def can_defer(self) -> bool:
+        """Whether decode blocks may be reserved now and handed out later (reserve, then
+        on_decode(prepaid=True)): block-extent caches without events, compute hooks or
+        eviction marks (one reservation pops for many requests at once)."""
+        return (self.compact and self._quiet and self.on_compute is None
+                and not self.manager.record_evictions)
+
+    def reserve(self, num_blocks: int) -> None:
+        """Takes `num_blocks` off the free queue for decode tokens settled later."""
+        self.manager.reserve_blocks(num_blocks)
 
     def on_release(self, req: Req) -> None:
         if self.computed.pop(req.rid, None) is not None:

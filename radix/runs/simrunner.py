@@ -60,11 +60,16 @@ class SimRunner:
         self.clock.now += seconds
         return StepOutput([self._token(r) for r in reqs], seconds)
 
-    def decode_span(self, reqs: list[Req], max_steps: int, until: float) -> int:
+    def decode_span(self, reqs: list[Req], max_steps: int, until: float,
+                    context: int | None = None) -> int:
         """Prices up to `max_steps` decode steps (each adds a slot to every row, then reads
         them all, as `decode` does), adding each step's seconds to the clock in turn; stops
-        after the first step that ends at or past `until`. Returns the steps priced."""
-        context, n = sum(len(r.slot_ids) for r in reqs), len(reqs)
+        after the first step that ends at or past `until`. Returns the steps priced.
+        `context`: the slots the rows hold now, when the caller keeps the count (the rows may
+        lag: radix/sched/ledger.py)."""
+        n = len(reqs)
+        if context is None:
+            context = sum(len(r.slot_ids) for r in reqs)
         now, steps = self.clock.now, 0
         while steps < max_steps:
             context += n

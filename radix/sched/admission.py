@@ -63,6 +63,7 @@ class PrefillAdder:
         new_token_ratio: float = 0.7,
         page_size: int = 1,
         sink: EventSink | None = None,
+        reserved_outputs: int | None = None,
     ) -> None:
         self.tree_cache = tree_cache
         self.allocator = allocator
@@ -78,9 +79,13 @@ class PrefillAdder:
         self.stop_reason: str | None = None  # why the last request was not admitted
         self._sink = sink
         # Tokens the running requests may still generate (estimated by new_token_ratio).
-        self.rem_total_token_offset = sum(
-            min(r.max_new_tokens - len(r.output_ids), CLIP_MAX_NEW_TOKENS) * new_token_ratio
-            for r in running)
+        # NOTE: the ratio times the integer sum, one rounding; SGLang rounds each request's
+        # product and adds the floats, which can differ in the last bits, never more.
+        # `reserved_outputs`: that sum, when the caller keeps it (radix/sched/ledger.py).
+        if reserved_outputs is None:
+            reserved_outputs = sum(min(r.max_new_tokens - len(r.output_ids), CLIP_MAX_NEW_TOKENS)
+                                   for r in running)
+        self.rem_total_token_offset = new_token_ratio * reserved_outputs
         self.cur_rem_token_offset = 0
 
     @property

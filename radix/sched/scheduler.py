@@ -27,8 +27,9 @@ from radix.sched.admission import (
     match_for_admission,
     retract_decode,
 )
+from radix.sched.ledger import DecodeLedger
 from radix.sched.policy import SchedulePolicy
-from radix.sched.span import apply_span, span_length
+from radix.sched.span import apply_span, decay_ratio, span_length
 
 
 class StepOutput(NamedTuple):
@@ -132,6 +133,11 @@ class Scheduler:
         self.notices: list[str] = []  # fallback notices, as they happened
         self.num_retracted = 0
         self.evicted_tokens = 0
+        # decode steps counted in aggregate, rows settled when read (radix/sched/ledger.py):
+        # for priced runners over run allocators, with no event sink to feed one by one
+        self.ledger = DecodeLedger(self) if (
+            sink is None and hasattr(runner, "decode_span") and hasattr(runner, "span_tokens")
+            and hasattr(allocator, "deferred_pages")) else None
 
     @property
     def has_work(self) -> bool:
@@ -151,9 +157,12 @@ class Scheduler:
         `until` (the next arrival's time), a run of decode steps in which no request can be
         admitted, finish early, be retracted or evict may go at once (span.py)."""
         evicted_before = self.evicted_tokens
+        deferred = self._deferred(until)
         adder = self._get_new_batch_prefill()
         if adder is not None and adder.can_run_list:
             return self._run_prefill(adder, evicted_before)
+        if self.running and deferred:
+            return self._run_decode_deferred(until if adder is None else None, evicted_before)
         if self.running:
             if until is not None and adder is None:  # nothing waits: nothing to admit
                 start = self.clock()
@@ -175,11 +184,14 @@ class Scheduler:
         report = self.policy.calc_priority(self.waiting, self.running)
         if report.notice:
             self.notices.append(report.notice)
+        ledger = self.ledger
         adder = PrefillAdder(self.tree_cache, self.allocator, self.running,
                              rem_input_tokens=cfg.max_prefill_tokens,
                              rem_chunk_tokens=cfg.chunked_prefill_size,
                              new_token_ratio=self.new_token_ratio,
-                             page_size=self.tree_cache.page_size, sink=self.sink)
+                             page_size=self.tree_cache.page_size, sink=self.sink,
+                             reserved_outputs=ledger.reserved_outputs() if ledger is not None
+                             and ledger.entries else None)
         if self.chunked_req is not None:
             self.chunked_req = adder.add_chunked_req(self.chunked_req)
         for req in self.waiting:
@@ -199,8 +211,12 @@ class Scheduler:
 
     def _run_prefill(self, adder: PrefillAdder, evicted_before: int) -> StepReport:
         reqs, prefix_lens = adder.can_run_list, []
+        ledger = self.ledger if self.ledger is not None and self.ledger.entries else None
+        touched = ledger.before_extend(reqs) if ledger is not None else []
         self.evicted_tokens += alloc_for_extend(self.tree_cache, self.allocator, reqs,
                                                 adder.extend_lens)
+        if touched:
+            ledger.after_extend(touched)
         for req, extend_len in zip(reqs, adder.extend_lens):
             prefix_len = len(req.prefix_indices)
             prefix_lens.append(prefix_len)
@@ -227,6 +243,8 @@ class Scheduler:
             else:
                 self.tree_cache.cache_unfinished_req(req)
                 self.running.append(req)
+                if self.ledger is not None and self.ledger.entries:
+                    self.ledger.join(req)
         return StepReport("prefill", [r.rid for r in reqs], list(adder.extend_lens), prefix_lens,
                           out.seconds, now, finished, [], self.evicted_tokens - evicted_before)
 
@@ -265,6 +283,60 @@ class Scheduler:
         return StepReport("decode", [r.rid for r in reqs], [1] * len(reqs), [0] * len(reqs),
                           out.seconds, now, finished, [r.rid for r in retracted],
                           self.evicted_tokens - evicted_before)
+
+    def _deferred(self, until: float | None) -> bool:
+        """Whether this step's decoding goes through the ledger; settles it when not. Joins
+        the whole running batch when the ledger does not hold it yet."""
+        ledger = self.ledger
+        if ledger is None:
+            return False
+        if until is None or (self.shadow is not None and not self.shadow.can_defer):
+            if ledger.entries:
+                ledger.settle_all()
+            return False
+        if len(ledger.entries) != len(self.running):
+            ledger.settle_all()
+            for req in self.running:
+                ledger.join(req)
+        return True
+
+    def _run_decode_deferred(self, until: float | None, evicted_before: int) -> StepReport:
+        """Decode steps through the ledger: the same steps as _run_decode / a fast-forwarded
+        span while nothing needs evicting, retracting or a short block pool (checked in
+        aggregate); otherwise the rows are settled and the one-step path runs."""
+        ledger, reqs, page = self.ledger, self.running, self.tree_cache.page_size
+        n, free = len(reqs), self.allocator.available_size()
+        start = self.clock()
+        steps = 0
+        if until is not None:  # as span_length, from the ledger's aggregates
+            k = min(ledger.steps_to_finish(), free // (n * page))
+            if k > 1:
+                k = ledger.block_room(k)
+            if k > 1:
+                steps = self.runner.decode_span(reqs, k, until, context=ledger.context)
+        if not steps:
+            fits = free >= n * page and free >= ledger.estimate_tokens() and (
+                self.shadow is None or ledger.blocks_needed(1) <= self.shadow.num_free_blocks)
+            if not fits:  # eviction, retraction or a dropped request: one by one
+                ledger.settle_all()
+                report = self._run_decode(evicted_before)
+                for req in self.running:
+                    ledger.join(req)
+                return report
+            self.runner.decode_span(reqs, 1, float("inf"), context=ledger.context)
+            steps = 1
+        self.new_token_ratio = decay_ratio(self.new_token_ratio, steps, self.config)
+        ledger.step(steps)
+        now = self.clock()
+        done = ledger.due()
+        for req in done:
+            self._finish_if_done(req, now)
+        if done:
+            gone = set(map(id, done))
+            self.running = [r for r in reqs if id(r) not in gone]
+        return StepReport("decode", [r.rid for r in reqs], [steps] * n, [0] * n,
+                          now - start, now, [r.rid for r in done], [],
+                          self.evicted_tokens - evicted_before, steps)
 
     def _run_decode_span(self, steps: int, seconds: float) -> StepReport:
         """`steps` decode steps at once, already priced by the runner (radix/sched/span.py)."""

@@ -36,18 +36,21 @@ def span_length(sched: Any, until: float) -> int:
     return runner.decode_span(reqs, k, until)
 
 
-def apply_span(sched: Any, steps: int) -> None:
-    """`steps` decode steps for every running request, priced already (the runner's clock has
-    moved): the ratio decays one float op a step (bit for bit), each request gets its tokens,
-    slots and shadow blocks. Finishing is the caller's."""
-    cfg = sched.config
-    ratio = sched.new_token_ratio
+def decay_ratio(ratio: float, steps: int, cfg: Any) -> float:
+    """The new-token ratio after `steps` decode steps, one float op a step (bit for bit)."""
     for _ in range(steps):
         new = max(ratio - cfg.new_token_ratio_decay, cfg.min_new_token_ratio)
         if new == ratio:
             break
         ratio = new
-    sched.new_token_ratio = ratio
+    return ratio
+
+
+def apply_span(sched: Any, steps: int) -> None:
+    """`steps` decode steps for every running request, priced already (the runner's clock has
+    moved): the ratio decays one float op a step (bit for bit), each request gets its tokens,
+    slots and shadow blocks. Finishing is the caller's."""
+    sched.new_token_ratio = decay_ratio(sched.new_token_ratio, steps, sched.config)
     allocator = sched.allocator
     extend = getattr(allocator, "alloc_extend", None)  # a paged allocator continues its page
     after = getattr(allocator, "next_after", None)  # a run allocator continues the row's run

@@ -122,6 +122,11 @@ class TokenRuns(Sequence):
 
     def __getitem__(self, index: Any) -> Any:
         ends = self._ends
+        if index.__class__ is int and 0 <= index < (ends[-1] if ends else 0):  # the walk's case
+            if index < ends[0]:
+                return self._starts[0] + index
+            i = bisect_right(ends, index)
+            return self._starts[i] + index - ends[i - 1]
         if index == -1 and ends:  # a row's last slot: the hot case, no bisect
             return self._starts[-1] + ends[-1] - (ends[-2] if len(ends) > 1 else 0) - 1
         n = ends[-1] if ends else 0

@@ -46,6 +46,9 @@ class RunAllocator:
         self.num_pages = size // page_size
         self._next = page_size  # where the next run starts (page 0 is SGLang's padding)
         self._pages_used = 0
+        # pages counted as taken by decode steps whose slots are not handed out yet (the
+        # scheduler's DecodeLedger, radix/sched/ledger.py, settles them row by row)
+        self.deferred_pages = 0
         self._starts: list[int] = []  # each run's first id, ascending
         self._cursor: list[int] = []  # each run's next id to hand out (its row's end)
         self._lo: list[int] = []  # pages in use as intervals [lo, hi), sorted (check mode)
@@ -53,11 +56,11 @@ class RunAllocator:
 
     def available_size(self) -> int:
         """Free tokens: free pages * page_size."""
-        return (self.num_pages - self._pages_used) * self.page_size
+        return (self.num_pages - self._pages_used - self.deferred_pages) * self.page_size
 
     @property
     def num_used(self) -> int:
-        return self._pages_used * self.page_size
+        return (self._pages_used + self.deferred_pages) * self.page_size
 
     def alloc(self, num_tokens: int) -> TokenRuns | None:
         """One run of `num_tokens` fresh ids (whole pages), or None when too few are free."""
@@ -65,7 +68,7 @@ class RunAllocator:
             raise ValueError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
         ps = self.page_size
         pages = -(-num_tokens // ps)
-        if pages > self.num_pages - self._pages_used:
+        if pages > self.num_pages - self._pages_used - self.deferred_pages:
             return None
         if not num_tokens:
             return TokenRuns()
@@ -84,6 +87,13 @@ class RunAllocator:
             return self.alloc(num_tokens)
         return TokenRuns([(first, num_tokens)])
 
+    def can_continue(self, last_slot: int, num_tokens: int) -> bool:
+        """Whether a row ending at `last_slot` is its run's end, with room for `num_tokens`
+        more in place (free pages aside)."""
+        i = bisect_right(self._starts, last_slot) - 1
+        return (i >= 0 and self._cursor[i] == last_slot + 1
+                and last_slot + num_tokens < self._starts[i] + self.GAP)
+
     def next_after(self, last_slot: int, num_tokens: int = 1) -> int | None:
         """The first of `num_tokens` ids continuing a row whose last id is `last_slot` in place
         (they are last_slot + 1 ...); None when it cannot continue in place or pages are short."""
@@ -94,7 +104,7 @@ class RunAllocator:
         ps = self.page_size
         first_new = -(-(last_slot + 1) // ps)  # pages below it are in use already
         pages = -(-(last_slot + 1 + num_tokens) // ps) - first_new
-        if pages > self.num_pages - self._pages_used:
+        if pages > self.num_pages - self._pages_used - self.deferred_pages:
             return None
         self._cursor[i] += num_tokens
         self._take(first_new, pages)
