@@ -21,6 +21,7 @@ from viz.escape import esc_md
 from viz.scene import fold_tree, tree_scene
 from viz.trace import (
     failure_text,
+    invariants_text,
     kv_events_summary,
     op_summary,
     rejection_rows,
@@ -74,7 +75,7 @@ def show_replay(r: Any, state: dict | None = None, sid: str = "-") -> None:
         say("error", f"First bad step: {r.first_bad_step:,}. {r.violation}")
         default = r.first_bad_step
     elif r.trace.format != "ops":
-        st.success("Invariants held after every request.")
+        st.success(invariants_text(r))
     st.session_state.setdefault("trace.at", default)
     _navigator(r)
     step = st.session_state["trace.at"]

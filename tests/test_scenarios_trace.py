@@ -193,3 +193,26 @@ def test_replay_with_vllm_hashes_same_hits_vllm_hashes_in_the_pool():
         hashes = {b.hash for b in vllm.blocks.at(n).snapshot.blocks}
         assert want in hashes
         assert want not in {b.hash for b in fast.blocks.at(n).snapshot.blocks}
+
+
+def test_big_request_traces_check_invariants_on_a_stride(monkeypatch):
+    """Past CHECK_EVERY_REQUEST_UP_TO requests the full check runs every ceil(n / CHECKS_PER_
+    TRACE) requests and after the last (it walks the whole tree); 10 requests with the limits at
+    4 and 3 checks: every 4th, so after requests 4, 8 and 10. A check that fails is reported."""
+    import scenarios.trace as trace_mod
+    monkeypatch.setattr(trace_mod, "CHECK_EVERY_REQUEST_UP_TO", 4)
+    monkeypatch.setattr(trace_mod, "CHECKS_PER_TRACE", 3)
+    data = "".join(json.dumps({"rid": f"r{i}", "tokens": [1, 2, 3, 10 + i], "output_len": 2})
+                   + "\n" for i in range(10)).encode()
+    calls = []
+    real = RadixCache.check_invariants
+    monkeypatch.setattr(RadixCache, "check_invariants",
+                        lambda self: (calls.append(self.total_size()), real(self))[1])
+    r = replay(data, "t.jsonl")
+    assert r.checked_every == 4 and len(calls) == 3 and r.first_bad_step is None
+
+    def broken(self):
+        raise trace_mod.InvariantError("lock_ref below zero at node 3")
+    monkeypatch.setattr(RadixCache, "check_invariants", broken)
+    r = replay(data, "t.jsonl")
+    assert r.first_bad_step is not None and "lock_ref below zero" in r.violation

@@ -87,6 +87,21 @@ def op_summary(replay: Any) -> str:
             f"Invariants checked {checked}.")
 
 
+def invariants_text(replay: Any) -> str:
+    """How often a request trace's replay checked the tree's invariants, which all held.
+
+    >>> from types import SimpleNamespace as NS
+    >>> invariants_text(NS(checked_every=1))
+    'Invariants held after every request.'
+    >>> invariants_text(NS(checked_every=13))
+    'Invariants held, checked every 13 requests and after the last.'
+
+    """
+    if replay.checked_every == 1:
+        return "Invariants held after every request."
+    return f"Invariants held, checked every {replay.checked_every:,} requests and after the last."
+
+
 def failure_text(f: Any) -> str:
     """The failing op of an op log, the rule it broke and the step shown."""
     return (f"The op on line {f.line:,} (\"{f.op}\") failed: {f.error}. The rule it breaks: "
