@@ -95,3 +95,20 @@ def test_run_allocator_rows_continue_in_place_and_frees_are_checked():
         a.free([10**9])
     a.check_invariants()
     assert a.available_size() == 16 and a.alloc(17) is None and a.alloc(16) is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 6)), max_size=6),
+       st.lists(st.tuples(st.integers(0, 40), st.integers(1, 6)), max_size=4),
+       st.integers(-2, 30), st.integers(1, 5))
+def test_matches_at_and_values_at_are_the_slice_compare(runs, other_runs, pos, n):
+    """The tree walk's in-place compare and paged child key against building the slice."""
+    t, other = TokenRuns(runs), TokenRuns(other_runs)
+    ids, oids = list(t), list(other)
+    expect = 0 <= pos and pos + len(oids) <= len(ids) and ids[pos:pos + len(oids)] == oids
+    assert t.matches_at(pos, other) == expect
+    if 0 <= pos <= len(ids) - n:
+        assert t.values_at(pos, n) == tuple(ids[pos:pos + n])
+    # a slice of t itself always matches where it was cut
+    if 0 <= pos <= len(ids):
+        assert t.matches_at(pos, t[pos:pos + n])

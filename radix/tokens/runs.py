@@ -197,6 +197,53 @@ class TokenRuns(Sequence):
         _append_runs(left._starts, left._ends, self._starts, self._ends)
         return (RunList if isinstance(other, list) else TokenRuns)._raw(left._starts, left._ends)
 
+    def matches_at(self, pos: int, other: TokenRuns) -> bool:
+        """self[pos:pos + len(other)] == other, without building the slice (the tree walk's
+        compare of a whole edge); False when self ends first.
+
+        >>> t = TokenRuns([(0, 10), (50, 5)])
+        >>> t.matches_at(8, TokenRuns([(8, 2), (50, 3)])), t.matches_at(8, TokenRuns([(8, 3)]))
+        (True, False)
+        """
+        ends, oends = self._ends, other._ends
+        if not oends:
+            return 0 <= pos <= len(self)
+        m = oends[-1]
+        if pos < 0 or not ends or pos + m > ends[-1]:
+            return False
+        starts, ostarts = self._starts, other._starts
+        i = bisect_right(ends, pos)
+        j, cur, done = 0, pos, 0
+        base, obase = ends[i - 1] if i else 0, 0
+        while done < m:  # piece by piece: both sides run consecutively within a piece
+            if starts[i] + cur - base != ostarts[j] + done - obase:
+                return False
+            step = min(ends[i] - cur, oends[j] - done)
+            cur += step
+            done += step
+            if cur == ends[i]:
+                base = ends[i]
+                i += 1
+            if done == oends[j]:
+                obase = oends[j]
+                j += 1
+        return True
+
+    def values_at(self, pos: int, n: int) -> tuple[int, ...]:
+        """tuple(self[pos:pos + n]) (a paged tree's child key), in one step when the n values
+        lie in one run.
+
+        >>> TokenRuns([(0, 4), (9, 4)]).values_at(2, 4)
+        (2, 3, 9, 10)
+        """
+        ends = self._ends
+        if 0 <= pos and ends and pos + n <= ends[-1]:
+            i = bisect_right(ends, pos)
+            if pos + n <= ends[i]:
+                first = self._starts[i] + pos - (ends[i - 1] if i else 0)
+                return tuple(range(first, first + n))
+        return tuple(self[pos:pos + n])
+
     def common_prefix_len(self, other: Sequence[int]) -> int:
         """How many leading ints the two sequences share, in O(runs of both).
 
