@@ -5,7 +5,8 @@ wall seconds, CPU seconds (worker processes included), peak RSS.
 Traces: the seeded stand-in for Mooncake's conversation trace (examples/mooncake_conversation.py:
 12,031 requests, 144.8 M prompt tokens; the real one is not shipped), Mooncake's public synthetic
 trace (examples/traces/, 3,993 requests), or the paths given. Targets (issue 10): compare < 10 s
-and < 1 GB RSS each; configs < 20 s; the upload summarised in < 15 s under 2 GB. Prints JSON, then a table. Not part of the test run.
+and < 1 GB RSS each; configs < 20 s; the upload summarised in < 15 s under 2 GB. Prints JSON,
+then a table. Not part of the test run.
 Usage: python benchmarks/traces.py [TRACE ...] [--skip configs,explain] [--timeout S]
 """
 
