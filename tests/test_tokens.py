@@ -95,3 +95,17 @@ def test_run_allocator_rows_continue_in_place_and_frees_are_checked():
         a.free([10**9])
     a.check_invariants()
     assert a.available_size() == 16 and a.alloc(17) is None and a.alloc(16) is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=12), st.lists(st.integers(0, 3), max_size=12))
+def test_prefix_probe_answers_as_a_slice_compare(edge, rest):
+    """PrefixProbe.starts_with(tok, guard(edge)) == (tok[:len(edge)] == edge) for len(tok) >
+    len(edge), with big ints built anew (equal values, other objects: no identity shortcut)."""
+    from radix.tokens.prefix import PrefixProbe
+
+    probe = PrefixProbe()
+    tok = [int(str(10**20 + t)) for t in edge[: len(rest)] + rest] + [5]
+    big_edge = [10**20 + t for t in edge]
+    if len(tok) > len(big_edge):
+        assert probe.starts_with(tok, probe.guard(big_edge)) == (tok[:len(edge)] == big_edge)
