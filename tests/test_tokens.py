@@ -112,3 +112,14 @@ def test_matches_at_and_values_at_are_the_slice_compare(runs, other_runs, pos, n
     # a slice of t itself always matches where it was cut
     if 0 <= pos <= len(ids):
         assert t.matches_at(pos, t[pos:pos + n])
+@given(st.lists(st.integers(0, 3), max_size=12), st.lists(st.integers(0, 3), max_size=12))
+def test_prefix_probe_answers_as_a_slice_compare(edge, rest):
+    """PrefixProbe.starts_with(tok, guard(edge)) == (tok[:len(edge)] == edge) for len(tok) >
+    len(edge), with big ints built anew (equal values, other objects: no identity shortcut)."""
+    from radix.tokens.prefix import PrefixProbe
+
+    probe = PrefixProbe()
+    tok = [int(str(10**20 + t)) for t in edge[: len(rest)] + rest] + [5]
+    big_edge = [10**20 + t for t in edge]
+    if len(tok) > len(big_edge):
+        assert probe.starts_with(tok, probe.guard(big_edge)) == (tok[:len(edge)] == big_edge)

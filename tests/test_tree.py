@@ -267,3 +267,33 @@ def test_disabled_cache_keeps_a_chunk_as_the_request_prefix():
     r = Req("r", [1, 2, 3, 4, 5], slot_ids=a.alloc(3), fill_ids=[1, 2, 3])
     c.cache_unfinished_req(r, chunked=True)
     assert r.prefix_indices == [1, 2, 3] and c.total_size() == 0
+
+
+def test_long_first_edge_is_compared_in_place_and_exactly():
+    """A first edge of >= GUARD_MIN_LEN (64) tokens is checked by the PrefixProbe, not a slice.
+
+    Cached: [1000 .. 1199] (200 tokens) and it + [7 8]. Keys: the edge itself (len == 200: a
+    plain compare), the edge + 5 tokens (the probe is reached: 200), a difference at token 0
+    (no child: 0) and at 150 (150; the edge is cut 150 + 50, the new first edge has no guard
+    yet), the edge + [9] as equal ints that are other objects (150 + 50 = 200, slots = the
+    edge), a difference at 120 the same way (120)."""
+    edge = list(range(1000, 1200))
+    c = RadixCache()
+    c.insert(RadixKey(edge))
+    c.insert(RadixKey(edge + [7, 8]))
+    assert c.match_prefix(RadixKey(list(edge))).prefix_len == 200
+    assert c.match_prefix(RadixKey(edge + [1, 2, 3, 4, 5])).prefix_len == 200
+    first = next(iter(c.root_node.children.values()))
+    assert first.guarded_key is not None and first.guarded_key[:-1] == edge
+    for at, want in ((0, 0), (150, 150)):
+        bad = edge + [7]
+        bad[at] = -1
+        assert c.match_prefix(RadixKey(bad)).prefix_len == want
+    first = next(iter(c.root_node.children.values()))
+    assert len(first.key) == 150 and first.guarded_key is None
+    copies = [int(str(t)) for t in edge]  # equal values, no identity shortcut
+    r = c.match_prefix(RadixKey(copies + [9]))
+    assert r.prefix_len == 200 and r.slot_ids == edge
+    copies[120] = -1
+    assert c.match_prefix(RadixKey(copies + [9])).prefix_len == 120
+    c.check_invariants()

@@ -123,12 +123,18 @@ class FreeKVCacheBlockQueue:
         front: list[KVCacheBlock] = []
         n = 0
         for block in blocks:
-            if block is null_block:
+            # one read of ref_cnt, and the usual 1 -> 0 stores a constant (this loop is the
+            # cost of a free; a block is usually shared, ref_cnt > 1, or dropping to 0)
+            ref_cnt = block.ref_cnt
+            if ref_cnt != 1:
+                if ref_cnt:
+                    block.ref_cnt = ref_cnt - 1
+                elif block is not null_block:
+                    block.ref_cnt = -1  # freed once too often: kept visible, as vLLM's -= 1
                 continue
-            ref_cnt = block.ref_cnt - 1
-            block.ref_cnt = ref_cnt
-            if ref_cnt:
-                continue
+            # subtle: the null block is recognised at ref_cnt 0 only; it never holds more
+            # (touch skips it, get_new_blocks never hands it out)
+            block.ref_cnt = 0
             if block.block_hash is None:
                 front.append(block)
                 continue

@@ -75,14 +75,15 @@ def run_tree(reqs: Iterable[Req], outputs: Sequence[Sequence[int]], capacity: in
         if on_match is not None:
             on_match(req, m.prefix_len)
         tree.inc_lock_ref(m.last_node, rid=req.rid)
-        req.last_node, req.prefix_indices = m.last_node, m.slot_ids
+        prefix = m.slot_ids  # joined on each read: read once
+        req.last_node, req.prefix_indices = m.last_node, prefix
         req.cache_protected_len = m.prefix_len
         new = _take(alloc, len(prompt) - m.prefix_len, evict)
         if new is None:
             tree.dec_lock_ref(m.last_node, rid=req.rid)
             s["rejected"] += 1
             continue
-        req.slot_ids = joined(m.slot_ids, new)
+        req.slot_ids = joined(prefix, new)
         _count(s, len(prompt), m.prefix_len)
         num = _decode_slots(tree, req, len(out) - 1, evict)
         req.output_ids.extend(out[:min(len(out), num + 1)])

@@ -3,8 +3,8 @@
 `gallop_match` compares two plain sequences with slice compares of doubling windows (each done in
 C), or lets a compact sequence answer for itself through its `common_prefix_len`; `plain_prefix`
 first turns other sequences into lists; `runs_agree` walks two run lists (TokenRuns' starts and
-ends) without expanding them. Follows nothing upstream. Leaves out: page alignment (callers
-round down themselves).
+ends) without expanding them; `PrefixProbe` asks "does this list start with that one" without
+copying either. Follows nothing upstream. Leaves out: page alignment (callers round down).
 """
 
 from __future__ import annotations
@@ -86,3 +86,41 @@ def runs_agree(a_starts: Sequence[int], a_ends: Sequence[int], b_starts: Sequenc
             b_begin = pos
             j += 1
     return pos - start
+
+
+class PrefixProbe:
+    """Answers `tok[:len(edge)] == edge` for two lists in one C scan, without slicing `tok`.
+
+    `guard(edge)` is edge plus this probe as a last element (built once, kept by the caller).
+    Lists compare in order, pair by pair, until the first unequal pair; so `tok < guarded`
+    calls the probe's `__eq__` iff every pair before it was equal, i.e. iff tok starts with
+    edge. The probe records that call. An exact compare: nothing is hashed or sampled.
+
+    >>> p = PrefixProbe(); guarded = p.guard([1, 2, 3])
+    >>> p.starts_with([1, 2, 3, 4], guarded), p.starts_with([1, 9, 3, 4], guarded)
+    (True, False)
+
+    subtle: the probe is reached only if tok is longer than edge; for len(tok) == len(edge)
+    the list compare ends on the lengths, so `starts_with` requires len(tok) > len(edge).
+    """
+
+    __slots__ = ("reached",)
+
+    def __init__(self) -> None:
+        self.reached = False  # set by __eq__: the scan got past the edge's last token
+
+    def guard(self, edge: list[int]) -> list:
+        """edge followed by the probe: the list `starts_with` scans against."""
+        return edge + [self]
+
+    def starts_with(self, tok: list[int], guarded: list) -> bool:
+        """tok[:len(guarded) - 1] == guarded[:-1], for len(tok) >= len(guarded)."""
+        self.reached = False
+        _ = tok < guarded  # the result is meaningless; whether the scan reached us is not
+        return self.reached
+
+    def __eq__(self, other: object) -> bool:
+        self.reached = True
+        return True  # equal: the scan then ends (guarded has no more items) without ordering us
+
+    __hash__ = None

@@ -33,6 +33,7 @@ class TreeNode:
         "priority",
         "heap_version",
         "heap_key",
+        "guarded_key",
     )
 
     def __init__(self, node_id: int, key: RadixKey, value: list[int] | None, time: float) -> None:
@@ -49,6 +50,7 @@ class TreeNode:
         self.priority = 0  # max priority of the requests that inserted through it
         self.heap_version = 0  # bumps on each push to the eviction heap; older entries are stale
         self.heap_key = None  # the sort key of its latest heap entry
+        self.guarded_key = None  # a long first edge's tokens + the cache's PrefixProbe (lazy)
 
     @property
     def evicted(self) -> bool:
@@ -67,27 +69,28 @@ class MatchResult:
     `last_node` (the deepest node of the match; the root when nothing matched) and `prefix_len`
     (tokens matched: len(slot_ids)).
 
-    subtle: the slots are joined only when `slot_ids` is first read (SGLang 0.5.23's match does
-    not build them either; its callers read path_device_indices), from the path's values as they
-    were at match time: a later split or eviction does not change them.
+    subtle: the slots are joined when `slot_ids` is read, a fresh sequence each read and never
+    kept (SGLang 0.5.23's match does not build them either; its callers call
+    path_device_indices, which builds them per call), from the path's values as they were at
+    match time: a later split or eviction does not change them. A caller that needs them twice
+    keeps the first; a result held on to holds no joined copy (dropping it costs nothing).
 
     >>> r = MatchResult([[4, 5], [6]], None, 3); r.slot_ids, r.prefix_len
     ([4, 5, 6], 3)
+    >>> r.slot_ids is r.slot_ids  # joined anew on each read
+    False
     """
 
-    __slots__ = ("_values", "_slot_ids", "last_node", "prefix_len")
+    __slots__ = ("_values", "last_node", "prefix_len")
 
     def __init__(self, values: list[Sequence[int]], last_node: TreeNode, prefix_len: int) -> None:
         self._values = values  # the matched nodes' value lists, root side first
-        self._slot_ids: Sequence[int] | None = None
         self.last_node = last_node
         self.prefix_len = prefix_len
 
     @property
     def slot_ids(self) -> Sequence[int]:
-        if self._slot_ids is None:
-            self._slot_ids = concat_values(self._values)
-        return self._slot_ids
+        return concat_values(self._values)
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, MatchResult) and self.prefix_len == other.prefix_len

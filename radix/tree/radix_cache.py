@@ -27,7 +27,7 @@ from radix import events as ev
 from radix.allocator import Allocator
 from radix.request import Req
 from radix.tokens import frozen
-from radix.tokens.prefix import gallop_match
+from radix.tokens.prefix import PrefixProbe, gallop_match
 from radix.tree import inspect, lifecycle
 from radix.tree.eviction import EvictionHeap, get_strategy
 from radix.tree.key import RadixKey
@@ -39,6 +39,8 @@ from radix.tree.node import (
     TreeNode,
     TreeSnapshot,
 )
+
+GUARD_MIN_LEN = 64  # a first edge at least this long is compared in place (PrefixProbe)
 
 
 class LogicalClock:
@@ -86,6 +88,7 @@ class RadixCache:
         self._sink = sink
         self.disable = disable
         self.allocator = allocator  # where evicted and duplicate slots go back (None: nowhere)
+        self._probe = PrefixProbe()  # compares long first edges without slicing the key
         self.num_steps = 0  # public calls made so far (the event log's step counter)
         self.reset()
 
@@ -208,6 +211,9 @@ class RadixCache:
 
             root -- [1 2 3 4] -- ...     key [1 2 9]: the match ends after 2 tokens of the edge
             root -- [1 2] -- [3 4] -- ...   so the edge is cut there and [1 2] ends the path
+
+        An edge is compared whole with one slice compare; a long first edge (a shared system
+        prompt, compared on every request) in place, without copying the key (`_starts_with`).
         """
         t = self.clock()
         root, tok, ps = self.root_node, key.token_ids, self.page_size
@@ -228,7 +234,13 @@ class RadixCache:
                 touched.append(child)
             edge = child.key.token_ids
             m = len(edge)
-            if n - pos < m or tok[pos : pos + m] != edge:  # usually the whole edge matches
+            if n - pos < m:
+                same = False
+            elif pos or m < GUARD_MIN_LEN:
+                same = tok[pos : pos + m] == edge  # usually the whole edge matches
+            else:  # a long first edge (a shared system prompt): no copy of the key's tokens
+                same = self._starts_with(tok, child, m)
+            if not same:
                 m = gallop_match(edge, tok[pos:n])
                 if ps > 1:
                     m -= m % ps
@@ -240,6 +252,20 @@ class RadixCache:
             path.append(node)
         event = None if touched is None else ev.NodesTouched(tuple(x.id for x in touched), t)
         return path, pos, event
+
+    def _starts_with(self, tok, child: TreeNode, m: int) -> bool:
+        """tok[:m] == child's edge (m tokens, len(tok) >= m) for a child of the root; two lists
+        are scanned in place by the cache's PrefixProbe against the edge + probe, built once
+        per edge (and dropped when the edge is cut)."""
+        edge = child.key.token_ids
+        if type(tok) is not list or type(edge) is not list:
+            return tok[:m] == edge
+        if len(tok) == m:  # the probe would not be reached (see PrefixProbe)
+            return tok == edge
+        guarded = child.guarded_key
+        if guarded is None:
+            guarded = child.guarded_key = self._probe.guard(edge)
+        return self._probe.starts_with(tok, guarded)
 
     def _split_node(self, child: TreeNode, split_len: int, t: float) -> TreeNode:
         """Cuts child's edge after split_len tokens; returns the new prefix node (parent side).
@@ -258,6 +284,7 @@ class RadixCache:
         new.parent = parent = child.parent
         new.lock_ref, new.hit_count, new.priority = child.lock_ref, child.hit_count, child.priority
         child.key = child.key[split_len:]
+        child.guarded_key = None  # its edge changed (and it is no longer a first edge)
         child.value = child.value[split_len:]
         child.parent = new
         new.children = {child.key.child_key(ps): child}
@@ -351,29 +378,61 @@ class RadixCache:
         """
         if type(node) is not TreeNode or self._nodes.get(node.id) is not node:
             self._check_live(node)  # raises
-        if self._sink is None:  # the hot path: no step to open or close
-            self.num_steps += 1
-            return self._lock(node, +1)
-        self._begin("inc_lock_ref", rid, "node {}", node.id)
-        delta = self._lock(node, +1)
-        self._end("inc_lock_ref")
-        return delta
+        if self._sink is not None:
+            self._begin("inc_lock_ref", rid, "node {}", node.id)
+            delta = self._lock(node, +1)
+            self._end("inc_lock_ref")
+            return delta
+        # the hot path (nobody listens): _lock(node, +1) inlined, one call less a request
+        self.num_steps += 1
+        root = self.root_node
+        if self.disable or node is root:
+            return 0
+        node.locks_held += 1
+        start, moved = node, 0
+        while node is not root:
+            if not node.lock_ref:  # 0 -> 1: its tokens become protected
+                moved += len(node.value)
+            node.lock_ref += 1
+            node = node.parent
+        if moved:
+            self.evictable_size_ -= moved
+            self.protected_size_ += moved
+        if not start.children:  # a locked leaf is no longer evictable (_update_leaf_status)
+            self._leaves.leaves.discard(start)
+        return -moved
 
     def dec_lock_ref(self, node: TreeNode, rid: str | None = None) -> int:
         """Releases a lock taken by inc_lock_ref(node); returns the change of evictable_size."""
         if type(node) is not TreeNode or self._nodes.get(node.id) is not node:
             self._check_live(node)  # raises
-        if not node.locks_held and node is not self.root_node and not self.disable:
+        root = self.root_node
+        if not node.locks_held and node is not root and not self.disable:
             raise ValueError(
                 f"dec_lock_ref: node {node.id} holds no lock (lock_ref {node.lock_ref})"
             )
-        if self._sink is None:
-            self.num_steps += 1
-            return self._lock(node, -1)
-        self._begin("dec_lock_ref", rid, "node {}", node.id)
-        delta = self._lock(node, -1)
-        self._end("dec_lock_ref")
-        return delta
+        if self._sink is not None:
+            self._begin("dec_lock_ref", rid, "node {}", node.id)
+            delta = self._lock(node, -1)
+            self._end("dec_lock_ref")
+            return delta
+        # the hot path (nobody listens): _lock(node, -1) inlined, as in inc_lock_ref
+        self.num_steps += 1
+        if self.disable or node is root:
+            return 0
+        node.locks_held -= 1
+        start, moved = node, 0
+        while node is not root:
+            if node.lock_ref == 1:  # 1 -> 0: its tokens become evictable again
+                moved += len(node.value)
+            node.lock_ref -= 1
+            node = node.parent
+        if moved:
+            self.evictable_size_ += moved
+            self.protected_size_ -= moved
+        if not start.children:  # an unlocked leaf may become evictable
+            self._update_leaf_status(start)
+        return moved
 
     def _lock(self, node: TreeNode, direction: int) -> int:
         """The lock walk: lock_ref += direction from node up to the root (excluded). A node's
