@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from radix import events as ev
 from radix.blocks.hashing import VLLM_NONE_HASH_SEED, BlockHasher
+from radix.runs.collector import fewer_collections
 from radix.runs.compare import output_tokens, run_blocks, run_tree, trace_reqs
 from radix.runs.ops import OpRunner
 from radix.traces import Trace, load_trace
@@ -190,11 +191,13 @@ def replay(data: bytes, name: str, capacity: int = 1_000_000, page_size: int = 1
     try:
         if trace.format == "ops":
             budget.reserve(session_id, what, 64 * len(data))
-            return _replay_ops(out, progress, cancel)
+            with fewer_collections():
+                return _replay_ops(out, progress, cancel)
         tokens = sum(trace.input_lens) + sum(r.output_len for r in trace.requests)
         live = 2 * 36 * min(capacity, tokens)  # the tree's own lists at most
         budget.reserve(session_id, what, live)
-        _replay_requests(out, session_id, budget, live, progress, cancel)
+        with fewer_collections():
+            _replay_requests(out, session_id, budget, live, progress, cancel)
         out.nbytes = live + out.log.nbytes + out.blocks.nbytes
         budget.reserve(session_id, what, out.nbytes)
         return out

@@ -21,6 +21,7 @@ from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.events import EventSink
 from radix.request import Req
+from radix.runs.collector import fewer_collections
 from radix.runs.reqs import OUTPUT_BASE, is_compact_trace, output_tokens, trace_reqs
 from radix.tokens import is_compact, joined
 from radix.tokens.slots import RunAllocator
@@ -198,7 +199,8 @@ def compare(trace: Trace, capacity: int, page_size: int = 1, block_size: int = 1
     if capacity < 1 or page_size < 1 or block_size < 1:
         raise ValueError("--capacity, --page-size and --block-size must be >= 1")
     outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
-    tree = run_tree(trace_reqs(trace), outputs, capacity, page_size)
-    blocks = run_blocks(trace_reqs(trace), outputs, capacity, block_size)
+    with fewer_collections():
+        tree = run_tree(trace_reqs(trace), outputs, capacity, page_size)
+        blocks = run_blocks(trace_reqs(trace), outputs, capacity, block_size)
     return {"capacity": capacity, "page_size": page_size, "block_size": block_size,
             "compact": is_compact_trace(trace), "tree": tree, "blocks": blocks}

@@ -9,6 +9,7 @@ go at once (radix/sched/span.py). Leaves out: output text, network and queueing 
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import statistics
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from typing import Any, NamedTuple
 
 from radix.allocator import SlotAllocator
 from radix.request import Req
+from radix.runs.collector import fewer_collections
 from radix.runs.costs import CostModel
 from radix.runs.reqs import is_compact_trace, output_tokens, trace_reqs
 from radix.runs.shadow import BlockShadow
@@ -139,6 +141,11 @@ def build(trace: Trace, config: SimConfig | None = None, *,
 def run(sim: SimRun, on_arrival: Any = None) -> SimResult:
     """Drives `sim` to the end: arrivals join when the clock reaches them, steps until no work
     is left. `on_arrival(req)` sees each request as it arrives (before it is queued)."""
+    with fewer_collections():
+        return _run(sim, on_arrival)
+
+
+def _run(sim: SimRun, on_arrival: Any) -> SimResult:
     sched, clock, reqs = sim.sched, sim.clock, sim.reqs
     ff = sim.config.fast_forward
     i = 0
@@ -191,11 +198,13 @@ def simulate_many(trace: Trace, configs: Sequence[tuple[str, SimConfig]], jobs: 
         return [(name, simulate(trace, cfg)) for name, cfg in configs]
     global _FORKED
     _FORKED = (trace, list(configs))
+    gc.freeze()  # what the workers inherit is never scanned there (nor copied on write by it)
     try:
         ctx = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
             results = list(pool.map(_simulate_forked, range(len(configs))))
     finally:
+        gc.unfreeze()
         _FORKED = None
     return [(name, res) for (name, _), res in zip(configs, results, strict=True)]
 

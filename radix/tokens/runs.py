@@ -237,12 +237,18 @@ class TokenRuns(Sequence):
         (2, 3, 9, 10)
         """
         ends = self._ends
-        if 0 <= pos and ends and pos + n <= ends[-1]:
-            i = bisect_right(ends, pos)
-            if pos + n <= ends[i]:
-                first = self._starts[i] + pos - (ends[i - 1] if i else 0)
-                return tuple(range(first, first + n))
-        return tuple(self[pos:pos + n])
+        if pos < 0 or n < 0 or not ends or pos + n > ends[-1]:
+            return tuple(self[pos:pos + n])
+        starts = self._starts
+        i = bisect_right(ends, pos)
+        first = starts[i] + pos - (ends[i - 1] if i else 0)
+        if pos + n <= ends[i]:
+            return tuple(range(first, first + n))
+        out = list(range(first, first + ends[i] - pos))  # across runs: piece by piece
+        while len(out) < n:
+            i += 1
+            out.extend(range(starts[i], starts[i] + min(ends[i] - ends[i - 1], n - len(out))))
+        return tuple(out)
 
     def common_prefix_len(self, other: Sequence[int]) -> int:
         """How many leading ints the two sequences share, in O(runs of both).

@@ -88,6 +88,9 @@ class RadixKey:
     def child_key(self, page_size: int = 1) -> Any:
         """The dict key of the edge that starts with this key: first token, or first page."""
         t = self.token_ids
-        plain = t[0] if page_size == 1 else tuple(t[:page_size])
+        if page_size == 1:
+            plain = t[0]
+        else:  # a compact key builds its first page from its runs
+            plain = t.values_at(0, page_size) if hasattr(t, "values_at") else tuple(t[:page_size])
         ns = self.namespace
         return plain if ns is None else (ns, plain)

@@ -26,7 +26,7 @@ from typing import Any
 from radix import events as ev
 from radix.allocator import Allocator
 from radix.request import Req
-from radix.tokens import frozen
+from radix.tokens import TokenRuns, frozen
 from radix.tokens.prefix import PrefixProbe, gallop_match
 from radix.tree import inspect, lifecycle
 from radix.tree.eviction import EvictionHeap, get_strategy
@@ -213,7 +213,8 @@ class RadixCache:
             root -- [1 2] -- [3 4] -- ...   so the edge is cut there and [1 2] ends the path
 
         An edge is compared whole with one slice compare; a long first edge (a shared system
-        prompt, compared on every request) in place, without copying the key (`_starts_with`).
+        prompt, compared on every request) in place, without copying the key (`_starts_with`);
+        a compact key (TokenRuns) run by run, in place.
         """
         t = self.clock()
         root, tok, ps = self.root_node, key.token_ids, self.page_size
@@ -223,9 +224,13 @@ class RadixCache:
             n -= n % ps
         ns = key.namespace
         touched = [root] if self._sink is not None else None
+        runs = isinstance(tok, TokenRuns)  # compact: keyed and compared in place, by runs
         node, pos, path = root, 0, []
         while pos < n:
-            first = tok[pos] if ps == 1 else tuple(tok[pos : pos + ps])  # the child key
+            if ps == 1:  # the child key
+                first = tok[pos]
+            else:
+                first = tok.values_at(pos, ps) if runs else tuple(tok[pos : pos + ps])
             child = node.children.get(first if ns is None else (ns, first))
             if child is None:
                 break
@@ -236,6 +241,8 @@ class RadixCache:
             m = len(edge)
             if n - pos < m:
                 same = False
+            elif runs and isinstance(edge, TokenRuns):
+                same = tok.matches_at(pos, edge)
             elif pos or m < GUARD_MIN_LEN:
                 same = tok[pos : pos + m] == edge  # usually the whole edge matches
             else:  # a long first edge (a shared system prompt): no copy of the key's tokens
