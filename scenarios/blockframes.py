@@ -106,7 +106,7 @@ class BlockFrames:
         every = every or max(MIN_EVERY, -(-num_requests // MAX_KEYFRAMES))
         self.capacity, self.block_size, self.every = capacity, block_size, every
         self.manager = BlockCacheManager(BlockPool(capacity // block_size + 1, block_size,
-                                                   hash_algo=hash_algo))
+                                                   hash_algo=hash_algo), hash_memo=True)
         self.frames: list[bytes] = []
         self.rejected: list[str] = []
         self.evictions: list[int] = []  # pool.num_evictions after each request

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from radix.blocks.hashing import NONE_HASH, hash_block_tokens, hash_request_tokens
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from radix.blocks.hashing import NONE_HASH, BlockHasher, hash_block_tokens, hash_request_tokens
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.request import Req
+from radix.tokens import TokenRuns
 
 # The customer-support scenario (shared/DESIGN.md): S = 512-token system prompt, F = 1,543-token
 # few-shot block; R1 = S+F+96, R2 = S+F+80, R3 = S + 2,112 (RAG context and query).
@@ -187,3 +191,32 @@ def test_null_block_is_skipped_by_touch_and_free():
     assert pool.null_block.ref_cnt == 0 and queue_ids(pool) == [1, 2, 3]
     pool.check_invariants()
 
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.sampled_from([(0, 8), (100, 5), (200, 16), (300, 3)]),
+                                   min_size=1, max_size=4),
+                          st.sampled_from([None, "lora"]), st.sampled_from([None, "", "t1"]),
+                          st.booleans()),
+                min_size=1, max_size=12),
+       st.sampled_from(["radixlens", "vllm-sha256"]))
+def test_the_hash_memo_gives_the_hashes_without_it(reqs, algo):
+    if algo != "radixlens":  # vLLM's own hash needs each LoRA's path
+        algo = BlockHasher(algo, lora_paths={"lora": "/adapters/lora"})
+    """Prompts that repeat, extend and branch from each other, in namespaces: every request's
+    block hashes (prompt, then prompt + a reply) are the same with the memo as without, and the
+    memo reused some when a prompt repeated an earlier prefix."""
+    plain = BlockCacheManager(BlockPool(4, 4, hash_algo=algo))
+    memo = BlockCacheManager(BlockPool(4, 4, hash_algo=algo), hash_memo=True)
+    for i, (pieces, lora, salt, compact) in enumerate(reqs):
+        spans = [(a + 1000 * k, n) for k, (a, n) in enumerate(pieces)]
+        prompt = TokenRuns(spans) if compact else list(TokenRuns(spans))
+        r1, r2 = (Req(f"r{i}", prompt, extra_key=lora, cache_salt=salt) for _ in range(2))
+        assert memo.hash_request(r2) == plain.hash_request(r1)
+        r1.output_ids += [7, 8, 9, 10, 11]
+        r2.output_ids += [7, 8, 9, 10, 11]
+        assert memo.hash_request(r2) == plain.hash_request(r1)
+    repeats = any(a[:3] == b[:3] and sum(n for _, n in a[0]) >= 4
+                  for a, b in zip(reqs, reqs[1:]))
+    if repeats:  # the same prompt in the same namespace again: its hashes come from the memo
+        assert memo.memo.reused > 0

@@ -217,8 +217,12 @@ def hash_request_tokens(
     # subtle: keys differ only for block 0 (cache_salt); compute both once, not per block.
     first_keys = hasher.extra_keys(0, lora_name, cache_salt)
     rest_keys = hasher.extra_keys(1, lora_name, cache_salt)
-    tokens = token_ids if isinstance(token_ids, list) else list(token_ids)
-    start = i * block_size
+    end = num_full * block_size
+    # only the blocks not hashed yet, as a list (a compact sequence expands just those)
+    tokens = token_ids[i * block_size:end]
+    if not isinstance(tokens, list):
+        tokens = list(tokens)
+    start = 0
     parent = hashes[-1] if hashes else hasher.none_hash
     if hasher.hash_algo != "radixlens":
         while i < num_full:
@@ -228,9 +232,8 @@ def hash_request_tokens(
             i += 1
             start += block_size
         return hashes
-    end = num_full * block_size
     try:  # the default: pack every new token once, in C, then hash slices of the bytes
-        packed = struct.pack(f"<{end - start}q", *tokens[start:end])
+        packed = struct.pack(f"<{len(tokens)}q", *tokens)
     except struct.error:  # some token does not fit in int64: block by block (rare)
         while i < num_full:
             parent = _radixlens_block(parent, tokens[start:start + block_size],

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import NamedTuple
 
+from radix.blocks.hash_memo import HashMemo
 from radix.blocks.hashing import BlockHash, BlockHasher, block_extra_keys, hash_request_tokens
 from radix.blocks.pool import BlockPool, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot, take_snapshot, unreachable_block_ids
@@ -58,7 +59,7 @@ class BlockCacheManager:
     """
 
     def __init__(self, pool: BlockPool, hash_algo: str | BlockHasher | None = None,
-                 lora_ids: dict[str, int] | None = None) -> None:
+                 lora_ids: dict[str, int] | None = None, hash_memo: bool = False) -> None:
         self.pool = pool
         self.block_size = pool.block_size
         # how blocks are hashed: the pool's unless given (radix/blocks/hashing.py)
@@ -67,6 +68,9 @@ class BlockCacheManager:
         self.lora_ids = dict(lora_ids or {})  # LoRA name -> vLLM's adapter id, for BlockStored
         self.requests: dict[str, _ReqBlocks] = {}  # rid -> its blocks, while live
         self.lookups: list[LookupRecord] = []  # one per get_computed_blocks call
+        # a request's hashes reused from earlier prompts with the same prefix (hash_memo.py):
+        # the same hashes, computed once, for big traces
+        self.memo = HashMemo(self.block_size) if hash_memo else None
 
     # --- hashing (vLLM hashes when the request arrives) ----------------------------------------
     def hash_request(self, req: Req) -> list[BlockHash]:
@@ -74,9 +78,15 @@ class BlockCacheManager:
         state = self.requests.get(req.rid)
         if state is None:
             state = self.requests[req.rid] = _ReqBlocks()
-        return hash_request_tokens(req.origin_input_ids + req.output_ids, self.block_size,
-                                   req.extra_key, req.cache_salt, state.block_hashes,
-                                   self.hasher)
+        tokens = req.origin_input_ids + req.output_ids
+        if self.memo is not None and not state.block_hashes:
+            state.block_hashes = self.memo.hashes(
+                tokens, (req.extra_key, req.cache_salt),
+                lambda known: hash_request_tokens(tokens, self.block_size, req.extra_key,
+                                                  req.cache_salt, known, self.hasher))
+            return state.block_hashes
+        return hash_request_tokens(tokens, self.block_size, req.extra_key, req.cache_salt,
+                                   state.block_hashes, self.hasher)
 
     # --- the three calls -----------------------------------------------------------------------
     def get_computed_blocks(self, req: Req) -> ComputedBlocks:
