@@ -10,6 +10,7 @@ newcomer whose prefix ends where a running row's run ends, admitted before that 
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -108,3 +109,31 @@ def test_reserved_outputs_is_admissions_sum():
             assert ledger.reserved_outputs() == expect
             checked += 1
     assert checked > 10
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(prompt, st.integers(1, 120), st.sampled_from([0.0, 0.01, 0.2])),
+                min_size=2, max_size=10),
+       st.sampled_from([None, 300, 800]), st.sampled_from([1, 16]))
+def test_the_explainer_gives_the_same_answers_with_the_ledger(reqs, capacity, page):
+    """The explainer's run (compute hooks, eviction marks) with deferred decode: every bucket,
+    every request's step and time, the tree's eviction named the same; a block eviction by a
+    decode step names the same step and time (its token count is that step's for all requests
+    together, where the one-by-one path counted each request's own)."""
+    from radix.runs.explain import explain
+    from radix.sched import scheduler as sched_mod
+    prompts = [[(a + 100_000 * k, n) for k, (a, n) in enumerate(p)] for p, _, _ in reqs]
+    trace = compact_trace(prompts, [o for _, o, _ in reqs], [g for _, _, g in reqs])
+    cfg = SimConfig(capacity=capacity, page_size=page, block_size=16, max_prefill_tokens=96)
+
+    def plain(e):
+        out = e.to_json()
+        for r in out["requests"]:
+            if r["blocks_evicted_by"]:
+                r["blocks_evicted_by"].pop("tokens")
+        return out
+    with_ledger = plain(explain(trace, cfg, what_if=False))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(sched_mod, "DecodeLedger", lambda sched: None)
+        without = plain(explain(trace, cfg, what_if=False))
+    assert with_ledger == without

@@ -112,10 +112,11 @@ class BlockShadow:
     @property
     def can_defer(self) -> bool:
         """Whether decode blocks may be reserved now and handed out later (reserve, then
-        on_decode(prepaid=True)): block-extent caches without events, compute hooks or
-        eviction marks (one reservation pops for many requests at once)."""
-        return (self.compact and self._quiet and self.on_compute is None
-                and not self.manager.record_evictions)
+        on_decode(prepaid=True)): block-extent caches without events. A compute hook then
+        hears of a request's decode tokens when they are settled (a compact trace's outputs
+        are ids no prompt holds); an eviction mark of a reservation counts the blocks that
+        decode step took for all requests together (at the same step and time)."""
+        return self.compact and self._quiet
 
     def reserve(self, num_blocks: int) -> None:
         """Takes `num_blocks` off the free queue for decode tokens settled later."""

@@ -323,10 +323,14 @@ class Scheduler:
                 for req in self.running:
                     ledger.join(req)
                 return report
-            self.runner.decode_span(reqs, 1, float("inf"), context=ledger.context)
+            # as _run_decode: the step's slots and blocks are taken before it is priced
             steps = 1
-        self.new_token_ratio = decay_ratio(self.new_token_ratio, steps, self.config)
-        ledger.step(steps)
+            ledger.step(1)
+            self.runner.decode_span(reqs, 1, float("inf"), context=ledger.context - n)
+            self.new_token_ratio = decay_ratio(self.new_token_ratio, 1, self.config)
+        else:  # as a fast-forwarded span: priced, then applied
+            self.new_token_ratio = decay_ratio(self.new_token_ratio, steps, self.config)
+            ledger.step(steps)
         now = self.clock()
         done = ledger.due()
         for req in done:
