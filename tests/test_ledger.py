@@ -128,7 +128,7 @@ def test_the_explainer_gives_the_same_answers_with_the_ledger(reqs, capacity, pa
 
     def plain(e):
         out = e.to_json()
-        for r in out["requests"]:
+        for r in out["requests"] + [r for rows in out["top_losers"].values() for r in rows]:
             if r["blocks_evicted_by"]:
                 r["blocks_evicted_by"].pop("tokens")
         return out
