@@ -19,6 +19,7 @@ from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.events import EventSink
 from radix.request import Req
+from radix.sched.span import most_steps, new_units
 
 
 class BlockShadow:
@@ -130,20 +131,10 @@ class BlockShadow:
         """The most decode steps (<= max_steps) every request here can take without the pool
         running short: one allocation a token fails at the first block it cannot get, and
         nothing is freed in between, so k steps fit iff their new blocks fit at once."""
-        bs, free = self.block_size, self.num_free_blocks
+        bs = self.block_size
         live = [self.computed[r.rid] for r in reqs if r.rid in self.computed]
-
-        def need(k: int) -> int:
-            return sum(-(-(c + k) // bs) - -(-c // bs) for c in live)
-
-        lo, hi = 0, max_steps  # need(lo) <= free
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if need(mid) <= free:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        return most_steps(lambda k: sum(new_units(c, k, bs) for c in live),
+                          self.num_free_blocks, max_steps)
 
     def _allocate(self, req: Req, num_new: int, hit: Any, prefill: bool = False) -> None:
         if self.manager.allocate_slots(req, num_new, hit) is None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from radix.request import Req
 from radix.sched.admission import CLIP_MAX_NEW_TOKENS, grow_in_place
+from radix.sched.span import most_steps, new_units
 
 
 def hits(residue: int, start: int, steps: int, modulus: int) -> int:
@@ -36,15 +37,6 @@ def hits(residue: int, start: int, steps: int, modulus: int) -> int:
     """
     first = (-residue - start) % modulus
     return 0 if first >= steps else 1 + (steps - 1 - first) // modulus
-
-
-def new_units(filled: int, more: int, unit: int) -> int:
-    """Units (pages, blocks) that `more` tokens open after `filled` tokens.
-
-    >>> new_units(16, 1, 16), new_units(15, 1, 16), new_units(0, 33, 16)
-    (1, 0, 3)
-    """
-    return -(-(filled + more) // unit) - -(-filled // unit)
 
 
 class _Entry:
@@ -101,8 +93,7 @@ class DecodeLedger:
         else:
             heapq.heappush(self._far, (finish - CLIP_MAX_NEW_TOKENS, e.seq, e))
             self._far_count += 1
-        n = len(row)
-        self.context += n
+        self.context += len(row)
         self._place(e)
 
     def _place(self, e: _Entry) -> None:
@@ -164,7 +155,7 @@ class DecodeLedger:
         req.output_ids.extend(self.sched.runner.span_tokens(req, d))
         row, allocator = req.slot_ids, self.allocator
         if e.fresh:  # alloc_extend's fresh run
-            allocator.deferred_pages -= -(-d // self.page)
+            allocator.deferred_pages -= new_units(0, d, self.page)
             req.slot_ids = row + allocator.alloc(d)
             e.fresh = False
         else:
@@ -261,15 +252,7 @@ class DecodeLedger:
         """The most steps (<= max_steps) whose new blocks the shadow's free pool holds."""
         if self.shadow is None:
             return max_steps
-        free = self.shadow.num_free_blocks
-        lo, hi = 0, max_steps
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if self.blocks_needed(mid) <= free:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        return most_steps(self.blocks_needed, self.shadow.num_free_blocks, max_steps)
 
     def step(self, steps: int) -> None:
         """`steps` decode steps of every running request: pages and blocks taken now, tokens

@@ -10,6 +10,7 @@ Leaves out: real models (the engine steps one by one).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from radix.sched.admission import grow_in_place
@@ -34,6 +35,32 @@ def span_length(sched: Any, until: float) -> int:
     if k <= 1:
         return 0
     return runner.decode_span(reqs, k, until)
+
+
+def new_units(filled: int, more: int, unit: int) -> int:
+    """Units (pages, blocks) that `more` tokens open after `filled` tokens.
+
+    >>> new_units(16, 1, 16), new_units(15, 1, 16), new_units(0, 33, 16)
+    (1, 0, 3)
+    """
+    return -(-(filled + more) // unit) - -(-filled // unit)
+
+
+def most_steps(need: Callable[[int], int], free: int, max_steps: int) -> int:
+    """The most decode steps k <= max_steps whose new blocks `need(k)` (growing with k) fit in
+    `free`: a binary search.
+
+    >>> most_steps(lambda k: 3 * k, 10, 8)
+    3
+    """
+    lo, hi = 0, max_steps  # need(lo) <= free
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if need(mid) <= free:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def decay_ratio(ratio: float, steps: int, cfg: Any) -> float:

@@ -88,9 +88,18 @@ class RadixKey:
     def child_key(self, page_size: int = 1) -> Any:
         """The dict key of the edge that starts with this key: first token, or first page."""
         t = self.token_ids
-        if page_size == 1:
-            plain = t[0]
-        else:  # a compact key builds its first page from its runs
-            plain = t.values_at(0, page_size) if hasattr(t, "values_at") else tuple(t[:page_size])
+        plain = t[0] if page_size == 1 else page_at(t, 0, page_size)
         ns = self.namespace
         return plain if ns is None else (ns, plain)
+
+
+def page_at(tokens: Any, pos: int, page_size: int) -> tuple[int, ...]:
+    """The page of `page_size` tokens from `pos` as a tuple: a paged tree's child key (a compact
+    sequence builds it from its runs, TokenRuns.values_at).
+
+    >>> page_at([5, 6, 7, 8], 1, 2)
+    (6, 7)
+    """
+    if hasattr(tokens, "values_at"):
+        return tokens.values_at(pos, page_size)
+    return tuple(tokens[pos : pos + page_size])

@@ -30,7 +30,7 @@ from radix.tokens import TokenRuns, frozen
 from radix.tokens.prefix import PrefixProbe, gallop_match
 from radix.tree import inspect, lifecycle
 from radix.tree.eviction import EvictionHeap, get_strategy
-from radix.tree.key import RadixKey
+from radix.tree.key import RadixKey, page_at
 from radix.tree.node import (
     ROOT_PRIORITY,
     EvictResult,
@@ -224,13 +224,10 @@ class RadixCache:
             n -= n % ps
         ns = key.namespace
         touched = [root] if self._sink is not None else None
-        runs = isinstance(tok, TokenRuns)  # compact: keyed and compared in place, by runs
+        runs = isinstance(tok, TokenRuns)  # compact: compared in place, by runs
         node, pos, path = root, 0, []
         while pos < n:
-            if ps == 1:  # the child key
-                first = tok[pos]
-            else:
-                first = tok.values_at(pos, ps) if runs else tuple(tok[pos : pos + ps])
+            first = tok[pos] if ps == 1 else page_at(tok, pos, ps)  # the child key
             child = node.children.get(first if ns is None else (ns, first))
             if child is None:
                 break
@@ -602,10 +599,6 @@ class RadixCache:
     def _aligned(self, key: RadixKey) -> int:
         n = len(key)
         return n if self.page_size == 1 else n // self.page_size * self.page_size
-
-    def _child_key_at(self, tok, pos: int, ns) -> Any:
-        plain = tok[pos] if self.page_size == 1 else tuple(tok[pos : pos + self.page_size])
-        return plain if ns is None else (ns, plain)
 
     @staticmethod
     def _as_key(key) -> RadixKey:
