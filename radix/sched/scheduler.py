@@ -194,17 +194,21 @@ class Scheduler:
                              and ledger.entries else None)
         if self.chunked_req is not None:
             self.chunked_req = adder.add_chunked_req(self.chunked_req)
-        for req in self.waiting:
+        waiting, scanned = self.waiting, 0
+        for req in waiting:
             running = len(self.running) + len(adder.can_run_list)
             if cfg.max_running_requests is not None and running >= cfg.max_running_requests:
                 break
             if adder.new_chunked_req is not None:
                 break  # one chunked request at a time
+            scanned += 1
             match_for_admission(self.tree_cache, req)
             if adder.add_one_req(req) != AddReqResult.CONTINUE:
                 break
-        admitted = set(map(id, adder.can_run_list))
-        self.waiting = [r for r in self.waiting if id(r) not in admitted]
+        if adder.can_run_list:  # admitted requests come from the scanned head of the queue
+            admitted = set(map(id, adder.can_run_list))
+            self.waiting = ([r for r in waiting[:scanned] if id(r) not in admitted]
+                            + waiting[scanned:])
         if adder.new_chunked_req is not None:
             self.chunked_req = adder.new_chunked_req
         return adder

@@ -47,7 +47,11 @@ def checkpoint(cache: Any, req: Req, up_to: int) -> None:
                       prompt_len)
     protected = req.cache_protected_len
     cache._free(row[protected : result.prefix_len])  # duplicates of what the tree had
-    match = cache._match(key)
+    # SGLang matches the key again for the tree's slots and node; the key ends at the first
+    # insert's node (a prompt-boundary split only adds a parent above it), so without a
+    # listener the match walks up from there (the same access times and leaf set)
+    match = (cache._rematch(result.last_node, n) if cache._sink is None and n
+             else cache._match(key))
     new_indices, new_last = match.slot_ids, match.last_node
     assert len(new_indices) == n, (len(new_indices), n)
     row[protected:n] = new_indices[protected:]

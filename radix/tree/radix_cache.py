@@ -172,6 +172,24 @@ class RadixCache:
             self._emit(ev.PrefixMatched(tuple(n.id for n in path), self._aligned(key), prefix_len))
         return MatchResult([n.value for n in path], node, prefix_len)
 
+    def _rematch(self, node: TreeNode, prefix_len: int) -> MatchResult:
+        """_match of a key that ends exactly at `node` (a checkpoint's key, just inserted):
+        the same effects (one clock read written to the root and the path, the leaf set
+        touched) found by walking up the parents instead of comparing tokens down. Only when
+        no sink listens (a listener hears _match's events)."""
+        path = []
+        x, root = node, self.root_node
+        while x is not root:
+            path.append(x)
+            x = x.parent
+        path.reverse()
+        t = self.clock()
+        root.last_access_time = t
+        for x in path:
+            x.last_access_time = t
+        self._leaves.touch(node)
+        return MatchResult([x.value for x in path], node, prefix_len)
+
     def _insert(self, key: RadixKey, value, priority: int, inserted_len: int) -> InsertResult:
         if self.disable:
             return InsertResult(0, self.root_node)
