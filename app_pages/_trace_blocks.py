@@ -2,7 +2,8 @@
 
 Not a page (app.py does not list it): app_pages/_trace_view.py calls these. vLLM's pool is shown
 after the requests the tree had finished by the step (whole requests), from the replay's block
-keyframes; a session keeps the last few pools it drew.
+keyframes (built the first time a step past them is shown, with a progress bar); a session keeps
+the last few pools it drew.
 """
 
 from __future__ import annotations
@@ -31,6 +32,14 @@ def show_blocks(r: Any, step: int) -> None:
     if n not in cache:
         if len(cache) > 8:
             cache.clear()
+        if not r.blocks.ready(n):  # the per-block pool is replayed on demand, keyframes kept
+            bar = st.progress(0.0, text="replaying vLLM's block pool up to this step")
+
+            def built(done: int, want: int) -> None:
+                bar.progress(done / want, text=f"replaying vLLM's block pool up to this step: "
+                                               f"keyframe {done:,} of {want:,}")
+            r.blocks.build(n // r.blocks.every, progress=built)
+            bar.empty()
         cache[n] = r.blocks.at(n)
     at = cache[n]
     say("subheader", f"Block cache after {n:,} of {len(r.trace.requests):,} requests "

@@ -1,9 +1,10 @@
 """vLLM's block cache over a trace, with keyframes: the pool after any number of requests, fast.
 
-Follows the tree's EventLog: one replay of the whole trace (`radix.runs.compare.run_blocks`'s
-flow, one request at a time) keeps a keyframe of the pool every `every` requests (at most ~64
-keyframes a trace: each costs a pass over the pool, so more would slow the upload); the pool after
-n requests is the keyframe at or before n, restored into a fresh BlockCacheManager, plus at most
+Follows the tree's EventLog. The summary of a trace (hits, rejections, each request's lookup)
+comes from one pass of the block-extent cache; the per-block pool is replayed on demand
+(`radix.runs.compare.run_blocks`'s flow, one request at a time), keeping a keyframe of the pool
+every `every` requests (at most ~64 keyframes a trace: each costs a pass over the pool); the pool
+after n requests is the keyframe at or before n, restored into a BlockCacheManager, plus at most
 `every` requests replayed. A moving cursor (the last pool built) makes a step forward cost one
 request. A keyframe is taken between two requests, when no request holds a block, so it is the
 blocks' hashes (with parent hash and chain position), the free queue's order, the hash map's
@@ -17,9 +18,11 @@ no restore); tests check a restored pool against a replayed one and its invarian
 from __future__ import annotations
 
 import pickle
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
+from radix.blocks.extents import ExtentBlockManager, ExtentHit
 from radix.blocks.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.hashing import BlockHasher
 from radix.blocks.manager import BlockCacheManager, LookupRecord
@@ -28,6 +31,7 @@ from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.request import Req
 
 MIN_EVERY, MAX_KEYFRAMES = 32, 64
+FRAME_BLOCK_BYTES = 60  # a cached block in a keyframe (hash, parent hash, ids), pickled
 Feed = Callable[[int, int], Iterable[tuple[Req, list[int]]]]  # (start, stop) -> (req, output)
 Runner = Callable[..., dict]  # run_blocks(reqs, outputs, capacity, block_size, manager=, ...)
 
@@ -91,9 +95,19 @@ class BlockFrames:
     """The pool after any prefix of a trace's requests.
 
     `feed(start, stop)` yields (Req, output tokens) for requests start..stop-1 (fresh Reqs, in
-    order); `run(reqs, outputs, capacity, block_size, manager=..., rejected_rids=...)` is
-    run_blocks. Building replays everything once and keeps a keyframe every `every` requests.
+    order); `run(reqs, outputs, capacity, block_size, manager=..., rejected_rids=...,
+    on_lookup=...)` is run_blocks. Two passes, so that an upload is summarised fast:
+
+    - the summary (stats, rejected requests, one LookupRecord and the eviction count after
+      each request) is one pass of the block-extent cache (radix/blocks/extents.py: the same
+      hits, evictions and lookups as the per-block pool, tests/test_extents.py), at the cost
+      of extents: on a 12,031-request conversation trace ~2 s against ~15 s per block;
+    - the per-block pool (block ids, hashes, free-queue order: what the block view draws)
+      is replayed only when a step asks for it, `every` requests at a time, keeping a
+      keyframe at each multiple of `every` it passes; `keyframes_built` says how far it got.
+
     `hash_algo`: how the pool hashes blocks (radix/blocks/hashing.py; hits do not depend on it).
+    One lock guards the builder and the cursor: two threads reading one replay take turns.
     """
 
     def __init__(self, num_requests: int, feed: Feed, run: Runner, capacity: int,
@@ -105,33 +119,43 @@ class BlockFrames:
         # default: a keyframe every 32 requests, fewer on long traces (at most ~64 keyframes)
         every = every or max(MIN_EVERY, -(-num_requests // MAX_KEYFRAMES))
         self.capacity, self.block_size, self.every = capacity, block_size, every
-        self.manager = BlockCacheManager(BlockPool(capacity // block_size + 1, block_size,
-                                                   hash_algo=hash_algo), hash_memo=True)
-        self.frames: list[bytes] = []
+        self.num_blocks = capacity // block_size + 1  # block 0 is vLLM's null block
         self.rejected: list[str] = []
-        self.evictions: list[int] = []  # pool.num_evictions after each request
+        self.evictions: list[int] = []  # cached blocks evicted so far, after each request
+        self.lookups: list[LookupRecord] = []
         self._progress = progress
-        self.stats = self.run(self._framed(), self._outputs(), capacity, block_size,
-                              manager=self.manager, rejected_rids=self.rejected)
-        self.lookups: list[LookupRecord] = list(self.manager.lookups)
+        summary = ExtentBlockManager(self.num_blocks, block_size)
+        self.stats = self.run(self._counted(summary), self._outputs(), capacity, block_size,
+                              manager=summary, rejected_rids=self.rejected,
+                              on_lookup=self._looked_up)
+        # the per-block pool: frames[k] is the pool before request k * every, built on demand
+        self._builder = BlockCacheManager(BlockPool(self.num_blocks, block_size,
+                                                    hash_algo=hash_algo), hash_memo=True)
+        # run_blocks ends by counting unreachable blocks over the whole pool: not needed for
+        # a keyframe (a snapshot has them), and it costs as much as the requests replayed
+        self._builder.num_unreachable_blocks = lambda: None
+        self.frames: list[bytes] = [capture(self._builder)]
         self._cursor: tuple[int, BlockCacheManager] | None = None
-        if num_requests % every == 0:  # the pool after the last request is a keyframe too
-            self.frames.append(capture(self.manager))
+        self._lock = threading.RLock()
 
-    def _framed(self) -> Iterable[Req]:
-        """The requests, a keyframe taken before every `every`-th (the previous one is freed by
-        then: run_blocks pulls the next request only after finishing the last)."""
+    def _counted(self, summary: ExtentBlockManager) -> Iterable[Req]:
+        """The requests, the eviction count recorded after each (run_blocks pulls the next
+        request only after finishing the last) and progress every `every` requests."""
         self._outs: list[list[int]] = []
         for i, (req, out) in enumerate(self.feed(0, self.num_requests)):
             if i:
-                self.evictions.append(self.manager.pool.num_evictions)
-            if i % self.every == 0:
-                self.frames.append(capture(self.manager))
-                if self._progress is not None:
-                    self._progress(i)
+                self.evictions.append(summary.num_evictions)
+            if i % self.every == 0 and self._progress is not None:
+                self._progress(i)
             self._outs.append(out)
             yield req
-        self.evictions.append(self.manager.pool.num_evictions)
+        self.evictions.append(summary.num_evictions)
+
+    def _looked_up(self, req: Req, hit: ExtentHit) -> None:
+        """The LookupRecord BlockCacheManager.get_computed_blocks keeps, from the extent hit."""
+        self.lookups.append(LookupRecord(
+            req.rid, len(req.origin_input_ids) + len(req.output_ids), hit.num_blocks,
+            hit.num_computed_tokens, hit.stop_block, hit.reason))
 
     def _outputs(self) -> Iterable[list[int]]:
         """Each request's output, handed over (and dropped here) right after its request: zip
@@ -143,17 +167,59 @@ class BlockFrames:
             yield out
 
     @property
+    def num_frames(self) -> int:
+        """Keyframes the trace has: the pool before requests 0, every, 2 * every, ... <= n."""
+        return self.num_requests // self.every + 1
+
+    @property
+    def keyframes_built(self) -> int:
+        return len(self.frames)
+
+    def ready(self, n: int) -> bool:
+        """Whether the pool after n requests comes without replaying past the keyframes built
+        (at most `every` requests from one)."""
+        return n // self.every < len(self.frames)
+
+    def build(self, upto: int | None = None,
+              progress: Callable[[int, int], None] | None = None) -> None:
+        """Replays the per-block pool until keyframe `upto` (default: the last) is kept;
+        progress(frames built, frames wanted) after each."""
+        last = self.num_frames - 1 if upto is None else min(upto, self.num_frames - 1)
+        with self._lock:
+            self._build(last, progress)
+
+    def _build(self, last: int, progress: Callable[[int, int], None] | None) -> None:
+        while len(self.frames) <= last:
+            start = (len(self.frames) - 1) * self.every
+            pairs = list(self.feed(start, start + self.every))
+            self.run([r for r, _ in pairs], [o for _, o in pairs], self.capacity,
+                     self.block_size, manager=self._builder, rejected_rids=[])
+            self._builder.lookups.clear()
+            self.frames.append(capture(self._builder))
+            if progress is not None:
+                progress(len(self.frames), last + 1)
+
+    @property
     def nbytes(self) -> int:
-        return sum(len(f) for f in self.frames) + 64 * len(self.lookups)
+        """What it holds, the keyframes not built yet counted at their most (every block
+        cached: ~60 bytes each), so a session's budget holds them from the start."""
+        built = sum(len(f) for f in self.frames)
+        return (built + FRAME_BLOCK_BYTES * self.num_blocks * (self.num_frames - len(self.frames))
+                + 64 * len(self.lookups))
 
     def manager_at(self, n: int) -> BlockCacheManager:
         """A manager whose pool is the one after the first n requests (not to be mutated)."""
         if not 0 <= n <= self.num_requests:
             raise IndexError(f"request count {n} out of range 0..{self.num_requests}")
+        with self._lock:
+            return self._manager_at(n)
+
+    def _manager_at(self, n: int) -> BlockCacheManager:
         if self._cursor is not None and self._cursor[0] <= n < self._cursor[0] + self.every:
             start, manager = self._cursor
         else:
             start = n // self.every * self.every
+            self._build(n // self.every, None)
             scratch = self._cursor[1] if self._cursor is not None else None
             manager = restore(self.frames[start // self.every], into=scratch,
                               hash_algo=self.hash_algo)
@@ -168,5 +234,6 @@ class BlockFrames:
         return manager
 
     def at(self, n: int) -> BlockAt:
-        manager = self.manager_at(n)
-        return BlockAt(manager.snapshot(), n, manager.pool.num_evictions)
+        with self._lock:
+            manager = self.manager_at(n)
+            return BlockAt(manager.snapshot(), n, manager.pool.num_evictions)

@@ -3,6 +3,7 @@ replay (index, rejections, an op log that fails), memory budgets and the worker 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import threading
@@ -72,6 +73,27 @@ def _trace_reqs(trace, start, stop):
     return [(reqs[i], output_tokens(trace, i)) for i in range(start, stop)]
 
 
+def test_compact_log_keeps_every_field_of_the_events_it_rebuilds():
+    """CompactLog rebuilds NodeInserted and NodeEvicted field by field: every field (none
+    at its default) comes through, the sequences compacted but equal."""
+    from radix import events as ev
+
+    log = CompactLog()
+    log.emit(ev.StepStarted(0, "insert"))
+    ins = ev.NodeInserted(1, 0, (5, 6, 7), (10, 11, 12), 3, 2.5, "lora-a", "salt")
+    log.emit(ins)
+    log.emit(ev.NodeEvicted(1, 0, 3, (10, 11, 12), (0, 2.5, 1)))
+    log.emit(ev.StepEnded(0, "insert"))
+    got_ins, got_ev = log.events_of(0)[1:3]
+    for want, got in ((ins, got_ins), (ev.NodeEvicted(1, 0, 3, (10, 11, 12), (0, 2.5, 1)),
+                                        got_ev)):
+        for f in dataclasses.fields(want):
+            a, b = getattr(want, f.name), getattr(got, f.name)
+            assert (list(a) == list(b)) if isinstance(a, tuple) and f.name != "sort_key" \
+                else a == b, f.name
+            assert a != f.default, f"give {f.name} a value that is not its default"
+
+
 def test_block_keyframes_equal_a_replay_from_scratch():
     """Oracle: the pool after n requests from a keyframe + replay equals run_blocks over the
     first n requests from an empty pool, for n across keyframes (every 4); a restored pool
@@ -86,6 +108,35 @@ def test_block_keyframes_equal_a_replay_from_scratch():
         run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2_000, 16, manager=fresh)
         assert frames.at(k).snapshot == fresh.snapshot(), k
     restore(capture(frames.manager_at(7))).check_invariants()
+
+
+@pytest.mark.parametrize("name, capacity", [("eviction_question.jsonl.gz", 2_000),
+                                            ("customer_support.jsonl.gz", 8_000),
+                                            ("mooncake_excerpt.jsonl", 120_000)])
+def test_block_summary_equals_the_per_block_pool(name, capacity):
+    """Oracle: the summary (from the block-extent cache) equals a per-block BlockCacheManager
+    run request by request: the totals, the rejected requests, every LookupRecord and the
+    eviction count after each request; capacities small enough to evict (and, for the
+    eviction question, to reject). Keyframes are built only when a step asks for them."""
+    trace = load_trace(TRACES / name)
+    n = len(trace.requests)
+    frames = BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), run_blocks, capacity, 16,
+                         every=4)
+    assert frames.keyframes_built == 1 and frames.ready(3) and not frames.ready(4)
+    fresh = BlockCacheManager(BlockPool(capacity // 16 + 1, 16))
+    rejected, evictions = [], []
+    for req, out in _trace_reqs(trace, 0, n):
+        run_blocks([req], [out], capacity, 16, manager=fresh, rejected_rids=rejected)
+        evictions.append(fresh.pool.num_evictions)
+    pairs = _trace_reqs(trace, 0, n)
+    want = run_blocks([r for r, _ in pairs], [o for _, o in pairs], capacity, 16,
+                      manager=BlockCacheManager(BlockPool(capacity // 16 + 1, 16)))
+    assert frames.stats == want
+    assert frames.lookups == fresh.lookups and frames.rejected == rejected
+    assert frames.evictions == evictions and evictions[-1] > 0
+    frames.at(9)
+    assert frames.keyframes_built == 3 and frames.ready(11) and not frames.ready(12)
+    assert frames.nbytes >= sum(len(f) for f in frames.frames)
 
 
 def test_replay_two_requests_index_and_search():

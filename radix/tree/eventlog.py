@@ -44,10 +44,13 @@ class EventLog:
 
     def emit(self, event: ev.Event) -> None:
         self._open.append(event)
-        self.model.apply(event)
-        if isinstance(event, ev.StepStarted):
+        model, kind = self.model, type(event)
+        handler = model.handlers.get(kind)  # model.apply, without a call (the hot path)
+        if handler is not None:
+            handler(model, event)
+        if kind is ev.StepStarted:
             self._depth += 1
-        elif isinstance(event, ev.StepEnded):
+        elif kind is ev.StepEnded:
             self._depth -= 1
             if self._depth == 0:
                 self._close_step()

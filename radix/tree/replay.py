@@ -9,8 +9,8 @@ Leaves out: block-cache events (radix/blocks.py rebuilds its own view).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from radix import events as ev
 from radix.tokens import frozen
@@ -34,6 +34,16 @@ class NodeRecord:
     child_ids: list[int] = field(default_factory=list)
 
 
+def _copy_record(r: NodeRecord) -> NodeRecord:
+    """A copy of r sharing its (never mutated) sequences, with its own child list: an event
+    log's keyframe copies every node, so this is dataclasses.replace without its per-field
+    work."""
+    out = object.__new__(NodeRecord)
+    out.__dict__.update(r.__dict__)
+    out.child_ids = list(r.child_ids)
+    return out
+
+
 class TreeModel:
     """A tree rebuilt from events.
 
@@ -44,6 +54,9 @@ class TreeModel:
     >>> m = TreeModel(); m.apply_all(sink.events); m.snapshot() == c.snapshot()
     True
     """
+
+    # event type -> handler(model, event): _HANDLERS below; EventLog.emit calls them directly
+    handlers: dict[type, Callable[[TreeModel, ev.Event], None]]
 
     def __init__(self, page_size: int = 1) -> None:
         self.page_size = page_size
@@ -58,10 +71,7 @@ class TreeModel:
     def copy(self) -> TreeModel:
         out = TreeModel.__new__(TreeModel)
         out.page_size, out.step = self.page_size, self.step
-        out.nodes = {
-            i: replace(r, token_ids=r.token_ids, slot_ids=r.slot_ids, child_ids=list(r.child_ids))
-            for i, r in self.nodes.items()
-        }
+        out.nodes = {i: _copy_record(r) for i, r in self.nodes.items()}
         return out
 
     def apply_all(self, events: Iterable[ev.Event]) -> None:
@@ -69,7 +79,7 @@ class TreeModel:
             self.apply(e)
 
     def apply(self, e: ev.Event) -> None:
-        handler = _HANDLERS.get(type(e))
+        handler = self.handlers.get(type(e))
         if handler is not None:
             handler(self, e)
 
@@ -173,3 +183,4 @@ _HANDLERS = {
     ev.NodeEvicted: _evicted,
     ev.StepEnded: _step_ended,
 }
+TreeModel.handlers = _HANDLERS
