@@ -33,8 +33,10 @@ COMMANDS = {  # name -> (argv after `python -m radix`, with {trace}; figures to 
     "compare 64k": (["compare", "{trace}", "--capacity", "65536", "--json"], "compare"),
     "configs": (["configs", "{trace}", "--json"], "configs"),
     "explain": (["explain", "{trace}", "--no-what-if", "--json"], "explain"),
-    # the Trace debugger's upload path: scenarios.trace.replay to the summary (both caches,
-    # per-block pool with hashes, event log, keyframes), its default capacity of 1,000,000
+    # the Trace debugger's upload path: scenarios.trace.replay to the summary (the tree with
+    # its event log and keyframes, the block cache's summary), its default capacity of
+    # 1,000,000 (summary_s); then the per-block pool's keyframes, which the block view
+    # builds on demand (keyframes_s: all of them, as a jump to the last step would)
     "trace debugger": (["--replay", "{trace}"], "replay"),
 }
 
@@ -45,8 +47,12 @@ CHILD = ("import json, resource, sys\n"
          "if sys.argv[1] == '--replay':\n"
          "    from pathlib import Path\n"
          "    from scenarios.trace import replay\n"
-         "    p = Path(sys.argv[2]); r = replay(p.read_bytes(), p.name)\n"
-         "    print(json.dumps({'stats': r.stats, 'steps': r.log.num_steps}, default=str))\n"
+         "    import time\n"
+         "    p = Path(sys.argv[2]); data = p.read_bytes(); t = time.perf_counter()\n"
+         "    r = replay(data, p.name); summary = time.perf_counter() - t\n"
+         "    t = time.perf_counter(); r.blocks.build(); frames = time.perf_counter() - t\n"
+         "    print(json.dumps({'stats': r.stats, 'steps': r.log.num_steps,\n"
+         "                      'summary_s': summary, 'keyframes_s': frames}, default=str))\n"
          "    code = 0\n"
          "else:\n"
          "    from radix.cli import main\n"
@@ -81,8 +87,9 @@ def figures(kind: str, out: dict) -> dict:
         return {f"{s}_hit_rate": out[s]["hit_rate"] for s in ("tree", "blocks")}
     if kind == "configs":
         return {f"{name}_hit_rate": round(t["hit_rate"], 4) for name, t in out.items()}
-    if kind == "replay":
-        return {"steps": out["steps"]}
+    if kind == "replay":  # the upload to its summary; then every block keyframe (on demand)
+        return {"summary_s": round(out["summary_s"], 2),
+                "keyframes_s": round(out["keyframes_s"], 2), "steps": out["steps"]}
     t = out["totals"]
     return {f"{s}_{b}": t[s][b] for s in t for b in ("hit", "evicted", "in_flight")}
 
