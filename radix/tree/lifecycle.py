@@ -49,12 +49,16 @@ def checkpoint(cache: Any, req: Req, up_to: int) -> None:
     cache._free(row[protected : result.prefix_len])  # duplicates of what the tree had
     # SGLang matches the key again for the tree's slots and node; the key ends at the first
     # insert's node (a prompt-boundary split only adds a parent above it), so without a
-    # listener the match walks up from there (the same access times and leaf set)
-    match = (cache._rematch(result.last_node, n) if cache._sink is None and n
-             else cache._match(key))
-    new_indices, new_last = match.slot_ids, match.last_node
-    assert len(new_indices) == n, (len(new_indices), n)
-    row[protected:n] = new_indices[protected:]
+    # listener the match walks up from there (the same access times and leaf set) and joins
+    # only the slots the row takes
+    if cache._sink is None and n:
+        new_last = result.last_node
+        row[protected:n] = cache._rematch_tail(new_last, n, n - protected)
+    else:
+        match = cache._match(key)
+        new_indices, new_last = match.slot_ids, match.last_node
+        assert len(new_indices) == n, (len(new_indices), n)
+        row[protected:n] = new_indices[protected:]
     req.cache_protected_len = n
     if req.last_node is not None:
         cache._lock(req.last_node, -1)

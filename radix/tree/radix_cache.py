@@ -38,6 +38,7 @@ from radix.tree.node import (
     MatchResult,
     TreeNode,
     TreeSnapshot,
+    concat_values,
 )
 
 GUARD_MIN_LEN = 64  # a first edge at least this long is compared in place (PrefixProbe)
@@ -172,23 +173,32 @@ class RadixCache:
             self._emit(ev.PrefixMatched(tuple(n.id for n in path), self._aligned(key), prefix_len))
         return MatchResult([n.value for n in path], node, prefix_len)
 
-    def _rematch(self, node: TreeNode, prefix_len: int) -> MatchResult:
-        """_match of a key that ends exactly at `node` (a checkpoint's key, just inserted):
-        the same effects (one clock read written to the root and the path, the leaf set
-        touched) found by walking up the parents instead of comparing tokens down. Only when
-        no sink listens (a listener hears _match's events)."""
+    def _rematch_tail(self, node: TreeNode, prefix_len: int, need: int) -> Sequence[int]:
+        """_match of a key that ends exactly at `node` (a checkpoint's key, just inserted),
+        returning only the last `need` slot ids of the match: the same effects (one clock
+        read written to the root and the path, the leaf set touched) found by walking up the
+        parents instead of comparing tokens down, and only the deepest nodes' values joined.
+        Only when no sink listens (a listener hears _match's events)."""
         path = []
         x, root = node, self.root_node
         while x is not root:
             path.append(x)
             x = x.parent
-        path.reverse()
         t = self.clock()
         root.last_access_time = t
         for x in path:
             x.last_access_time = t
         self._leaves.touch(node)
-        return MatchResult([x.value for x in path], node, prefix_len)
+        assert sum(len(x.value) for x in path) == prefix_len, prefix_len
+        values, got = [], 0
+        for x in path:  # leaf first
+            if got >= need:
+                break
+            values.append(x.value)
+            got += len(x.value)
+        values.reverse()
+        tail = concat_values(values)
+        return tail[got - need:] if got > need else tail
 
     def _insert(self, key: RadixKey, value, priority: int, inserted_len: int) -> InsertResult:
         if self.disable:
