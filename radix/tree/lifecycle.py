@@ -43,8 +43,11 @@ def checkpoint(cache: Any, req: Req, up_to: int) -> None:
     # the prompt-boundary split: nothing new is cached, the prompt's nodes rise to priority + 1
     prompt_len = cache._aligned(ids[: len(req.origin_input_ids)])
     if 0 < prompt_len < n:
-        cache._insert(key[:prompt_len], values[:prompt_len], min(priority + 1, INT64_MAX),
-                      prompt_len)
+        if cache._sink is None:  # the same effects, walking up from the insert's node
+            cache._raise_prompt(result.last_node, n, prompt_len, min(priority + 1, INT64_MAX))
+        else:
+            cache._insert(key[:prompt_len], values[:prompt_len], min(priority + 1, INT64_MAX),
+                          prompt_len)
     protected = req.cache_protected_len
     cache._free(row[protected : result.prefix_len])  # duplicates of what the tree had
     # SGLang matches the key again for the tree's slots and node; the key ends at the first

@@ -200,6 +200,34 @@ class RadixCache:
         tail = concat_values(values)
         return tail[got - need:] if got > need else tail
 
+    def _raise_prompt(self, node: TreeNode, n: int, prompt_len: int, priority: int) -> None:
+        """The prompt-boundary insert of a checkpoint (`_insert(key[:prompt_len], ...,
+        priority, prompt_len)`) for a key of n tokens that ends at `node`, just inserted: the
+        same effects (one clock read written to the root and the path, the edge holding the
+        boundary split, priorities raised, the leaf set touched; nothing new cached, no hit
+        counted) found by walking up from `node` instead of comparing tokens down. Only when
+        no sink listens (a listener hears _insert's events)."""
+        root = self.root_node
+        root.priority = max(root.priority, priority)
+        end, x = n, node
+        while end - len(x.key) >= prompt_len:  # x lies wholly past the boundary
+            end -= len(x.key)
+            x = x.parent
+        t = self.clock()
+        root.last_access_time = t
+        x.last_access_time = t
+        # the boundary falls inside x's edge: cut it there (the new upper node keeps its own
+        # creation time, as after the walk's split)
+        top = self._split_node(x, prompt_len - (end - len(x.key)), t) if end > prompt_len else x
+        y = top
+        while y is not root:
+            if y is not top:
+                y.last_access_time = t
+            if y.priority < priority:
+                y.priority = priority
+            y = y.parent
+        self._leaves.touch(top)
+
     def _insert(self, key: RadixKey, value, priority: int, inserted_len: int) -> InsertResult:
         if self.disable:
             return InsertResult(0, self.root_node)
