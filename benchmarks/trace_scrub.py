@@ -5,7 +5,8 @@ the block cache's summary), builds every block keyframe (which the page does on 
 most a first visit of a step waits), then times what one move of the step costs the page in
 Python: the tree at the step (keyframe + replay), the folded scene (viz/scene.py),
 pretty_print's text, and, when the move crosses a request boundary, vLLM's pool after that many
-requests (keyframe + replay) and its grid figure. Moves: 30 random jumps (the slider), 30 steps forward (ArrowRight) and 30 back.
+requests (keyframe + replay) and its grid figure. Moves: 30 random jumps (the slider), 30 steps
+forward (ArrowRight) and 30 back.
 Default trace: the Mooncake synthetic sample (13,445 tree steps). Prints JSON, then medians and
 maxima in ms; the target (issue 13) is under 1 s per move.
 Usage: python benchmarks/trace_scrub.py [TRACE] [--capacity 1000000] [--moves 30]
