@@ -38,7 +38,7 @@ def show_blocks(r: Any, step: int) -> None:
             def built(done: int, want: int) -> None:
                 bar.progress(done / want, text=f"replaying vLLM's block pool up to this step: "
                                                f"keyframe {done:,} of {want:,}")
-            r.blocks.build(n // r.blocks.every, progress=built)
+            r.blocks.build(n, progress=built)
             bar.empty()
         cache[n] = r.blocks.at(n)
     at = cache[n]

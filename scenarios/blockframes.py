@@ -131,9 +131,6 @@ class BlockFrames:
         # the per-block pool: frames[k] is the pool before request k * every, built on demand
         self._builder = BlockCacheManager(BlockPool(self.num_blocks, block_size,
                                                     hash_algo=hash_algo), hash_memo=True)
-        # run_blocks ends by counting unreachable blocks over the whole pool: not needed for
-        # a keyframe (a snapshot has them), and it costs as much as the requests replayed
-        self._builder.num_unreachable_blocks = lambda: None
         self.frames: list[bytes] = [capture(self._builder)]
         self._cursor: tuple[int, BlockCacheManager] | None = None
         self._lock = threading.RLock()
@@ -180,24 +177,31 @@ class BlockFrames:
         (at most `every` requests from one)."""
         return n // self.every < len(self.frames)
 
-    def build(self, upto: int | None = None,
+    def build(self, n: int | None = None,
               progress: Callable[[int, int], None] | None = None) -> None:
-        """Replays the per-block pool until keyframe `upto` (default: the last) is kept;
-        progress(frames built, frames wanted) after each."""
-        last = self.num_frames - 1 if upto is None else min(upto, self.num_frames - 1)
+        """Replays the per-block pool until `ready(n)` (default: every keyframe is kept);
+        progress(frames built, frames wanted) after each keyframe."""
+        last = self.num_frames - 1 if n is None else min(n // self.every, self.num_frames - 1)
         with self._lock:
             self._build(last, progress)
 
     def _build(self, last: int, progress: Callable[[int, int], None] | None) -> None:
         while len(self.frames) <= last:
             start = (len(self.frames) - 1) * self.every
-            pairs = list(self.feed(start, start + self.every))
-            self.run([r for r, _ in pairs], [o for _, o in pairs], self.capacity,
-                     self.block_size, manager=self._builder, rejected_rids=[])
+            self._replay(self._builder, start, start + self.every)
             self._builder.lookups.clear()
             self.frames.append(capture(self._builder))
             if progress is not None:
                 progress(len(self.frames), last + 1)
+
+    def _replay(self, manager: BlockCacheManager, start: int, stop: int) -> None:
+        """Requests start..stop-1 through `manager`'s pool (run_blocks)."""
+        pairs = list(self.feed(start, stop))
+        # run_blocks ends by counting unreachable blocks over the whole pool: not needed here
+        # (a snapshot or keyframe has them), and it costs as much as the requests replayed
+        manager.num_unreachable_blocks = lambda: None
+        self.run([r for r, _ in pairs], [o for _, o in pairs], self.capacity, self.block_size,
+                 manager=manager, rejected_rids=[])
 
     @property
     def nbytes(self) -> int:
@@ -224,12 +228,7 @@ class BlockFrames:
             manager = restore(self.frames[start // self.every], into=scratch,
                               hash_algo=self.hash_algo)
         if n > start:
-            reqs = list(self.feed(start, n))
-            # run_blocks ends by counting unreachable blocks over the whole pool: not needed
-            # here (the snapshot has them), and it costs as much as the requests replayed
-            manager.num_unreachable_blocks = lambda: None
-            self.run([r for r, _ in reqs], [o for _, o in reqs], self.capacity, self.block_size,
-                     manager=manager, rejected_rids=[])
+            self._replay(manager, start, n)
         self._cursor = (n, manager)
         return manager
 

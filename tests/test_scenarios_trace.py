@@ -136,6 +136,8 @@ def test_block_summary_equals_the_per_block_pool(name, capacity):
     assert frames.evictions == evictions and evictions[-1] > 0
     frames.at(9)
     assert frames.keyframes_built == 3 and frames.ready(11) and not frames.ready(12)
+    frames.build(13)  # up to the keyframe at or before the pool after 13 requests
+    assert frames.keyframes_built == 4 and frames.ready(15) and not frames.ready(16)
     assert frames.nbytes >= sum(len(f) for f in frames.frames)
 
 
