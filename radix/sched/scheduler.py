@@ -268,8 +268,7 @@ class Scheduler:
                     self.shadow.on_release(req)
             self.waiting.extend(retracted)
         else:
-            self.new_token_ratio = max(self.new_token_ratio - cfg.new_token_ratio_decay,
-                                       cfg.min_new_token_ratio)
+            self.new_token_ratio = decay_ratio(self.new_token_ratio, 1, cfg)
         reqs = self.running
         self.evicted_tokens += alloc_for_decode(self.tree_cache, self.allocator, reqs)
         if self.shadow is not None:
