@@ -20,6 +20,7 @@ from radix.traces import TraceError, load_trace
 
 LABELS = {"hit": "hit", "evicted": "evicted (capacity)", "last_token_cap": "last-token cap",
           "block_rounding": "block rounding", "in_flight": "in flight",
+          "block_floor": "block floor (< 1 block)",
           "other_namespace": "other namespace", "first_seen": "first seen (compulsory)",
           "rejected": "rejected (too big)"}
 
