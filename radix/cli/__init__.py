@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "radix.cli.watch",  # watch
     "radix.cli.explain",  # explain
     "radix.cli.why",  # why
+    "radix.cli.rates",  # rates
 )
 
 
