@@ -1,0 +1,60 @@
+"""The Trace debugger's "Why did this request miss?" panel: two requests compared.
+
+Not a page (app.py does not list it): app_pages/_trace_view.py calls `show_why` with the
+replay. Pick A (cached first) and B; the panel shows radix/why's report (where the token
+streams part, what each cache reuses, the cause), where B leaves A's path in the tree, and B's
+blocks against A's (the first whose hash differs). `show_causes` lists, for the explainer
+panel, the causes found for the requests that lost most, each with a button to pick it here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from scenarios.why import causes, compare
+
+
+def _pick(rid: str, partner: str) -> None:
+    st.session_state["trace.why_a"], st.session_state["trace.why_b"] = partner, rid
+    st.session_state["trace.why"] = True  # open the comparison panel
+
+
+def show_why(r: Any) -> None:
+    rids = [tr.rid for tr in r.trace.requests]
+    if len(rids) < 2:
+        return
+    with st.expander("Why did this request miss? Compare two requests", key="trace.why",
+                     on_change="rerun"):
+        if not st.session_state.get("trace.why"):
+            return
+        c = st.columns(2)
+        st.session_state.setdefault("trace.why_a", rids[0])
+        st.session_state.setdefault("trace.why_b", rids[1])
+        a = c[0].selectbox("A: cached first", rids, key="trace.why_a")
+        b = c[1].selectbox("B: the request that missed", rids, key="trace.why_b")
+        if a == b:
+            st.info("Pick two different requests.")
+            return
+        view = compare(r.trace, a, b, r.page_size, r.block_size)
+        st.code(view.text, language=None)
+        st.markdown(f"**Tree.** {view.tree_sentence}.")
+        st.markdown(f"**Block grid.** {view.block_sentence}.")
+        rows = view.block_rows
+        lo = max(0, (view.first_bad_block or len(rows)) - 3)
+        st.dataframe(rows[lo:lo + 8], hide_index=True)
+
+
+def show_causes(r: Any, rids: list[str]) -> None:
+    """The causes found for `rids` (each against its best earlier partner)."""
+    found = causes(r.trace, rids, r.block_size)
+    known = [f for f in found if f.kinds]
+    st.markdown(f"**Causes found** ({len(known)} of {len(found)} requests compared with the "
+                "earlier request sharing their longest prefix)")
+    for f in known:
+        c = st.columns([5, 1])
+        c[0].markdown(f"`{f.rid}` after `{f.partner}` ({f.shared:,} shared tokens): "
+                      f"{f.sentence}")
+        c[1].button("compare", key=f"trace.why_open.{f.rid}", on_click=_pick,
+                    args=(f.rid, f.partner))
