@@ -54,6 +54,10 @@ def compare(trace: Trace, rid_a: str, rid_b: str, page_size: int = 1,
     """B (`rid_b`) against A (`rid_a`) cached first."""
     a, b = prompt_of(_request(trace, rid_a)), prompt_of(_request(trace, rid_b))
     decode = textcodec.decode if a.text is not None and b.text is not None else None
+    return _view(a, b, page_size, block_size, decode)
+
+
+def _view(a: Prompt, b: Prompt, page_size: int, block_size: int, decode: Any) -> WhyView:
     r = why(a, b, page_size, block_size, decode)
     k = r.diff.common
     tree = (f"In the tree, B follows A's path for {k:,} tokens and leaves it there: a new "
@@ -127,3 +131,21 @@ def causes(trace: Trace, rids: list[str], block_size: int = 16) -> list[FoundCau
         out.append(FoundCause(rid, best.rid, shared, [k for k, _ in found],
                               found[0][1] if found else NO_CAUSE))
     return out
+
+
+def compare_live(tokenizer: Any, a: Any, b: Any, block_size: int = 16) -> WhyView:
+    """Two prompts of the Live page through the model's tokenizer: each a LiveRequest (its
+    token ids, decoded for the text) or a list of chat messages (rendered with the template)."""
+    from engine.why import HFCodec
+
+    codec = HFCodec(tokenizer, "live")
+    prompts = []
+    for label, x in (("A", a), ("B", b)):
+        if isinstance(x, list):
+            text = codec.render(x, None, True, None)
+            prompts.append(Prompt(f"{label}: typed", tuple(codec.encode_rendered(text)),
+                                  text=text, messages=tuple(x), template="model"))
+        else:
+            prompts.append(Prompt(f"{label}: {x.rid}", tuple(x.token_ids),
+                                  text=codec.decode(list(x.token_ids))))
+    return _view(prompts[0], prompts[1], 1, block_size, codec.decode)
