@@ -50,6 +50,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _only_re(r: EngineRates) -> str:
+    last = r.sglang_batches[-1] if r.sglang_batches else None
+    if last is None or last.new_tokens + last.cached_tokens == 0:
+        return ""
+    if last.new_tokens - last.reprocessed_new + last.cached_tokens - last.reprocessed_cached:
+        return ""
+    return " (that batch held only re-admissions after retraction: SGLang logs 0)"
+
+
 def format_rates(r: EngineRates, args: argparse.Namespace) -> str:
     pre_q = sum(s.preempted_queries for s in r.vllm_steps)
     pre_h = sum(s.preempted_hits for s in r.vllm_steps)
@@ -61,13 +70,13 @@ def format_rates(r: EngineRates, args: argparse.Namespace) -> str:
         f"vLLM's log, \"Prefix cache hit rate\" (last {args.window:,} requests, token-weighted):"
         f" {r.vllm_logged:.1%}; lifetime counters {r.vllm_lifetime:.1%} of {queries:,} queried"
         f" tokens",
-        f"SGLang's cache_hit_rate (last prefill batch): {r.sglang_last_batch:.1%}; all "
-        f"{len(r.sglang_batches):,} batches: {r.sglang_overall:.1%}",
+        f"SGLang's cache_hit_rate (last prefill batch): {r.sglang_last_batch:.1%}{_only_re(r)};"
+        f" all {len(r.sglang_batches):,} batches: {r.sglang_overall:.1%}",
         "why they differ:",
         *([f"  - {r.rejected:,} requests were never admitted (too big for the pool): in our "
            "denominator, in neither engine's counters"] if r.rejected else []),
-        "  - vLLM counts prompt + output tokens of each lookup (queries) and only whole blocks;"
-        " its log covers the recent window, not the whole run",
+        "  - vLLM's queries are the tokens at each lookup, its hits whole blocks only; its log "
+        "covers the recent window, not the whole run",
         "  - SGLang's gauge is one prefill batch; its #cached-token counts a chunked request's "
         "own earlier chunks",
         f"  - re-admissions after preemption/retraction are left out of both logged rates: vLLM "
