@@ -149,3 +149,36 @@ def test_the_block_floor_on_real_tokens(codec):
     assert 0 < r.diff.common < 64 and r.tree.hit == r.diff.common
     assert r.blocks.hit == 0 and r.blocks.lost_to_unit == r.diff.common
     assert "the block floor" in format_why(r)
+
+
+def test_whitespace_and_nfkc(codec):
+    """Double spaces and trailing blanks; a no-break space (U+00A0) where a space was."""
+    body = SYSTEM + "Rules: answer in English.\nUser: hi"
+    r = why(text(codec, "a", body), text(codec, "b", body.replace("Rules: answer",
+                                                                   "Rules:  answer")))
+    assert kinds(r) == ["whitespace"]
+    r = why(text(codec, "a", body), text(codec, "b", body.replace("Rules: answer",
+                                                                   "Rules:\u00a0answer")))
+    assert kinds(r) == ["unicode_nfkc"]
+
+
+def test_tokenization_same_text_other_ids(codec):
+    """The same text as ids from another tokenization (here: the text's ids with a BOS-like id
+    in front, as a server adding BOS would send)."""
+    s = SYSTEM + "User: hi"
+    a = text(codec, "a", s)
+    b = Prompt("b", (1,) + a.token_ids, text=s)
+    assert kinds(why(a, b)) == ["tokenization"]
+
+
+def test_engine_why_on_two_requests_of_a_text_trace(codec, tmp_path, capsys):
+    """`--trace` with text lines: the engine tokenizes them with the real tokenizer."""
+    from engine.__main__ import main as engine_main
+    f = tmp_path / "t.jsonl"
+    f.write_text("".join(json.dumps({"rid": r, "arrival": i, "output_len": 1,
+                                     "text": SYSTEM + f"Session id: {sid}\nUser: hi"}) + "\n"
+                         for i, (r, sid) in enumerate((("r1", "a3f9c2e1b7d4"),
+                                                       ("r2", "9e8d7c6b5a4f")))))
+    assert engine_main(["why", "r1", "r2", "--trace", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert "A: request r1" in out and "request id (UUID / hex / random id)" in out
