@@ -10,6 +10,7 @@ from typing import Any
 
 import streamlit as st
 
+from app_pages._trace_why import draw_pair
 from scenarios.why import compare_live
 
 TYPED = "two typed prompts"
@@ -40,5 +41,4 @@ def show_live_why(session: Any, system: str) -> None:
         y = _messages(sys_b, msg_b) if b == TYPED else ran[b]
         view = compare_live(session.tokenizer, x, y)
         st.code(view.text, language=None)
-        st.markdown(f"**Tree.** {view.tree_sentence}.")
-        st.markdown(f"**Block grid.** {view.block_sentence}.")
+        draw_pair(view, "live.why_tree")

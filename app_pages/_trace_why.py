@@ -13,12 +13,27 @@ from typing import Any
 
 import streamlit as st
 
+from app_pages._shell import tree_height
 from scenarios.why import causes, compare
+from viz.component import tree_view
+from viz.scene import tree_scene
 
 
 def _pick(rid: str, partner: str) -> None:
     st.session_state["trace.why_a"], st.session_state["trace.why_b"] = partner, rid
     st.session_state["trace.why"] = True  # open the comparison panel
+
+
+def draw_pair(view: Any, key: str) -> None:
+    """The tree that cached A then B (blue: shared; black: A only; green: B only), the
+    sentences, and B's blocks around the first whose hash differs."""
+    tree_view(tree_scene(view.tree, highlight=view.highlight, names=view.names, rankdir="LR"),
+              key=key, height=tree_height(200), duration_ms=0)
+    st.markdown(f"**Tree.** {view.tree_sentence}.")
+    st.markdown(f"**Block grid.** {view.block_sentence}.")
+    rows = view.block_rows
+    lo = max(0, (view.first_bad_block or len(rows)) - 3)
+    st.dataframe(rows[lo:lo + 8], hide_index=True)
 
 
 def show_why(r: Any) -> None:
@@ -39,11 +54,7 @@ def show_why(r: Any) -> None:
             return
         view = compare(r.trace, a, b, r.page_size, r.block_size)
         st.code(view.text, language=None)
-        st.markdown(f"**Tree.** {view.tree_sentence}.")
-        st.markdown(f"**Block grid.** {view.block_sentence}.")
-        rows = view.block_rows
-        lo = max(0, (view.first_bad_block or len(rows)) - 3)
-        st.dataframe(rows[lo:lo + 8], hide_index=True)
+        draw_pair(view, "trace.why_tree")
 
 
 def show_causes(r: Any, rids: list[str]) -> None:

@@ -17,6 +17,8 @@ from typing import Any, NamedTuple
 from radix.blocks.hashing import hash_request_tokens
 from radix.traces import textcodec
 from radix.traces.base import Trace, TraceRequest
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 from radix.why.diff import first_diff
 from radix.why.prompt import Prompt
 from radix.why.report import NO_CAUSE, WhyReport, format_why, why
@@ -32,6 +34,35 @@ class WhyView(NamedTuple):
     block_rows: list[dict[str, Any]]  # one per block of B: index, tokens, same hash as A's?
     first_bad_block: int | None  # the first block of B whose hash A does not share
     block_sentence: str
+    tree: Any  # a TreeSnapshot of a tree holding A, then B: where B's path leaves A's
+    highlight: dict[int, str]  # node id -> role (viz/words.py ROLES): shared, A's, B's
+    names: dict[int, str]  # node id -> label line ("shared", "A only", "B only")
+
+
+def pair_tree(a: Prompt, b: Prompt) -> tuple[Any, dict[int, str], dict[int, str]]:
+    """A tree that cached A, then B: the shared prefix node (if any) and each one's own tail.
+
+    >>> snap, hl, names = pair_tree(Prompt("a", (1, 2, 3)), Prompt("b", (1, 2, 9)))
+    >>> sorted(names.values())
+    ['A only', 'B only', 'shared: 2 tokens']
+    """
+    tree = RadixCache()
+    tree.insert(RadixKey(list(a.token_ids), *a.namespace))
+    tree.insert(RadixKey(list(b.token_ids), *b.namespace))
+    snap = tree.snapshot()
+    k = first_diff(a.token_ids, b.token_ids).common if a.namespace == b.namespace else 0
+    hl, names = {}, {}
+    for n in snap.nodes:
+        if n.parent is None:
+            continue
+        if n.parent == 0 and k and len(n.token_ids) <= k:
+            hl[n.id], names[n.id] = "matched", f"shared: {len(n.token_ids):,} tokens"
+        elif n.token_ids[:1] == tuple(a.token_ids[k:k + 1]) and (
+                n.extra_key, n.cache_salt) == a.namespace:
+            hl[n.id], names[n.id] = "selected", "A only"
+        else:
+            hl[n.id], names[n.id] = "new", "B only"
+    return snap, hl, names
 
 
 def prompt_of(tr: TraceRequest) -> Prompt:
@@ -76,7 +107,8 @@ def _view(a: Prompt, b: Prompt, page_size: int, block_size: int, decode: Any) ->
             first = i
         rows.append({"block": i, "tokens": f"[{i * block_size:,}, {(i + 1) * block_size:,})",
                      "same hash as A's": same})
-    return WhyView(r, format_why(r), tree, rows, first, _block_sentence(r, first, block_size))
+    return WhyView(r, format_why(r), tree, rows, first, _block_sentence(r, first, block_size),
+                   *pair_tree(a, b))
 
 
 def _block_sentence(r: WhyReport, first: int | None, bs: int) -> str:

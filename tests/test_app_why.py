@@ -41,6 +41,8 @@ def test_compare_two_requests_shows_the_date_and_the_first_bad_block():
     assert "A has '2026-12-01', B has '2026-12-02'" in report(at)
     words = " ".join(texts(at.markdown))
     assert "B follows A's path for" in words and "is the first whose hash differs" in words
+    drawn = [c.proto.json for c in at.get("bidi_component")]  # the pair's tree is drawn
+    assert any("shared: 20 tokens" in d and "A only" in d and "B only" in d for d in drawn)
     at.selectbox(key="trace.why_b").set_value("c").run()
     assert "kept apart by namespace: cache_salt None vs 'tenant-2'" in report(at)
     assert "different namespaces" in " ".join(texts(at.markdown))
