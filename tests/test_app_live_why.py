@@ -4,6 +4,7 @@ prompt with \\r\\n line endings."""
 
 from __future__ import annotations
 
+import pytest
 from apphelp import ROOT
 from streamlit.testing.v1 import AppTest
 
@@ -15,6 +16,7 @@ def _report(at: AppTest) -> str:
     return next(c.value for c in at.code if c.value.startswith("A: "))
 
 
+@pytest.mark.engine
 def test_typed_prompts_and_a_run_request():
     at = AppTest.from_file(PAGE, default_timeout=120).run()
     try:
