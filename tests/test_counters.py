@@ -55,6 +55,16 @@ def test_preempted_relookups_are_apart():
     assert re_batches and r.sglang_overall == 0.0  # the re-prefill's hit is not counted
 
 
+def test_chunks_count_their_cached_prefix_once():
+    """One cold 100-token request, chunks of 32: SGLang's batches log 32, 32, 32, 4 new tokens
+    and 0 cached each (add_chunked_req passes prefix_len 0): its rate is 0, not 96 / 196."""
+    t = Trace("request", [TraceRequest("a", 0.0, tuple(range(100)), 2)])
+    r = engine_rates(t, SimConfig(policy="fcfs", chunked_prefill_size=32))
+    assert [(b.new_tokens, b.cached_tokens) for b in r.sglang_batches] == [
+        (32, 0), (32, 0), (32, 0), (4, 0)]
+    assert r.sglang_overall == 0.0
+
+
 def test_step_stats_groups_by_step():
     s = step_stats([Lookup(1, 10, 0, False), Lookup(1, 20, 16, False), Lookup(4, 30, 16, True)])
     assert [tuple(x) for x in s] == [(2, 30, 16, 0, 0, 0), (0, 0, 0, 1, 30, 16)]

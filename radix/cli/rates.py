@@ -77,8 +77,8 @@ def format_rates(r: EngineRates, args: argparse.Namespace) -> str:
            "denominator, in neither engine's counters"] if r.rejected else []),
         "  - vLLM's queries are the tokens at each lookup, its hits whole blocks only; its log "
         "covers the recent window, not the whole run",
-        "  - SGLang's gauge is one prefill batch; its #cached-token counts a chunked request's "
-        "own earlier chunks",
+        "  - SGLang's gauge is its latest prefill batch alone; a chunked request's cached prefix "
+        "counts in its first chunk's batch only",
         f"  - re-admissions after preemption/retraction are left out of both logged rates: vLLM "
         f"preempted_queries {pre_q:,}, preempted_hits {pre_h:,}; SGLang reprocessed cached "
         f"tokens {reproc:,}",

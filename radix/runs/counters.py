@@ -8,9 +8,10 @@ a window over the most recent max_recent_requests=1000 requests (whole steps; th
 kept); the log line's "Prefix cache hit rate" is its `hit_rate`, token-weighted.
 SGLang 0.5.23 (srt/managers/schedule_policy.py `PrefillAdder._update_prefill_budget`,
 scheduler_components/metrics_reporter.py `report_prefill_stats`): per prefill batch,
-#cached-token = sum of prefix_len (a chunk's own earlier chunks included), #new-token = the
-extend lengths; cache_hit_rate = effective hit / (effective new + effective hit), where
-"effective" drops requests retracted before (`retracted_stain`). The gauge is the last batch's.
+#cached-token = sum of prefix_len at admission (a chunked request's later chunks count 0:
+`add_chunked_req` passes prefix_len 0), #new-token = the extend lengths; cache_hit_rate =
+effective hit / (effective new + effective hit), where "effective" drops requests retracted
+before (`retracted_stain`). The gauge is the last batch's.
 Leaves out: connector (external) hit rates; SGLang's time-windowed recent_cache_hit_rate.
 """
 
@@ -110,6 +111,7 @@ class _Watch:
     def __init__(self, sim: Any) -> None:
         self.sim, self.looked_up = sim, set()
         self.lookups: list[Lookup] = []
+        self.extended: dict[str, int] = {}  # rid -> its retractions at its last chunk
         self.batches: list[PrefillBatch] = []
 
     def on_lookup(self, req: Req, hit: Any) -> None:
@@ -122,9 +124,12 @@ class _Watch:
     def on_extend(self, reqs: list[Req], prefix_lens: list[int]) -> None:
         new = cached = re_new = re_cached = 0
         for req, p in zip(reqs, prefix_lens):
-            n = len(req.fill_ids) - p
+            n, retracted = len(req.fill_ids) - p, req.metrics.get("retractions", 0)
+            if self.extended.get(req.rid) == retracted:  # a later chunk: SGLang logs 0 cached
+                p = 0
+            self.extended[req.rid] = retracted
             new, cached = new + n, cached + p
-            if req.metrics.get("retractions", 0):
+            if retracted:
                 re_new, re_cached = re_new + n, re_cached + p
         self.batches.append(PrefillBatch(new, cached, re_new, re_cached))
 
