@@ -38,7 +38,7 @@ def draw_pair(view: Any, key: str) -> None:
 
 def show_why(r: Any) -> None:
     rids = [tr.rid for tr in r.trace.requests]
-    if len(rids) < 2:
+    if len(rids) < 2 or r.trace.format != "request":  # Mooncake ids stand for 512 tokens each
         return
     with st.expander("Why did this request miss? Compare two requests", key="trace.why",
                      on_change="rerun"):
@@ -59,6 +59,8 @@ def show_why(r: Any) -> None:
 
 def show_causes(r: Any, rids: list[str]) -> None:
     """The causes found for `rids` (each against its best earlier partner)."""
+    if r.trace.format != "request":
+        return
     found = causes(r.trace, rids, r.block_size)
     known = [f for f in found if f.kinds]
     st.markdown(f"**Causes found** ({len(known)} of {len(found)} requests compared with the "
