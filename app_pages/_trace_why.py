@@ -2,8 +2,9 @@
 
 Not a page (app.py does not list it): app_pages/_trace_view.py calls `show_why` with the
 replay. Pick A (cached first) and B; the panel shows radix/why's report (where the token
-streams part, what each cache reuses, the cause), where B leaves A's path in the tree, and B's
-blocks against A's (the first whose hash differs). `show_causes` lists, for the explainer
+streams part, what each cache reuses, the cause), the pair's tree with the node where B leaves
+A's path marked, and the block grid of a pool that ran A then B with the first block whose hash
+differs marked (viz/why.py). `show_causes` lists, for the explainer
 panel, the causes found for the requests that lost most, each with a button to pick it here.
 """
 
@@ -16,7 +17,7 @@ import streamlit as st
 from app_pages._shell import tree_height
 from scenarios.why import causes, compare
 from viz.component import tree_view
-from viz.scene import tree_scene
+from viz.why import marked_grid_figure, parting_scene
 
 
 def _pick(rid: str, partner: str) -> None:
@@ -25,11 +26,17 @@ def _pick(rid: str, partner: str) -> None:
 
 
 def draw_pair(view: Any, key: str) -> None:
-    """The tree that cached A then B (blue: shared; black: A only; green: B only), the
-    sentences, and B's blocks around the first whose hash differs."""
-    tree_view(tree_scene(view.tree, highlight=view.highlight, names=view.names, rankdir="LR"),
-              key=key, height=tree_height(200), duration_ms=0)
-    st.markdown(f"**Tree.** {view.tree_sentence}.")
+    """The tree that cached A then B (blue: both paths; black: A only; green: B only; orange
+    ◆: where B leaves A), the pool that ran them (B's blocks outlined, ★ the first whose hash
+    differs, the cause as the title), the sentences, and B's blocks around that one."""
+    tree_view(parting_scene(view.tree, view.highlight, view.names, view.parting_node,
+                            view.parting_label), key=key, height=tree_height(200),
+              duration_ms=0)
+    st.markdown(f"**Tree.** {view.tree_sentence}. ◆ marks the node where B leaves A.")
+    g = view.grid
+    st.plotly_chart(marked_grid_figure(g.snapshot, g.b_block_ids, g.mark_block_id,
+                                       g.mark_label, view.block_sentence, g.labels),
+                    key=f"{key}_blocks", config={"displaylogo": False})
     st.markdown(f"**Block grid.** {view.block_sentence}.")
     rows = view.block_rows
     lo = max(0, (view.first_bad_block or len(rows)) - 3)

@@ -6,7 +6,8 @@ path leaves A's in the tree, and the block rows (the first block whose hash diff
 Text comes from the trace loader's fallback codec (radix/traces/textcodec.py) when the trace
 held text or messages, so the text detectors can read it; token-id traces get structure only.
 `causes(trace, rids)` pairs each request with the earlier one sharing its longest prefix.
-Leaves out: drawing (the page shows the rows); the model's real tokenizer (the engine's CLI).
+The pictures' data (the pair's tree, its block pool, where B leaves A) is scenarios/whypair.py's.
+Leaves out: drawing (viz/why.py); the model's real tokenizer (the engine's CLI).
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from typing import Any, NamedTuple
 from radix.blocks.hashing import hash_request_tokens
 from radix.traces import textcodec
 from radix.traces.base import Trace, TraceRequest
-from radix.tree.key import RadixKey
-from radix.tree.radix_cache import RadixCache
 from radix.why.diff import first_diff
 from radix.why.prompt import Prompt
 from radix.why.report import NO_CAUSE, WhyReport, format_why, why
+from scenarios.whypair import PairBlocks, pair_blocks, pair_tree
 
 _UNKNOWN = re.compile(r"<\?\d+>")
 MAX_EARLIER = 2_000  # earlier requests scanned for the best partner of one request
@@ -37,32 +37,9 @@ class WhyView(NamedTuple):
     tree: Any  # a TreeSnapshot of a tree holding A, then B: where B's path leaves A's
     highlight: dict[int, str]  # node id -> role (viz/words.py ROLES): shared, A's, B's
     names: dict[int, str]  # node id -> label line ("shared", "A only", "B only")
-
-
-def pair_tree(a: Prompt, b: Prompt) -> tuple[Any, dict[int, str], dict[int, str]]:
-    """A tree that cached A, then B: the shared prefix node (if any) and each one's own tail.
-
-    >>> snap, hl, names = pair_tree(Prompt("a", (1, 2, 3)), Prompt("b", (1, 2, 9)))
-    >>> sorted(names.values())
-    ['A only', 'B only', 'shared: 2 tokens']
-    """
-    tree = RadixCache()
-    tree.insert(RadixKey(list(a.token_ids), *a.namespace))
-    tree.insert(RadixKey(list(b.token_ids), *b.namespace))
-    snap = tree.snapshot()
-    k = first_diff(a.token_ids, b.token_ids).common if a.namespace == b.namespace else 0
-    hl, names = {}, {}
-    for n in snap.nodes:
-        if n.parent is None:
-            continue
-        if n.parent == 0 and k and len(n.token_ids) <= k:
-            hl[n.id], names[n.id] = "matched", f"shared: {len(n.token_ids):,} tokens"
-        elif n.token_ids[:1] == tuple(a.token_ids[k:k + 1]) and (
-                n.extra_key, n.cache_salt) == a.namespace:
-            hl[n.id], names[n.id] = "selected", "A only"
-        else:
-            hl[n.id], names[n.id] = "new", "B only"
-    return snap, hl, names
+    parting_node: int  # the node at whose end B leaves A's path (scenarios/whypair.py)
+    parting_label: str  # "B leaves A here: token 20"
+    grid: PairBlocks  # a pool that ran A then B: B's blocks and the one to mark
 
 
 def prompt_of(tr: TraceRequest) -> Prompt:
@@ -108,7 +85,7 @@ def _view(a: Prompt, b: Prompt, page_size: int, block_size: int, decode: Any) ->
         rows.append({"block": i, "tokens": f"[{i * block_size:,}, {(i + 1) * block_size:,})",
                      "same hash as A's": same})
     return WhyView(r, format_why(r), tree, rows, first, _block_sentence(r, first, block_size),
-                   *pair_tree(a, b))
+                   *pair_tree(a, b), pair_blocks(a, b, block_size, first))
 
 
 def _block_sentence(r: WhyReport, first: int | None, bs: int) -> str:

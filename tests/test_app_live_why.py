@@ -5,8 +5,10 @@ prompt with \\r\\n line endings."""
 from __future__ import annotations
 
 import pytest
-from apphelp import ROOT
+from apphelp import ROOT, plotly_specs
 from streamlit.testing.v1 import AppTest
+
+from viz.why import MARK_TRACE
 
 PAGE = str(ROOT / "app_pages" / "live.py")
 SYSTEM = "You answer questions about a small shop.\nToday is 2026-12-01.\nBe brief."
@@ -27,6 +29,9 @@ def test_typed_prompts_and_a_run_request():
         assert not at.exception and not at.error
         assert "A has '2026-12-01', B has '2026-12-02'" in _report(at)
         assert any("is the first whose hash differs" in m.value for m in at.markdown)
+        drawn = [c.proto.json for c in at.get("bidi_component")]  # the parting node marked
+        assert any('"role": "parting"' in d and "B leaves A here: token " in d for d in drawn)
+        assert any(t.get("name") == MARK_TRACE for p in plotly_specs(at) for t in p["data"])
         at.text_area(key="live.system").set_value(SYSTEM)
         at.text_area(key="live.message").set_value("Hi")
         at.number_input(key="live.max_new").set_value(1)

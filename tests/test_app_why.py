@@ -5,8 +5,11 @@ line; c repeats a's prompt under another cache_salt."""
 from __future__ import annotations
 
 import json
+from html import unescape
 
-from apphelp import finish_jobs, page, texts
+from apphelp import finish_jobs, page, plotly_specs, texts
+
+from viz.why import MARK_TRACE
 
 SYSTEM = "You are the support assistant of Acme Hardware. Be brief and polite.\n"
 QUESTION = ("User: where is my order? I placed it last week, it was paid for, and the "
@@ -43,6 +46,14 @@ def test_compare_two_requests_shows_the_date_and_the_first_bad_block():
     assert "B follows A's path for" in words and "is the first whose hash differs" in words
     drawn = [c.proto.json for c in at.get("bidi_component")]  # the pair's tree is drawn
     assert any("shared: 20 tokens" in d and "A only" in d and "B only" in d for d in drawn)
+    # the marks (viz/why.py): the shared node where B leaves A at token 20 (the date's digit)
+    assert any('"role": "parting"' in d and "B leaves A here: token 20" in d for d in drawn)
+    # and on the grid of blocks of 16: token 20 is in B's block 1, the first that differs
+    (grid,) = [p for p in plotly_specs(at) if any(t.get("name") == MARK_TRACE
+                                                  for t in p["data"])]
+    note = unescape(grid["layout"]["annotations"][0]["text"])
+    assert note.startswith("◆ B's block 1 (#") and note.endswith("the first whose hash differs")
+    assert "a date/time in the prompt" in unescape(grid["layout"]["title"]["text"])
     at.selectbox(key="trace.why_b").set_value("c").run()
     assert "kept apart by namespace: cache_salt None vs 'tenant-2'" in report(at)
     assert "different namespaces" in " ".join(texts(at.markdown))
