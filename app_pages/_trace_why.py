@@ -4,8 +4,10 @@ Not a page (app.py does not list it): app_pages/_trace_view.py calls `show_why` 
 replay. Pick A (cached first) and B; the panel shows radix/why's report (where the token
 streams part, what each cache reuses, the cause), the pair's tree with the node where B leaves
 A's path marked, and the block grid of a pool that ran A then B with the first block whose hash
-differs marked (viz/why.py). `show_causes` lists, for the explainer
-panel, the causes found for the requests that lost most, each with a button to pick it here.
+differs marked (viz/why.py). A Mooncake trace is compared block by block by its hash ids
+(scenarios/whyhash.py: the first id that differs, what each cache reuses). `show_causes`
+lists, for the explainer panel, the causes found for the requests that lost most, each with a
+button to pick it here.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import streamlit as st
 
 from app_pages._shell import tree_height
 from scenarios.why import causes, compare
+from scenarios.whyhash import compare_hash_ids
 from viz.component import tree_view
 from viz.why import marked_grid_figure, parting_scene
 
@@ -43,9 +46,17 @@ def draw_pair(view: Any, key: str) -> None:
     st.dataframe(rows[lo:lo + 8], hide_index=True)
 
 
+def _show_hash_ids(r: Any, a: str, b: str) -> None:
+    """Two Mooncake requests block by block: the first hash id that differs (scenarios/whyhash)."""
+    v = compare_hash_ids(r.trace, a, b, r.block_size)
+    st.markdown(f"**Hash ids.** {v.sentence}.")
+    lo = max(0, (len(v.rows) if v.first is None else v.first) - 3)
+    st.dataframe(v.rows[lo:lo + 8], hide_index=True)
+
+
 def show_why(r: Any) -> None:
     rids = [tr.rid for tr in r.trace.requests]
-    if len(rids) < 2 or r.trace.format != "request":  # Mooncake ids stand for 512 tokens each
+    if len(rids) < 2 or r.trace.format not in ("request", "mooncake"):
         return
     with st.expander("Why did this request miss? Compare two requests", key="trace.why",
                      on_change="rerun"):
@@ -58,6 +69,9 @@ def show_why(r: Any) -> None:
         b = c[1].selectbox("B: the request that missed", rids, key="trace.why_b")
         if a == b:
             st.info("Pick two different requests.")
+            return
+        if r.trace.format == "mooncake":  # hash ids, no tokens: block rows in 512-token units
+            _show_hash_ids(r, a, b)
             return
         view = compare(r.trace, a, b, r.page_size, r.block_size)
         st.code(view.text, language=None)

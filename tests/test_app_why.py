@@ -77,3 +77,23 @@ def test_explainer_panel_lists_causes_with_a_button_to_compare():
     at.button(key="trace.why_open.b").click().run()
     assert (at.session_state["trace.why_a"], at.session_state["trace.why_b"]) == ("a", "b")
     assert "A has '2026-12-01'" in report(at)
+
+
+def test_mooncake_trace_compares_hash_ids():
+    """A Mooncake trace: mc-2 = ids [1, 2, 9, 10] after mc-1 = [1, 2, 3]; block 2 is the first
+    whose id differs, so they share 2 x 512 = 1,024 tokens."""
+    lines = "".join(json.dumps({"timestamp": i, "input_length": n, "output_length": 2,
+                                "hash_ids": ids}) + "\n"
+                    for i, (n, ids) in enumerate([(1536, [1, 2, 3]), (1800, [1, 2, 9, 10])]))
+    at = page("trace").run()
+    at.file_uploader(key="trace.upload").set_value(("mc.jsonl", lines.encode(), "text/plain"))
+    at.run()
+    at = finish_jobs(at)
+    at.session_state["trace.why"] = True
+    at.run()
+    assert not at.exception and not at.error
+    words = " ".join(texts(at.markdown))
+    assert ("Block 2 (tokens [1,024, 1,536)) is the first whose hash id differs: A has id 3, "
+            "B has 9") in words
+    (rows,) = [d for d in at.dataframe if "A's id" in d.value.columns]
+    assert list(rows.value["same id"]) == [True, True, False, False]
