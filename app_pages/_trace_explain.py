@@ -14,6 +14,7 @@ import streamlit as st
 
 from app_pages._serve import jobs, wait_for
 from app_pages._shell import say
+from app_pages._trace_why import show_causes
 from scenarios.budget import BudgetError
 from scenarios.explain import POLICIES, WHAT_IF_RUNS, run_explain, run_what_ifs, step_of
 from scenarios.jobs import QueueFull
@@ -123,6 +124,8 @@ def _panel(r: Any, x: Any, state: dict) -> None:
     st.plotly_chart(bucket_figure(e), key="trace.explain_buckets", config=PLOT)
     st.dataframe(bucket_rows(e), hide_index=True)
     _examples(r, x)
+    # issue 22: why the biggest losers missed, each against its best earlier partner
+    show_causes(r, list(dict.fromkeys(row.rid for rows in e.top_losers.values() for row in rows)))
     _what_ifs(r, x, state)
     mooncake = r.trace.format == "mooncake"
     for side in e.totals:

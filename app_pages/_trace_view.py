@@ -14,6 +14,7 @@ import streamlit as st
 from app_pages._shell import say, tree_height
 from app_pages._trace_blocks import show_blocks, show_downloads
 from app_pages._trace_explain import show_explainer
+from app_pages._trace_why import show_why
 from radix.tree.inspect import format_tree
 from scenarios.trace import search
 from viz.component import tree_view
@@ -67,6 +68,7 @@ def show_replay(r: Any, state: dict | None = None, sid: str = "-") -> None:
                              on_change="rerun"):
                 if st.session_state.get("trace.explain"):
                     show_explainer(r, state, sid)
+        show_why(r)  # two requests compared: where B parts from A, and why (issue 22)
     default = log.num_steps
     if r.failure is not None:
         say("error", failure_text(r.failure))

@@ -12,6 +12,7 @@ import time
 import streamlit as st
 
 from app_pages._live_view import show_session
+from app_pages._live_why import show_live_why
 from app_pages._player import export_range
 from app_pages._serve import live_sessions
 from app_pages._shell import long_caption, presenter, say, session_id
@@ -117,6 +118,7 @@ polling = session.pending
 
 with pictures if pictures is not None else st.container():
     show_session(session, polling, MEASURED)
+show_live_why(session, system)  # issue 22: two requests or two typed prompts compared
 with st.expander("export the tree's history for slides (animated HTML)"):
     kept = list(st.session_state.get("live.scenes", ()))
     export_range("live", "live", len(kept), len(kept) - 1, lambda i: kept[i][1:])

@@ -4,7 +4,8 @@ Prints one row per request (matched and prefilled tokens, vLLM block hits, TTFT,
 and the totals, measured on this machine, beside the derived Llama-3-8B/H100 cost of the same
 token counts. `--no-cache` is the control (every match empty). Bad arguments or a bad trace print
 one error line and exit 2. `serve` (engine/serve.py): an OpenAI-compatible server publishing
-vLLM's KV events. Leaves out: mooncake/kv-event traces (they carry no real tokens).
+vLLM's KV events. `why A B` (engine/why.py): why prompt B misses after A, tokenized with the
+model's tokenizer. Leaves out: mooncake/kv-event traces (they carry no real tokens).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from engine.model import load_model
 from engine.serve import add_parser as add_serve_parser
 from engine.serve import cmd_serve
 from engine.service import EngineService, RequestResult, fit_to_vocab
+from engine.why import add_parser as add_why_parser
+from engine.why import cmd_why
 from radix.request import Req
 from radix.runs.costs import CostModel
 from radix.sched.policy import POLICIES
@@ -49,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="prefill long prompts N tokens per round (default: off)")
     run.add_argument("--page-size", type=int, default=1, help="radix tree page size (tokens)")
     add_serve_parser(sub)
+    add_why_parser(sub)
     return parser
 
 
@@ -136,6 +140,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "why":
+            return cmd_why(args)
         return cmd_serve(args) if args.command == "serve" else cmd_run(args)
     except (TraceError, ValueError, OSError, MemoryError) as exc:
         message = str(exc)

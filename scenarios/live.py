@@ -48,6 +48,7 @@ class LiveRequest:
     metrics: dict[str, float] | None = None  # the engine's, once finished
     error: str | None = None  # why it failed, if it did
     max_new_tokens: int = 0
+    token_ids: tuple[int, ...] = ()  # the prompt after the chat template (why: two compared)
 
     @property
     def done(self) -> bool:
@@ -215,7 +216,7 @@ class LiveSession:
         rid = f"{label}.{next(self._ids)}"
         handle = self.service.submit(ids, max_new_tokens, rid=rid)
         req = LiveRequest(label, rid, not self.no_cache, len(ids), handle,
-                          max_new_tokens=max_new_tokens)
+                          max_new_tokens=max_new_tokens, token_ids=tuple(ids))
         self.requests.append(req)
         return req
 

@@ -2,7 +2,7 @@
 
 Layers, top to bottom (ranks): app.py and app_pages/ (5); scenarios/ and viz/ (4, never each other);
 engine/ and examples/ (3, never each other); radix/ (below; its sub-packages are ranked too:
-cli 6 > runs, watch 5 > traces 4 > sched 3 > tree, blocks 2 > events, request, allocator 1 >
+cli 6 > runs, watch, why 5 > traces 4 > sched 3 > tree, blocks 2 > events, request, allocator 1 >
 tokens 0). An import may go to a lower rank only, or within its own package (radix/tree
 importing radix/tree). No two modules import each other, directly or through a circle. tests/,
 tools/, benchmarks/ import anything. radix/ imports no torch, streamlit or numpy, even inside
@@ -24,6 +24,7 @@ RANKS = {
     "engine": 30, "examples": 31,
     "radix.__main__": 7, "radix": 7,  # radix/__init__.py: the public surface
     "radix.cli": 6, "radix.runs": 5, "radix.watch": 5, "radix.traces": 4, "radix.sched": 3,
+    "radix.why": 5,  # prompt diffs and miss causes (radix/why/): reads traces, runs caches
     "radix.tree": 2, "radix.blocks": 2,
     "radix.events": 1, "radix.request": 1, "radix.allocator": 1,
     "radix.tokens": 0,  # compact token sequences: below everything that holds tokens

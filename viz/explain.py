@@ -23,8 +23,10 @@ BUCKETS: dict[str, tuple[str, str, str]] = {
                 "evicted before this request came: a capacity miss"),
     "last_token_cap": ("last-token cap", "#f58518", "input_len - 1: a fully cached prompt "
                        "still computes its last token (vLLM: its last block)"),
-    "block_rounding": ("block rounding", "#eeca3b", "block cache: a prefix shorter than a "
-                       "block, or the partial tail block, has no hash"),
+    "block_rounding": ("block rounding", "#eeca3b", "block cache: the partial block past the "
+                       "last shared whole block has no hash"),
+    "block_floor": ("block floor", "#ff9da6", "block cache: shared, but shorter than one block "
+                    "(vLLM logs queries > 0, hits = 0)"),
     "in_flight": ("in flight", "#b279a2", "an earlier request with this prefix had not "
                   "finished its prefill when this one was admitted"),
     "other_namespace": ("other namespace", "#9d755d", "cached, but under another extra_key / "

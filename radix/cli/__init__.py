@@ -21,6 +21,8 @@ COMMAND_MODULES = (
     "radix.cli.simulate",  # simulate, configs
     "radix.cli.watch",  # watch
     "radix.cli.explain",  # explain
+    "radix.cli.why",  # why
+    "radix.cli.rates",  # rates
 )
 
 

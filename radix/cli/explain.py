@@ -20,6 +20,7 @@ from radix.traces import TraceError, load_trace
 
 LABELS = {"hit": "hit", "evicted": "evicted (capacity)", "last_token_cap": "last-token cap",
           "block_rounding": "block rounding", "in_flight": "in flight",
+          "block_floor": "block floor (< 1 block)",
           "other_namespace": "other namespace", "first_seen": "first seen (compulsory)",
           "rejected": "rejected (too big)"}
 
@@ -71,6 +72,9 @@ def format_report(e: Explanation) -> str:
         lines.append(f"{LABELS[b]:26}{cells[0]:>22}{cells[1]:>22}")
     lines.append(f"{'recomputed (apart)':26}{e.recomputed['tree']:>22,}"
                  f"{e.recomputed['blocks']:>22,}")
+    if any(e.recomputed.values()):  # issue 22: how the engines' own logs count these
+        lines.append("  (re-admissions after retraction: vLLM logs their hits as preempted_hits, "
+                     "SGLang drops them (retracted_stain); neither logged rate counts them)")
     for side in e.top_prefixes:
         lines += ["", f"prefixes that saved the most ({side})",
                   f"  {'tokens saved':>14} {'hits':>6}  tokens [start, end)  first ids"]

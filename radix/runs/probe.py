@@ -20,8 +20,8 @@ from radix.tokens import TokenRuns
 from radix.traces.base import Trace
 from radix.tree.radix_cache import RadixCache
 
-BUCKETS = ("hit", "evicted", "last_token_cap", "block_rounding", "in_flight", "other_namespace",
-           "first_seen", "rejected")
+BUCKETS = ("hit", "evicted", "last_token_cap", "block_rounding", "block_floor", "in_flight",
+           "other_namespace", "first_seen", "rejected")
 BLOCK_POLICY = "vLLM free queue (LRU: the block whose ref_cnt reached 0 first goes first)"
 
 
@@ -65,10 +65,13 @@ def split(n: int, hit: int, done: int, seen: int, any_ns: int, unit: int) -> dic
         0 ... hit ... capped ... no-cap ... done ....... seen ....... any ............. n
         | hit | evicted | last-token | block    | in flight | other     | first seen |
                         | cap        | rounding |           | namespace |            |
+                                     | or floor |
 
     done: the longest prefix this cache ever held before (same namespace); capped / no-cap:
     what an unbounded cache would have matched with / without the input_len - 1 rule, in whole
     units; seen: also counting earlier requests not yet prefilled; any: in any namespace.
+    done - no-cap is the block floor when no whole unit was shared (done < unit: vLLM's
+    `queries > 0, hits = 0` for a shared prefix shorter than one block), else block rounding.
 
     A 40-token prompt, blocks of 16, all of it cached before and 32 tokens hit: the cap keeps
     (40 - 1) // 16 = 2 blocks, so nothing was evicted and 8 tokens are the partial last block.
@@ -76,11 +79,14 @@ def split(n: int, hit: int, done: int, seen: int, any_ns: int, unit: int) -> dic
     8
     >>> split(32, 16, 32, 32, 32, 16)["last_token_cap"]  # the whole last block recomputes
     16
+    >>> split(300, 0, 240, 240, 240, 784)["block_floor"]  # 240 shared, blocks of 784
+    240
     """
     nocap = done // unit * unit
     capped = min(done, n - 1) // unit * unit
     out = {"hit": hit, "evicted": capped - hit, "last_token_cap": nocap - capped,
-           "block_rounding": done - nocap, "in_flight": seen - done,
+           "block_rounding": done - nocap if nocap else 0,
+           "block_floor": 0 if nocap else done, "in_flight": seen - done,
            "other_namespace": any_ns - seen, "first_seen": n - any_ns, "rejected": 0}
     if min(out.values()) < 0:
         raise AssertionError(f"buckets out of order: {out} (n={n})")
