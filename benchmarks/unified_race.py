@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
 from sglang_unified import build, load_unified  # noqa: E402
 
+from radix.tree.key import RadixKey  # noqa: E402
 from radix.tree.radix_cache import RadixCache  # noqa: E402
 
 CALLS = ("match", "lock", "insert", "unlock", "evict")
@@ -46,7 +47,7 @@ class Ours:
 
     def __init__(self, sg, reqs) -> None:
         self.cache = RadixCache(flavor="unified")
-        self.keys = [(r[:-1], r, list(range(len(r)))) for r in reqs]
+        self.keys = [(RadixKey(r[:-1]), RadixKey(r), list(range(len(r)))) for r in reqs]
 
     def match(self, i):
         return self.cache.match_prefix(self.keys[i][0]).last_node
