@@ -14,7 +14,9 @@ Deliberate differences (tools/diff_sglang.py checks the rest against SGLang's ow
 an injected clock (read once per walk and once per new node, where SGLang reads
 time.monotonic()); evict keeps its heap across calls (eviction.py); ties go to the older node id;
 insert page-aligns its key (SGLang's callers do); node ids belong to the cache; every mutation is
-emitted as an event. Leaves out: HiCache tiers, EAGLE bigram keys, SWA/mamba components.
+emitted as an event. `flavor="unified"` (the default) follows 0.5.23's UnifiedRadixCache where it
+differs from the classic class (radix/tree/unified.py). Leaves out: HiCache tiers, EAGLE bigram
+keys, SWA/mamba components.
 """
 
 from __future__ import annotations
