@@ -1,4 +1,4 @@
-"""The eviction question, in the radix tree (each of the seven policies) and in vLLM's block cache.
+"""The eviction question, in the radix tree (each of the eight policies) and in vLLM's block cache.
 
 The state (DESIGN.md): a 512-token system prompt S shared by 400 conversations (S + 24 tokens
 each; live ones hold a lock, so S carries r = number live) and a 2,112-token RAG context (S + RAG)
