@@ -1,10 +1,11 @@
-"""Eviction lab: DESIGN.md's eviction question under each of the seven policies, beside vLLM."""
+"""Eviction lab: DESIGN.md's eviction question under each of the eight policies, beside vLLM."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 import scenarios.eviction as lab
+from app_pages import _tlru
 from app_pages._player import Player
 from app_pages._shell import long_caption, max_scale, presenter, say, tree_height
 from radix.runs.costs import LABEL, CostModel
@@ -12,6 +13,7 @@ from radix.tree.eviction import POLICIES
 from viz.blocks import block_grid_figure, grid_caption
 from viz.component import tree_view
 from viz.eviction import block_short_line, describe, lab_frame, num_frames
+from viz.flavor import flavor_line
 from viz.timeline import Timeline
 
 RAG_PROMPT = 2_624  # S + 2,112
@@ -20,14 +22,14 @@ STATES = {"the policies disagree (default)": lab.DEFAULT,
 
 
 @st.cache_resource(max_entries=16, show_spinner="building 400 conversations and evicting…")
-def _run(policy: str, slru: int, state: lab.LabState, to_free: int):
-    run = lab.run_eviction(policy, slru, state, to_free)
+def _run(policy: str, slru: int, state: lab.LabState, to_free: int, tlru: tuple[int, int]):
+    run = lab.run_eviction(policy, slru, state, to_free, tlru)
     return run, Timeline(run.log)
 
 
-@st.cache_resource(max_entries=16, show_spinner="running the seven policies…")
-def _table(slru: int, state: lab.LabState, to_free: int):
-    return lab.compare_policies(slru, state, to_free)
+@st.cache_resource(max_entries=16, show_spinner="running the eight policies…")
+def _table(slru: int, state: lab.LabState, to_free: int, tlru: tuple[int, int]):
+    return lab.compare_policies(slru, state, to_free, tlru)
 
 
 @st.cache_resource(max_entries=16)
@@ -70,8 +72,10 @@ except ValueError as exc:
     say("error", f"eviction settings: {exc}")
     st.stop()
 slru = int(slru) if policy == "slru" else 2
-run, tl = _run(policy, slru, state, int(to_free))
-player = Player(f"eviction.{policy}.{slru}.{state}.{int(to_free)}", num_frames(run),
+tlru = _tlru.params()  # the T-LRU section's widgets, below
+run, tl = _run(policy, slru, state, int(to_free), tlru)
+player = Player(f"eviction.{policy}.{slru}.{state}.{int(to_free)}"
+                + (f".{tlru}" if policy == "tlru" else ""), num_frames(run),
                 page="eviction",
                 to_link=lambda i: {"policy": policy, "to_free": str(int(to_free)), "step": str(i)})
 player.buttons()
@@ -82,6 +86,7 @@ def _show(k: int, duration_ms: int) -> None:
     frame = lab_frame(run, tl, k)
     st.markdown(f"**Radix tree (SGLang), {policy}: frame {frame.k} / {frame.num_frames - 1}**")
     say("info", frame.line)
+    long_caption(flavor_line(run.flavor))
     left, right = st.columns([3, 2])
     with left:
         tree_view(frame.scene, key="eviction.tree", height=tree_height(400),
@@ -126,15 +131,15 @@ st.dataframe([{"pos": q.pos, "block": q.block_id, "holds": q.holds,
                "taken": "yes" if q.block_id in {v.block_id for v in blk.victims} else ""}
               for q in blk.queue[:30]], hide_index=True, height=240)
 
-rows = _table(slru, state, int(to_free))
-st.subheader(f"The seven policies, {int(to_free):,} tokens asked")
+rows = _table(slru, state, int(to_free), tlru)
+st.subheader(f"The eight policies, {int(to_free):,} tokens asked")
 st.dataframe([{"policy": r.policy, "evicts (pop order)": describe(r.evicted),
                "leaves": len(r.evicted), "freed": f"{r.freed:,} tok",
                "overshoot": f"{r.overshoot:,} tok",
                "S evicted": "yes" if r.system_evicted else "no",
                "RAG repeat reuses": f"{r.rag_repeat_hit:,} tok"} for r in rows], hide_index=True)
 choices = {describe(r.evicted) for r in rows}
-say("caption", f"{len(choices)} different choice(s) among the seven policies here.")
+say("caption", f"{len(choices)} different choice(s) among the eight policies here.")
 cost = CostModel()
 tree_hit = next(r.rag_repeat_hit for r in rows if r.policy == policy)
 st.markdown(
@@ -148,3 +153,4 @@ if state.num_live:
                "an interior node with live children (r>0), vLLM because S's blocks have "
                "ref_cnt > 0. The tree frees whole leaves (overshoot); vLLM frees 16-token "
                "blocks from the head of its free queue.")
+_tlru.section()

@@ -19,6 +19,7 @@ from scenarios.tour import (
 )
 from viz.blocks import block_grid_figure, grid_caption, lookup_line, queue_line, request_chain
 from viz.component import tree_view
+from viz.flavor import flavor_line
 from viz.scene import tree_scene
 from viz.timeline import Timeline
 from viz.words import build_owners, node_line
@@ -93,6 +94,7 @@ def _tree(frame, duration_ms: int) -> None:
                         max_scale=max_scale())
     if clicked is not None:
         st.session_state["tour.selected"] = clicked
+    long_caption(flavor_line(run.flavor))
     node = frame.snapshot.by_id().get(st.session_state.get("tour.selected"))
     if node is not None and node.parent is not None:
         say("caption", node_line(node, owners.get(node.id)))

@@ -75,6 +75,7 @@ class NodeSplit(Event):
     parent_id: int
     split_len: int
     time: float
+    creation_time: float | None = None  # the new node's, when not `time` (unified: the child's)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The eviction question, in the radix tree (each of the seven policies) and in vLLM's block cache.
+"""The eviction question, in the radix tree (each of the eight policies) and in vLLM's block cache.
 
 The state (DESIGN.md): a 512-token system prompt S shared by 400 conversations (S + 24 tokens
 each; live ones hold a lock, so S carries r = number live) and a 2,112-token RAG context (S + RAG)
@@ -23,12 +23,14 @@ from radix.request import Req
 from radix.tree.eventlog import EventLog
 from radix.tree.eviction import POLICIES
 from radix.tree.radix_cache import RadixCache
+from scenarios.tlru import NEXT_PROMPT, THRESHOLD
 
 NUM_CONVERSATIONS = 400  # DESIGN.md: S is shared by 400 conversations
 TO_FREE = 300  # tokens the next admission must free
 SYSTEM = "system prompt S"
 RAG = "RAG context"
 BLOCK_SIZE = 16  # vLLM's default
+TLRU = (THRESHOLD, NEXT_PROMPT)  # T-LRU's threshold and next-prompt estimate (scenarios/tlru.py)
 
 
 class LabState(NamedTuple):
@@ -67,15 +69,19 @@ class LabTree(NamedTuple):
 
 
 def build_tree(policy: str = "lru", slru_threshold: int = 2, state: LabState = DEFAULT,
-               sink=None, seed: int = 0) -> LabTree:
+               sink=None, seed: int = 0, tlru: tuple[int, int] = TLRU) -> LabTree:
     """RAG inserted (read once or twice), then 400 conversations inserted and locked; the
     first 400 - num_live of them have finished (unlocked) since.
 
     Node ids: 1 is S + RAG until conv-000 splits it: 2 becomes S (512), 1 keeps the RAG 2,112;
     conv-i's leaf is i + 3. Sizes: 512 + 2,112 + 400 x 24 = 12,224 tokens; with all 400 live
     9,600 + 512 = 10,112 are protected and the 2,112 RAG tokens are the only evictable ones.
+    subtle: under T-LRU with the default (4,096, 512) every branch here (at most 2,624 tokens)
+    is shorter than 4,096 - 512, so every leaf is TEL-safe and T-LRU pops what LRU pops.
     """
     config = {"protected_threshold": slru_threshold} if policy == "slru" else None
+    if policy == "tlru":
+        config = {"threshold": tlru[0], "next_prompt_estimate": tlru[1]}
     cache = RadixCache(eviction_policy=policy, policy_config=config, sink=sink)
     rag, *convs = eviction_question(num_live=NUM_CONVERSATIONS, seed=seed)
     for i in range(state.rag_reads):
@@ -129,6 +135,7 @@ class EvictionRun(NamedTuple):
     to_free: int
     policy: str
     state: LabState
+    flavor: str = "unified"  # the tree's flavor (radix/tree/unified.py)
 
     @property
     def overshoot(self) -> int:
@@ -136,7 +143,7 @@ class EvictionRun(NamedTuple):
 
 
 def run_eviction(policy: str = "lru", slru_threshold: int = 2, state: LabState = DEFAULT,
-                 to_free: int = TO_FREE) -> EvictionRun:
+                 to_free: int = TO_FREE, tlru: tuple[int, int] = TLRU) -> EvictionRun:
     """Builds the state with an EventLog attached and runs `evict(to_free)` as its last step.
 
     DESIGN.md's question (all 400 live), any policy: the only candidate is the RAG leaf, so
@@ -144,14 +151,14 @@ def run_eviction(policy: str = "lru", slru_threshold: int = 2, state: LabState =
     """
     check_params(policy, slru_threshold, state, to_free)
     log = EventLog(keyframe_every=64)
-    lab = build_tree(policy, slru_threshold, state, sink=log)
+    lab = build_tree(policy, slru_threshold, state, sink=log, tlru=tlru)
     cands = candidates(lab)
     step = log.num_steps
     result = lab.cache.evict(to_free)
     lab.cache.check_invariants()
     evicted = [(n.id, lab.names.get(n.id, f"#{n.id}"), len(n.key)) for n in result.evicted_nodes]
     return EvictionRun(log, step, lab.names, lab.conv_ids, lab.system_id, cands, evicted,
-                       result.num_evicted, to_free, policy, state)
+                       result.num_evicted, to_free, policy, state, lab.cache.flavor)
 
 
 class PolicyRow(NamedTuple):
@@ -164,7 +171,7 @@ class PolicyRow(NamedTuple):
 
 
 def compare_policies(slru_threshold: int = 2, state: LabState = DEFAULT,
-                     to_free: int = TO_FREE) -> list[PolicyRow]:
+                     to_free: int = TO_FREE, tlru: tuple[int, int] = TLRU) -> list[PolicyRow]:
     """One row per policy, each on a fresh tree (no event log: fast). A repeat of the RAG
     request then reuses S only (512) when the RAG leaf went, else the 2,623 it may match
     (input_len - 1)."""
@@ -172,7 +179,7 @@ def compare_policies(slru_threshold: int = 2, state: LabState = DEFAULT,
     rag_tokens = list(eviction_question(num_live=1)[0].token_ids)
     for policy in POLICIES:
         check_params(policy, slru_threshold, state, to_free)
-        lab = build_tree(policy, slru_threshold, state)
+        lab = build_tree(policy, slru_threshold, state, tlru=tlru)
         result = lab.cache.evict(to_free)
         evicted = [(n.id, lab.names.get(n.id, f"#{n.id}"), len(n.key))
                    for n in result.evicted_nodes]

@@ -83,6 +83,7 @@ class TourRun(NamedTuple):
     blocks: list[BlockPoolSnapshot]  # the block pool after each number of log steps
     lookups: list[tuple[int, LookupRecord]]  # (log step, record) of each request's lookup
     capacity: int  # tokens, both caches
+    flavor: str = "unified"  # the tree's flavor (radix/tree/unified.py)
 
     @property
     def prompt_lens(self) -> list[int]:
@@ -136,7 +137,8 @@ def run_tour(name: str = "three-requests", seed: int = 0) -> TourRun:
         stored.append(len(keep))
     cache.check_invariants()
     manager.check_invariants()
-    return TourRun(name, log, rids, prompts, stored, matches, inserts, blocks, lookups, capacity)
+    return TourRun(name, log, rids, prompts, stored, matches, inserts, blocks, lookups, capacity,
+                   cache.flavor)
 
 
 def block_index(step: int, k: int, num_steps: int) -> int:

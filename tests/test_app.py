@@ -26,7 +26,8 @@ def _tour_at(step: int, k: int) -> AppTest:
 
 def test_tour_starts_empty_and_reaches_the_split():
     """Step 0 shows an empty tree. At step 3, event 1 (R1's insert) the tree stores R1's 2,151
-    tokens; 'next' at step 5 plays R2's split and the URL follows."""
+    tokens; 'next' at step 5 plays R2's split (R1's leaf was made at t=3: the new prefix keeps
+    that in the unified flavor) and the URL follows; a caption names the flavor."""
     at = page("tour").run()
     assert not at.exception
     assert metrics(at)["tree stores"] == "0 tok"
@@ -36,6 +37,9 @@ def test_tour_starts_empty_and_reaches_the_split():
     at = _tour_at(5, 0)
     at.button(key="tour.three-requests.b_next").click().run()
     assert plain(at.info[0].value).startswith("R2 leaves R1 at token 2,055")
+    # the unified flavor (the default) keeps R1's creation time (t=3) on the new prefix
+    assert "the new prefix #2 keeps #1's creation time t=3" in plain(at.info[0].value)
+    assert any(plain(c.value).startswith("Tree flavor: unified") for c in at.caption)
     assert (at.query_params["step"], at.query_params["k"]) == ("5", "1")
 
 
@@ -81,6 +85,9 @@ def test_tour_speed_sets_the_animation_and_the_scrubber_jumps():
     at.slider(key="tour.three-requests.scrub.0").set_value(split).run()
     assert not at.exception
     assert plain(at.info[0].value).startswith("R2 leaves R1 at token 2,055")
+    # the unified flavor (the default) keeps R1's creation time (t=3) on the new prefix
+    assert "the new prefix #2 keeps #1's creation time t=3" in plain(at.info[0].value)
+    assert any(plain(c.value).startswith("Tree flavor: unified") for c in at.caption)
     assert (at.query_params["step"], at.query_params["k"]) == ("5", "1")
     at.button(key="tour.three-requests.b_end").click().run()
     assert at.query_params["step"] == str(tl.num_steps)

@@ -1,5 +1,6 @@
 """AppTest for the eviction lab page: the default shows the policies disagree; stepping through
-evict(300); the block side; the design question; errors follow the settings."""
+evict(300); the block side; the design question; errors follow the settings; the T-LRU section
+(both choices and the sentence why, its widgets) and the tree's flavor caption."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ def test_default_the_policies_disagree():
     assert (m["freed so far"], m["evictable"]) == ("0 tok", "2,496 tok")
     assert (m["blocks taken"], m["cached tokens dropped"]) == ("19", "48")
     assert plain(at.info[0].value).startswith("evict(300) under lru: 17 evictable leaves")
-    table = at.dataframe[-1].value.set_index("policy")
+    table = next(d.value for d in at.dataframe if "policy" in d.value).set_index("policy")
     assert table.loc["lru", "evicts (pop order)"] == "RAG context (2,112)"
     assert table.loc["lfu", "evicts (pop order)"] == "conv-000 … conv-012 (13 x 24)"
     assert table.loc["mru", "evicts (pop order)"] == "conv-015 … conv-003 (13 x 24)"
+    # every branch is under 4,096 - 512 tokens: all leaves TEL-safe, T-LRU pops what LRU pops
+    assert table.loc["tlru", "evicts (pop order)"] == "RAG context (2,112)"
     assert any("3 different choice(s)" in plain(c.value) for c in at.caption)
 
 
@@ -60,3 +63,32 @@ def test_mru_pops_the_newest_finished_conversations():
     at.selectbox(key="eviction.policy").set_value("mru").run()
     assert not at.exception
     assert "First in policy order: conv-015" in plain(at.info[0].value)
+
+
+def test_tlru_section_shows_both_choices_and_why():
+    """Defaults (SGLang's help example, 4,096 and Q 512; derivation in
+    tests/test_scenarios_tlru.py): LRU takes chat-A's 7,488-token leaf, T-LRU the TEL-safe
+    chat-B (700) and chat-C's turn 2 (2,500); the sentence names which tails are TEL-safe."""
+    at = page("eviction").run()
+    assert not at.exception and not at.error
+    shown = [plain(m.value) for m in at.markdown]
+    assert "LRU evicts: chat-A turn 1 (7,488)" in shown
+    assert "T-LRU evicts: chat-B turn 1 (700), then chat-C turn 2 (2,500)" in shown
+    why = plain(at.info[-1].value)
+    assert why.startswith("TEL-safe (the TTFT budget is 4,096 tokens")
+    assert "chat-C turn 2 (next prefill 3,012 <= 4,096)" in why
+    assert "Not TEL-safe: chat-A turn 1 (next prefill 8,000 > 4,096)" in why
+    assert any(plain(c.value).startswith("Tree flavor: unified") for c in at.caption)
+
+
+def test_tlru_widgets_drive_the_section_and_the_lab():
+    """Threshold 3,000: chat-C's turn 2 would leave 3,012 > 3,000 to prefill, so only chat-B is
+    TEL-safe; T-LRU pops it (700), then falls back to LRU: chat-A (7,488). A threshold not
+    above the estimate is refused as SGLang's server refuses it."""
+    at = page("eviction").run()
+    at.number_input(key="eviction.tlru.threshold").set_value(3_000).run()
+    shown = [plain(m.value) for m in at.markdown]
+    assert "T-LRU evicts: chat-B turn 1 (700), then chat-A turn 1 (7,488)" in shown
+    at.number_input(key="eviction.tlru.threshold").set_value(512).run()
+    assert not at.exception
+    assert "must exceed next_prompt_estimate 512" in plain(at.error[0].value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -70,15 +71,19 @@ def test_replaying_the_events_rebuilds_the_same_tree(ops, page, policy):
         assert log.snapshot_at(step) == snap
 
 
-def test_steps_group_one_public_call_each():
+@pytest.mark.parametrize("flavor, kinds", [
+    ("classic", ["NodeSplit", "NodesTouched", "PrefixMatched"]),
+    # unified: the split touches the child after the new node (radix/tree/unified.py)
+    ("unified", ["NodeSplit", "NodesTouched", "NodesTouched", "PrefixMatched"]),
+])
+def test_steps_group_one_public_call_each(flavor, kinds):
     log = EventLog()
-    c = RadixCache(sink=log)
+    c = RadixCache(sink=log, flavor=flavor)
     c.insert([1, 2, 3, 4])
     c.match_prefix([1, 2, 9])  # split-on-read
     ops = [step[0].op for step in log.steps]
     assert ops == ["reset", "insert", "match_prefix"]
-    kinds = [type(e).__name__ for e in log.micro_events(2)]
-    assert kinds == ["NodeSplit", "NodesTouched", "PrefixMatched"]
+    assert [type(e).__name__ for e in log.micro_events(2)] == kinds
     assert all(isinstance(s[-1], ev.StepEnded) for s in log.steps)
 
 

@@ -48,7 +48,9 @@ def test_live_tree_equals_the_cache_and_tells_the_split():
     _feed(tree, sink.events, "R2")
     assert tree.snapshot() == cache.snapshot()
     texts = _lines(tree)
-    assert "R2 leaves R1 at token 2: node #1 splits into 2 + 1 (new prefix #2)" in texts
+    split = next(t for t in texts if t.startswith("R2 leaves R1 at token 2: node #1 splits "
+                                                  "into 2 + 1 (new prefix #2)"))
+    assert "keeps #1's creation time t=2" in split  # the unified flavor, the default
     assert "R2 grows a new leaf #3 of 1 tokens under #2" in texts
     assert tree.owners() == {1: "R1", 2: "R1", 3: "R2"}
 

@@ -36,8 +36,11 @@ from wheels import load, run_seeds, wheel_args, wheel_parser  # noqa: E402
 from radix.allocator import SlotAllocator  # noqa: E402
 from radix.request import Req  # noqa: E402
 from radix.sched import admission as adm  # noqa: E402
-from radix.tree.eviction import POLICIES  # noqa: E402
+from radix.tree.eviction import POLICIES as ALL_POLICIES  # noqa: E402
 from radix.tree.radix_cache import RadixCache  # noqa: E402
+
+# the classic class has no T-LRU (0.5.23 keeps its bookkeeping in the unified tree only)
+POLICIES = tuple(p for p in ALL_POLICIES if p != "tlru")
 
 ROW_WIDTH = 512
 RETRACT_STEPS = 20
@@ -185,7 +188,8 @@ class Pair:
         self._wrap_sglang()
         self.alloc = SlotAllocator(size, page_size=page)
         self._wrap_free(self.alloc, self.our_freed)
-        self.ours = RadixCache(page_size=page, eviction_policy=policy, allocator=self.alloc)
+        self.ours = RadixCache(page_size=page, eviction_policy=policy, allocator=self.alloc,
+                               flavor="classic")
         evict = self.ours.evict
         self.ours.evict = lambda n: self._log(self.our_evicted, evict(n))
         prefix_len = 50 if page == 1 else 80

@@ -122,7 +122,7 @@ def run(mods, seed: int, page: int, policy: str, prio: tuple[bool, bool],
     sg = radix.RadixCache(params.CacheInitParams(
         disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=None,
         page_size=page, eviction_policy="lru"))
-    ours = RadixCache(page_size=page, eviction_policy="lru")
+    ours = RadixCache(page_size=page, eviction_policy="lru", flavor="classic")
     prefixes = [[rng.randrange(3) for _ in range(rng.randrange(0, 48))] for _ in range(5)]
 
     def insert(toks: list[int], ns: str | None, salt: str | None) -> None:

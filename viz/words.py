@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from radix import events as ev
+from viz.flavor import split_time_note
 
 # highlight role -> (pen colour, pen width)
 ROLES: dict[str, tuple[str, float]] = {
@@ -127,7 +128,7 @@ def split_line(e: ev.NodeSplit, before: Any, owners: Mapping[int, str], rid: str
                 f"#{e.new_node_id}). SGLang 0.5.23 inserts prompt + output, then the prompt "
                 "alone with priority + 1, so eviction can drop the output and keep the "
                 "reusable prompt; the seed chapter's cache_finished_req inserted once and "
-                "kept them in one leaf")
+                "kept them in one leaf" + split_time_note(e))
     whose = f"leaves {owner}" if owner and owner != rid else "leaves the cached path"
     line = (f"{_who(rid)} {whose} at token {at:,}: node #{e.node_id} splits into "
             f"{e.split_len:,} + {rest:,} (new prefix #{e.new_node_id})")
@@ -135,7 +136,7 @@ def split_line(e: ev.NodeSplit, before: Any, owners: Mapping[int, str], rid: str
         line += (f". The match asked for {key_len:,} tokens, the prompt less its last one "
                  f"(input_len - 1 = {key_len + 1:,} - 1): SGLang always computes the last prompt "
                  "token again, for its logits, so even an exact repeat splits here")
-    return line
+    return line + split_time_note(e)
 
 
 def prompt_boundary(e: ev.Event, op: str | None, earlier: Sequence[ev.Event]) -> bool:

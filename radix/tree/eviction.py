@@ -1,11 +1,13 @@
-"""The seven eviction strategies of SGLang's RadixCache (mem_cache/evict_policy.py), and the heap
+"""The eight eviction strategies of SGLang 0.5.23 (mem_cache/evict_policy.py), and the heap
 that orders the evictable leaves by them.
 
 A strategy is a sort key over a leaf: the smallest key is evicted first. SGLang breaks exact ties
 by heap order over a set (arbitrary); we break them by node id (the older node first) so that
 every run replays exactly. SGLang heapifies every evictable leaf on each `evict` call;
 `EvictionHeap` keeps its heap across calls and drops stale entries lazily, which pops the same
-order in O(k log n) for k leaves. Leaves out: SGLang's experimental strategies beyond these seven.
+order in O(k log n) for k leaves. T-LRU (`make_tlru`) exists in 0.5.23's UnifiedRadixCache only
+(the classic class lacks its bookkeeping); ours keeps that bookkeeping in either flavor.
+Leaves out: SGLang's experimental strategies beyond these eight.
 """
 
 from __future__ import annotations
@@ -64,7 +66,62 @@ def make_slru(protected_threshold: int = 2) -> Callable[[Any], SortKey]:
     return slru
 
 
-POLICIES = ("lru", "mru", "fifo", "filo", "lfu", "priority", "slru")
+def make_tlru(threshold: int | float = 0,
+              next_prompt_estimate: int | float = 0) -> Callable[[Any], SortKey]:
+    """Tail-optimized LRU (SGLang's TLRUStrategy, after Zhang et al., arXiv:2510.15152).
+
+    A conversation whose branch reached L tokens (`tlru_history_len`, the high-water depth,
+    which does not shrink when its tail is evicted) and whose next prompt adds about Q tokens
+    must keep L + Q - threshold tokens cached for its next prefill to stay within the TTFT
+    budget. A leaf whose parent path alone already holds that many is "TEL-safe": evicting it
+    costs no tail latency, so it sorts before every other leaf (key -1); then LRU. Both
+    figures are tokens (the paper counts blocks: multiply by the page size).
+
+    A branch of 100 tokens as 60 + 40, threshold 50, Q 10: budget 100 + 10 - 50 = 60; the
+    40-token leaf sits on 60 cached tokens, 60 >= 60, so it is TEL-safe.
+
+    >>> class N: tlru_history_len, tlru_cached_prefix_len, key, last_access_time = (
+    ...     100, 100, [0] * 40, 7.0)
+    >>> make_tlru(50, 10)(N)
+    (-1, 7.0)
+    """
+    for name, x in (("threshold", threshold), ("next_prompt_estimate", next_prompt_estimate)):
+        if isinstance(x, bool) or not isinstance(x, int | float):
+            raise TypeError(f"T-LRU {name} must be a number of tokens, got {x!r}")
+
+    def tlru(node) -> SortKey:
+        budget = max(node.tlru_history_len + next_prompt_estimate - threshold, 0)
+        tel_safe = node.tlru_cached_prefix_len - len(node.key) >= budget
+        return (-1 if tel_safe else 0, node.last_access_time)
+
+    return tlru
+
+
+def tlru_new_node(node, parent) -> None:
+    """T-LRU bookkeeping for a new leaf under `parent`: its depth, and the high-water depth of
+    every ancestor it deepens (SGLang's _set_tlru_lens_and_raise_history).
+
+    >>> class N: tlru_cached_prefix_len = tlru_history_len = 0; key = (); parent = None
+    >>> root, leaf = N(), N(); leaf.key, leaf.parent = [1, 2, 3], root
+    >>> tlru_new_node(leaf, root); leaf.tlru_cached_prefix_len, root.tlru_history_len
+    (3, 3)
+    """
+    depth = node.tlru_cached_prefix_len = parent.tlru_cached_prefix_len + len(node.key)
+    node.tlru_history_len = max(node.tlru_history_len, depth)
+    x = parent
+    while x is not None and x.tlru_history_len < depth:
+        x.tlru_history_len = depth
+        x = x.parent
+
+
+def tlru_split(new, child, split_len: int) -> None:
+    """A split adds no depth: the new upper node sits split_len below its parent and inherits
+    the branch's high-water mark; the child keeps its own."""
+    new.tlru_cached_prefix_len = new.parent.tlru_cached_prefix_len + split_len
+    new.tlru_history_len = child.tlru_history_len
+
+
+POLICIES = ("lru", "mru", "fifo", "filo", "lfu", "priority", "slru", "tlru")
 
 def get_strategy(
     name: str, policy_config: Mapping[str, Any] | None = None
@@ -79,6 +136,8 @@ def get_strategy(
     if name == "slru":
         threshold = config.pop("protected_threshold", 2)
         strategy = make_slru(threshold)
+    elif name == "tlru":
+        strategy = make_tlru(config.pop("threshold", 0), config.pop("next_prompt_estimate", 0))
     elif name in POLICIES:
         strategy = globals()[name]
     else:

@@ -34,6 +34,8 @@ class TreeNode:
         "heap_version",
         "heap_key",
         "guarded_key",
+        "tlru_cached_prefix_len",
+        "tlru_history_len",
     )
 
     def __init__(self, node_id: int, key: RadixKey, value: list[int] | None, time: float) -> None:
@@ -51,6 +53,8 @@ class TreeNode:
         self.heap_version = 0  # bumps on each push to the eviction heap; older entries are stale
         self.heap_key = None  # the sort key of its latest heap entry
         self.guarded_key = None  # a long first edge's tokens + the cache's PrefixProbe (lazy)
+        self.tlru_cached_prefix_len = 0  # T-LRU only: tokens from the root to this node's end
+        self.tlru_history_len = 0  # T-LRU only: the branch's high-water depth (never shrinks)
 
     @property
     def evicted(self) -> bool:

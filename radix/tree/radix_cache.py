@@ -14,7 +14,9 @@ Deliberate differences (tools/diff_sglang.py checks the rest against SGLang's ow
 an injected clock (read once per walk and once per new node, where SGLang reads
 time.monotonic()); evict keeps its heap across calls (eviction.py); ties go to the older node id;
 insert page-aligns its key (SGLang's callers do); node ids belong to the cache; every mutation is
-emitted as an event. Leaves out: HiCache tiers, EAGLE bigram keys, SWA/mamba components.
+emitted as an event. `flavor="unified"` (the default) follows 0.5.23's UnifiedRadixCache where it
+differs from the classic class (radix/tree/unified.py). Leaves out: HiCache tiers, EAGLE bigram
+keys, SWA/mamba components.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from radix.allocator import Allocator
 from radix.request import Req
 from radix.tokens import TokenRuns, frozen
 from radix.tokens.prefix import PrefixProbe, gallop_match
-from radix.tree import inspect, lifecycle
-from radix.tree.eviction import EvictionHeap, get_strategy
+from radix.tree import inspect, lifecycle, unified
+from radix.tree.eviction import EvictionHeap, get_strategy, tlru_new_node, tlru_split
 from radix.tree.key import RadixKey, page_at
 from radix.tree.node import (
     ROOT_PRIORITY,
@@ -41,6 +43,7 @@ from radix.tree.node import (
     concat_values,
 )
 
+FLAVORS = ("classic", "unified")  # radix_cache.RadixCache, or 0.5.23's UnifiedRadixCache
 GUARD_MIN_LEN = 64  # a first edge at least this long is compared in place (PrefixProbe)
 
 
@@ -78,13 +81,18 @@ class RadixCache:
         sink: ev.EventSink | None = None,
         disable: bool = False,
         allocator: Allocator | None = None,
+        flavor: str = "unified",
     ) -> None:
+        if flavor not in FLAVORS:
+            raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, got {flavor!r}")
+        self.flavor = flavor  # which SGLang class the tree follows (radix/tree/unified.py)
         if not isinstance(page_size, int) or isinstance(page_size, bool) or page_size < 1:
             raise ValueError(f"page_size must be an int >= 1, got {page_size!r}")
         self.page_size = page_size
         self.eviction_policy = eviction_policy.lower()
         self.policy_config = dict(policy_config or {})
         self.sort_key = get_strategy(self.eviction_policy, self.policy_config)
+        self._tlru = self.eviction_policy == "tlru"  # keeps the T-LRU depths on the nodes
         self.clock = clock if clock is not None else LogicalClock()
         self._sink = sink
         self.disable = disable
@@ -306,6 +314,8 @@ class RadixCache:
                     m -= m % ps
                 pos += m
                 path.append(self._split_node(child, m, t))
+                if touched is not None and self.flavor == "unified":
+                    touched.pop()  # the split touched the child after t (radix/tree/unified.py)
                 break
             pos += m
             node = child
@@ -343,6 +353,8 @@ class RadixCache:
         self._next_id += 1
         new.parent = parent = child.parent
         new.lock_ref, new.hit_count, new.priority = child.lock_ref, child.hit_count, child.priority
+        if self._tlru:
+            tlru_split(new, child, split_len)
         child.key = child.key[split_len:]
         child.guarded_key = None  # its edge changed (and it is no longer a first edge)
         child.value = child.value[split_len:]
@@ -350,8 +362,13 @@ class RadixCache:
         new.children = {child.key.child_key(ps): child}
         parent.children[new.key.child_key(ps)] = new  # same dict slot, so the order is kept
         self._nodes[new.id] = new
+        if self.flavor == "unified":  # the new node keeps the child's age (radix/tree/unified.py)
+            unified.split_times(self, new, child)
         if self._sink is not None:
-            self._emit(ev.NodeSplit(child.id, new.id, parent.id, split_len, created))
+            self._emit(ev.NodeSplit(child.id, new.id, parent.id, split_len, created,
+                                    new.creation_time if new.creation_time != created else None))
+            if self.flavor == "unified":
+                self._emit(ev.NodesTouched((child.id,), child.last_access_time))
         self._leaves.touch(child)  # the walk touched it before cutting: its sort key moved
         return new
 
@@ -360,6 +377,8 @@ class RadixCache:
         leaf = TreeNode(self._next_id, key, value, t)
         self._next_id += 1
         leaf.parent, leaf.priority = parent, priority
+        if self._tlru:
+            tlru_new_node(leaf, parent)
         parent.children[key.child_key(self.page_size)] = leaf
         self._nodes[leaf.id] = leaf
         self.evictable_size_ += len(key)

@@ -125,7 +125,8 @@ def _split(m: TreeModel, e: ev.NodeSplit) -> None:
     child, s = m.nodes[e.node_id], e.split_len
     new = NodeRecord(
         e.parent_id, child.token_ids[:s], child.slot_ids[:s], child.lock_ref, child.hit_count,
-        e.time, e.time, child.priority, False, child.extra_key, child.cache_salt, [e.node_id],
+        e.time, e.time if e.creation_time is None else e.creation_time, child.priority, False,
+        child.extra_key, child.cache_salt, [e.node_id],
     )
     child.token_ids, child.slot_ids = child.token_ids[s:], child.slot_ids[s:]
     child.parent = e.new_node_id
