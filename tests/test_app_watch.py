@@ -115,3 +115,25 @@ def test_api_base_adds_the_scheme_and_v1():
             session.tokenize("x")
     finally:
         session.close()
+
+
+def test_a_view_that_received_nothing_does_not_say_exact():
+    """Connected to a PUB endpoint nobody publishes on (no replay endpoint): 0 blocks, and the
+    row and the caption say UNKNOWN and why, never "exact"."""
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at.text_area(key="watch.endpoints").set_value("tcp://127.0.0.1:1")
+    at.button(key="watch.connect").click().run()
+    session = at.session_state["watch.session"]
+    try:
+        deadline = time.monotonic() + 20
+        while not session.views()[0].status.unknown_why:  # the first poll has run
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        at.run()
+        assert not at.exception
+        (row,) = at.dataframe[0].value.to_dict("records")
+        assert row["blocks"] == 0 and row["view"] == (
+            "UNKNOWN: nothing received yet (no replay endpoint to catch up from)")
+        assert not any("exact" in c.value for c in at.caption)
+    finally:
+        session.close()
