@@ -80,7 +80,8 @@ class ZmqEventPublisher:
         self._pub.set_hwm(hwm)
         self._pub.setsockopt(zmq.LINGER, 0)
         self.endpoint = offset_endpoint_port(endpoint, data_parallel_rank)
-        if _binds(self.endpoint) if bind is None else bind:
+        self.binds = _binds(self.endpoint) if bind is None else bind  # False: PUB connects
+        if self.binds:
             self.endpoint = _bind(self._pub, self.endpoint)
         else:
             self._pub.connect(self.endpoint)
