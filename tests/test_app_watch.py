@@ -137,3 +137,16 @@ def test_a_view_that_received_nothing_does_not_say_exact():
         assert not any("exact" in c.value for c in at.caption)
     finally:
         session.close()
+
+
+def test_discover_refuses_publishers_that_connect_out(monkeypatch):
+    """/kv_events with pub_binds false (engine serve --kv-events-connect): nothing listens at
+    the advertised endpoint, so discover says so instead of handing it to a watcher."""
+    import scenarios.watch as watch
+    answer = {"publishers": [{"rank": 0, "endpoint": "tcp://10.0.0.9:5557",
+                              "replay_endpoint": "tcp://*:5567", "pub_binds": False}]}
+    monkeypatch.setattr(watch, "http_json", lambda url, body=None, timeout=30.0: (answer, {}))
+    with pytest.raises(ValueError, match="connect out to tcp://10.0.0.9:5557"):
+        watch.discover("http://h:8000")
+    answer["publishers"][0]["pub_binds"] = True
+    assert watch.discover("http://h:8000") == ["tcp://10.0.0.9:5557,tcp://*:5567"]
