@@ -139,3 +139,18 @@ def test_a_late_join_on_a_publisher_holding_many_batches_is_exact():
             assert (s.blocks, s.replayed, s.next_seq, s.lost, s.exact) == (n, n, n, 0, True)
     finally:
         pub.close()
+
+
+def test_an_answer_that_never_ends_is_capped_by_count(monkeypatch):
+    """With the cap at 5 messages, an answer of 10 without pause is dropped (a flood cannot
+    hold the watcher forever though no wait reaches the idle timeout): UNKNOWN, saying why."""
+    import radix.watch.subscriber as subscriber
+    monkeypatch.setattr(subscriber, "MAX_REPLAY_MESSAGES", 5)
+    fake = SlowReplayer(10, 0.0)
+    try:
+        with Watcher([fake.endpoint], replay_timeout=2.0) as w:
+            w.start()
+            s = w.status()[0]
+            assert s.blocks == 0 and "over 5 messages without its end" in s.view_state()
+    finally:
+        fake.close()

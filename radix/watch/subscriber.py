@@ -31,6 +31,7 @@ from radix.watch.wire import (
 
 MAX_REPLAY_ROUNDS = 4  # replays tried for one gap before its seqs count as lost
 MAX_MESSAGES_PER_POLL = 10_000  # per socket, so one busy publisher cannot starve the others
+MAX_REPLAY_MESSAGES = 1_000_000  # one answer past this is not a replay buffer (vLLM's: 10,000)
 
 
 class Endpoint(NamedTuple):
@@ -173,8 +174,9 @@ class Watcher:
             sock.connect(endpoint.replay)
         sock.send_multipart(replay_request(start))
         items: list[Message] = []
-        idle_ms = int(self.replay_timeout * 1000) + 1
-        while sock.poll(idle_ms):  # subtle: the wait restarts with every message (idle timeout)
+        idle_ms, read = int(self.replay_timeout * 1000) + 1, 0
+        while read < MAX_REPLAY_MESSAGES and sock.poll(idle_ms):  # subtle: the wait restarts
+            read += 1  # with every message (an idle timeout), so a flood is capped by count
             try:
                 msg = parse_replay(sock.recv_multipart())
             except FrameError as exc:
@@ -185,5 +187,7 @@ class Watcher:
             items.append(msg)
         sock.close(linger=0)
         self._dealers[i] = None
+        if read >= MAX_REPLAY_MESSAGES:
+            return None, f"the replay sent over {MAX_REPLAY_MESSAGES:,} messages without its end"
         return None, (f"the replay went quiet for {self.replay_timeout:g} s after {len(items):,} "
                       "batches, before its end")
