@@ -70,7 +70,7 @@ def recording_text(fold: Any) -> str:
            "no seq numbers (a plain recording): records in file order, so a restart shows only "
            "through its AllBlocksCleared")
     cached = sum(len(s.view.blocks) for s in fold.sources)
-    return (f"{len(fold.sources):,} source(s), folded as `radix watch --read` folds them ({how}). "
+    return (f"{len(fold.sources):,} source(s), folded as 'radix watch --read' folds them ({how}). "
             f"The final pool holds {cached:,} blocks; stored minus removed would say "
             f"{sum(s.stored_blocks - s.removed_blocks for s in fold.sources):,}, because it "
             "ignores restarts, AllBlocksCleared and blocks stored twice.")
