@@ -14,6 +14,7 @@ import streamlit as st
 from app_pages._shell import say, tree_height
 from app_pages._trace_blocks import show_blocks, show_downloads
 from app_pages._trace_explain import show_explainer
+from app_pages._trace_kv import show_kv_recording
 from app_pages._trace_why import show_why
 from radix.tree.inspect import format_tree
 from scenarios.trace import search
@@ -23,7 +24,6 @@ from viz.scene import fold_tree, tree_scene
 from viz.trace import (
     failure_text,
     invariants_text,
-    kv_events_summary,
     op_summary,
     rejection_rows,
     step_caption,
@@ -47,8 +47,7 @@ def show_replay(r: Any, state: dict | None = None, sid: str = "-") -> None:
     """The replay's summary, explainer (with `state`, the session's held trace state), step
     navigator, tree, block view and downloads."""
     if r.trace.format == "kv_events":
-        say("subheader", f"{r.name}: a vLLM KV-events recording")
-        say("info", kv_events_summary(r.trace))
+        show_kv_recording(r)
         return
     log = r.log
     if r.trace.format == "ops":

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from engine.kv_publisher import ZmqEventPublisher
 from engine.model import LoadedModel
 from engine.service import EngineService
-from radix.blocks.hashing import hash_to_int64
+from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED, BlockHasher, hash_to_int64
 from radix.blocks.kv_events import EventBatch
 from radix.watch.view import WorkerCache
 
@@ -35,6 +35,10 @@ class ClusterConfig:
     router: str = "prefix"  # one of ROUTERS
     kv_endpoint: str | None = "tcp://*:5557"  # PUB of rank 0 (rank r: port + r); None: no events
     kv_replay_endpoint: str | None = "tcp://*:5567"  # ROUTER of rank 0 (rank r: port + r)
+    kv_bind: bool = True  # bind the PUB endpoint as named; False: vLLM's rule (a concrete host
+    #                       such as tcp://127.0.0.1:5557 is connected to, for a proxy there)
+    hash_algo: str = "vllm-sha256"  # how blocks are hashed (radix/blocks/hashing.py HASH_ALGOS)
+    hash_seed: str = VLLM_NONE_HASH_SEED  # vLLM's NONE_HASH seed (its PYTHONHASHSEED, if set)
     buffer_steps: int = 10_000  # batches each replay buffer keeps
     topic: str = ""
     max_history: int = 1_000  # finished requests, steps and lookups each replica keeps
@@ -46,6 +50,13 @@ class ClusterConfig:
             raise ValueError(f"--router must be one of {', '.join(ROUTERS)}, got {self.router!r}")
         if self.block_size < 1 or self.capacity_tokens < 1:
             raise ValueError("block size and capacity must be >= 1")
+        if self.hash_algo not in HASH_ALGOS:
+            raise ValueError(f"--hash must be one of {', '.join(HASH_ALGOS)}, "
+                             f"got {self.hash_algo!r}")
+
+    @property
+    def hasher(self) -> BlockHasher:
+        return BlockHasher(self.hash_algo, self.hash_seed)
 
 
 class _Tee:
@@ -79,17 +90,20 @@ class Cluster:
         self._rr = itertools.count()
         self.in_flight = [0] * config.dp
         self._flight_lock = threading.Lock()
+        hasher = config.hasher  # one for every replica: equal blocks, equal hashes
         try:
             for rank in range(config.dp):
                 pub = None
                 if config.kv_endpoint is not None:
                     pub = ZmqEventPublisher(rank, config.kv_endpoint, config.kv_replay_endpoint,
-                                            config.buffer_steps, topic=config.topic)
+                                            config.buffer_steps, topic=config.topic,
+                                            bind=True if config.kv_bind else None)
                 self.publishers.append(pub)
                 tee = _Tee(self.indexes[rank], self._index_lock, pub)
                 self.replicas.append(service_factory(
                     loaded, config.capacity_tokens, block_size=config.block_size,
-                    kv_events=tee, max_history=config.max_history, max_events=10_000))
+                    kv_events=tee, max_history=config.max_history, max_events=10_000,
+                    hash_algo=hasher))
         except Exception:
             self.close()
             raise
@@ -118,7 +132,8 @@ class Cluster:
 
     def publisher_info(self) -> list[dict[str, Any]]:
         return [{"rank": r, "endpoint": p.endpoint if p else None,
-                 "replay_endpoint": p.replay_endpoint if p else None}
+                 "replay_endpoint": p.replay_endpoint if p else None,
+                 "pub_binds": p.binds if p else None}
                 for r, p in enumerate(self.publishers)]
 
     def block_cache(self, rank: int) -> list[dict[str, Any]]:

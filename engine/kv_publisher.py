@@ -4,8 +4,11 @@
 a daemon thread encodes it (radix/blocks/kv_events.py) and sends `(topic, seq, payload)` on a
 PUB socket, seq counting from 0, and keeps the last `buffer_steps` payloads; a ROUTER answers
 replay requests from them, then sends the end marker (radix/watch/wire.py). Endpoints of rank r
-add r to the port; `tcp://*:0` binds a free port (read `endpoint` after construction). Bind or
-connect follows vLLM: `*`, `::`, ipc:// and inproc:// bind. Leaves out: SGLang's `bind` option.
+add r to the port; port 0 binds a free port (read `endpoint` after construction). Bind or
+connect: `bind=None` follows vLLM 0.33 (`*`, `::`, ipc:// and inproc:// bind; a concrete host
+such as tcp://127.0.0.1:5557 is *connected to*, for a proxy that binds there); `bind=True` binds
+whatever is named, as SGLang's `bind` option does (`engine serve` passes it). The replay ROUTER
+always binds, as in both.
 """
 
 from __future__ import annotations
@@ -48,17 +51,23 @@ class KVTap:
 
 
 def _binds(endpoint: str) -> bool:
+    """vLLM's rule for the PUB socket (ZmqEventPublisher._is_bind_endpoint).
+
+    >>> _binds("tcp://*:5557"), _binds("tcp://127.0.0.1:5557"), _binds("ipc:///tmp/kv")
+    (True, False, True)
+    """
     return "*" in endpoint or "::" in endpoint or endpoint.startswith(("ipc://", "inproc://"))
 
 
 class ZmqEventPublisher:
-    """PUB + ROUTER replay for one data-parallel rank; vLLM's constructor arguments."""
+    """PUB + ROUTER replay for one data-parallel rank; vLLM's constructor arguments, plus
+    SGLang's `bind` (None: vLLM's rule by the endpoint's form; True: bind; False: connect)."""
 
     def __init__(self, data_parallel_rank: int = 0, endpoint: str = DEFAULT_ENDPOINT,
                  replay_endpoint: str | None = None, buffer_steps: int = 10_000,
                  hwm: int = 100_000, max_queue_size: int = 100_000, topic: str = "",
                  encode: Callable[[EventBatch], bytes] = encode_batch,
-                 context: zmq.Context | None = None) -> None:
+                 context: zmq.Context | None = None, bind: bool | None = None) -> None:
         if buffer_steps < 1:
             raise ValueError(f"buffer_steps must be >= 1, got {buffer_steps}")
         self.rank = data_parallel_rank
@@ -71,7 +80,8 @@ class ZmqEventPublisher:
         self._pub.set_hwm(hwm)
         self._pub.setsockopt(zmq.LINGER, 0)
         self.endpoint = offset_endpoint_port(endpoint, data_parallel_rank)
-        if _binds(self.endpoint):
+        self.binds = _binds(self.endpoint) if bind is None else bind  # False: PUB connects
+        if self.binds:
             self.endpoint = _bind(self._pub, self.endpoint)
         else:
             self._pub.connect(self.endpoint)

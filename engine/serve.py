@@ -3,15 +3,20 @@
 Loads the model once, starts `--dp N` replicas (engine/cluster.py) and serves the FastAPI app
 (engine/server.py) with uvicorn. Prints one line per address it serves (the HTTP base URL, each
 rank's PUB and replay endpoints; port 0 anywhere takes a free port), then "ready". Watch it with
-`python -m radix watch tcp://127.0.0.1:5557,tcp://127.0.0.1:5567 --dp N`.
+`python -m radix watch tcp://127.0.0.1:5557,tcp://127.0.0.1:5567 --dp N`. The PUB endpoint is
+bound as named (tcp://127.0.0.1:5557 too; `--kv-events-connect` restores vLLM's rule, which
+connects to a concrete host). Block hashes are vLLM's sha256 over pickle by default (`--hash`),
+seeded as vLLM seeds NONE_HASH: PYTHONHASHSEED when the environment sets it, else its fixed seed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 
 from engine.cluster import ROUTERS, ClusterConfig
+from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +36,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="PUB endpoint of rank 0 (rank r: port + r); 'off' publishes nothing")
     p.add_argument("--kv-replay-endpoint", default="tcp://*:5567",
                    help="replay ROUTER of rank 0 (rank r: port + r); 'off' for none")
+    p.add_argument("--kv-events-connect", action="store_true",
+                   help="vLLM's rule for the PUB endpoint: connect to a concrete host (a proxy "
+                        "binds there), bind only *, :: and ipc://; default: bind as named")
+    p.add_argument("--hash", default="vllm-sha256", choices=HASH_ALGOS,
+                   help="block hashes the KV events carry: vllm-sha256 (default, vLLM's "
+                        "default), vllm-sha256-cbor, or radixlens (our own, not vLLM's); vLLM "
+                        "modes seed NONE_HASH with PYTHONHASHSEED if set, as vLLM does")
     p.add_argument("--buffer-steps", type=int, default=10_000, help="batches kept for replay")
     p.add_argument("--topic", default="", help="topic of the KV-event messages")
     p.add_argument("--served-model-name", default=None, help="the model's name in the API")
@@ -50,6 +62,12 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def hash_seed() -> str:
+    """vLLM's NONE_HASH seed for sha256 modes (kv_cache_utils.resolve_none_hash_seed):
+    PYTHONHASHSEED when set, else the fixed "vllm-none-hash"."""
+    return os.environ.get("PYTHONHASHSEED", VLLM_NONE_HASH_SEED)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -64,7 +82,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         dp=args.dp, router=args.router, block_size=args.block_size,
         kv_endpoint=None if args.kv_events_endpoint in off else args.kv_events_endpoint,
         kv_replay_endpoint=None if args.kv_replay_endpoint in off else args.kv_replay_endpoint,
-        buffer_steps=args.buffer_steps, topic=args.topic)
+        buffer_steps=args.buffer_steps, topic=args.topic, kv_bind=not args.kv_events_connect,
+        hash_algo=args.hash, hash_seed=hash_seed())
     sock = _listen(args.host, args.port)
     loaded = load_model(args.model, args.random_init, args.device)
     per_token = KVPool.bytes_per_token_of(loaded.model.config, loaded.dtype)
@@ -82,6 +101,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 replay = info["replay_endpoint"]
                 print(f"kv events rank {info['rank']}: {connectable(info['endpoint'])}"
                       + (f",{connectable(replay)}" if replay else ""), flush=True)
+        seed = "" if config.hash_algo == "radixlens" else (
+            f", NONE_HASH seed {config.hash_seed!r}"
+            f"{' from PYTHONHASHSEED' if 'PYTHONHASHSEED' in os.environ else ''}")
+        print(f"block hashes: {config.hash_algo}{seed}", flush=True)
         print("ready", flush=True)
         uv = uvicorn.Server(uvicorn.Config(build_app(server), log_level="warning",
                                            timeout_graceful_shutdown=2))

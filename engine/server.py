@@ -197,12 +197,16 @@ def build_app(server: Server) -> FastAPI:
 
     @app.get("/kv_events")
     async def kv_events(request: Request) -> dict[str, Any]:
-        """Where each replica publishes; a wildcard host reads as the host the client used."""
+        """Where each replica publishes (a wildcard host reads as the host the client used;
+        `pub_binds` False: the PUB socket connects out, subscribe where it connects to) and how
+        the events' block hashes are made."""
         c, host = server.cluster, request.url.hostname or "127.0.0.1"
         pubs = [{k: (v.replace("*", host).replace("0.0.0.0", host) if isinstance(v, str) else v)
                  for k, v in info.items()} for info in c.publisher_info()]
         return {"dp": c.config.dp, "block_size": c.config.block_size, "topic": c.config.topic,
-                "router": c.config.router, "publishers": pubs}
+                "router": c.config.router, "hash_algo": c.config.hash_algo,
+                "hash_seed": None if c.config.hash_algo == "radixlens" else c.config.hash_seed,
+                "publishers": pubs}
 
     @app.get("/debug/block_cache")
     async def block_cache(rank: int = 0) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from engine.model import LoadedModel
 from engine.runner import ModelRunner
 from engine.sampling import SamplingParams, build_req
 from engine.vocab import fit_to_vocab
+from radix.blocks.hashing import BlockHasher
 from radix.blocks.kv_events import EventBatch
 from radix.request import Req
 from radix.runs.sim import BlockShadow
@@ -57,6 +58,8 @@ class EngineService:
     is the tree's (matches and inserts in whole pages); the pool stays one slot per token.
     `kv_events` hears one `EventBatch` per step with KV events (rank unset: the publisher's).
     `max_history` bounds the finished requests, steps and lookups kept (a long-lived server).
+    `hash_algo` is how the block cache hashes blocks (radix/blocks/hashing.py): the hashes its
+    KV events carry.
     """
 
     def __init__(self, loaded: LoadedModel, capacity_tokens: int, *, no_cache: bool = False,
@@ -64,7 +67,8 @@ class EngineService:
                  max_events: int = 200_000,
                  listener: Callable[[StampedEvent], None] | None = None,
                  kv_events: BatchPublisher | None = None,
-                 max_history: int | None = None) -> None:
+                 max_history: int | None = None,
+                 hash_algo: str | BlockHasher = "radixlens") -> None:
         self.loaded, self.tokenizer = loaded, loaded.tokenizer
         self.events: deque[StampedEvent] = deque(maxlen=max_events)
         self._events_lock = threading.Lock()
@@ -77,7 +81,7 @@ class EngineService:
         self.tree = RadixCache(page_size=page_size, sink=sinks["tree"], disable=no_cache,
                                allocator=self.pool)
         self.shadow = BlockShadow(capacity_tokens, block_size, enable_caching=not no_cache,
-                                  sink=block_sink)
+                                  sink=block_sink, hash_algo=hash_algo)
         self.runner = ModelRunner(loaded.model, self.pool)
         self.scheduler = Scheduler(self.runner, self.tree, self.pool, config,
                                    clock=time.monotonic, sink=sinks["scheduler"],

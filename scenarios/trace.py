@@ -5,7 +5,8 @@ match capped at input_len - 1, lock, allocate with eviction, finish) into an Eve
 after every request, and through vLLM's (`run_blocks`) into block keyframes (blockframes.py);
 requests are expanded one at a time, and the log keeps token ids and slots compact (compact.py),
 so a 4,000-request Mooncake trace fits a session's memory budget (budget.py). An index answers
-"where was request X admitted, finished, evicted". Op logs run op by op (radix.runs.ops):
+"where was request X admitted, finished, evicted". A KV-events recording is folded as `radix
+watch --read` folds it (scenarios/kvrecording.py). Op logs run op by op (radix.runs.ops):
 one that fails keeps the tree of its last good step, the failing op and the rule it broke.
 This module is the app's only user of radix.runs.compare. Leaves out: batching (Scheduler page).
 """
@@ -34,6 +35,7 @@ from radix.tree.replay import NodeRecord, TreeModel
 from scenarios.blockframes import BlockFrames
 from scenarios.budget import BUDGET, Budget
 from scenarios.compact import compact, nbytes
+from scenarios.kvrecording import RecordingFold, fold_recording
 
 Progress = Callable[[float, str], None]  # (fraction done, what runs now)
 EVENT_BYTES = 120  # an event object, its tuple of ids and its place in a step list
@@ -154,6 +156,7 @@ class TraceReplay:
     #                         requests (request traces), and after the last
     nbytes: int = 0  # what the replay holds (estimate)
     hasher: BlockHasher = dataclasses.field(default_factory=BlockHasher)  # block hashing
+    recording: RecordingFold | None = None  # a KV-events recording, folded as radix watch does
 
     def requests_done(self, step: int) -> int:
         """Requests whose every step is among the first `step` steps of the log.
@@ -191,6 +194,7 @@ def replay(data: bytes, name: str, capacity: int = 1_000_000, page_size: int = 1
     out = TraceReplay(name, digest(data), trace, capacity, page_size, block_size, None,
                       hasher=BlockHasher(hash_algo, hash_seed))
     if trace.format == "kv_events":
+        out.recording = fold_recording(data, trace)
         return out
     what = "trace replay"
     try:

@@ -63,6 +63,10 @@ def discover(base_url: str) -> list[str]:
     pubs = info.get("publishers") if isinstance(info, dict) else None
     if not pubs:
         raise ValueError(f"{base_url}: /kv_events lists no publishers")
+    outward = [p["endpoint"] for p in pubs if p.get("pub_binds") is False]
+    if outward:  # --kv-events-connect: the PUB sockets connect to a proxy, nothing listens there
+        raise ValueError(f"{base_url}: its PUB sockets connect out to {', '.join(outward)} "
+                         "(--kv-events-connect): type the endpoint your proxy publishes on")
     return [p["endpoint"] + (f",{p['replay_endpoint']}" if p.get("replay_endpoint") else "")
             for p in pubs if p.get("endpoint")]
 

@@ -115,3 +115,38 @@ def test_api_base_adds_the_scheme_and_v1():
             session.tokenize("x")
     finally:
         session.close()
+
+
+def test_a_view_that_received_nothing_does_not_say_exact():
+    """Connected to a PUB endpoint nobody publishes on (no replay endpoint): 0 blocks, and the
+    row and the caption say UNKNOWN and why, never "exact"."""
+    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at.text_area(key="watch.endpoints").set_value("tcp://127.0.0.1:1")
+    at.button(key="watch.connect").click().run()
+    session = at.session_state["watch.session"]
+    try:
+        deadline = time.monotonic() + 20
+        while not session.views()[0].status.unknown_why:  # the first poll has run
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        at.run()
+        assert not at.exception
+        (row,) = at.dataframe[0].value.to_dict("records")
+        assert row["blocks"] == 0 and row["view"] == (
+            "UNKNOWN: nothing received yet (no replay endpoint to catch up from)")
+        assert not any("exact" in c.value for c in at.caption)
+    finally:
+        session.close()
+
+
+def test_discover_refuses_publishers_that_connect_out(monkeypatch):
+    """/kv_events with pub_binds false (engine serve --kv-events-connect): nothing listens at
+    the advertised endpoint, so discover says so instead of handing it to a watcher."""
+    import scenarios.watch as watch
+    answer = {"publishers": [{"rank": 0, "endpoint": "tcp://10.0.0.9:5557",
+                              "replay_endpoint": "tcp://*:5567", "pub_binds": False}]}
+    monkeypatch.setattr(watch, "http_json", lambda url, body=None, timeout=30.0: (answer, {}))
+    with pytest.raises(ValueError, match="connect out to tcp://10.0.0.9:5557"):
+        watch.discover("http://h:8000")
+    answer["publishers"][0]["pub_binds"] = True
+    assert watch.discover("http://h:8000") == ["tcp://10.0.0.9:5557,tcp://*:5567"]

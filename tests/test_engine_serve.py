@@ -18,7 +18,7 @@ openai = pytest.importorskip("openai")
 
 from enginehelp import engine_serve  # noqa: E402
 
-from radix.blocks.hashing import hash_block_tokens  # noqa: E402
+from radix.blocks.hashing import VLLM_NONE_HASH_SEED, BlockHasher  # noqa: E402
 from radix.watch.subscriber import Watcher, parse_endpoint  # noqa: E402
 
 pytestmark = pytest.mark.engine
@@ -124,10 +124,12 @@ def test_watchers_rebuild_both_replicas_exactly(server):
                 late.poll(0.05)
             assert all(s.incomplete_since is None for s in live.status() + late.status())
             assert sum(s.replayed for s in late.status()) > 0
+            info = _get(url, "/kv_events")  # how the server hashes (default: vLLM's sha256)
+            hasher = BlockHasher(info["hash_algo"], info["hash_seed"] or VLLM_NONE_HASH_SEED)
             for stream, shadow in zip(late.streams, shadows):
                 for h, block in stream.cache.blocks.items():
                     parent = shadow[h]["parent_hex"]
-                    digest = hash_block_tokens(bytes.fromhex(parent) if parent else None,
+                    digest = hasher.hash_block(bytes.fromhex(parent) if parent else None,
                                                block.token_ids)
                     assert digest.hex() == shadow[h]["hash_hex"]
         finally:

@@ -60,7 +60,8 @@ def test_vectors_cover_every_kind_and_field():
 CASES = [(a, c) for a in HASHES for c in a["cases"]]
 
 
-@pytest.mark.parametrize("algo, case", CASES, ids=[f"{a['algo']}: {c['name']}" for a, c in CASES])
+@pytest.mark.parametrize("algo, case", CASES,
+                         ids=[f"{a['algo']} seed {a['seed']}: {c['name']}" for a, c in CASES])
 def test_block_hashes_equal_vllms(algo, case):
     lora = case["lora_name"]
     hasher = BlockHasher(ALGO[algo["algo"]], algo["seed"],

@@ -192,3 +192,38 @@ def test_runs_merge_single_child_chains_and_split_at_branches():
     c.apply(EventBatch(2.0, (BlockRemoved((1,), "GPU", 0),)))
     assert sorted((r.id, r.orphan) for r in c.runs()) == [(2, True), (4, True)]
     assert c.overlap([0, 1, 2, 3]) == 0  # block 1 is gone: nothing is reachable
+
+
+def test_a_view_is_unknown_until_a_batch_arrives_never_exact_with_nothing():
+    """A new stream, an empty replay answer, a failed catch-up: each says UNKNOWN (0 blocks is
+    not known to be the publisher's pool); the first batch applied (seq 0 here) makes it exact,
+    and a restart makes it unknown again until the new publisher's first batch."""
+    p = encode_batch(synthetic_batches(9, 1, clears=False)[0])
+    s = Stream("w0")
+    assert not s.status().exact and s.status().view_state() == "UNKNOWN: nothing received yet"
+    s.start()
+    assert s.on_replay([], 0.0) is None  # a whole answer, empty
+    assert s.status().view_state() == ("UNKNOWN: nothing received yet (the replay buffer was "
+                                       "empty)")
+    s.give_up(0.0, "no replay endpoint to catch up from")
+    assert "no replay endpoint" in s.status().view_state() and not s.status().exact
+    assert s.on_live(Message(b"", 0, p), 0.0) == 0  # held while a replay is asked
+    s.on_replay(None, 0.0, "timed out")  # none came: the live seq 0 is applied, nothing lost
+    assert s.status().exact and s.status().view_state() == "exact"
+    s.on_live(Message(b"", 0, p), 0.0)  # seq 0 again: a restart
+    assert s.counts["restarts"] == 1 and not s.status().caught_up
+    s.give_up(0.0, "timed out")
+    assert s.status().exact  # the held seq 0 of the new publisher was applied
+
+
+def test_a_late_join_without_replay_is_incomplete_not_exact():
+    """No replay socket, first live batch seq 4: seqs 0..3 are lost, and the view says so."""
+    p = encode_batch(synthetic_batches(10, 1, clears=False)[0])
+    s = Stream("w0")
+    s.start()
+    s.give_up(0.0, "no replay endpoint to catch up from")
+    assert s.on_live(Message(b"", 4, p), 0.0) == 0
+    s.on_replay(None, 0.0, "no replay endpoint to catch up from")
+    st_ = s.status()
+    assert (st_.caught_up, st_.exact, st_.lost, st_.view_state()) == (
+        True, False, 4, "INCOMPLETE since seq 0")

@@ -263,3 +263,49 @@ def test_radix_watch_command_prints_the_view_as_json(publisher, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "radix", "watch", "localhost:1"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "tcp://" in bad.stderr
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _first_message(sub: zmq.Socket, pub: ZmqEventPublisher) -> list[bytes]:
+    """Publishes empty batches until one reaches `sub` (ZMQ's slow joiner)."""
+    deadline = time.monotonic() + 20
+    while not sub.poll(100):
+        assert time.monotonic() < deadline, "nothing arrived"
+        pub.publish(EventBatch(0.0, ()))
+    return sub.recv_multipart()
+
+
+def test_bind_true_binds_a_concrete_host_and_vllms_rule_connects_to_it():
+    """tcp://127.0.0.1:PORT: with bind=True (engine serve) the publisher listens there and a
+    subscriber that connects receives; with vLLM's rule (bind=None) it connects out, so it is a
+    subscriber that *binds* there that receives (a proxy's place)."""
+    ctx = zmq.Context()
+    port = _free_port()
+    pub = ZmqEventPublisher(0, f"tcp://127.0.0.1:{port}", None, bind=True)
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    try:
+        assert pub.binds and pub.endpoint == f"tcp://127.0.0.1:{port}"
+        sub.connect(pub.endpoint)
+        assert len(_first_message(sub, pub)) == 3
+    finally:
+        pub.close()
+        sub.close(linger=0)
+    port = _free_port()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.bind(f"tcp://127.0.0.1:{port}")
+    pub = ZmqEventPublisher(0, f"tcp://127.0.0.1:{port}", None)
+    try:
+        assert not pub.binds
+        assert len(_first_message(sub, pub)) == 3
+    finally:
+        pub.close()
+        sub.close(linger=0)
+        ctx.term()

@@ -114,8 +114,8 @@ def compare(v, watcher: Watcher, ranks: list[Rank]) -> tuple[list[str], int]:
     problems, checked = [], 0
     for stream, rank in zip(watcher.streams, ranks):
         truth, cache = rank.truth(v), stream.cache
-        if stream.incomplete_since is not None:
-            problems.append(f"{stream.name}: incomplete since seq {stream.incomplete_since}")
+        if not stream.status().exact:
+            problems.append(f"{stream.name}: {stream.status().view_state()}")
         if {h: c for h, (c, _) in truth.items()} != cache.copies:
             problems.append(f"{stream.name}: {len(cache.copies)} hashes watched, "
                             f"{len(truth)} in vLLM's pool")

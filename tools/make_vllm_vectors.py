@@ -7,7 +7,8 @@ tools/diff_vllm.py's loader, then writes:
                          publisher does: every event kind, rank unset and set, lora_name, media,
                          extra_keys, bytes hashes, groups, cache-spec fields, every optional field
   hash_vectors.json      NONE_HASH and per-block hashes from init_none_hash / the request block
-                         hasher, for sha256 and sha256_cbor, LoRA (name + path) and cache_salt
+                         hasher, for sha256 and sha256_cbor, LoRA (name + path) and cache_salt,
+                         with PYTHONHASHSEED unset (vLLM's fixed seed) and set to 42
 
     pip install msgspec==0.23.0 cbor2==6.3.0
     env -u PYTHONHASHSEED python tools/make_vllm_vectors.py /tmp/vllm/ex
@@ -103,11 +104,20 @@ HASH_CASES = [  # (name, tokens, block_size, (lora name, lora path) or None, cac
 ]
 
 
+SEEDED = "42"  # a PYTHONHASHSEED, as an engine started with PYTHONHASHSEED=42 seeds NONE_HASH
+
+
 def hash_vectors(v) -> dict:
     out = []
-    for algo in ("sha256", "sha256_cbor"):
+    for algo, seed in (("sha256", None), ("sha256_cbor", None), ("sha256", SEEDED),
+                       ("sha256_cbor", SEEDED)):
         fn = v.hashing.get_hash_fn_by_name(algo)
-        v.utils.init_none_hash(fn)
+        if seed is not None:  # vLLM reads the variable itself (resolve_none_hash_seed)
+            os.environ["PYTHONHASHSEED"] = seed
+        try:
+            v.utils.init_none_hash(fn)
+        finally:
+            os.environ.pop("PYTHONHASHSEED", None)
         cases = []
         for name, tokens, bs, lora, salt in HASH_CASES:
             request = SimpleNamespace(

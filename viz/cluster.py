@@ -70,8 +70,7 @@ def _hover(block: Any, cell: Any) -> str:
 
 def grid_caption(view: Any) -> str:
     s = view.status
-    state = ("exact" if s.incomplete_since is None
-             else f"INCOMPLETE: events lost since seq {s.incomplete_since}")
+    state = s.view_state()  # "exact" only once a batch arrived and nothing was lost since
     return (f"{len(view.blocks):,} blocks of {view.block_size or '?'} tokens cached "
             f"({len(view.unreachable):,} unreachable); {s.applied:,} batches applied, next seq "
             f"{'-' if s.next_seq is None else s.next_seq}; {state}; restarts {s.restarts}, "
@@ -160,8 +159,7 @@ def status_rows(views: Sequence[Any]) -> list[dict[str, Any]]:
              "stored/s": v.rates[-1].stored_per_s if v.rates else 0.0,
              "removed/s": v.rates[-1].removed_per_s if v.rates else 0.0,
              "next seq": v.status.next_seq,
-             "view": ("exact" if v.status.incomplete_since is None
-                      else f"incomplete since seq {v.status.incomplete_since}"),
+             "view": v.status.view_state(),
              "lost seqs": v.status.lost, "restarts": v.status.restarts,
              "malformed": v.status.malformed} for v in views]
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from radix import events as ev
 from radix.runs.costs import CostModel
+from viz.recording import span
 from viz.words import build_owners, narrate, step_roles
 
 NA = "-"
@@ -131,7 +132,8 @@ def snapshot_json(snapshot: Any) -> dict[str, Any]:
 
 
 def kv_events_summary(trace: Any) -> str:
-    """What a vLLM KV-events recording holds, for the page that cannot replay it as a tree.
+    """What a vLLM KV-events recording holds, in totals (the fold, viz/recording.py, says what
+    its pool ends with); times readable (viz.recording.span).
 
     examples/traces/kv_events.jsonl: 3 batches (ts 0 .. 2), 3 BlockStored events storing 271
     blocks (x 16 = 4,336 tokens), 22 BlockRemoved events removing 22 blocks, 0 AllBlocksCleared.
@@ -143,12 +145,12 @@ def kv_events_summary(trace: Any) -> str:
     cleared = len(events) - len(stored) - len(removed)
     blocks = sum(len(e.block_hashes) for e in stored)
     tokens = sum(len(e.block_hashes) * e.block_size for e in stored)
-    span = f" (ts {batches[0].ts:g} .. {batches[-1].ts:g})" if batches else ""
-    return (f"{len(batches):,} batches{span}: {len(stored):,} BlockStored events storing "
+    times = f" (ts {span(batches[0].ts, batches[-1].ts)})" if batches else ""
+    return (f"{len(batches):,} batches{times}: {len(stored):,} BlockStored events storing "
             f"{blocks:,} blocks ({tokens:,} tokens), {len(removed):,} BlockRemoved events removing "
             f"{sum(len(e.block_hashes) for e in removed):,} blocks, {cleared:,} AllBlocksCleared. "
-            "A KV-events recording has block hashes, not requests, so there is no tree or block "
-            "pool to replay here.")
+            "A KV-events recording has block hashes, not requests: no request steps to scrub, "
+            "but the pool it ends with, below.")
 
 
 def step_caption(events: list[Any]) -> str:

@@ -3,10 +3,11 @@
 ENDPOINT is `tcp://HOST:PORT` or `tcp://HOST:PORT,tcp://HOST:REPLAY_PORT` (a vLLM or SGLang
 server started with --kv-events-config, or `python -m engine serve`); `--dp N` watches ranks
 0..N-1 (ports + rank). Prints a line per worker every `--interval` s (blocks, stored/removed per
-second, next seq, exact or incomplete since which seq, restarts, malformed frames) until
-`--duration` or Ctrl-C; `--json` ends with the whole view; `--record FILE` keeps the stream
-(radix/watch/recording.py); `--read FILE` shows a recording's views instead of watching, and
-with `--plain OUT` writes its batches without seq and receive time (a plain EventBatch stream).
+second, next seq, exact / INCOMPLETE since which seq / UNKNOWN until a batch has arrived,
+restarts, malformed frames) until `--duration` or Ctrl-C; `--json` ends with the whole view;
+`--record FILE` keeps the stream (radix/watch/recording.py); `--read FILE` shows a recording's
+views instead of watching, and with `--plain OUT` writes its batches without seq and receive
+time (a plain EventBatch stream).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--topic", default="", help="topic prefix to subscribe to")
     p.add_argument("--duration", type=float, default=None, help="stop after S seconds")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between status lines")
-    p.add_argument("--replay-timeout", type=float, default=2.0, help="seconds to wait a replay")
+    p.add_argument("--replay-timeout", type=float, default=2.0,
+                   help="seconds a replay answer may go quiet between messages (idle timeout)")
     p.add_argument("--record", metavar="FILE", help="append the stream to FILE")
     p.add_argument("--read", metavar="FILE", help="show a recording instead of watching")
     p.add_argument("--plain", metavar="OUT", help="with --read: write the plain batches to OUT")
@@ -40,7 +42,7 @@ def register(subparsers: Any) -> None:
 def status_line(stream: Stream, now: float) -> str:
     s = stream.status()
     stored, removed = recent_rates(stream.history, now)
-    state = "exact" if s.incomplete_since is None else f"INCOMPLETE since seq {s.incomplete_since}"
+    state = s.view_state()
     rank = "-" if s.rank is None else s.rank
     return (f"{s.name}  rank {rank}  blocks {s.blocks:,}  +{stored:,.1f}/s -{removed:,.1f}/s  "
             f"next seq {s.next_seq if s.next_seq is not None else '-'}  {state}  lost {s.lost}"

@@ -15,6 +15,7 @@ from typing import Any
 
 from radix.blocks.extents import ExtentBlockManager
 from radix.blocks.extents_view import num_unreachable_blocks
+from radix.blocks.hashing import BlockHasher
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.events import EventSink
@@ -32,7 +33,8 @@ class BlockShadow:
 
     def __init__(self, capacity_tokens: int, block_size: int = 16, enable_caching: bool = True,
                  sink: EventSink | None = None, *, compact: bool = False,
-                 record_evictions: bool = False) -> None:
+                 record_evictions: bool = False,
+                 hash_algo: str | BlockHasher = "radixlens") -> None:
         num_blocks = max(capacity_tokens // block_size, 1) + 1
         self.block_size = block_size
         self.manager: BlockCacheManager | ExtentBlockManager
@@ -40,7 +42,8 @@ class BlockShadow:
             self.manager = ExtentBlockManager(num_blocks, block_size, enable_caching,
                                               record_evictions)
         else:
-            pool = BlockPool(num_blocks, block_size, enable_caching, sink=sink)
+            pool = BlockPool(num_blocks, block_size, enable_caching, sink=sink,
+                             hash_algo=hash_algo)
             self.manager = BlockCacheManager(pool)
         self._quiet = sink is None  # no events to emit: no-op allocations may be skipped
         self.computed: dict[str, int] = {}  # rid -> tokens the shadow holds KV for

@@ -4,10 +4,13 @@ No sockets here (subscriber.py has them), so every rule is testable. A batch is 
 sequence order. A live batch past the next expected seq, or the first one seen, is held while a
 replay fetches what is missing; a replay answer that starts later than asked, or a gap no replay
 fills, is *lost*: the view says it is incomplete and since which seq, until an AllBlocksCleared
-makes it exact again. Live seqs from one publisher only grow, so a live seq that goes back is a
-restart (a new process with an empty cache): the view empties and catches up from seq 0. A gap is
-checked first by asking one batch back and comparing it with the last one applied: a different
-payload means the publisher restarted and ran past our seq before we saw it.
+makes it exact again. A view is *exact* only once a batch has been applied since the start (or
+the last restart): before that, what the publisher holds is unknown (a replay that never
+answered, a PUB socket that sends nothing), and the status says so rather than "exact". Live
+seqs from one publisher only grow, so a live seq that goes back is a restart (a new process with
+an empty cache): the view empties and catches up from seq 0. A gap is checked first by asking
+one batch back and comparing it with the last one applied: a different payload means the
+publisher restarted and ran past our seq before we saw it.
 """
 
 from __future__ import annotations
@@ -38,6 +41,30 @@ class Status(NamedTuple):
     restarts: int  # publisher restarts seen
     malformed: int  # frames or payloads that could not be read
     last_error: str  # the latest malformed one, in words
+    caught_up: bool = False  # a batch applied since the start or last restart (every seq before
+    #                          it applied or counted lost); False: what the publisher holds is
+    #                          unknown, whatever `blocks` says
+    unknown_why: str = ""  # while not caught up: why (the last catch-up that failed)
+
+    @property
+    def exact(self) -> bool:
+        """Caught up, and nothing lost since the view was last exact."""
+        return self.caught_up and self.incomplete_since is None
+
+    def view_state(self) -> str:
+        """The view in words, for the CLI line and the Watch page.
+
+        >>> Status("w", None, 0, 0, None, None, 0, 0, 0, 0, 0, 0, "").view_state()
+        'UNKNOWN: nothing received yet'
+        >>> Status("w", 0, 3, 2, 2, 1, 1, 1, 0, 0, 0, 0, "", True).view_state()
+        'INCOMPLETE since seq 1'
+        """
+        if self.incomplete_since is not None:
+            return f"INCOMPLETE since seq {self.incomplete_since}"
+        if not self.caught_up:
+            return "UNKNOWN: nothing received yet" + (f" ({self.unknown_why})"
+                                                      if self.unknown_why else "")
+        return "exact"
 
 
 def digest(payload: bytes) -> bytes:
@@ -72,6 +99,8 @@ class Stream:
         self.history: deque[tuple[float, int, int]] = deque(maxlen=rate_window)
         self._digest: bytes | None = None
         self._verify = False  # the next replay starts one batch back, to be compared
+        self.caught_up = False  # see Status.caught_up
+        self.unknown_why = ""
 
     # --- the subscriber's calls -----------------------------------------------------------
     def start(self) -> int:
@@ -98,12 +127,12 @@ class Stream:
         self._apply(msg, at)
         return None
 
-    def on_replay(self, items: list[Message] | None, at: float) -> int | None:
-        """A replay's answer (None: no replay socket, or it timed out: then it gives up).
-        Applies what it can; returns the seq of another replay worth asking, or None when
-        caught up. A caller that stops asking calls `give_up`."""
+    def on_replay(self, items: list[Message] | None, at: float, why: str = "") -> int | None:
+        """A replay's answer (None: no replay socket, or it timed out, `why` says which: then
+        it gives up). Applies what it can; returns the seq of another replay worth asking, or
+        None when caught up. A caller that stops asking calls `give_up`."""
         if items is None:
-            self.give_up(at)
+            self.give_up(at, why)
             return None
         verify, self._verify = self._verify, False
         for msg in items:
@@ -121,10 +150,15 @@ class Stream:
         if self.buffer:
             return self._replay_start()
         self.catching_up = False
+        if not self.caught_up:  # a whole answer, but empty: the publisher has sent nothing yet
+            self.unknown_why = "the replay buffer was empty"
         return None
 
-    def give_up(self, at: float) -> None:
-        """No replay can fill the gaps: apply what is held, marking the seqs between as lost."""
+    def give_up(self, at: float, why: str = "") -> None:
+        """No replay can fill the gaps: apply what is held, marking the seqs between as lost.
+        Nothing held and never caught up: the view stays unknown, `why` says why."""
+        if not self.caught_up and why:
+            self.unknown_why = why
         for msg, t in self.buffer:
             self._take(msg, t)
         self.buffer.clear()
@@ -140,7 +174,7 @@ class Stream:
         return Status(self.name, self.rank, len(self.cache.blocks), c["applied"], self.expected,
                       self.incomplete_since, sum(b - a + 1 for a, b in self.lost), c["gaps"],
                       c["replayed"], c["duplicates"], c["restarts"], c["malformed"],
-                      self.last_error)
+                      self.last_error, self.caught_up, "" if self.caught_up else self.unknown_why)
 
     # --- inside ---------------------------------------------------------------------------
     def _replay_start(self) -> int:
@@ -160,6 +194,7 @@ class Stream:
 
     def _apply(self, msg: Message, at: float) -> None:
         self.expected = msg.seq + 1
+        self.caught_up = True  # every seq before this one is applied or counted lost
         self._digest = digest(msg.payload)
         try:
             batch = decode_batch(msg.payload)
@@ -195,3 +230,4 @@ class Stream:
             self.last_live = None
         self.incomplete_since = None
         self._verify = False
+        self.caught_up, self.unknown_why = False, ""

@@ -3,9 +3,11 @@
 Per publisher a SUB socket (live batches, topic prefix filter) and, when its replay endpoint is
 known, a DEALER that asks the ROUTER for missed batches (wire.py). `Watcher.poll()` reads what
 arrived, without threads: a caller loops on it (the CLI) or runs it in a thread of its own (the
-page's session). Replays are synchronous, bounded by `replay_timeout`; a publisher that does not
-answer leaves its view marked incomplete. Malformed frames are counted per publisher, never
-raised. `Endpoint` specs: `PUB` or `PUB,REPLAY`; `expand_dp` adds ranks as vLLM offsets ports.
+page's session). Replays are synchronous; `replay_timeout` is an idle timeout (the longest wait
+for the next message of an answer, so a long replay that keeps coming is read to its end); a
+publisher that goes quiet mid-answer leaves its view unknown or incomplete, and says why.
+Malformed frames are counted per publisher, never raised. `Endpoint` specs: `PUB` or
+`PUB,REPLAY`; `expand_dp` adds ranks as vLLM offsets ports.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from radix.watch.wire import (
 
 MAX_REPLAY_ROUNDS = 4  # replays tried for one gap before its seqs count as lost
 MAX_MESSAGES_PER_POLL = 10_000  # per socket, so one busy publisher cannot starve the others
+MAX_REPLAY_MESSAGES = 1_000_000  # one answer past this is not a replay buffer (vLLM's: 10,000)
 
 
 class Endpoint(NamedTuple):
@@ -153,15 +156,17 @@ class Watcher:
         for _ in range(MAX_REPLAY_ROUNDS):
             if start is None:
                 return
-            start = stream.on_replay(self._replay(i, start), self.clock())
-        stream.give_up(self.clock())
+            items, why = self._replay(i, start)
+            start = stream.on_replay(items, self.clock(), why)
+        stream.give_up(self.clock(), f"{MAX_REPLAY_ROUNDS} replays did not close the gap")
 
-    def _replay(self, i: int, start: int) -> list[Message] | None:
-        """Every buffered batch from `start` on, or None (no replay socket, or no full answer
-        within replay_timeout: the socket is dropped, so a late answer cannot be misread)."""
+    def _replay(self, i: int, start: int) -> tuple[list[Message] | None, str]:
+        """(every buffered batch from `start` on, ""), or (None, why): no replay socket, or
+        the answer stopped for `replay_timeout` s before its end marker (the socket is then
+        dropped, so a late answer cannot be misread)."""
         endpoint, stream = self.endpoints[i], self.streams[i]
         if endpoint.replay is None:
-            return None
+            return None, "no replay endpoint to catch up from"
         sock = self._dealers[i]
         if sock is None:
             sock = self._dealers[i] = self._ctx.socket(zmq.DEALER)
@@ -169,18 +174,20 @@ class Watcher:
             sock.connect(endpoint.replay)
         sock.send_multipart(replay_request(start))
         items: list[Message] = []
-        deadline = time.monotonic() + self.replay_timeout
-        while (left := deadline - time.monotonic()) > 0:
-            if not sock.poll(int(left * 1000) + 1):
-                break
+        idle_ms, read = int(self.replay_timeout * 1000) + 1, 0
+        while read < MAX_REPLAY_MESSAGES and sock.poll(idle_ms):  # subtle: the wait restarts
+            read += 1  # with every message (an idle timeout), so a flood is capped by count
             try:
                 msg = parse_replay(sock.recv_multipart())
             except FrameError as exc:
                 stream.malformed(f"replay frame: {exc}")
                 continue
             if msg is None:
-                return items
+                return items, ""
             items.append(msg)
         sock.close(linger=0)
         self._dealers[i] = None
-        return None
+        if read >= MAX_REPLAY_MESSAGES:
+            return None, f"the replay sent over {MAX_REPLAY_MESSAGES:,} messages without its end"
+        return None, (f"the replay went quiet for {self.replay_timeout:g} s after {len(items):,} "
+                      "batches, before its end")
