@@ -12,11 +12,10 @@ import argparse
 import json
 from typing import Any
 
-from radix.cli import InputError
+from radix.cli.options import add_capacity, add_limits, capacity_label, load_request_trace
 from radix.runs.explain import BUCKETS, Explanation, explain
 from radix.runs.sim import SimConfig
 from radix.sched.policy import POLICIES
-from radix.traces import TraceError, load_trace
 
 LABELS = {"hit": "hit", "evicted": "evicted (capacity)", "last_token_cap": "last-token cap",
           "block_rounding": "block rounding", "in_flight": "in flight",
@@ -27,7 +26,8 @@ LABELS = {"hit": "hit", "evicted": "evicted (capacity)", "last_token_cap": "last
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("explain", help="why the hit rate is what it is (both caches)")
     p.add_argument("trace", help="a request or Mooncake trace")
-    p.add_argument("--capacity", type=int, default=None, help="KV pool, tokens (default: no limit)")
+    add_capacity(p)
+    add_limits(p)
     p.add_argument("--policy", choices=POLICIES, default="lpm")
     p.add_argument("--eviction", default="lru", help="lru, mru, fifo, filo, lfu, priority, slru")
     p.add_argument("--page-size", type=int, default=1)
@@ -42,13 +42,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        trace = load_trace(args.trace)
-    except TraceError as exc:
-        raise InputError(f"{args.trace}: {exc}") from None
-    if trace.format not in ("request", "mooncake"):
-        raise InputError(f"{args.trace}: explain needs a request or Mooncake trace, "
-                         f"got a {trace.format} trace")
+    trace = load_request_trace(args, "explain")
     cfg = SimConfig(policy=args.policy, eviction=args.eviction, page_size=args.page_size,
                     block_size=args.block_size, capacity=args.capacity,
                     max_prefill_tokens=args.budget, chunked_prefill_size=args.chunk)
@@ -61,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 def format_report(e: Explanation) -> str:
     cap = e.config["capacity"]
     lines = [f"{e.prompt_tokens:,} prompt tokens in {len(e.requests):,} requests; capacity "
-             f"{'unbounded' if cap is None else format(cap, ',')}; page {e.config['page_size']}"
+             f"{capacity_label(cap)}; page {e.config['page_size']}"
              f"; blocks of {e.config['block_size']}; policy {e.config['policy']}, eviction "
              f"{e.config['eviction']}", "",
              f"{'bucket':26}{'radix tree':>22}{'block cache':>22}"]

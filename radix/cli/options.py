@@ -1,0 +1,106 @@
+"""Options every trace command shares, defined once: the KV capacity and the trace limits.
+
+`add_capacity(parser)` gives a command `--capacity`: a whole number of real tokens >= 1, or
+`unbounded` (room for the whole trace: nothing is ever evicted). The default is unbounded for
+every command (`DEFAULT_CAPACITY`), so `compare`, `simulate`, `configs` and `explain` give the
+same hit rate on the same trace unless told otherwise. `add_limits(parser)` gives `--limit
+NAME=VALUE` (radix/traces/limits.py's TraceLimits fields) so a user can raise what a trace may
+hold. A bad value is an argparse error naming the option, never blamed on the trace file.
+Leaves out: per-command options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from radix.traces.limits import DEFAULT_LIMITS, TraceLimits
+
+UNBOUNDED = "unbounded"  # how --capacity says "room for the whole trace"
+DEFAULT_CAPACITY: int | None = None  # None = unbounded; one default for every command
+CAPACITY_HELP = ("KV capacity in real tokens: a whole number >= 1, or 'unbounded' (room for the "
+                 "whole trace, nothing evicted). Default: unbounded")
+LIMIT_NAMES = tuple(f.name for f in dataclasses.fields(TraceLimits))
+
+
+def parse_capacity(text: str) -> int | None:
+    """`--capacity`'s value: tokens, or None for unbounded.
+
+    >>> parse_capacity("65_536"), parse_capacity("Unbounded")
+    (65536, None)
+    """
+    if text.strip().lower() == UNBOUNDED:
+        return None
+    try:
+        value = int(text.replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--capacity must be a whole number of tokens or '{UNBOUNDED}', got {text!r}"
+        ) from None
+    if value < 1:  # 0 slots admit nothing: every request would be rejected
+        raise argparse.ArgumentTypeError(
+            f"--capacity must be >= 1 token (or '{UNBOUNDED}'), got {value}: a pool of "
+            f"{value} slots admits no request")
+    return value
+
+
+def add_capacity(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--capacity", type=parse_capacity, default=DEFAULT_CAPACITY,
+                        metavar="TOKENS|unbounded", help=CAPACITY_HELP)
+
+
+def capacity_label(capacity: int | None) -> str:
+    """capacity_label(None) == 'unbounded'; capacity_label(65536) == '65,536 tokens'."""
+    return UNBOUNDED if capacity is None else f"{capacity:,} tokens"
+
+
+def parse_limit(text: str) -> tuple[str, int]:
+    """`--limit NAME=VALUE` -> (name, value).
+
+    >>> parse_limit("max_total_output_tokens=1e8")
+    ('max_total_output_tokens', 100000000)
+    """
+    name, sep, raw = text.partition("=")
+    name = name.strip().replace("-", "_")
+    if not sep or name not in LIMIT_NAMES:
+        raise argparse.ArgumentTypeError(
+            f"--limit takes NAME=VALUE with NAME one of {', '.join(LIMIT_NAMES)}; got {text!r}")
+    try:
+        number = float(raw.replace(",", "").replace("_", ""))
+    except ValueError:
+        number = -1.0
+    if not number.is_integer() or number < 1:
+        raise argparse.ArgumentTypeError(f"--limit {name} must be a whole number >= 1, "
+                                         f"got {raw!r}")
+    return name, int(number)
+
+
+def add_limits(parser: argparse.ArgumentParser) -> None:
+    defaults = ", ".join(f"{n}={getattr(DEFAULT_LIMITS, n):,}" for n in LIMIT_NAMES)
+    parser.add_argument("--limit", type=parse_limit, action="append", default=[],
+                        metavar="NAME=VALUE",
+                        help=f"raise (or lower) a limit on what the trace may hold; repeatable. "
+                             f"Defaults: {defaults} (Mooncake traces: max_total_output_tokens="
+                             f"16,777,216)")
+
+
+def limits_from(args: Any) -> TraceLimits:
+    """The TraceLimits the command's `--limit` options ask for."""
+    return dataclasses.replace(DEFAULT_LIMITS, **dict(getattr(args, "limit", None) or []))
+
+
+def load_request_trace(args: Any, command: str) -> Any:
+    """`args.trace` loaded within `--limit`s, as a request or Mooncake trace: anything else,
+    or a bad line, is an InputError naming the file (and the line and field)."""
+    from radix.cli import InputError
+    from radix.traces import TraceError, load_trace
+
+    try:
+        trace = load_trace(args.trace, limits=limits_from(args))
+    except TraceError as exc:
+        raise InputError(f"{args.trace}: {exc}") from None
+    if trace.format not in ("request", "mooncake"):  # nothing to schedule: say so
+        raise InputError(f"{args.trace}: {command} needs a request or Mooncake trace, got a "
+                         f"{trace.format} trace")
+    return trace
