@@ -110,3 +110,41 @@ def test_parse_limit():
     for bad in ("max_requests", "nope=3", "max_requests=0", "max_requests=1.5"):
         with pytest.raises(Exception, match="--limit"):
             parse_limit(bad)
+
+
+def mooncake(tmp_path, n: int, output_len: int) -> str:
+    return write(tmp_path / "mc.jsonl", [{"timestamp": i, "input_length": 600,
+                                          "output_length": output_len, "hash_ids": [i, i + 1]}
+                                         for i in range(n)])
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_lowered_limit_refuses_before_parsing_and_says_how_to_raise_it(
+        command, tmp_path, capsys, monkeypatch):
+    """3 requests of 8 output tokens: 16 > 15 on line 2, found by the scan before any line is
+    parsed (the parser is never called), and the message names the --limit that raises it."""
+    import radix.traces.mooncake as mc
+
+    path = mooncake(tmp_path, 3, 8)
+    monkeypatch.setattr(mc, "iter_json_lines", lambda text: pytest.fail("parsed"))
+    assert main([command, path, "--limit", "max_total_output_tokens=15"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: line 2, field \"output_length\"" in err, err
+    assert "output tokens reach 16, over the limit of 15" in err
+    assert "raise it with --limit max_total_output_tokens=N" in err
+
+
+def test_a_limit_can_be_raised_past_its_default(tmp_path, capsys, monkeypatch):
+    """With a default of 15 output tokens (patched in, as a server would set it), the 24-token
+    trace is refused; `--limit max_total_output_tokens=24` lets it through."""
+    import dataclasses
+
+    import radix.cli.options as options
+
+    monkeypatch.setattr(options, "DEFAULT_LIMITS",
+                        dataclasses.replace(options.DEFAULT_LIMITS, max_total_output_tokens=15))
+    path = mooncake(tmp_path, 3, 8)
+    assert main(["compare", path]) == 2
+    assert "over the limit of 15" in capsys.readouterr().err
+    out = json_of(capsys, ["compare", path, "--limit", "max_total_output_tokens=24"])
+    assert out["tree"]["requests"] == 3

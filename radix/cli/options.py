@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from typing import Any
 
-from radix.traces.limits import DEFAULT_LIMITS, TraceLimits
+from radix.traces.limits import DEFAULT_LIMITS, LIMIT_NAMES, TraceLimits, limit_item
 
 UNBOUNDED = "unbounded"  # how --capacity says "room for the whole trace"
 DEFAULT_CAPACITY: int | None = None  # None = unbounded; one default for every command
 CAPACITY_HELP = ("KV capacity in real tokens: a whole number >= 1, or 'unbounded' (room for the "
                  "whole trace, nothing evicted). Default: unbounded")
-LIMIT_NAMES = tuple(f.name for f in dataclasses.fields(TraceLimits))
 
 
 def parse_capacity(text: str) -> int | None:
@@ -56,24 +56,15 @@ def capacity_label(capacity: int | None) -> str:
 
 
 def parse_limit(text: str) -> tuple[str, int]:
-    """`--limit NAME=VALUE` -> (name, value).
+    """`--limit NAME=VALUE` -> (name, value) (radix/traces/limits.py's `limit_item`).
 
     >>> parse_limit("max_total_output_tokens=1e8")
     ('max_total_output_tokens', 100000000)
     """
-    name, sep, raw = text.partition("=")
-    name = name.strip().replace("-", "_")
-    if not sep or name not in LIMIT_NAMES:
-        raise argparse.ArgumentTypeError(
-            f"--limit takes NAME=VALUE with NAME one of {', '.join(LIMIT_NAMES)}; got {text!r}")
     try:
-        number = float(raw.replace(",", "").replace("_", ""))
-    except ValueError:
-        number = -1.0
-    if not number.is_integer() or number < 1:
-        raise argparse.ArgumentTypeError(f"--limit {name} must be a whole number >= 1, "
-                                         f"got {raw!r}")
-    return name, int(number)
+        return limit_item(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--limit: {exc}") from None
 
 
 def add_limits(parser: argparse.ArgumentParser) -> None:
@@ -99,7 +90,9 @@ def load_request_trace(args: Any, command: str) -> Any:
     try:
         trace = load_trace(args.trace, limits=limits_from(args))
     except TraceError as exc:
-        raise InputError(f"{args.trace}: {exc}") from None
+        hint = re.search(r"over the limit of [\d,]+ \((max_\w+)\)", str(exc))
+        more = f"; raise it with --limit {hint[1]}=N" if hint else ""
+        raise InputError(f"{args.trace}: {exc}{more}") from None
     if trace.format not in ("request", "mooncake"):  # nothing to schedule: say so
         raise InputError(f"{args.trace}: {command} needs a request or Mooncake trace, got a "
                          f"{trace.format} trace")
