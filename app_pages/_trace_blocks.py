@@ -22,7 +22,7 @@ from viz.blocks import block_grid_figure, grid_caption, lookup_line, queue_line,
 from viz.dot import dot_to_svg, tree_dot
 from viz.escape import safe_filename
 from viz.scene import tree_scene
-from viz.trace import snapshot_json, step_caption, step_highlight
+from viz.trace import id_labels, snapshot_json, step_caption, step_highlight
 
 
 def show_blocks(r: Any, step: int) -> None:
@@ -115,5 +115,5 @@ def _export_frame(r: Any, step: int, max_children: int) -> tuple[dict, str]:
     snap = r.log.snapshot_at(step)
     events = r.log.events_of(step - 1) if step else []
     scene = tree_scene(snap, highlight=step_highlight(events, snap), rankdir="LR",
-                       max_children=max_children)
+                       max_children=max_children, ids=id_labels(r.trace, 2))
     return scene, step_caption(events) if events else "the empty tree"

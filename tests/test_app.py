@@ -4,6 +4,7 @@ and shows the right numbers, words or one-line errors."""
 from __future__ import annotations
 
 import json
+import re
 
 from apphelp import ROOT, finish_jobs, metrics, page, plain, plotly_specs, texts
 from streamlit.testing.v1 import AppTest
@@ -204,7 +205,12 @@ def test_trace_mooncake_tree_folds_and_numbers_carry_units():
     assert any(c.startswith("158 nodes: 7 drawn, 151 folded") for c in texts(at.caption))
     summary = at.dataframe[0].value.set_index("")
     assert summary.loc["evicted"].str.contains("tokens").all()
-    assert summary.loc["hit rate"].str.endswith("%").all()
+    assert summary.loc["hit rate, admitted prompts"].str.endswith("%").all()
+    assert (summary.loc["hit rate, all prompts"] == summary.loc["hit rate, admitted prompts"]).all()
+    # hash ids as the trace has them (#<hash id>), not token ids (hash id x 512)
+    shown = re.findall(r"^ *\d+ \[(.*)\] r=", at.code[0].value, re.M)
+    assert len(shown) > 10 and all(s == "" or s[0] == "#" or s.startswith("reply")
+                                   for s in shown), shown
 
 
 def test_trace_big_pretty_print_is_cut_with_a_download():

@@ -14,8 +14,11 @@ from typing import Any
 
 from radix.cli.options import add_capacity, add_limits, capacity_label, load_request_trace
 from radix.runs.explain import BUCKETS, Explanation, explain
+from radix.runs.probe import PrefixSaved
 from radix.runs.sim import SimConfig
 from radix.sched.policy import POLICIES
+from radix.traces.hashview import block_span
+from radix.traces.mooncake import BLOCK_TOKENS
 
 LABELS = {"hit": "hit", "evicted": "evicted (capacity)", "last_token_cap": "last-token cap",
           "block_rounding": "block rounding", "in_flight": "in flight",
@@ -70,7 +73,7 @@ def format_report(e: Explanation) -> str:
                   f"  {'tokens saved':>14} {'hits':>6}  tokens [start, end)  first ids"]
         for p in e.top_prefixes[side]:
             lines.append(f"  {p.tokens_saved:>14,} {p.requests:>6}  [{p.start:,}, {p.end:,})"
-                         f"  {p.head[:4]}{' ns ' + str(p.namespace) if p.namespace else ''}")
+                         f"  {_ids(p)}{' ns ' + str(p.namespace) if p.namespace else ''}")
     for side in e.top_losers:
         lines += ["", f"requests that lost the most ({side}: reusable tokens prefilled)"]
         for r in e.top_losers[side]:
@@ -82,6 +85,15 @@ def format_report(e: Explanation) -> str:
             lines.append(f"  {r.rid:<12} step {r.step}: {why}{when}")
     lines += _what_if_tables(e)
     return "\n".join(lines)
+
+
+def _ids(p: PrefixSaved) -> str:
+    """A hash-id trace's prefix as the trace has it: its blocks and their hash ids (not the
+    tokens, hash id x 512 + k); a request trace's by its first token ids."""
+    if p.hash_ids is None:
+        return str(p.head[:4])
+    more = " …" if len(p.hash_ids) == 8 and p.end - p.start > 8 * BLOCK_TOKENS else ""
+    return f"{block_span(p.start, p.end)}, hash ids {p.hash_ids[:6]}{more}"
 
 
 def _cell(tokens: int, total: int) -> str:
