@@ -10,9 +10,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
-from radix.cli.options import add_capacity, add_limits, capacity_label, load_request_trace
+from radix.cli.options import (
+    StderrProgress,
+    add_capacity,
+    add_limits,
+    capacity_label,
+    load_request_trace,
+    parse_jobs,
+)
 from radix.runs.explain import BUCKETS, Explanation, explain
 from radix.runs.probe import PrefixSaved
 from radix.runs.sim import SimConfig
@@ -39,6 +47,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--chunk", type=int, default=None, help="chunked_prefill_size (default: off)")
     p.add_argument("--capacities", type=int, default=8, help="points on the capacity curve")
     p.add_argument("--no-what-if", action="store_true", help="skip the what-if runs")
+    p.add_argument("--jobs", type=parse_jobs, default=os.cpu_count() or 1,
+                   help="worker processes for the what-if runs (default: one per CPU; "
+                        "1: in this one)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--top", type=int, default=10, help="prefixes and requests to list")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=run)
@@ -49,8 +61,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = SimConfig(policy=args.policy, eviction=args.eviction, page_size=args.page_size,
                     block_size=args.block_size, capacity=args.capacity,
                     max_prefill_tokens=args.budget, chunked_prefill_size=args.chunk)
+    progress = None if args.quiet else StderrProgress("explain")
     result = explain(trace, cfg, what_if=not args.no_what_if, capacities=args.capacities,
-                     top=args.top)
+                     top=args.top, progress=progress, jobs=args.jobs)
     print(json.dumps(result.to_json(), indent=1) if args.json else format_report(result))
     return 0
 
@@ -103,7 +116,8 @@ def _cell(tokens: int, total: int) -> str:
 def _what_if_tables(e: Explanation) -> list[str]:
     if not e.what_if:
         return []
-    out = ["", f"hit rate against KV capacity (working set {e.working_set:,} tokens)",
+    out = ["", f"hit rate (all prompts) against KV capacity (working set {e.working_set:,} "
+           "tokens)",
            f"  {'capacity':>14}{'tree':>9}{'blocks':>9}{'rejected':>10}"]
     for p in e.what_if["capacity"]:
         c = "unbounded" if p["capacity"] is None else f"{p['capacity']:,}"

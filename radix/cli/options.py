@@ -97,3 +97,36 @@ def load_request_trace(args: Any, command: str) -> Any:
         raise InputError(f"{args.trace}: {command} needs a request or Mooncake trace, got a "
                          f"{trace.format} trace")
     return trace
+
+
+def parse_jobs(text: str) -> int:
+    """`--jobs`: worker processes, a whole number >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--jobs must be a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"--jobs must be >= 1, got {n}")
+    return n
+
+
+class StderrProgress:
+    """`progress(fraction, text)` for long commands: one line on stderr when the stage changes
+    (the text before its first ':') or `every` seconds have passed, so a run of minutes says
+    where it is without flooding a log."""
+
+    def __init__(self, command: str, every: float = 10.0, clock: Any = None) -> None:
+        import time
+
+        self.command, self.every = command, every
+        self.clock = clock or time.monotonic
+        self.stage, self.last = None, float("-inf")
+
+    def __call__(self, fraction: float, text: str) -> None:
+        import sys
+
+        stage, now = text.split(":", 1)[0], self.clock()
+        if stage == self.stage and now - self.last < self.every:
+            return
+        self.stage, self.last = stage, now
+        print(f"{self.command}: {fraction:.0%} {text}", file=sys.stderr, flush=True)

@@ -13,7 +13,13 @@ import argparse
 import json
 from typing import Any
 
-from radix.cli.options import add_capacity, add_limits, capacity_label, load_request_trace
+from radix.cli.options import (
+    add_capacity,
+    add_limits,
+    capacity_label,
+    load_request_trace,
+    parse_jobs,
+)
 from radix.runs.sim import CONFIGS, SimConfig, simulate, simulate_many
 from radix.sched.policy import POLICIES
 
@@ -48,7 +54,7 @@ def register(subparsers: Any) -> None:
     # one process per configuration: on fewer cores the OS shares them out, which ends no
     # later than handing them to one worker per core in order (on the conversation stand-in,
     # 2 cores: 17 s against 19-20 s)
-    cfg.add_argument("--jobs", type=_jobs, default=len(CONFIGS),
+    cfg.add_argument("--jobs", type=parse_jobs, default=len(CONFIGS),
                      help="worker processes (default: one per configuration; 1: in this one)")
     cfg.set_defaults(func=run_configs)
 
@@ -60,16 +66,6 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budget", type=int, default=16384, help="max_prefill_tokens per round")
     p.add_argument("--chunk", type=int, default=None, help="chunked_prefill_size (default: off)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
-
-def _jobs(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--jobs must be a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"--jobs must be >= 1, got {n}")
-    return n
 
 
 def _config(args: argparse.Namespace, **overrides: Any):

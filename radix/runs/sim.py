@@ -9,11 +9,8 @@ go at once (radix/sched/span.py). Leaves out: output text, network and queueing 
 
 from __future__ import annotations
 
-import gc
-import multiprocessing
 import statistics
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -24,6 +21,7 @@ from radix.runs.costs import CostModel
 from radix.runs.reqs import is_compact_trace, output_tokens, trace_reqs
 from radix.runs.shadow import BlockShadow
 from radix.runs.simrunner import OUTPUT_TOKEN_BASE, SimClock, SimRunner
+from radix.runs.workers import fork_map
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.tokens.slots import RunAllocator
 from radix.traces.base import Trace
@@ -199,18 +197,11 @@ def simulate_many(trace: Trace, configs: Sequence[tuple[str, SimConfig]], jobs: 
     processes (they inherit the loaded trace; a run is single-threaded Python, so the four
     configurations of `configs` on two cores take about half the wall time). Where fork is
     not offered (not Linux), one after the other."""
-    jobs = max(1, min(jobs, len(configs)))
-    if jobs == 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [(name, simulate(trace, cfg)) for name, cfg in configs]
     global _FORKED
     _FORKED = (trace, list(configs))
-    gc.freeze()  # what the workers inherit is never scanned there (nor copied on write by it)
     try:
-        ctx = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-            results = list(pool.map(_simulate_forked, range(len(configs))))
+        results = fork_map(_simulate_forked, len(configs), jobs)
     finally:
-        gc.unfreeze()
         _FORKED = None
     return [(name, res) for (name, _), res in zip(configs, results, strict=True)]
 
