@@ -11,6 +11,8 @@ Python objects exactly (estimates are calibrated in the tests and in benchmarks/
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
 import threading
 from typing import NamedTuple
@@ -92,3 +94,24 @@ class Budget:
 
 
 BUDGET = Budget()  # the process's ledger
+
+
+def resident_bytes() -> int | None:
+    """The process's resident memory now (Linux /proc; None elsewhere): what it really holds,
+    beside the budget's estimates."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def give_back_memory() -> None:
+    """Hands memory freed in bulk (a dropped replay) back to the system: a full collection,
+    then glibc's malloc_trim, which returns the free pages inside the heap as well as its top
+    (Python's own arenas go back when they empty). Not glibc: the memory is reused instead."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

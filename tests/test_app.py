@@ -114,7 +114,9 @@ def test_trace_page_without_upload():
     at = page("trace").run()
     assert not at.exception
     assert "Upload a trace" in at.info[0].value
-    assert any(c.startswith("Memory: this session holds") for c in texts(at.caption))
+    memory = next(c for c in texts(at.caption) if c.startswith("Memory (estimated): this "
+                                                              "session holds"))
+    assert "MiB resident (measured" in memory
 
 
 def test_trace_bad_upload_names_line_and_field():
