@@ -10,15 +10,13 @@ Not a page: app.py does not list it.
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import threading
 from typing import Any
 
 import streamlit as st
 from streamlit import runtime
 
-from scenarios.budget import BUDGET
+from scenarios.budget import BUDGET, give_back_memory
 from scenarios.jobs import JobPool
 from scenarios.sessions import SessionRegistry
 from viz.escape import esc_md
@@ -113,8 +111,4 @@ def sweep() -> list[str]:
 
 
 def _trim() -> None:
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: the memory is reused, not returned
-        pass
+    give_back_memory()

@@ -22,7 +22,11 @@ from viz.blocks import block_grid_figure, grid_caption, lookup_line, queue_line,
 from viz.dot import dot_to_svg, tree_dot
 from viz.escape import safe_filename
 from viz.scene import tree_scene
-from viz.trace import snapshot_json, step_caption, step_highlight
+from viz.trace import id_labels, snapshot_json, step_caption, step_highlight
+
+# the block view replays the per-block pool itself past this many requests only when asked:
+# on the 12,031-request conversation stand-in every keyframe took 24 CPU-s, twice the summary's
+AUTO_BLOCK_REQUESTS = 2_000
 
 
 def show_blocks(r: Any, step: int) -> None:
@@ -33,6 +37,12 @@ def show_blocks(r: Any, step: int) -> None:
         if len(cache) > 8:
             cache.clear()
         if not r.blocks.ready(n):  # the per-block pool is replayed on demand, keyframes kept
+            todo = n - (r.blocks.keyframes_built - 1) * r.blocks.every
+            if todo > AUTO_BLOCK_REQUESTS and not st.button(
+                    f"show vLLM's block pool after {n:,} requests (replays {todo:,} requests "
+                    "block by block; the summary above needed none of it)",
+                    key="trace.blocks_go"):
+                return  # a long replay runs when asked for, not with every summary
             bar = st.progress(0.0, text="replaying vLLM's block pool up to this step")
 
             def built(done: int, want: int) -> None:
@@ -115,5 +125,5 @@ def _export_frame(r: Any, step: int, max_children: int) -> tuple[dict, str]:
     snap = r.log.snapshot_at(step)
     events = r.log.events_of(step - 1) if step else []
     scene = tree_scene(snap, highlight=step_highlight(events, snap), rankdir="LR",
-                       max_children=max_children)
+                       max_children=max_children, ids=id_labels(r.trace, 2))
     return scene, step_caption(events) if events else "the empty tree"

@@ -163,8 +163,10 @@ def _what_ifs(r: Any, x: Any, state: dict) -> None:
         if job is None or job.name != f"what-ifs {x.key}":
             guess = x.seconds * WHAT_IF_RUNS
             if guess > AUTO_WHAT_IFS_S and not st.button(
-                    f"run the what-ifs ({WHAT_IF_RUNS} simulator runs, about {guess:,.0f} s "
-                    "or more)", key="trace.explain_whatifs"):
+                    f"run the what-ifs ({WHAT_IF_RUNS} simulator runs; a rough guess of "
+                    f"{guess:,.0f} s, each priced as the run above, which also kept the "
+                    "buckets: the progress says the time left as measured)",
+                    key="trace.explain_whatifs"):
                 return
             trace = r.trace
             job = _submit(state, f"what-ifs {x.key}", lambda progress, cancel: run_what_ifs(

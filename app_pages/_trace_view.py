@@ -23,6 +23,7 @@ from viz.escape import esc_md
 from viz.scene import fold_tree, tree_scene
 from viz.trace import (
     failure_text,
+    id_labels,
     invariants_text,
     op_summary,
     rejection_rows,
@@ -93,9 +94,9 @@ def show_replay(r: Any, state: dict | None = None, sid: str = "-") -> None:
     highlight = step_highlight(events, snap)
     left, right = st.columns([3, 2])
     with left:
-        max_children = _tree(snap, highlight)
+        max_children = _tree(snap, highlight, id_labels(r.trace, 2))
     with right:
-        text = format_tree(snap, mark_leaves=True)
+        text = format_tree(snap, mark_leaves=True, ids=id_labels(r.trace))
         head, note = text_head(text, 200)
         st.code(head, language=None)
         if note:
@@ -127,7 +128,7 @@ def _navigator(r: Any) -> None:
                       on_click=_go, args=(f.step + 1,))
 
 
-def _tree(snap: Any, highlight: dict[int, str]) -> int:
+def _tree(snap: Any, highlight: dict[int, str], ids: Any = None) -> int:
     f = st.columns(2)
     max_children = int(f[0].number_input(
         "children drawn per node", 1, 500, 12, key="trace.max_children",
@@ -143,7 +144,7 @@ def _tree(snap: Any, highlight: dict[int, str]) -> int:
     if drawn <= MAX_DRAWN_NODES:
         # LR: a wide fan-out stacks down the column instead of shrinking to a thin line
         tree_view(tree_scene(snap, highlight=highlight, rankdir="LR", max_children=max_children,
-                             max_depth=depth or None), key="trace.tree",
+                             max_depth=depth or None, ids=ids), key="trace.tree",
                   height=tree_height(420), duration_ms=250)
     else:
         st.info(f"{drawn:,} boxes: too many to draw; lower the children per node or the depth.")

@@ -12,7 +12,7 @@ from app_pages._trace_blocks import show_recording
 from app_pages._trace_view import show_replay
 from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
 from radix.traces.base import TraceError
-from scenarios.budget import BUDGET, BudgetError, mib
+from scenarios.budget import BUDGET, BudgetError, give_back_memory, mib, resident_bytes
 from scenarios.jobs import QueueFull
 from scenarios.trace import Cancelled, digest, replay
 
@@ -45,8 +45,12 @@ if hash_algo != "radixlens":
                                    key="trace.recording")
 sid = session_id()
 usage = BUDGET.usage(sid)
-st.caption(f"Memory: this session holds {mib(usage.session)} of its {mib(usage.session_limit)}; "
-           f"the server {mib(usage.process)} of {mib(usage.process_limit)} for all sessions.")
+rss = resident_bytes()
+st.caption(f"Memory (estimated): this session holds {mib(usage.session)} of its "
+           f"{mib(usage.session_limit)}; the server {mib(usage.process)} of "
+           f"{mib(usage.process_limit)} for all sessions."
+           + ("" if rss is None else f" The server process is {mib(rss)} resident (measured: "
+              "code, models and other pages included)."))
 if upload is not None:
     data, name = upload.getvalue(), upload.name
 elif sample != "(none)":
@@ -65,6 +69,9 @@ if state is None or state["key"] != key:
     held.put(sid, "trace", None)  # drop the old replay before the new one runs
     BUDGET.release(sid, "trace replay")
     BUDGET.release(sid, "trace explain")
+    if state is not None:
+        state = None
+        give_back_memory()  # the old replay's pages go back to the system
     try:
         job = jobs().submit(name, lambda progress, cancel: replay(
             data, name, capacity, session_id=sid, progress=progress, cancel=cancel,

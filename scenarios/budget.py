@@ -4,19 +4,29 @@ A replay reserves its estimated bytes before it starts (refused with the figures
 would be passed), grows its reservation as it goes (`grow`: a replay past the budget stops with
 the figures, never an out-of-memory), and releases it when the session ends or replaces its
 trace. The defaults fit a classroom server; RADIXLENS_SESSION_MB and RADIXLENS_PROCESS_MB set
-them. Leaves out: measuring Python objects exactly (estimates are calibrated in the tests and in
-benchmarks/app_load.py).
+them, and RADIXLENS_TRACE_LIMITS ("max_total_output_tokens=1e8,max_requests=200000": the
+`--limit` names of the command line) what an uploaded trace may hold. Leaves out: measuring
+Python objects exactly (estimates are calibrated in the tests and in benchmarks/app_load.py).
 """
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import os
 import threading
 from typing import NamedTuple
 
+from radix.traces.limits import TraceLimits, parse_limits
+
 MIB = 2**20
 SESSION_MB = int(os.environ.get("RADIXLENS_SESSION_MB", "1536"))
 PROCESS_MB = int(os.environ.get("RADIXLENS_PROCESS_MB", "6144"))
+
+
+def server_limits(spec: str | None = None) -> TraceLimits:
+    """What an upload may hold: the defaults with RADIXLENS_TRACE_LIMITS (or `spec`) put in."""
+    return parse_limits(os.environ.get("RADIXLENS_TRACE_LIMITS", "") if spec is None else spec)
 
 
 class BudgetError(MemoryError):
@@ -84,3 +94,24 @@ class Budget:
 
 
 BUDGET = Budget()  # the process's ledger
+
+
+def resident_bytes() -> int | None:
+    """The process's resident memory now (Linux /proc; None elsewhere): what it really holds,
+    beside the budget's estimates."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def give_back_memory() -> None:
+    """Hands memory freed in bulk (a dropped replay) back to the system: a full collection,
+    then glibc's malloc_trim, which returns the free pages inside the heap as well as its top
+    (Python's own arenas go back when they empty). Not glibc: the memory is reused instead."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

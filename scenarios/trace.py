@@ -33,7 +33,7 @@ from radix.tree.inspect import InvariantError
 from radix.tree.radix_cache import RadixCache
 from radix.tree.replay import NodeRecord, TreeModel
 from scenarios.blockframes import BlockFrames
-from scenarios.budget import BUDGET, Budget
+from scenarios.budget import BUDGET, Budget, server_limits
 from scenarios.compact import compact, nbytes
 from scenarios.kvrecording import RecordingFold, fold_recording
 
@@ -190,7 +190,7 @@ def replay(data: bytes, name: str, capacity: int = 1_000_000, page_size: int = 1
     """
     if capacity < 1 or page_size < 1 or block_size < 1:
         raise ValueError("capacity, page size and block size must be >= 1")
-    trace = load_trace(data)
+    trace = load_trace(data, limits=server_limits())
     out = TraceReplay(name, digest(data), trace, capacity, page_size, block_size, None,
                       hasher=BlockHasher(hash_algo, hash_seed))
     if trace.format == "kv_events":

@@ -4,6 +4,7 @@ and shows the right numbers, words or one-line errors."""
 from __future__ import annotations
 
 import json
+import re
 
 from apphelp import ROOT, finish_jobs, metrics, page, plain, plotly_specs, texts
 from streamlit.testing.v1 import AppTest
@@ -120,7 +121,9 @@ def test_trace_page_without_upload():
     at = page("trace").run()
     assert not at.exception
     assert "Upload a trace" in at.info[0].value
-    assert any(c.startswith("Memory: this session holds") for c in texts(at.caption))
+    memory = next(c for c in texts(at.caption) if c.startswith("Memory (estimated): this "
+                                                              "session holds"))
+    assert "MiB resident (measured" in memory
 
 
 def test_trace_bad_upload_names_line_and_field():
@@ -211,7 +214,12 @@ def test_trace_mooncake_tree_folds_and_numbers_carry_units():
     assert any(c.startswith("158 nodes: 7 drawn, 151 folded") for c in texts(at.caption))
     summary = at.dataframe[0].value.set_index("")
     assert summary.loc["evicted"].str.contains("tokens").all()
-    assert summary.loc["hit rate"].str.endswith("%").all()
+    assert summary.loc["hit rate, admitted prompts"].str.endswith("%").all()
+    assert (summary.loc["hit rate, all prompts"] == summary.loc["hit rate, admitted prompts"]).all()
+    # hash ids as the trace has them (#<hash id>), not token ids (hash id x 512)
+    shown = re.findall(r"^ *\d+ \[(.*)\] r=", at.code[0].value, re.M)
+    assert len(shown) > 10 and all(s == "" or s[0] == "#" or s.startswith("reply")
+                                   for s in shown), shown
 
 
 def test_trace_big_pretty_print_is_cut_with_a_download():
@@ -248,3 +256,22 @@ def test_trace_same_name_other_content_is_replayed_again():
     assert "[1, 2, 3]" in at.code[0].value
     _upload(at, "same.jsonl", two)
     assert "[7, 8, 9]" in at.code[0].value and "[1, 2, 3]" not in at.code[0].value
+
+
+def test_trace_long_block_replay_waits_for_the_button(monkeypatch):
+    """Past AUTO_BLOCK_REQUESTS requests to replay block by block, the summary comes without
+    the per-block pool (no keyframe built past the first); the button builds it. Here 40
+    requests (keyframes every 32: the end needs all 40 replayed) against a limit of 10."""
+    import app_pages._trace_blocks as blocks_view
+
+    monkeypatch.setattr(blocks_view, "AUTO_BLOCK_REQUESTS", 10)
+    at = page("trace").run()
+    data = "".join(json.dumps({"rid": f"r{i}", "arrival": i, "tokens": [i, 1, 2],
+                               "output_len": 1}) + "\n" for i in range(40))
+    _upload(at, "forty.jsonl", data.encode())
+    assert not at.exception and not at.error
+    assert not any(plain(s.value).startswith("Block cache after") for s in at.subheader)
+    assert at.button(key="trace.blocks_go").label.startswith(
+        "show vLLM's block pool after 40 requests (replays 40 requests")
+    at.button(key="trace.blocks_go").click().run()
+    assert plain(at.subheader[1].value).startswith("Block cache after 40 of 40 requests")

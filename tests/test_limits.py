@@ -160,3 +160,21 @@ def test_fallback_tokenizer_stops_past_the_per_request_cap():
         load_trace(data, max_tokens_per_request=10)
     from radix.traces import textcodec
     assert len(textcodec.encode("!" * 50, max_ids=11)) == 11
+
+
+def test_the_app_takes_the_limits_the_server_sets(monkeypatch):
+    """RADIXLENS_TRACE_LIMITS sets what an upload may hold: 3 Mooncake requests of 8 output
+    tokens pass 16 > 15 on line 2 under max_total_output_tokens=15, and replay under 24."""
+    from scenarios.budget import Budget, server_limits
+    from scenarios.trace import replay
+
+    data = _mooncake(3, output_len=8)
+    monkeypatch.setenv("RADIXLENS_TRACE_LIMITS", "max_total_output_tokens=15, max_ops=9")
+    assert server_limits().max_ops == 9
+    with pytest.raises(TraceError) as info:
+        replay(data, "t.jsonl", budget=Budget())
+    assert (info.value.line, info.value.field) == (2, "output_length")
+    monkeypatch.setenv("RADIXLENS_TRACE_LIMITS", "max_total_output_tokens=24")
+    assert replay(data, "t.jsonl", budget=Budget()).stats["tree"]["requests"] == 3
+    with pytest.raises(ValueError, match="max_requests"):
+        server_limits("max_requests=0")

@@ -13,6 +13,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from radix.traces.hashview import block_span
 from viz.escape import esc_html
 
 SIDES = {"tree": "radix tree (SGLang)", "blocks": "block cache (vLLM)"}
@@ -141,9 +142,12 @@ def prefix_rows(prefixes: list[Any], mooncake: bool = False) -> list[dict[str, s
     a token's id // 512), namespace."""
     rows = []
     for p in prefixes:
-        head = [t // 512 for t in p.head[::512]] if mooncake else list(p.head)
+        ids = getattr(p, "hash_ids", None)  # the trace's own ids (not hash x 512)
+        head = ids if mooncake and ids is not None else \
+            [t // 512 for t in p.head[::512]] if mooncake else list(p.head)
+        where = f"{p.start:,} .. {p.end:,}"
         rows.append({"tokens saved": f"{p.tokens_saved:,}", "hits": f"{p.requests:,}",
-                     "tokens": f"{p.start:,} .. {p.end:,}",
+                     "tokens": f"{where} ({block_span(p.start, p.end)})" if mooncake else where,
                      ("first hash ids" if mooncake else "first token ids"): str(head),
                      "namespace": "-" if p.namespace is None else str(p.namespace)})
     return rows

@@ -140,8 +140,10 @@ def _node_box(node: Any, role: str | None, name: str | None) -> Box:
     return Box(f"n{node.id}", label, fill, stroke, width, dashed, tooltip, role or "")
 
 
-def _edge_line(node: Any, role: str | None, decode: Decode | None) -> Line:
-    label = f"{len(node.token_ids):,} tok\n{token_preview(node.token_ids, decode)}"
+def _edge_line(node: Any, role: str | None, decode: Decode | None,
+               ids: Callable[[Any], str] | None = None) -> Line:
+    shown = token_preview(node.token_ids, decode) if ids is None else ids(node.token_ids)
+    label = f"{len(node.token_ids):,} tok\n{shown}"
     stroke, width = ROLES[role] if role else ("#777777", 1.2)
     return Line(f"e{node.id}", f"n{node.parent}", f"n{node.id}", label, stroke, width)
 
@@ -167,9 +169,11 @@ def _fold_items(fold: Fold) -> tuple[Box, Line]:
 def tree_items(snapshot: Any, *, decode: Decode | None = None,
                highlight: Mapping[int, str] | None = None, max_children: int | None = None,
                max_depth: int | None = None, keep: Iterable[int] = (),
-               names: Mapping[int, str] | None = None) -> tuple[list[Box], list[Line]]:
+               names: Mapping[int, str] | None = None,
+               ids: Callable[[Any], str] | None = None) -> tuple[list[Box], list[Line]]:
     """The boxes and edges to draw, in pre-order; `highlight` maps node id -> a role of ROLES,
-    `names` adds a second label line to some nodes ("system prompt S").
+    `names` adds a second label line to some nodes ("system prompt S"), `ids` shows an edge's
+    tokens in place of the token preview (a Mooncake trace's hash ids).
 
     A root with one 3-token child: boxes "root" and "#1  r=0" (dashed: an evictable leaf),
     one edge e1 from n0 to n1 labelled "3 tok" newline "[1 2 3]".
@@ -189,7 +193,7 @@ def tree_items(snapshot: Any, *, decode: Decode | None = None,
         role = highlight.get(node.id)
         boxes.append(_node_box(node, role, names.get(node.id)))
         if node.parent is not None:
-            lines.append(_edge_line(node, role, decode))
+            lines.append(_edge_line(node, role, decode, ids))
     for fold in plan.folds if plan is not None else ():
         box, line = _fold_items(fold)
         boxes.append(box)

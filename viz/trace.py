@@ -11,10 +11,12 @@ Leaves out: the replay itself (scenarios/trace.py) and drawing (viz/scene.py, vi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from radix import events as ev
 from radix.runs.costs import CostModel
+from radix.traces.hashview import block_label
 from viz.recording import span
 from viz.words import build_owners, narrate, step_roles
 
@@ -53,9 +55,15 @@ def summary_rows(stats: dict[str, dict], block_size: int, cost: CostModel | None
     rows = [
         row("requests served", lambda s, _: NA if not s else f"{s['requests']:,}"),
         row("requests rejected", lambda s, _: NA if not s else f"{s['rejected']:,}"),
-        row("prompt tokens", lambda s, _: _tokens(get(s, "prompt_tokens"))),
+        row("prompt tokens (admitted requests)", lambda s, _: _tokens(get(s, "prompt_tokens"))),
+        row("prompt tokens (rejected requests)",
+            lambda s, _: _tokens(get(s, "rejected_prompt_tokens"))),
         row("hit (reused) tokens", lambda s, _: _tokens(get(s, "hit_tokens"))),
-        row("hit rate", lambda s, _: NA if not s else f"{s['hit_rate']:.1%}"),
+        # over the admitted requests' prompts (the engines' own counters), then over every
+        # prompt of the trace, rejected ones included: equal when nothing was rejected
+        row("hit rate, admitted prompts", lambda s, _: NA if not s else f"{s['hit_rate']:.1%}"),
+        row("hit rate, all prompts", lambda s, _: NA if not s or "hit_rate_all" not in s
+            else f"{s['hit_rate_all']:.1%}"),
         row("prefilled tokens", lambda s, _: _tokens(get(s, "prefilled_tokens"))),
         row("prefill time saved (derived)", lambda s, _: NA if not s else
             f"{cost.prefill_seconds(s['hit_tokens']):,.1f} s"),
@@ -68,6 +76,14 @@ def summary_rows(stats: dict[str, dict], block_size: int, cost: CostModel | None
     ]
     return {"": [r[0] for r in rows], "radix tree (SGLang)": [r[1] for r in rows],
             "block cache (vLLM)": [r[2] for r in rows]}
+
+
+def id_labels(trace: Any, max_blocks: int = 6) -> Callable[[Any], str] | None:
+    """How a node's tokens are shown: a Mooncake trace's as its hash ids (not hash x 512 + k);
+    None (token ids as they are) for every other trace."""
+    if getattr(trace, "format", None) != "mooncake":
+        return None
+    return lambda tokens: block_label(tokens, max_blocks)
 
 
 def rejection_rows(rejections: list[Any]) -> list[dict[str, str]]:

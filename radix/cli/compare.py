@@ -11,25 +11,31 @@ from dataclasses import asdict
 from typing import Any
 
 from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
+from radix.cli.options import add_capacity, add_limits, capacity_label, load_request_trace
 from radix.runs.compare import compare
 from radix.runs.recording import match_recording
 from radix.traces.load import load_trace
 
+# the two hit rates: over the admitted requests' prompts (what the engine's counters see), and
+# over every prompt of the trace, rejected ones included; equal when nothing is rejected
 ROWS = (("requests run", "requests"), ("rejected (too big)", "rejected"),
-        ("prompt tokens", "prompt_tokens"), ("hit tokens", "hit_tokens"),
-        ("hit rate", "hit_rate"), ("tokens prefilled", "prefilled_tokens"),
+        ("prompt tokens (admitted)", "prompt_tokens"),
+        ("prompt tokens (rejected)", "rejected_prompt_tokens"), ("hit tokens", "hit_tokens"),
+        ("hit rate (admitted prompts)", "hit_rate"), ("hit rate (all prompts)", "hit_rate_all"),
+        ("tokens prefilled", "prefilled_tokens"),
         ("evictions (nodes / blocks)", "evictions"), ("evicted tokens", "evicted_tokens"),
         ("unreachable blocks", "unreachable_blocks"))
 
 
 def format_table(result: dict) -> str:
-    lines = [f"{'capacity ' + format(result['capacity'], ',') + ' tokens':28} "
+    lines = [f"{'capacity ' + capacity_label(result['capacity']):28} "
              f"{'radix tree':>14} {'block cache':>14}"]
     for label, key in ROWS:
         cells = []
         for side in ("tree", "blocks"):
             v = result[side][key]
-            cells.append("-" if v is None else f"{v:.1%}" if key == "hit_rate" else f"{v:,}")
+            rate = key.startswith("hit_rate")
+            cells.append("-" if v is None else f"{v:.1%}" if rate else f"{v:,}")
         lines.append(f"{label:28} {cells[0]:>14} {cells[1]:>14}")
     return "\n".join(lines)
 
@@ -37,7 +43,7 @@ def format_table(result: dict) -> str:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("compare", help="one trace through the radix tree and block cache")
     p.add_argument("trace", metavar="TRACE", help="a trace file (see radix/trace.py)")
-    p.add_argument("--capacity", type=int, default=65_536, help="KV capacity in tokens")
+    add_capacity(p)
     p.add_argument("--page-size", type=int, default=1, help="the tree's page size (SGLang: 1)")
     p.add_argument("--block-size", type=int, default=16, help="the block cache's block size")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -51,14 +57,12 @@ def register(subparsers: Any) -> None:
                    help="the PYTHONHASHSEED vLLM ran with (default: unset, its fixed seed)")
     p.add_argument("--lora-path", action="append", default=[], metavar="NAME=PATH",
                    help="a LoRA adapter's path, which vLLM hashes with its name")
+    add_limits(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    trace = load_trace(args.trace)
-    if trace.format not in ("request", "mooncake"):
-        raise ValueError(f"{args.trace}: compare needs a request or Mooncake trace, "
-                         f"got a {trace.format} trace")
+    trace = load_request_trace(args, "compare")
     result = compare(trace, args.capacity, args.page_size, args.block_size)
     match = None
     if args.kv_events is not None:

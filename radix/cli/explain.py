@@ -10,13 +10,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
-from radix.cli import InputError
+from radix.cli.options import (
+    StderrProgress,
+    add_capacity,
+    add_limits,
+    capacity_label,
+    load_request_trace,
+    parse_jobs,
+)
 from radix.runs.explain import BUCKETS, Explanation, explain
+from radix.runs.probe import PrefixSaved
 from radix.runs.sim import SimConfig
 from radix.sched.policy import POLICIES
-from radix.traces import TraceError, load_trace
+from radix.traces.hashview import block_span
+from radix.traces.mooncake import BLOCK_TOKENS
 
 LABELS = {"hit": "hit", "evicted": "evicted (capacity)", "last_token_cap": "last-token cap",
           "block_rounding": "block rounding", "in_flight": "in flight",
@@ -28,7 +38,8 @@ LABELS = {"hit": "hit", "evicted": "evicted (capacity)", "last_token_cap": "last
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("explain", help="why the hit rate is what it is (both caches)")
     p.add_argument("trace", help="a request or Mooncake trace")
-    p.add_argument("--capacity", type=int, default=None, help="KV pool, tokens (default: no limit)")
+    add_capacity(p)
+    add_limits(p)
     p.add_argument("--policy", choices=POLICIES, default="lpm")
     p.add_argument("--eviction", default="lru", help="lru, mru, fifo, filo, lfu, priority, slru")
     p.add_argument("--page-size", type=int, default=1)
@@ -37,24 +48,23 @@ def register(subparsers: Any) -> None:
     p.add_argument("--chunk", type=int, default=None, help="chunked_prefill_size (default: off)")
     p.add_argument("--capacities", type=int, default=8, help="points on the capacity curve")
     p.add_argument("--no-what-if", action="store_true", help="skip the what-if runs")
+    p.add_argument("--jobs", type=parse_jobs, default=os.cpu_count() or 1,
+                   help="worker processes for the what-if runs (default: one per CPU; "
+                        "1: in this one)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--top", type=int, default=10, help="prefixes and requests to list")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        trace = load_trace(args.trace)
-    except TraceError as exc:
-        raise InputError(f"{args.trace}: {exc}") from None
-    if trace.format not in ("request", "mooncake"):
-        raise InputError(f"{args.trace}: explain needs a request or Mooncake trace, "
-                         f"got a {trace.format} trace")
+    trace = load_request_trace(args, "explain")
     cfg = SimConfig(policy=args.policy, eviction=args.eviction, page_size=args.page_size,
                     block_size=args.block_size, capacity=args.capacity,
                     max_prefill_tokens=args.budget, chunked_prefill_size=args.chunk)
+    progress = None if args.quiet else StderrProgress("explain")
     result = explain(trace, cfg, what_if=not args.no_what_if, capacities=args.capacities,
-                     top=args.top)
+                     top=args.top, progress=progress, jobs=args.jobs)
     print(json.dumps(result.to_json(), indent=1) if args.json else format_report(result))
     return 0
 
@@ -62,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
 def format_report(e: Explanation) -> str:
     cap = e.config["capacity"]
     lines = [f"{e.prompt_tokens:,} prompt tokens in {len(e.requests):,} requests; capacity "
-             f"{'unbounded' if cap is None else format(cap, ',')}; page {e.config['page_size']}"
+             f"{capacity_label(cap)}; page {e.config['page_size']}"
              f"; blocks of {e.config['block_size']}; policy {e.config['policy']}, eviction "
              f"{e.config['eviction']}", "",
              f"{'bucket':26}{'radix tree':>22}{'block cache':>22}"]
@@ -80,7 +90,7 @@ def format_report(e: Explanation) -> str:
                   f"  {'tokens saved':>14} {'hits':>6}  tokens [start, end)  first ids"]
         for p in e.top_prefixes[side]:
             lines.append(f"  {p.tokens_saved:>14,} {p.requests:>6}  [{p.start:,}, {p.end:,})"
-                         f"  {p.head[:4]}{' ns ' + str(p.namespace) if p.namespace else ''}")
+                         f"  {_ids(p)}{' ns ' + str(p.namespace) if p.namespace else ''}")
     for side in e.top_losers:
         lines += ["", f"requests that lost the most ({side}: reusable tokens prefilled)"]
         for r in e.top_losers[side]:
@@ -94,6 +104,15 @@ def format_report(e: Explanation) -> str:
     return "\n".join(lines)
 
 
+def _ids(p: PrefixSaved) -> str:
+    """A hash-id trace's prefix as the trace has it: its blocks and their hash ids (not the
+    tokens, hash id x 512 + k); a request trace's by its first token ids."""
+    if p.hash_ids is None:
+        return str(p.head[:4])
+    more = " …" if len(p.hash_ids) == 8 and p.end - p.start > 8 * BLOCK_TOKENS else ""
+    return f"{block_span(p.start, p.end)}, hash ids {p.hash_ids[:6]}{more}"
+
+
 def _cell(tokens: int, total: int) -> str:
     return f"{tokens:,} ({tokens / total:.1%})" if total else f"{tokens:,}"
 
@@ -101,7 +120,8 @@ def _cell(tokens: int, total: int) -> str:
 def _what_if_tables(e: Explanation) -> list[str]:
     if not e.what_if:
         return []
-    out = ["", f"hit rate against KV capacity (working set {e.working_set:,} tokens)",
+    out = ["", f"hit rate (all prompts) against KV capacity (working set {e.working_set:,} "
+           "tokens)",
            f"  {'capacity':>14}{'tree':>9}{'blocks':>9}{'rejected':>10}"]
     for p in e.what_if["capacity"]:
         c = "unbounded" if p["capacity"] is None else f"{p['capacity']:,}"

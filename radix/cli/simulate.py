@@ -13,15 +13,23 @@ import argparse
 import json
 from typing import Any
 
-from radix.cli import InputError
+from radix.cli.options import (
+    add_capacity,
+    add_limits,
+    capacity_label,
+    load_request_trace,
+    parse_jobs,
+)
 from radix.runs.sim import CONFIGS, SimConfig, simulate, simulate_many
 from radix.sched.policy import POLICIES
-from radix.traces import TraceError, load_trace
 
 ROWS = (  # (totals key, label, format)
     ("rejected", "rejected (too big)", "{:,}"),
-    ("hit_rate", "hit rate (tree)", "{:.1%}"),
-    ("block_hit_rate", "hit rate (blocks)", "{:.1%}"),
+    # hit rates over the admitted requests' prompts, then over every prompt (rejected too)
+    ("hit_rate", "hit rate tree (admitted)", "{:.1%}"),
+    ("hit_rate_all", "hit rate tree (all)", "{:.1%}"),
+    ("block_hit_rate", "hit rate blocks (admitted)", "{:.1%}"),
+    ("block_hit_rate_all", "hit rate blocks (all)", "{:.1%}"),
     ("prefilled_tokens", "tokens prefilled", "{:,}"),
     ("prefill_seconds", "prefill s (derived)", "{:.2f}"),
     ("ttft_mean_s", "TTFT mean s", "{:.3f}"),
@@ -46,38 +54,18 @@ def register(subparsers: Any) -> None:
     # one process per configuration: on fewer cores the OS shares them out, which ends no
     # later than handing them to one worker per core in order (on the conversation stand-in,
     # 2 cores: 17 s against 19-20 s)
-    cfg.add_argument("--jobs", type=_jobs, default=len(CONFIGS),
+    cfg.add_argument("--jobs", type=parse_jobs, default=len(CONFIGS),
                      help="worker processes (default: one per configuration; 1: in this one)")
     cfg.set_defaults(func=run_configs)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("trace", help="a request or Mooncake trace")
-    p.add_argument("--capacity", type=int, default=None, help="KV pool, tokens (default: no limit)")
+    add_capacity(p)
+    add_limits(p)
     p.add_argument("--budget", type=int, default=16384, help="max_prefill_tokens per round")
     p.add_argument("--chunk", type=int, default=None, help="chunked_prefill_size (default: off)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
-
-def _jobs(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--jobs must be a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"--jobs must be >= 1, got {n}")
-    return n
-
-
-def _load(path: str):
-    try:
-        trace = load_trace(path)
-    except TraceError as exc:
-        raise InputError(f"{path}: {exc}") from None
-    if trace.format not in ("request", "mooncake"):  # nothing to schedule: say so
-        raise InputError(f"{path}: simulate needs a request or Mooncake trace, got a "
-                         f"{trace.format} trace")
-    return trace
 
 
 def _config(args: argparse.Namespace, **overrides: Any):
@@ -86,7 +74,7 @@ def _config(args: argparse.Namespace, **overrides: Any):
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    trace = _load(args.trace)
+    trace = load_request_trace(args, "simulate")
     result = simulate(trace, _config(args, policy=args.policy, eviction=args.eviction,
                                      page_size=args.page_size, disable_cache=args.no_cache))
     if args.json:
@@ -107,28 +95,28 @@ def run_simulate(args: argparse.Namespace) -> int:
     if len(result.rows) > 40:
         print(f"... {len(result.rows) - 40:,} more requests (--json for all)")
     print(_table([("this run", result.totals)]))
-    print(f"seconds are {result.totals['cost_label']}")
+    print(f"capacity {capacity_label(args.capacity)}; seconds are {result.totals['cost_label']}")
     return 0
 
 
 def run_configs(args: argparse.Namespace) -> int:
-    trace = _load(args.trace)
+    trace = load_request_trace(args, "configs")
     configs = [(name, _config(args, **over)) for name, over in CONFIGS]
     results = [(name, r.totals) for name, r in simulate_many(trace, configs, args.jobs)]
     if args.json:
         print(json.dumps(dict(results), indent=1))
         return 0
     print(_table(results))
-    cap = "unbounded" if args.capacity is None else f"{args.capacity:,} tokens"
-    print(f"capacity {cap}; budget {args.budget:,}; seconds are {results[0][1]['cost_label']}")
+    print(f"capacity {capacity_label(args.capacity)}; budget {args.budget:,}; seconds are "
+          f"{results[0][1]['cost_label']}")
     return 0
 
 
 def _table(results: list[tuple[str, dict[str, Any]]]) -> str:
     """Metrics down, configurations across."""
     width = max(16, *(len(name) + 2 for name, _ in results))
-    lines = [f"{'':<22}" + "".join(f"{name:>{width}}" for name, _ in results)]
+    lines = [f"{'':<28}" + "".join(f"{name:>{width}}" for name, _ in results)]
     for key, label, fmt in ROWS:
         cells = [fmt.format(t[key]) if key in t else "-" for _, t in results]
-        lines.append(f"{label:<22}" + "".join(f"{c:>{width}}" for c in cells))
+        lines.append(f"{label:<28}" + "".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)

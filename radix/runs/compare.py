@@ -34,12 +34,18 @@ __all__ = ["OUTPUT_BASE", "compare", "output_tokens", "run_blocks", "run_tree", 
 
 def _stats(name: str) -> dict[str, Any]:
     return {"cache": name, "requests": 0, "rejected": 0, "prompt_tokens": 0, "hit_tokens": 0,
-            "prefilled_tokens": 0, "evicted_tokens": 0, "evictions": 0,
-            "unreachable_blocks": None}
+            "rejected_prompt_tokens": 0, "prefilled_tokens": 0, "evicted_tokens": 0,
+            "evictions": 0, "unreachable_blocks": None}
 
 
 def _finish(s: dict[str, Any]) -> dict[str, Any]:
-    s["hit_rate"] = round(s["hit_tokens"] / s["prompt_tokens"], 4) if s["prompt_tokens"] else 0.0
+    """The two hit rates: `hit_rate` over the admitted requests' prompt tokens (SGLang's and
+    vLLM's own counters see only those), `hit_rate_all` over every prompt token of the trace,
+    the rejected requests' included (what a user of the whole trace gets)."""
+    hit, admitted = s["hit_tokens"], s["prompt_tokens"]
+    every = admitted + s["rejected_prompt_tokens"]
+    s["hit_rate"] = round(hit / admitted, 4) if admitted else 0.0
+    s["hit_rate_all"] = round(hit / every, 4) if every else 0.0
     return s
 
 
@@ -83,6 +89,7 @@ def run_tree(reqs: Iterable[Req], outputs: Sequence[Sequence[int]], capacity: in
         if new is None:
             tree.dec_lock_ref(m.last_node, rid=req.rid)
             s["rejected"] += 1
+            s["rejected_prompt_tokens"] += len(prompt)
             continue
         req.slot_ids = joined(prefix, new)
         _count(s, len(prompt), m.prefix_len)
@@ -145,6 +152,7 @@ def run_blocks(reqs: Sequence[Req], outputs: Sequence[Sequence[int]], capacity: 
         if m.allocate_slots(req, prompt_len - hit.num_computed_tokens, hit) is None:
             m.free(req)
             s["rejected"] += 1
+            s["rejected_prompt_tokens"] += prompt_len
             if rejected_rids is not None:
                 rejected_rids.append(req.rid)
             continue
@@ -186,9 +194,11 @@ def _count(s: dict[str, Any], prompt_len: int, hit: int) -> None:
     s["prefilled_tokens"] += prompt_len - hit
 
 
-def compare(trace: Trace, capacity: int, page_size: int = 1, block_size: int = 16) -> dict:
+def compare(trace: Trace, capacity: int | None = None, page_size: int = 1,
+            block_size: int = 16) -> dict:
     """Both caches over `trace`; returns {"capacity", "page_size", "block_size", "tree": stats,
-    "blocks": stats}, all in real tokens (a Mooncake trace too).
+    "blocks": stats}, all in real tokens (a Mooncake trace too). `capacity` None: unbounded,
+    room for every prompt and output token of the trace and a page each (nothing evicted).
 
     >>> from radix.traces.base import TraceRequest
     >>> t = Trace("request", [TraceRequest(r, 0, tuple(range(40)), 2) for r in "ab"])
@@ -196,11 +206,15 @@ def compare(trace: Trace, capacity: int, page_size: int = 1, block_size: int = 1
     >>> out["tree"]["hit_tokens"], out["blocks"]["hit_tokens"]
     (39, 32)
     """
-    if capacity < 1 or page_size < 1 or block_size < 1:
+    if (capacity is not None and capacity < 1) or page_size < 1 or block_size < 1:
         raise ValueError("--capacity, --page-size and --block-size must be >= 1")
     outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
+    room = capacity
+    if room is None:  # never full: nothing is evicted, nothing rejected
+        page = max(page_size, block_size)
+        room = sum(n + len(o) + page for n, o in zip(trace.input_lens, outputs)) + 1
     with fewer_collections():
-        tree = run_tree(trace_reqs(trace), outputs, capacity, page_size)
-        blocks = run_blocks(trace_reqs(trace), outputs, capacity, block_size)
+        tree = run_tree(trace_reqs(trace), outputs, room, page_size)
+        blocks = run_blocks(trace_reqs(trace), outputs, room, block_size)
     return {"capacity": capacity, "page_size": page_size, "block_size": block_size,
             "compact": is_compact_trace(trace), "tree": tree, "blocks": blocks}

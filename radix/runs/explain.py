@@ -23,6 +23,7 @@ from radix.runs.probe import (
     watched_run,
 )
 from radix.runs.sim import SimConfig, build, run
+from radix.runs.workers import fork_map
 from radix.traces.base import Trace
 
 __all__ = ["BUCKETS", "Eviction", "Explanation", "PrefixSaved", "RequestBuckets", "explain",
@@ -54,10 +55,11 @@ class Explanation:
 
 
 def explain(trace: Trace, config: SimConfig | None = None, *, what_if: bool = True,
-            capacities: int = 8, top: int = 10, progress: Progress | None = None
-            ) -> Explanation:
+            capacities: int = 8, top: int = 10, progress: Progress | None = None,
+            jobs: int = 1) -> Explanation:
     """Runs `trace` through the watched simulator and explains every prompt token.
-    `progress(fraction, text)` hears of the arrivals of every run (each what-if is a run).
+    `progress(fraction, text)` hears of the arrivals of every run (each what-if is a run);
+    `jobs` > 1 runs the what-ifs in that many worker processes.
 
     Two identical 40-token requests one after the other, blocks of 16, unbounded: the second
     hits 39 tokens in the tree (1 last-token cap) and 32 in the block cache (2 full blocks:
@@ -89,7 +91,7 @@ def explain(trace: Trace, config: SimConfig | None = None, *, what_if: bool = Tr
         working_set=sum(n.d1 - n.d0 for n in probe.tree.ever_any.nodes()),
         sim_totals=dict(result.totals))
     if what_if:
-        out.what_if = what_ifs(trace, cfg, out.working_set, capacities, progress, share)
+        out.what_if = what_ifs(trace, cfg, out.working_set, capacities, progress, share, jobs)
     return out
 
 
@@ -144,42 +146,86 @@ def _rows(probe: Probe) -> list[RequestBuckets]:
 
 
 def what_ifs(trace: Trace, config: SimConfig, working_set: int, capacities: int = 8,
-             progress: Progress | None = None, start: float = 0.0
+             progress: Progress | None = None, start: float = 0.0, jobs: int = 1
              ) -> dict[str, list[dict[str, Any]]]:
     """Hit rates of both caches (hit tokens / all prompt tokens, rejected requests included)
     against KV capacity (`capacities` points from the working set down to 1% of it, and
     unbounded), against page/block size (PAGE_SIZES, both caches the same), and with and
-    without namespaces (extra_key, cache_salt dropped). `progress` as in `explain`, from
-    `start` to 1."""
+    without namespaces (extra_key, cache_salt dropped). The runs are independent: `jobs` > 1
+    fans them out over forked workers (runs/workers.py), and a configuration asked twice (the
+    namespaces' "with" is the base configuration; so is unbounded when the base is) runs once.
+    `progress` as in `explain`, from `start` to 1: within each run with jobs=1, else as each
+    run comes back."""
     total = sum(len(r.token_ids) for r in trace.requests) or 1
-    done, runs = [0], num_what_ifs(capacities)
-
-    def point(cfg: SimConfig, t: Trace = trace, **extra: Any) -> dict[str, Any]:
-        lo = start + (1 - start) * done[0] / runs
-        label = ", ".join(f"{k} {v}" for k, v in extra.items())
-        what = f"what-if {done[0] + 1} of {runs} ({label})"
-        s = run(build(t, cfg), _ticker(progress, len(t.requests), lo,
-                                       lo + (1 - start) / runs, what)).totals
-        done[0] += 1
-        return extra | {"tree_hit_rate": s["matched_tokens"] / total,
-                        "block_hit_rate": s.get("block_matched_tokens", 0) / total,
-                        "rejected": s["rejected"], "evicted_tokens": s["evicted_tokens"],
-                        "retractions": s["retractions"]}
-
     steps = max(capacities - 1, 1)
     caps = sorted({max(1, round(working_set * 0.01 ** (i / steps))) for i in range(capacities)},
                   reverse=True)
-    curve = [point(dataclasses.replace(config, capacity=None), capacity=None)]
-    curve += [point(dataclasses.replace(config, capacity=c), capacity=c) for c in caps]
-    pages = [point(dataclasses.replace(config, page_size=p, block_size=p), page_size=p)
-             for p in PAGE_SIZES]
-    plain = Trace(trace.format, [dataclasses.replace(r, extra_key=None, cache_salt=None)
-                                 for r in trace.requests], input_lens=list(trace.input_lens))
     spaced = any(r.extra_key is not None or r.cache_salt is not None for r in trace.requests)
-    with_ns = point(config, namespaces=True)
-    without = point(config, plain, namespaces=False) if spaced else with_ns | {
-        "namespaces": False}
-    return {"capacity": curve, "page_size": pages, "namespaces": [with_ns, without]}
+    points = [({"capacity": c}, dataclasses.replace(config, capacity=c), False)
+              for c in [None, *caps]]
+    points += [({"page_size": p}, dataclasses.replace(config, page_size=p, block_size=p), False)
+               for p in PAGE_SIZES]
+    points += [({"namespaces": True}, config, False)]
+    if spaced:
+        points.append(({"namespaces": False}, config, True))
+    runs = list(dict.fromkeys((cfg, plain) for _, cfg, plain in points))  # each once, in order
+    totals = _run_what_ifs(trace, runs, progress, start, jobs)
+    rows = []
+    for extra, cfg, plain in points:
+        s = totals[runs.index((cfg, plain))]
+        rows.append(extra | {"tree_hit_rate": s["matched_tokens"] / total,
+                             "block_hit_rate": s.get("block_matched_tokens", 0) / total,
+                             "rejected": s["rejected"], "evicted_tokens": s["evicted_tokens"],
+                             "retractions": s["retractions"]})
+    with_ns = rows[-2] if spaced else rows[-1]
+    without = rows[-1] if spaced else with_ns | {"namespaces": False}
+    n = len(caps) + 1  # the capacity curve: unbounded, then each capacity
+    return {"capacity": rows[:n], "page_size": rows[n:n + len(PAGE_SIZES)],
+            "namespaces": [with_ns, without]}
+
+
+_WHAT_IFS: tuple[Trace, Trace | None, list[tuple[SimConfig, bool]]] | None = None  # for workers
+
+
+def _what_if_forked(i: int) -> dict[str, Any]:
+    trace, plain, runs = _WHAT_IFS
+    cfg, strip = runs[i]
+    return run(build(plain if strip else trace, cfg)).totals
+
+
+def _run_what_ifs(trace: Trace, runs: list[tuple[SimConfig, bool]], progress: Progress | None,
+                  start: float, jobs: int) -> list[dict[str, Any]]:
+    """Each (config, namespaces dropped) run's totals, in order; progress as they go."""
+    global _WHAT_IFS
+    plain = None
+    if any(strip for _, strip in runs):
+        plain = Trace(trace.format, [dataclasses.replace(r, extra_key=None, cache_salt=None)
+                                     for r in trace.requests], input_lens=list(trace.input_lens))
+    n, share = len(runs), (1 - start) / max(len(runs), 1)
+    if jobs > 1 and n > 1:
+        def done(i: int, _totals: Any) -> None:
+            if progress is not None:
+                progress(start + share * (i + 1), f"what-if {i + 1} of {n} done "
+                                                  f"({min(jobs, n)} worker processes)")
+        if progress is not None:
+            progress(start, f"what-ifs: {n} runs in {min(jobs, n)} worker processes")
+        _WHAT_IFS = (trace, plain, runs)
+        try:
+            return fork_map(_what_if_forked, n, jobs, done)
+        finally:
+            _WHAT_IFS = None
+    out = []
+    for i, (cfg, strip) in enumerate(runs):
+        t = plain if strip else trace
+        what = f"what-if {i + 1} of {n} ({_label(cfg, strip)})"
+        out.append(run(build(t, cfg), _ticker(progress, len(t.requests), start + share * i,
+                                              start + share * (i + 1), what)).totals)
+    return out
+
+
+def _label(cfg: SimConfig, strip: bool) -> str:
+    cap = "unbounded" if cfg.capacity is None else f"{cfg.capacity:,}"
+    return f"capacity {cap}, page {cfg.page_size}" + (", no namespaces" if strip else "")
 
 
 def _plain(value: Any) -> Any:

@@ -18,6 +18,7 @@ from radix.request import Req
 from radix.runs.sim import SimConfig, SimRun, build, run
 from radix.tokens import TokenRuns
 from radix.traces.base import Trace
+from radix.traces.hashview import stretch_hash_ids
 from radix.tree.radix_cache import RadixCache
 
 BUCKETS = ("hit", "evicted", "last_token_cap", "block_rounding", "block_floor", "in_flight",
@@ -153,6 +154,7 @@ class PrefixSaved(NamedTuple):
     end: int  # the deepest token a hit reached in it
     namespace: Any  # None: the default namespace
     head: list[int]  # its first tokens (Mooncake: hash id = token // 512)
+    hash_ids: list[int] | None = None  # Mooncake: the trace's hash ids of its first blocks
 
 
 class Probe:
@@ -273,9 +275,12 @@ class Probe:
             while root.parent is not None:
                 root = root.parent
             ns = names[id(root)]
+            content = node.content
             out.append(PrefixSaved(cache, tokens, requests, node.d0, deepest,
                                    None if ns == (None, None) else ns,
-                                   list(node.content[node.d0:min(deepest, node.d0 + 8)])))
+                                   list(content[node.d0:min(deepest, node.d0 + 8)]),
+                                   stretch_hash_ids(content, node.d0, deepest)
+                                   if isinstance(content, TokenRuns) else None))
         return out
 
 

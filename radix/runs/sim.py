@@ -9,11 +9,8 @@ go at once (radix/sched/span.py). Leaves out: output text, network and queueing 
 
 from __future__ import annotations
 
-import gc
-import multiprocessing
 import statistics
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -24,6 +21,7 @@ from radix.runs.costs import CostModel
 from radix.runs.reqs import is_compact_trace, output_tokens, trace_reqs
 from radix.runs.shadow import BlockShadow
 from radix.runs.simrunner import OUTPUT_TOKEN_BASE, SimClock, SimRunner
+from radix.runs.workers import fork_map
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.tokens.slots import RunAllocator
 from radix.traces.base import Trace
@@ -85,6 +83,7 @@ class SimResult:
     totals: dict[str, Any]  # see `simulate`
     notices: list[str]  # LPM fallback notices
     rejected: list[str] = field(default_factory=list)  # why each rejected request was
+    rejected_input_tokens: int = 0  # the rejected requests' prompt tokens
 
 
 @dataclass
@@ -99,6 +98,7 @@ class SimRun:
     shadow: BlockShadow | None
     sched: Scheduler
     rejected: list[str] = field(default_factory=list)  # why each rejected request was
+    rejected_input_tokens: int = 0  # the rejected requests' prompt tokens
     num_steps: int = 0  # scheduler steps taken (a fast-forwarded span counts once)
 
 
@@ -157,6 +157,7 @@ def _run(sim: SimRun, on_arrival: Any) -> SimResult:
                 sched.add_request(reqs[i])
             except ValueError as exc:  # the pool can never hold it: skipped, counted, said
                 sim.rejected.append(str(exc))
+                sim.rejected_input_tokens += len(reqs[i].origin_input_ids)
             i += 1
         if not sched.has_work:
             if i == len(reqs):  # the last arrivals were rejected
@@ -170,6 +171,7 @@ def _run(sim: SimRun, on_arrival: Any) -> SimResult:
     rows = [_row(r) for r in reqs if id(r) in run_ids]
     totals = _totals(rows, sched, sim.shadow, sim.config, clock.now)
     totals["rejected"] = len(sim.rejected)
+    _rates_over_all(totals, sim.rejected_input_tokens)
     return SimResult(rows, totals, list(sched.notices), list(sim.rejected))
 
 
@@ -179,9 +181,11 @@ def simulate(trace: Trace, config: SimConfig | None = None) -> SimResult:
     A request the pool could never admit (Scheduler.add_request) is left out of the rows,
     counted in totals["rejected"] and explained in `SimResult.rejected`.
     Totals: requests (run), rejected, input_tokens, matched_tokens, hit_rate (matched / input),
+    rejected_input_tokens, hit_rate_all (matched / every prompt token, the rejected included),
     prefilled_tokens,
     prefill_seconds (derived), makespan_s, ttft_mean_s / ttft_p50_s / ttft_p99_s, evicted_tokens,
     retractions, fallbacks, and with the shadow block_matched_tokens, block_hit_rate,
+    block_hit_rate_all,
     block_evictions, unreachable_blocks, block_dropped.
     """
     return run(build(trace, config))
@@ -193,18 +197,11 @@ def simulate_many(trace: Trace, configs: Sequence[tuple[str, SimConfig]], jobs: 
     processes (they inherit the loaded trace; a run is single-threaded Python, so the four
     configurations of `configs` on two cores take about half the wall time). Where fork is
     not offered (not Linux), one after the other."""
-    jobs = max(1, min(jobs, len(configs)))
-    if jobs == 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return [(name, simulate(trace, cfg)) for name, cfg in configs]
     global _FORKED
     _FORKED = (trace, list(configs))
-    gc.freeze()  # what the workers inherit is never scanned there (nor copied on write by it)
     try:
-        ctx = multiprocessing.get_context("fork")
-        with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-            results = list(pool.map(_simulate_forked, range(len(configs))))
+        results = fork_map(_simulate_forked, len(configs), jobs)
     finally:
-        gc.unfreeze()
         _FORKED = None
     return [(name, res) for (name, _), res in zip(configs, results, strict=True)]
 
@@ -232,6 +229,21 @@ def _row(r: Req) -> RequestRow:
     return RequestRow(r.rid, r.arrival, m.get("ttft", float("nan")), len(r.origin_input_ids),
                       int(m.get("matched_tokens", 0)), int(m.get("prefilled_tokens", 0)),
                       int(m.get("decode_tokens", 0)), None if block is None else int(block))
+
+
+def _rates_over_all(totals: dict[str, Any], rejected_input_tokens: int) -> None:
+    """The hit rates over every prompt token of the trace, the rejected requests' included
+    (`hit_rate` and `block_hit_rate` count the admitted requests' prompts only).
+
+    >>> t = {"input_tokens": 80, "matched_tokens": 40, "block_matched_tokens": 32}
+    >>> _rates_over_all(t, 20); t["hit_rate_all"], t["block_hit_rate_all"]  # 40/100, 32/100
+    (0.4, 0.32)
+    """
+    every = max(totals["input_tokens"] + rejected_input_tokens, 1)
+    totals["rejected_input_tokens"] = rejected_input_tokens
+    totals["hit_rate_all"] = totals["matched_tokens"] / every
+    if "block_matched_tokens" in totals:
+        totals["block_hit_rate_all"] = totals["block_matched_tokens"] / every
 
 
 def _totals(rows: list[RequestRow], sched: Scheduler, shadow: BlockShadow | None,

@@ -9,7 +9,7 @@ figure. Leaves out: time limits (a bounded trace replays in bounded time).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from radix.traces.base import (
     MAX_BYTES,
@@ -45,6 +45,39 @@ class TraceLimits:
 
 
 DEFAULT_LIMITS = TraceLimits()
+LIMIT_NAMES = tuple(f.name for f in fields(TraceLimits))
+
+
+def limit_item(text: str) -> tuple[str, int]:
+    """One `NAME=VALUE` (a TraceLimits field, a whole number >= 1; "-" for "_" in the name,
+    "," and "_" in the number, and 1e8 are fine); ValueError names what is wrong.
+
+    >>> limit_item("max-total-output-tokens=1e8")
+    ('max_total_output_tokens', 100000000)
+    """
+    name, sep, raw = text.partition("=")
+    name = name.strip().replace("-", "_")
+    if not sep or name not in LIMIT_NAMES:
+        raise ValueError(f"a limit is NAME=VALUE with NAME one of {', '.join(LIMIT_NAMES)}; "
+                         f"got {text!r}")
+    try:
+        number = float(raw.strip().replace(",", "").replace("_", ""))
+    except ValueError:
+        number = -1.0
+    if not number.is_integer() or number < 1:
+        raise ValueError(f"limit {name} must be a whole number >= 1, got {raw!r}")
+    return name, int(number)
+
+
+def parse_limits(spec: str, base: TraceLimits = DEFAULT_LIMITS) -> TraceLimits:
+    """`base` with the comma- or space-separated `NAME=VALUE` items of `spec` (a server's
+    RADIXLENS_TRACE_LIMITS) put in.
+
+    >>> parse_limits("max_requests=10 max_ops=5").max_ops
+    5
+    """
+    items = [limit_item(part) for part in spec.replace(",", " ").split()]
+    return replace(base, **dict(items))
 
 
 class Tally:

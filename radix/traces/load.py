@@ -24,7 +24,7 @@ from radix.traces.base import (
 )
 from radix.traces.kv_events import load_kv_events
 from radix.traces.limits import DEFAULT_LIMITS, Tally, TraceLimits
-from radix.traces.mooncake import BLOCK_TOKENS, MAX_TOTAL_OUTPUT_TOKENS_COMPACT, load_mooncake
+from radix.traces.mooncake import MAX_TOTAL_OUTPUT_TOKENS_COMPACT, load_mooncake, scan_totals
 from radix.traces.ops import parse_ops
 from radix.traces.requests import load_requests
 
@@ -80,24 +80,13 @@ def load_trace(path_or_bytes: str | os.PathLike | bytes, *, fmt: str | None = No
         trace = Trace("ops", ops=parse_ops(decode_text(data), limits))
     elif fmt == "mooncake":
         text = decode_text(data)
-        Tally(limits).check_lines(text, "max_requests", "requests")
-        trace = load_mooncake(text, limits.max_tokens_per_request)
         if limits.max_total_output_tokens == MAX_TOTAL_OUTPUT_TOKENS:  # the default: compact
             limits = replace(limits, max_total_output_tokens=MAX_TOTAL_OUTPUT_TOKENS_COMPACT)
-        _tally_mooncake(trace, limits)
+        tally = Tally(limits)
+        tally.check_lines(text, "max_requests", "requests")
+        scan_totals(text, limits)  # the totals before any line is parsed
+        trace = load_mooncake(text, limits.max_tokens_per_request, tally)
     else:
         trace = load_requests(decode_text(data), tokenize, chat_template, limits)
     trace.source = name
     return trace
-
-
-def _tally_mooncake(trace: Trace, limits: TraceLimits) -> None:
-    """The totals of a Mooncake trace against `limits`, in file order (rid "mc-<line>"), so a
-    refusal names the line that crossed the limit. Prompt tokens count in hash ids (units)."""
-    def line_of(rid: str) -> int | None:
-        return int(rid[3:]) if rid.startswith("mc-") and rid[3:].isdigit() else None
-
-    tally = Tally(limits)
-    for r in sorted(trace.requests, key=lambda r: line_of(r.rid) or 0):
-        tally.add_request(line_of(r.rid), -(-len(r.token_ids) // BLOCK_TOKENS), r.output_len,
-                          "hash_ids", "output_length")

@@ -11,6 +11,7 @@ Leaves out: Mooncake's other trace columns.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,6 +29,7 @@ from radix.traces.base import (
     need,
     type_name,
 )
+from radix.traces.limits import Tally, TraceLimits
 
 BLOCK_TOKENS = 512  # Mooncake's block size: one hash id stands for 512 tokens
 # The default cap on a Mooncake trace's output tokens (load_trace): its replies are runs too, so
@@ -37,9 +39,11 @@ MAX_HASH_ID = (1 << 54) - 1  # so that every token h*512 + k fits in 63 bits
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 
 
-def load_mooncake(text: str, max_tokens: int = MAX_TOKENS_PER_REQUEST) -> Trace:
-    """Parse and validate a Mooncake trace; prompts are TokenRuns of real tokens. (The limits on
-    what the whole trace expands to are load_trace's, radix/traces/limits.py.)
+def load_mooncake(text: str, max_tokens: int = MAX_TOKENS_PER_REQUEST,
+                  tally: Tally | None = None) -> Trace:
+    """Parse and validate a Mooncake trace; prompts are TokenRuns of real tokens. `tally`
+    (load_trace's, radix/traces/limits.py) counts each line, in file order, before its prompt
+    is built, and refuses the line that takes a total over its limit.
 
     rid is "mc-<line>"; arrival is timestamp / 1000 seconds.
 
@@ -51,14 +55,14 @@ def load_mooncake(text: str, max_tokens: int = MAX_TOKENS_PER_REQUEST) -> Trace:
     >>> hash_ids(r.token_ids)
     [7, 8]
     """
-    requests = [_request(obj, line, max_tokens) for line, obj in iter_json_lines(text)]
+    requests = [_request(obj, line, max_tokens, tally) for line, obj in iter_json_lines(text)]
     if not requests:
         raise TraceError("no requests in the file")
     requests.sort(key=lambda r: r.arrival)  # stable: equal timestamps keep file order
     return Trace("mooncake", requests, input_lens=[len(r.token_ids) for r in requests])
 
 
-def _request(obj: Any, line: int, max_tokens: int) -> TraceRequest:
+def _request(obj: Any, line: int, max_tokens: int, tally: Tally | None) -> TraceRequest:
     """One line's object -> TraceRequest (prompt as TokenRuns), or a TraceError naming the
     line and the field."""
     if not isinstance(obj, dict):
@@ -75,9 +79,45 @@ def _request(obj: Any, line: int, max_tokens: int) -> TraceRequest:
     if isinstance(raw, list) and len(raw) != num_blocks:
         raise TraceError(f"{len(raw)} ids for input_length {input_len}; expected "
                          f"ceil({input_len} / {BLOCK_TOKENS}) = {num_blocks}", line, "hash_ids")
+    if tally is not None:  # prompts count in hash ids (units), outputs in tokens
+        tally.add_request(line, num_blocks, output_len, "hash_ids", "output_length")
     ids = as_int_list(raw, line, "hash_ids", num_blocks, hi=MAX_HASH_ID)
     tokens = TokenRuns.from_blocks(ids, BLOCK_TOKENS, input_len)
     return TraceRequest(f"mc-{line}", ms / 1000.0, tokens, output_len)
+
+
+_TOTALS = re.compile(r'"(input_length|output_length)"\s*:\s*(\d{1,19})\b')
+
+
+def scan_totals(text: str, limits: TraceLimits) -> None:
+    r"""Refuses a trace whose prompt (hash ids) or output totals pass `limits`, before any line
+    is parsed: a regular-expression pass over the text (a 27 MB trace in well under a second,
+    where parsing takes many), naming the line that crosses the limit, as the parse would.
+
+    subtle: it reads the numbers where the fields stand; a line that is bad JSON or repeats a
+    field is refused by the parse in any case (only the message may differ).
+
+    >>> lim = TraceLimits(max_total_output_tokens=15)
+    >>> try:
+    ...     scan_totals('{"input_length": 9, "output_length": 8}\n' * 2, lim)
+    ... except TraceError as err:
+    ...     print(err.line, err.field)
+    2 output_length
+    """
+    units = outputs = 0
+    for m in _TOTALS.finditer(text):
+        value = int(m.group(2))
+        if m.group(1) == "output_length":
+            outputs += value
+            total, limit, what = outputs, "max_total_output_tokens", "output tokens"
+        else:
+            units += -(-value // BLOCK_TOKENS)
+            total, limit, what = units, "max_total_tokens", "prompt tokens"
+        cap = getattr(limits, limit)
+        if total > cap:
+            field = m.group(1) if what == "output tokens" else "hash_ids"
+            raise TraceError(f"the trace's {what} reach {total:,}, over the limit of {cap:,} "
+                             f"({limit})", text.count("\n", 0, m.start()) + 1, field)
 
 
 def hash_ids(tokens: TokenRuns, block_tokens: int = BLOCK_TOKENS) -> list[int]:

@@ -9,7 +9,7 @@ evictable + protected == total, the leaf set, the eviction heap, no evicted node
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from radix.tokens import frozen
@@ -49,8 +49,11 @@ def format_tree(
     decode: Callable[[list[int]], str] | None = None,
     show_hits: bool = False,
     mark_leaves: bool = False,
+    *,
+    ids: Callable[[Sequence[int]], str] | None = None,
 ) -> str:
-    """SGLang's pretty_print lines for a snapshot.
+    """SGLang's pretty_print lines for a snapshot. `ids` renders a node's tokens in place of
+    its first ten token ids (a Mooncake trace's: radix.traces.hashview.block_label).
 
     >>> from radix.tree.radix_cache import RadixCache
     >>> c = RadixCache(); _ = c.insert([1, 2, 3]); _ = c.insert([1, 2, 4])
@@ -66,8 +69,8 @@ def format_tree(
     stack = [(by_id[0], 0)]
     while stack:
         node, indent = stack.pop()
-        parts = [" " * indent, str(len(node.token_ids)), str(list(node.token_ids[:10])),
-                 f"r={node.lock_ref}"]
+        shown = str(list(node.token_ids[:10])) if ids is None else f"[{ids(node.token_ids)}]"
+        parts = [" " * indent, str(len(node.token_ids)), shown, f"r={node.lock_ref}"]
         if show_hits:
             parts.append(f"hits={node.hit_count}")
         if mark_leaves and node.evictable_leaf:

@@ -659,9 +659,11 @@ class RadixCache:
         return inspect.snapshot(self)
 
     def pretty_print(self, decode: Callable[[list[int]], str] | None = None,
-                     show_hits: bool = False, mark_leaves: bool = False, file=None) -> str:
-        """Prints (and returns) SGLang's pretty_print lines; see inspect.format_tree."""
-        text = inspect.format_tree(self.snapshot(), decode, show_hits, mark_leaves)
+                     show_hits: bool = False, mark_leaves: bool = False, file=None, *,
+                     ids: Callable[[Any], str] | None = None) -> str:
+        """Prints (and returns) SGLang's pretty_print lines; see inspect.format_tree (`ids`:
+        how a node's tokens are shown, e.g. a Mooncake trace's hash ids)."""
+        text = inspect.format_tree(self.snapshot(), decode, show_hits, mark_leaves, ids=ids)
         print(text, file=file)
         return text
 
