@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "radix.cli.simulate",  # simulate, configs
     "radix.cli.watch",  # watch
     "radix.cli.explain",  # explain
+    "radix.cli.cluster",  # cluster
 )
 
 
