@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "radix.cli.watch",  # watch
     "radix.cli.explain",  # explain
     "radix.cli.cluster",  # cluster
+    "radix.cli.sweep",  # sweep
 )
 
 

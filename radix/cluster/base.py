@@ -11,6 +11,7 @@ Leaves out: health checks, retries, replicas joining or leaving.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -54,7 +55,7 @@ def block_keys(token_ids: Sequence[int], block_size: int, namespace: object = No
     (2, True, False)
     """
     keys: list[int] = []
-    parent = hash(("radixlens-route", namespace))
+    parent = stable_hash(repr(namespace))  # str hashes are salted per process: not hash()
     if is_compact(token_ids):
         contents = _compact_blocks(token_ids, block_size)
     else:
@@ -64,6 +65,15 @@ def block_keys(token_ids: Sequence[int], block_size: int, namespace: object = No
         parent = hash((parent, content))
         keys.append(parent)
     return tuple(keys)
+
+
+def stable_hash(text: str) -> int:
+    """64-bit BLAKE2b of `text`: the same in every process, unlike `hash(str)`.
+
+    >>> stable_hash("a") == stable_hash("a") != stable_hash("b")
+    True
+    """
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
 
 def _compact_blocks(tokens: TokenRuns, block_size: int) -> list[tuple]:

@@ -12,11 +12,10 @@ no session id is hashed by its rid. Leaves out: weights, health.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import random
 from collections.abc import Sequence
 
-from radix.cluster.base import Decision, Load, RouteRequest
+from radix.cluster.base import Decision, Load, RouteRequest, stable_hash
 
 VNODES = 64  # ring points per replica (a common choice; the spread evens out with more)
 
@@ -93,11 +92,6 @@ class PowerOfTwo:
                         f"({loads[b].tokens:,}); {rank} is less loaded")
 
 
-def ring_hash(text: str) -> int:
-    """64-bit BLAKE2b of `text` (the same in every process, unlike `hash(str)`)."""
-    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
-
-
 class SessionRouter:
     """Consistent hashing of the session id onto a ring of VNODES points per replica: the
     first point at or after the session's hash (wrapping) names the replica."""
@@ -106,13 +100,13 @@ class SessionRouter:
 
     def __init__(self, num_replicas: int, vnodes: int = VNODES) -> None:
         self.num_replicas = num_replicas
-        points = sorted((ring_hash(f"replica-{r}-{v}"), r)
+        points = sorted((stable_hash(f"replica-{r}-{v}"), r)
                         for r in range(num_replicas) for v in range(vnodes))
         self._hashes = [h for h, _ in points]
         self._owners = [r for _, r in points]
 
     def owner(self, session: str) -> int:
-        i = bisect.bisect_left(self._hashes, ring_hash(session)) % len(self._hashes)
+        i = bisect.bisect_left(self._hashes, stable_hash(session)) % len(self._hashes)
         return self._owners[i]
 
     def route(self, req: RouteRequest, loads: Sequence[Load], now: float = 0.0) -> Decision:
