@@ -24,10 +24,11 @@ SERVE = [sys.executable, "-m", "engine", "serve", "--port", "0", "--dp", "2", "-
 
 
 @contextmanager
-def engine_serve(timeout: float = 180) -> Iterator[list[str]]:
-    """The server's lines up to "ready" (the first names its URL); the server stops on exit."""
-    proc = subprocess.Popen(SERVE, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+def engine_serve(timeout: float = 180, extra: tuple[str, ...] = ()) -> Iterator[list[str]]:
+    """The server's lines up to "ready" (the first names its URL); the server stops on exit.
+    `extra`: more arguments (a later --dp or --router wins over SERVE's)."""
+    proc = subprocess.Popen([*SERVE, *extra], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()
     seen: list[str] = []

@@ -6,8 +6,9 @@ watch` reads), and a cost per worker
     cost = overlap_score_weight x prefill_blocks + decode_blocks
 
 prefill_blocks: the prompt's blocks minus those the worker already holds (leading, chained);
-decode_blocks: the worker's queued + running tokens in blocks. Lowest cost wins (ties: lowest
-id); with `router_temperature` > 0 the worker is drawn from a softmax over the costs normalised
+decode_blocks: the worker's queued + running tokens in blocks. Lowest cost wins (ties: in
+turn, from a start that rotates each request, so cold traffic spreads; Dynamo draws one);
+with `router_temperature` > 0 the worker is drawn from a softmax over the costs normalised
 to [0, 1]. Defaults follow Dynamo's KvRouterConfig: `overlap_score_weight` 1.0,
 `router_temperature` 0.0. Leaves out: Dynamo's per-worker active-prefill tracking beyond the
 token load, its approximate mode (no events) and TTL.
@@ -21,7 +22,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from radix.cluster.base import Decision, Load, RouteRequest
 from radix.watch.view import WorkerCache
@@ -36,21 +37,27 @@ class BlockIndex(Protocol):
 
 
 class EventIndex:
-    """One `WorkerCache` per replica, fed with the EventBatches each replica publishes (over
-    ZMQ in `engine serve`); matched on the prompt's token ids. Thread-safe."""
+    """kv-overlap's index in `engine serve`: one `WorkerCache` per replica (radix/watch), each
+    rebuilt by a subscriber from the KV-event batches that replica publishes; matched on the
+    prompt's token ids. `lock` is the one the subscriber holds while it applies a batch.
 
-    def __init__(self, num_replicas: int, block_size: int) -> None:
-        self.block_size = block_size
-        self.caches = [WorkerCache() for _ in range(num_replicas)]
-        self.lock = threading.Lock()
+    >>> from radix.blocks.kv_events import BlockStored, EventBatch
+    >>> caches = [WorkerCache(), WorkerCache()]
+    >>> _ = caches[1].apply(EventBatch(0.0, (BlockStored((5,), None, (1, 2), 2, None, "GPU",
+    ...                                                  None),)))
+    >>> ix = EventIndex(caches, 2); [ix.overlap(r, RouteRequest("a", (), 3, None, [1, 2, 3]))
+    ...                               for r in (0, 1)]
+    [0, 1]
+    """
 
-    def apply(self, rank: int, batch: Any) -> None:
-        with self.lock:
-            self.caches[rank].apply(batch)
+    def __init__(self, caches: Sequence[WorkerCache], block_size: int,
+                 lock: threading.Lock | None = None) -> None:
+        self.caches, self.block_size = list(caches), block_size
+        self.lock = lock or threading.Lock()
 
     def overlap(self, rank: int, req: RouteRequest) -> int:
         with self.lock:
-            return self.caches[rank].overlap(list(req.token_ids))
+            return self.caches[rank].overlap(req.token_ids)
 
 
 class KeyIndex:
@@ -115,6 +122,7 @@ class KvOverlap:
         self.num_replicas, self.index = num_replicas, index
         self.config = config or KvOverlapConfig()
         self.rng = random.Random(seed)
+        self._turn = 0  # rotates the start of the tie-break
 
     def route(self, req: RouteRequest, loads: Sequence[Load], now: float = 0.0) -> Decision:
         bs = self.index.block_size
@@ -129,8 +137,10 @@ class KvOverlap:
 
     def _pick(self, costs: Sequence[float]) -> int:
         t = self.config.router_temperature
-        if t == 0 or len(costs) == 1:
-            return min(range(len(costs)), key=lambda r: (costs[r], r))
+        turn, self._turn = self._turn, self._turn + 1
+        if t == 0 or len(costs) == 1:  # ties: the first at or after this turn's start
+            n, low = len(costs), min(costs)
+            return min((r for r in range(n) if costs[r] == low), key=lambda r: (r - turn) % n)
         low, high = min(costs), max(costs)
         span = (high - low) or 1.0
         weights = [math.exp(-((c - low) / span) / t) for c in costs]
