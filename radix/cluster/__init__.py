@@ -23,10 +23,12 @@ __all__ = ["REASONS", "ROUTERS", "CacheAware", "CacheAwareConfig", "Decision", "
 
 
 def make_router(name: str, num_replicas: int, *, block_size: int = 16, seed: int = 0,
-                index: Any = None) -> Any:
+                index: Any = None, config: Any = None) -> Any:
     """The router called `name` over `num_replicas` replicas, with its documented defaults.
     `block_size`: tokens per block key of the routed prompts (the approximate trees);
-    `index`: kv-overlap's block index (default: a KeyIndex, fed by the simulator).
+    `index`: kv-overlap's block index (default: a KeyIndex, fed by the simulator);
+    `config`: a CacheAwareConfig, PrefixAffinityConfig or KvOverlapConfig for that router
+    (its block_size wins over `block_size`).
 
     >>> make_router("least-load", 2).name
     'least-load'
@@ -44,11 +46,11 @@ def make_router(name: str, num_replicas: int, *, block_size: int = 16, seed: int
     if name == "session":
         return SessionRouter(num_replicas)
     if name == "cache-aware":
-        return CacheAware(num_replicas, CacheAwareConfig(block_size=block_size))
+        return CacheAware(num_replicas, config or CacheAwareConfig(block_size=block_size))
     if name == "kv-overlap":
         return KvOverlap(num_replicas, index if index is not None
-                         else KeyIndex(num_replicas, block_size), seed=seed)
+                         else KeyIndex(num_replicas, block_size), config, seed=seed)
     if name == "prefix-affinity":
-        return PrefixAffinity(num_replicas, PrefixAffinityConfig(block_size=block_size),
+        return PrefixAffinity(num_replicas, config or PrefixAffinityConfig(block_size=block_size),
                               seed=seed)
     raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {name!r}")

@@ -53,6 +53,8 @@ class ClusterResult:
     per_replica: list[dict[str, Any]]  # each replica's own `simulate` totals, plus busy_s
     decisions: list[tuple[str, int, str]] = field(default_factory=list)  # (rid, rank, reason)
     reasons: dict[str, int] = field(default_factory=dict)  # decisions by reason
+    sims: list[SimRun] = field(default_factory=list)  # the replicas' runs (keep_state=True)
+    chooser: Any = None  # the router object after the run (keep_state=True)
 
     def summary(self) -> dict[str, Any]:
         return {"replicas": self.replicas, "router": self.router, "totals": self.totals,
@@ -67,10 +69,13 @@ class _Replica:
 
 def simulate_cluster(trace: Trace, replicas: int, router: str,
                      config: SimConfig | None = None, *, block_size: int | None = None,
-                     keep_decisions: bool = False, on_route: Any = None) -> ClusterResult:
+                     keep_decisions: bool = False, on_route: Any = None,
+                     router_config: Any = None, keep_state: bool = False) -> ClusterResult:
     """Replays `trace` through `replicas` simulated engines behind `router` (one of ROUTERS).
     `block_size`: tokens per routing block (default `route_block_size`). `on_route(req,
-    decision, loads)` sees every routing decision."""
+    decision, loads)` sees every routing decision; `router_config` overrides the router's
+    documented defaults (make_router's `config`); `keep_state` keeps the replicas' runs and
+    the router in the result."""
     if router not in ROUTERS:
         raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {router!r}")
     cfg = config or SimConfig()
@@ -81,7 +86,8 @@ def simulate_cluster(trace: Trace, replicas: int, router: str,
     if router == "kv-overlap":
         cap = None if cfg.capacity is None else max(1, cfg.capacity // bs)
         index = KeyIndex(replicas, bs, cap)
-    chooser = make_router(router, replicas, block_size=bs, seed=cfg.seed, index=index)
+    chooser = make_router(router, replicas, block_size=bs, seed=cfg.seed, index=index,
+                          config=router_config)
     keys: dict[int, tuple[int, ...]] = {}
     if index is not None:
         for rank, rep in enumerate(reps):
@@ -91,7 +97,10 @@ def simulate_cluster(trace: Trace, replicas: int, router: str,
     with fewer_collections():
         _drive(reps, reqs, chooser, bs, keys, decisions if keep_decisions else None, reasons,
                on_route)
-    return _result(reps, reqs, router, cfg, decisions, reasons)
+    result = _result(reps, reqs, router, cfg, decisions, reasons)
+    if keep_state:
+        result.sims, result.chooser = [rep.sim for rep in reps], chooser
+    return result
 
 
 def _drive(reps: list[_Replica], reqs: list[Req], chooser: Any, bs: int,
