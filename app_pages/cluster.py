@@ -10,8 +10,7 @@ from radix.runs.costs import LABEL
 from radix.traces import TraceError, load_trace
 from scenarios.routing import NOTE, REPLICAS, classroom_trace, compare_routers, run_routing
 from scenarios.trace import digest
-from viz.dot import tree_dot
-from viz.routing import approx_tree_dot, routing_figure, scores_rows
+from viz.routing import approx_tree_dot, replica_tree_dot, routing_figure, scores_rows
 
 MAX_UPLOAD_REQUESTS = 300  # an uploaded trace is drawn request by request: keep it small
 
@@ -53,25 +52,24 @@ if st.session_state.get("cluster.key") != key:
     st.session_state["cluster.key"] = key
 run = st.session_state["cluster.run"]
 
-cols = st.columns(REPLICAS + 1)
+cols = st.columns(len(run.trees))
 for k, snap in enumerate(run.trees):
     per = run.per_replica[k]
     cols[k].markdown(f"**replica {k}**: hit {per['hit_rate']:.0%}, "
                      f"{per['requests']} requests")
-    cols[k].graphviz_chart(tree_dot(snap, max_children=6, max_depth=8),
-                           height=320 if presenter() else 380)
-view = cols[-1]
-view.markdown(f"**the router's view** ({router})")
+    cols[k].graphviz_chart(replica_tree_dot(snap, k), height=250 if presenter() else 320)
 if run.view["kind"] == "approx-tree":
-    view.graphviz_chart(approx_tree_dot(run.view), height=320 if presenter() else 380)
-    view.caption("blocks of the prompts routed to each replica (colour = replica), not what "
-                 f"the replicas cache; sizes {run.view['sizes']} blocks")
+    st.markdown(f"**the router's view** ({router}): blocks of the prompts it routed, colour = "
+                f"replica (not what the replicas cache); sizes {run.view['sizes']} blocks")
+    st.graphviz_chart(approx_tree_dot(run.view), height=170 if presenter() else 260)
 elif run.view["kind"] == "block-index":
-    view.dataframe([{"replica": k, "blocks indexed": n}
-                    for k, n in enumerate(run.view["blocks"])], hide_index=True)
-    view.caption("kv-overlap's index: the blocks each replica reported storing")
+    blocks = ", ".join(f"replica {k}: {n}" for k, n in enumerate(run.view["blocks"]))
+    st.markdown(f"**the router's view** (kv-overlap): blocks each replica reported storing: "
+                f"{blocks}")
 else:
-    view.caption("this router keeps no view of the caches")
+    st.markdown(f"**the router's view** ({router}): none; it keeps no view of the caches")
+long_caption("Each replica's tree: tokens per node, h = hits. The router's view: chains of "
+             "blocks routed alike merged into one box.")
 
 n = len(run.routed)
 step = st.slider("request", 1, n, link_int("step", n, 1, n), key="cluster.step")

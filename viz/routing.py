@@ -4,9 +4,9 @@ Reads scenarios/routing.py's plain data (`Routed` rows, the router view) and nev
 router or a cache. `routing_figure`: one row per replica, one dot per request in arrival
 order, coloured by the decision's reason, the chosen request ringed, the path from the router
 drawn to its replica. `scores_rows`: the chosen request's per-replica scores and loads, for a
-table. `approx_tree_dot`: cache-aware's / prefix-affinity's approximate tree as Graphviz DOT,
-each block coloured by the replicas it was routed to (PALETTE, the Watch page's colours).
-Leaves out: the replicas' own trees (viz/dot.py's `tree_dot` draws those).
+table. `replica_tree_dot` and `approx_tree_dot`: a replica's radix tree and the router's
+approximate tree as compact Graphviz DOT (token counts, not tokens), coloured by replica
+(PALETTE, the Watch page's colours). Leaves out: token text (the Tour's tree view shows it).
 """
 
 from __future__ import annotations
@@ -64,18 +64,55 @@ def scores_rows(row: Any, router: str) -> list[dict[str, Any]]:
             for k, s in enumerate(row.scores)]
 
 
-def approx_tree_dot(view: dict[str, Any], max_nodes: int = 60) -> str:
-    """The router's approximate tree: one box per block (the first `max_nodes`), filled with
-    the colour of the replica it was routed to (grey when several)."""
-    g = graphviz.Digraph("approx", graph_attr={"rankdir": "TB", "bgcolor": "transparent",
-                                               "nodesep": "0.15", "ranksep": "0.25"},
-                         node_attr={"shape": "box", "style": "filled,rounded",
-                                    "fontname": "DejaVu Sans", "fontsize": "12",
-                                    "height": "0.25", "width": "0.3"})
+def _graph(name: str, rankdir: str = "LR") -> graphviz.Digraph:
+    return graphviz.Digraph(name, graph_attr={"rankdir": rankdir, "bgcolor": "transparent",
+                                              "nodesep": "0.12", "ranksep": "0.2"},
+                            node_attr={"shape": "box", "style": "filled,rounded",
+                                       "fontname": "DejaVu Sans", "fontsize": "14",
+                                       "height": "0.3", "margin": "0.06,0.02"},
+                            edge_attr={"arrowsize": "0.5"})
+
+
+def replica_tree_dot(snapshot: Any, replica: int) -> str:
+    """A replica's radix tree, compact for a small multiple: one box per node labelled with its
+    tokens (and its hit count), in the replica's colour; top down."""
+    g = _graph(f"replica{replica}", "TB")
+    fill = PALETTE[replica % len(PALETTE)]
+    for node in snapshot.nodes:
+        if node.parent is None:
+            g.node(f"n{node.id}", label="root", fillcolor="#eeeeee")
+            continue
+        hits = f" h{node.hit_count}" if node.hit_count else ""
+        g.node(f"n{node.id}", label=f"{len(node.token_ids)}{hits}", fillcolor=fill,
+               fontcolor="white", tooltip=f"node #{node.id}: {len(node.token_ids)} tokens, "
+                                          f"{node.hit_count} hits")
+        g.edge(f"n{node.parent}", f"n{node.id}")
+    return g.source
+
+
+def approx_tree_dot(view: dict[str, Any]) -> str:
+    """The router's approximate tree, chains of blocks sent to the same replicas merged into
+    one box ("5 blk"), filled with that replica's colour (grey when several share it).
+
+    >>> "3 blk" in approx_tree_dot({"nodes": [(1, 0, (0,)), (2, 1, (0,)), (3, 2, (0,))]})
+    True
+    """
+    children: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
+    for node_id, parent, tenants in view["nodes"]:
+        children.setdefault(parent, []).append((node_id, tenants))
+    g = _graph("approx")
     g.node("n0", label="router", fillcolor="#eeeeee")
-    for node_id, parent, tenants in view["nodes"][:max_nodes]:
-        fill = PALETTE[tenants[0] % len(PALETTE)] if len(tenants) == 1 else "#bbbbbb"
-        g.node(f"n{node_id}", label=",".join(map(str, tenants)), fillcolor=fill,
-               fontcolor="white" if len(tenants) == 1 else "black")
+    stack = [(0, c) for c in children.get(0, [])]
+    while stack:
+        parent, (node_id, tenants) = stack.pop()
+        count, last = 1, node_id
+        while len(children.get(last, [])) == 1 and children[last][0][1] == tenants:
+            last = children[last][0][0]
+            count += 1
+        one = len(tenants) == 1
+        g.node(f"n{node_id}", label=f"{count} blk", fontcolor="white" if one else "black",
+               fillcolor=PALETTE[tenants[0] % len(PALETTE)] if one else "#bbbbbb",
+               tooltip=f"routed to replica(s) {', '.join(map(str, tenants))}")
         g.edge(f"n{parent}", f"n{node_id}")
+        stack.extend((node_id, c) for c in children.get(last, []))
     return g.source
