@@ -109,5 +109,7 @@ def test_cluster_cli_table_and_errors(capsys):
     with pytest.raises(SystemExit):
         main(["cluster", path, "--replicas", "0"])
     assert "--replicas must all be >= 1" in capsys.readouterr().err
+    assert main(["cluster", path, "--route-block", "0"]) == 2
+    assert "--route-block must be >= 1" in capsys.readouterr().err
     assert main(["cluster", str(EXAMPLES / "kv_events.jsonl")]) == 2
     assert "needs a request or Mooncake trace" in capsys.readouterr().err

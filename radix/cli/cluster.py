@@ -77,6 +77,8 @@ def sim_config(capacity: int | None, page_size: int, block_size: int) -> SimConf
 def run_cluster(args: argparse.Namespace) -> int:
     trace = load_sim_trace(args.trace)
     cfg = sim_config(args.capacity, args.page_size, args.block_size)
+    if args.route_block is not None and args.route_block < 1:
+        raise InputError(f"--route-block must be >= 1, got {args.route_block}")
     results = [simulate_cluster(trace, n, router, cfg, block_size=args.route_block).summary()
                for n in args.replicas for router in args.router]
     if args.json:
