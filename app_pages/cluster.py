@@ -6,9 +6,17 @@ import streamlit as st
 
 from app_pages._shell import link_int, long_caption, presenter, say
 from radix.cluster import ROUTERS
+from radix.cluster.sweep_html import figures
 from radix.runs.costs import LABEL
 from radix.traces import TraceError, load_trace
-from scenarios.routing import NOTE, REPLICAS, classroom_trace, compare_routers, run_routing
+from scenarios.routing import (
+    NOTE,
+    REPLICAS,
+    classroom_sweep,
+    classroom_trace,
+    compare_routers,
+    run_routing,
+)
 from scenarios.trace import digest
 from viz.routing import approx_tree_dot, replica_tree_dot, routing_figure, scores_rows
 
@@ -93,4 +101,13 @@ if source == "classroom":
                    "load_spread": f"{r['load_spread']:.2f}"}
                   for r in st.session_state["cluster.compare"]], hide_index=True,
                  key="cluster.compare_table")
+    if st.button("sweep 1-4 replicas x every router", key="cluster.sweep_button"):
+        st.session_state["cluster.sweep"] = classroom_sweep(trace)
+    if st.session_state.get("cluster.sweep"):
+        left, right = st.columns(2)
+        for col, fig, name in zip((left, right), figures(st.session_state["cluster.sweep"]),
+                                  ("hit", "p99"), strict=True):
+            col.plotly_chart(fig, key=f"cluster.sweep_{name}", config={"displaylogo": False})
+        long_caption("`python -m radix sweep` draws the same charts for any trace "
+                     "(routers at their documented defaults here).")
 long_caption(f"Seconds: {LABEL}. Trees are the replicas' at the end of the run.")

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from radix.cluster import ROUTERS, CacheAwareConfig
 from radix.cluster.sim import simulate_cluster
+from radix.cluster.sweep import Grid, grid_cells, sweep_serial
 from radix.runs.sim import SimConfig
 from radix.traces import Trace, TraceRequest
 
@@ -115,3 +116,9 @@ def compare_routers(trace: Trace, replicas: int = REPLICAS) -> list[dict[str, An
                     "load_spread": t["load_spread"],
                     "fallbacks": sum(r.reason == "imbalance" for r in run.routed)})
     return out
+
+
+def classroom_sweep(trace: Trace, replicas: tuple[int, ...] = (1, 2, 3, 4)) -> list[dict]:
+    """`python -m radix sweep`'s rows for `trace`: every router at each replica count, the
+    routers' documented defaults (run here, one after another: a few seconds)."""
+    return sweep_serial(trace, grid_cells(Grid(replicas=replicas)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from apphelp import page, plain
+from apphelp import page, plain, plotly_specs
 
 
 def test_classroom_cache_aware_falls_back_and_beats_round_robin():
@@ -31,3 +31,12 @@ def test_step_deep_link_and_bad_upload():
     assert "A-t1" in " ".join(plain(m.value) for m in at.markdown)
     at.radio(key="cluster.source").set_value("an uploaded trace").run()
     assert not at.exception and at.info  # asks for a file
+
+
+def test_sweep_button_draws_hit_rate_and_p99_against_replicas():
+    at = page("cluster").run()
+    at.button(key="cluster.sweep_button").click().run()
+    assert not at.exception
+    specs = plotly_specs(at)[1:]  # after the routing figure
+    assert len(specs) == 2 and len(specs[0]["data"]) == 8  # a line per router
+    assert specs[0]["data"][0]["x"] == [1, 2, 3, 4]
