@@ -26,6 +26,7 @@ PAGE_SPECS = [
     ("app_pages/configs.py", "Configurations", "configs"),
     ("app_pages/watch.py", "Watch a server", "watch"),
     ("app_pages/classroom.py", "Classroom", "classroom"),
+    ("app_pages/cluster.py", "Cluster", "cluster"),
 ]
 
 st.set_page_config(page_title="RadixLens", layout="wide")

@@ -2,17 +2,19 @@
 
 Each replica is an `EngineService` (its own KV pool, radix tree and block cache; the weights are
 shared) publishing its KV events on its own ZMQ port (endpoint port + rank, as vLLM's data
-parallel ranks do). The router is round robin, or prefix-aware as Dynamo's KV router: it keeps
-each replica's block cache rebuilt from the very batches that replica publishes (radix/watch's
-`WorkerCache`, fed synchronously, so a finished request's blocks are indexed before its caller
-hears back) and sends a prompt to the replica holding most of its leading blocks (ties: fewest
-requests in flight, then round robin). Leaves out: load-aware cost weights, replica failover.
+parallel ranks do). The router is any of radix.cluster's ROUTERS, the very objects the simulator
+uses. `kv-overlap` reads a block index that a subscriber (radix/watch's `Watcher`, in a thread
+of its own) rebuilds from the replicas' published KV-event streams over ZMQ, as it would from
+vLLM or SGLang workers; it drains what has arrived before each decision. Loads are the requests
+and tokens (prompt + max_tokens) in flight per replica. The serve path passes no session id
+yet: `session` hashes each request's id. Leaves out: replica failover.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -21,10 +23,12 @@ from engine.kv_publisher import ZmqEventPublisher
 from engine.model import LoadedModel
 from engine.service import EngineService
 from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED, BlockHasher, hash_to_int64
-from radix.blocks.kv_events import EventBatch
-from radix.watch.view import WorkerCache
+from radix.cluster import ROUTERS as SHARED_ROUTERS
+from radix.cluster import Decision, EventIndex, Load, RouteRequest, block_keys, make_router
+from radix.watch.subscriber import Watcher, parse_endpoint
 
-ROUTERS = ("prefix", "round_robin")
+ALIASES = {"prefix": "kv-overlap", "round_robin": "round-robin"}  # the names of before
+ROUTERS = SHARED_ROUTERS + tuple(ALIASES)
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class ClusterConfig:
     dp: int = 1  # replicas
     capacity_tokens: int = 16_384  # KV pool of each replica, tokens
     block_size: int = 16  # vLLM's block size for the block cache and its events
-    router: str = "prefix"  # one of ROUTERS
+    router: str = "kv-overlap"  # one of ROUTERS
     kv_endpoint: str | None = "tcp://*:5557"  # PUB of rank 0 (rank r: port + r); None: no events
     kv_replay_endpoint: str | None = "tcp://*:5567"  # ROUTER of rank 0 (rank r: port + r)
     kv_bind: bool = True  # bind the PUB endpoint as named; False: vLLM's rule (a concrete host
@@ -42,6 +46,7 @@ class ClusterConfig:
     buffer_steps: int = 10_000  # batches each replay buffer keeps
     topic: str = ""
     max_history: int = 1_000  # finished requests, steps and lookups each replica keeps
+    seed: int = 0  # the seeded routers' seed
 
     def __post_init__(self) -> None:
         if self.dp < 1:
@@ -50,6 +55,9 @@ class ClusterConfig:
             raise ValueError(f"--router must be one of {', '.join(ROUTERS)}, got {self.router!r}")
         if self.block_size < 1 or self.capacity_tokens < 1:
             raise ValueError("block size and capacity must be >= 1")
+        if self.router_name == "kv-overlap" and self.kv_endpoint is None:
+            raise ValueError("--router kv-overlap reads the replicas' KV events: it needs "
+                             "--kv-events-endpoint (not 'off')")
         if self.hash_algo not in HASH_ALGOS:
             raise ValueError(f"--hash must be one of {', '.join(HASH_ALGOS)}, "
                              f"got {self.hash_algo!r}")
@@ -58,23 +66,45 @@ class ClusterConfig:
     def hasher(self) -> BlockHasher:
         return BlockHasher(self.hash_algo, self.hash_seed)
 
-
-class _Tee:
-    """The replica's batch sink: the router's index first (same thread), then the publisher."""
-
-    def __init__(self, index: WorkerCache, lock: threading.Lock, publisher: Any) -> None:
-        self.index, self.lock, self.publisher = index, lock, publisher
-
-    def publish(self, batch: EventBatch) -> None:
-        with self.lock:
-            self.index.apply(batch)
-        if self.publisher is not None:
-            self.publisher.publish(batch)
+    @property
+    def router_name(self) -> str:
+        """The shared router's name (old aliases resolved)."""
+        return ALIASES.get(self.router, self.router)
 
 
 class Route(NamedTuple):
     rank: int
-    overlaps: tuple[int, ...]  # leading blocks of the prompt each replica holds
+    decision: Decision  # the router's reason, scores and sentence
+
+
+class _EventFeed:
+    """A `Watcher` on every replica's PUB (and replay) endpoint, polled in a daemon thread;
+    its streams' caches are kv-overlap's index."""
+
+    def __init__(self, endpoints: list[str], topic: str, block_size: int) -> None:
+        self.watcher = Watcher([parse_endpoint(e) for e in endpoints], topic=topic,
+                               replay_timeout=2.0)
+        self.lock = threading.Lock()
+        self.index = EventIndex([s.cache for s in self.watcher.streams], block_size, self.lock)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="kv-overlap-feed", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            with self.lock:
+                read = self.watcher.poll(0)
+            if not read:
+                time.sleep(0.002)
+
+    def drain(self) -> None:
+        with self.lock:
+            self.watcher.poll(0)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.watcher.close()
 
 
 class Cluster:
@@ -83,13 +113,13 @@ class Cluster:
     def __init__(self, loaded: LoadedModel, config: ClusterConfig,
                  service_factory: Callable[..., EngineService] = EngineService) -> None:
         self.loaded, self.config = loaded, config
-        self.indexes = [WorkerCache() for _ in range(config.dp)]
-        self._index_lock = threading.Lock()
         self.publishers: list[ZmqEventPublisher | None] = []
         self.replicas: list[EngineService] = []
-        self._rr = itertools.count()
-        self.in_flight = [0] * config.dp
-        self._flight_lock = threading.Lock()
+        self.feed: _EventFeed | None = None
+        self.in_flight = [0] * config.dp  # requests routed and not ended, per replica
+        self.tokens = [0] * config.dp  # their prompt + max_tokens
+        self._lock = threading.Lock()  # the router and the loads
+        self._ids = itertools.count()
         hasher = config.hasher  # one for every replica: equal blocks, equal hashes
         try:
             for rank in range(config.dp):
@@ -99,36 +129,45 @@ class Cluster:
                                             config.buffer_steps, topic=config.topic,
                                             bind=True if config.kv_bind else None)
                 self.publishers.append(pub)
-                tee = _Tee(self.indexes[rank], self._index_lock, pub)
                 self.replicas.append(service_factory(
                     loaded, config.capacity_tokens, block_size=config.block_size,
-                    kv_events=tee, max_history=config.max_history, max_events=10_000,
+                    kv_events=pub, max_history=config.max_history, max_events=10_000,
                     hash_algo=hasher))
+            index = None
+            if config.router_name == "kv-overlap":
+                ends = [",".join(e for e in (i["endpoint"], i["replay_endpoint"]) if e)
+                        for i in self.publisher_info()]
+                self.feed = _EventFeed(ends, config.topic, config.block_size)
+                index = self.feed.index
+            self.router = make_router(config.router_name, config.dp,
+                                      block_size=config.block_size, seed=config.seed,
+                                      index=index)
         except Exception:
             self.close()
             raise
 
-    def route(self, token_ids: list[int]) -> Route:
-        """The replica for a prompt: round robin, or the most leading blocks cached."""
-        with self._index_lock:
-            overlaps = tuple(ix.overlap(token_ids) for ix in self.indexes)
-        turn = next(self._rr) % self.config.dp
-        if self.config.router == "round_robin" or max(overlaps) == 0:
-            return Route(turn, overlaps)
-        best = max(overlaps)
-        with self._flight_lock:
-            candidates = [r for r, o in enumerate(overlaps) if o == best]
-            load = min(self.in_flight[r] for r in candidates)
-            candidates = [r for r in candidates if self.in_flight[r] == load]
-        return Route(candidates[turn % len(candidates)], overlaps)
+    def route(self, token_ids: list[int], max_tokens: int = 0,
+              session: str | None = None) -> Route:
+        """The replica for a prompt, by the configured router (kv-overlap first reads the
+        KV events that have arrived)."""
+        if self.feed is not None:
+            self.feed.drain()
+        req = RouteRequest(f"req-{next(self._ids)}", block_keys(token_ids, self.config.block_size),
+                           len(token_ids), session, token_ids, max_tokens)
+        with self._lock:
+            loads = [Load(n, t) for n, t in zip(self.in_flight, self.tokens)]
+            decision = self.router.route(req, loads, time.monotonic())
+        return Route(decision.rank, decision)
 
-    def started(self, rank: int) -> None:
-        with self._flight_lock:
+    def started(self, rank: int, tokens: int = 0) -> None:
+        with self._lock:
             self.in_flight[rank] += 1
+            self.tokens[rank] += tokens
 
-    def ended(self, rank: int) -> None:
-        with self._flight_lock:
+    def ended(self, rank: int, tokens: int = 0) -> None:
+        with self._lock:
             self.in_flight[rank] -= 1
+            self.tokens[rank] -= tokens
 
     def publisher_info(self) -> list[dict[str, Any]]:
         return [{"rank": r, "endpoint": p.endpoint if p else None,
@@ -155,6 +194,8 @@ class Cluster:
         return [r.reset_prefix_cache() for r in self.replicas]
 
     def close(self) -> None:
+        if self.feed is not None:
+            self.feed.close()
         for replica in self.replicas:
             try:
                 replica.close(timeout=10, cancel=True)

@@ -28,8 +28,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="HTTP port; 0 takes a free one")
     p.add_argument("--dp", type=int, default=1, help="engine replicas (data parallel ranks)")
-    p.add_argument("--router", default="prefix", choices=ROUTERS,
-                   help="prefix: the replica holding most of the prompt's blocks")
+    p.add_argument("--router", default="kv-overlap", choices=ROUTERS,
+                   help="radix.cluster's routers (prefix, round_robin: old names of "
+                        "kv-overlap, round-robin)")
     p.add_argument("--capacity", default="16384", help="KV pool per replica: tokens or size")
     p.add_argument("--block-size", type=int, default=16, help="vLLM block size (events)")
     p.add_argument("--kv-events-endpoint", default="tcp://*:5557",

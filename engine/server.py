@@ -82,23 +82,24 @@ class Server:
                   sampling: SamplingParams) -> tuple[int, Any, asyncio.Queue]:
         """Routes and submits; returns (rank, handle, queue of token chunks then None)."""
         cluster = self.cluster
-        rank = cluster.route(token_ids).rank
+        rank = cluster.route(token_ids, max_tokens).rank
         loop, chunks = asyncio.get_running_loop(), asyncio.Queue()
+        load = len(token_ids) + max_tokens  # the tokens this request adds to its replica
 
         def listener(chunk: list[int] | None) -> None:
             if chunk is None:
-                cluster.ended(rank)
+                cluster.ended(rank, load)
             loop.call_soon_threadsafe(chunks.put_nowait, chunk)
 
-        cluster.started(rank)
+        cluster.started(rank, load)
         try:
             handle = cluster.replicas[rank].submit(token_ids, max_tokens, sampling=sampling,
                                                    listener=listener)
         except ValueError as exc:
-            cluster.ended(rank)
+            cluster.ended(rank, load)
             raise ApiError(str(exc)) from None
         except RuntimeError as exc:
-            cluster.ended(rank)
+            cluster.ended(rank, load)
             raise ApiError(str(exc), 503, "ServiceUnavailableError") from None
         return rank, handle, chunks
 

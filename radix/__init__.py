@@ -28,6 +28,9 @@ from radix.blocks.kv_events import (
 from radix.blocks.manager import BlockCacheManager, ComputedBlocks, LookupRecord
 from radix.blocks.pool import BlockPool
 from radix.blocks.snapshot import BlockPoolSnapshot, BlockState, take_snapshot
+from radix.cluster import ROUTERS as CLUSTER_ROUTERS
+from radix.cluster import Decision, Load, RouteRequest, make_router
+from radix.cluster.sim import ClusterResult, simulate_cluster
 from radix.events import EventSink, ListSink
 from radix.request import Req
 from radix.runs.compare import compare
@@ -72,4 +75,7 @@ __all__ = [
     # traces and runs
     "Trace", "TraceRequest", "TraceError", "load_trace", "compare", "simulate", "SimConfig",
     "SimResult", "CostModel", "replay_ops", "match_recording", "RecordingMatch",
+    # the cluster (radix/cluster/)
+    "CLUSTER_ROUTERS", "make_router", "RouteRequest", "Load", "Decision", "simulate_cluster",
+    "ClusterResult",
 ]

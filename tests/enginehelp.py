@@ -25,10 +25,12 @@ SERVE = [sys.executable, "-m", "engine", "serve", "--port", "0", "--dp", "2", "-
 
 @contextmanager
 def engine_serve(timeout: float = 180, argv: list[str] | None = None,
-                 env: dict[str, str] | None = None) -> Iterator[list[str]]:
+                 env: dict[str, str] | None = None,
+                 extra: tuple[str, ...] = ()) -> Iterator[list[str]]:
     """The server's lines up to "ready" (the first names its URL); the server stops on exit.
-    `argv`: the command (default SERVE); `env`: its environment (default this process's)."""
-    proc = subprocess.Popen(argv or SERVE, cwd=ROOT, stdout=subprocess.PIPE,
+    `argv`: the command (default SERVE); `env`: its environment (default this process's);
+    `extra`: more arguments (a later --dp or --router wins over SERVE's)."""
+    proc = subprocess.Popen([*(argv or SERVE), *extra], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=env)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout], daemon=True).start()

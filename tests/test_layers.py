@@ -23,7 +23,8 @@ RANKS = {
     "scenarios": 40, "viz": 41,  # the same height: different numbers so neither sees the other
     "engine": 30, "examples": 31,
     "radix.__main__": 7, "radix": 7,  # radix/__init__.py: the public surface
-    "radix.cli": 6, "radix.runs": 5, "radix.watch": 5, "radix.traces": 4, "radix.sched": 3,
+    "radix.cli": 6, "radix.cluster": 5.5,  # the cluster: above runs and watch, below cli
+    "radix.runs": 5, "radix.watch": 5, "radix.traces": 4, "radix.sched": 3,
     "radix.why": 5,  # prompt diffs and miss causes (radix/why/): reads traces, runs caches
     "radix.tree": 2, "radix.blocks": 2,
     "radix.events": 1, "radix.request": 1, "radix.allocator": 1,

@@ -23,6 +23,8 @@ COMMAND_MODULES = (
     "radix.cli.explain",  # explain
     "radix.cli.why",  # why
     "radix.cli.rates",  # rates
+    "radix.cli.cluster",  # cluster
+    "radix.cli.sweep",  # sweep
 )
 
 

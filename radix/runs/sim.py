@@ -104,13 +104,14 @@ class SimRun:
 
 def build(trace: Trace, config: SimConfig | None = None, *,
           tree_class: type[RadixCache] = RadixCache, record_evictions: bool = False,
-          extent_shadow: bool | None = None) -> SimRun:
+          extent_shadow: bool | None = None, reqs: list[Req] | None = None) -> SimRun:
     """The scheduler, tree, pool and shadow for `trace`, in real tokens. Compact (Mooncake)
     traces get a RunAllocator and the block-extent shadow (`extent_shadow` forces it either
     way; `record_evictions` keeps its eviction marks); `tree_class` lets the explainer watch
-    the tree."""
+    the tree. `reqs`: the trace's requests (`trace_reqs`) when the caller made them (the
+    cluster's replicas share one list)."""
     cfg = config or SimConfig()
-    reqs = trace_reqs(trace)
+    reqs = trace_reqs(trace) if reqs is None else reqs
     compact = is_compact_trace(trace)
     outputs = {r.rid: output_tokens(trace, k) for k, r in enumerate(reqs)}
     page = cfg.page_size

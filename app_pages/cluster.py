@@ -1,0 +1,113 @@
+"""Cluster: three replicas behind a router; where each request went, the scores and why."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app_pages._shell import link_int, long_caption, presenter, say
+from radix.cluster import ROUTERS
+from radix.cluster.sweep_html import figures
+from radix.runs.costs import LABEL
+from radix.traces import TraceError, load_trace
+from scenarios.routing import (
+    NOTE,
+    REPLICAS,
+    classroom_sweep,
+    classroom_trace,
+    compare_routers,
+    run_routing,
+)
+from scenarios.trace import digest
+from viz.routing import approx_tree_dot, replica_tree_dot, routing_figure, scores_rows
+
+MAX_UPLOAD_REQUESTS = 300  # an uploaded trace is drawn request by request: keep it small
+
+st.title("Cluster")
+long_caption("N replicas of the simulated engine (each its own radix tree and pool) behind one "
+             "router (radix/cluster/, the same routers `engine serve --dp N` uses). Round robin "
+             "scatters a conversation's turns; cache-aware keeps them together until one "
+             "replica's queue runs away. " + NOTE + ".")
+if "cluster.router" not in st.session_state:
+    wanted = st.query_params.get("router", "cache-aware")
+    st.session_state["cluster.router"] = wanted if wanted in ROUTERS else "cache-aware"
+c = st.columns([2, 2, 3])
+router = c[0].selectbox("router", ROUTERS, key="cluster.router")
+source = c[1].radio("workload", ("classroom", "an uploaded trace"), key="cluster.source")
+st.query_params["router"] = router
+
+if source == "classroom":
+    ident, trace = ("classroom",), classroom_trace()
+else:
+    upload = c[2].file_uploader("request or Mooncake trace", key="cluster.upload")
+    if upload is None:
+        st.info("Upload a request or Mooncake trace (JSONL, optionally .gz).")
+        st.stop()
+    data = upload.getvalue()
+    try:
+        trace = load_trace(data)
+    except TraceError as exc:
+        say("error", f"{upload.name}: {exc}")
+        st.stop()
+    if trace.format not in ("request", "mooncake") or len(trace.requests) > MAX_UPLOAD_REQUESTS:
+        say("error", f"{upload.name}: the Cluster page draws request or Mooncake traces of at "
+                     f"most {MAX_UPLOAD_REQUESTS} requests (`python -m radix cluster` takes any)")
+        st.stop()
+    ident = ("upload", digest(data))
+
+key = (*ident, router)
+if st.session_state.get("cluster.key") != key:
+    st.session_state["cluster.run"] = run_routing(trace, router)
+    st.session_state["cluster.key"] = key
+run = st.session_state["cluster.run"]
+
+cols = st.columns(len(run.trees))
+for k, snap in enumerate(run.trees):
+    per = run.per_replica[k]
+    cols[k].markdown(f"**replica {k}**: hit {per['hit_rate']:.0%}, "
+                     f"{per['requests']} requests")
+    cols[k].graphviz_chart(replica_tree_dot(snap, k), height=250 if presenter() else 320)
+if run.view["kind"] == "approx-tree":
+    st.markdown(f"**the router's view** ({router}): blocks of the prompts it routed, colour = "
+                f"replica (not what the replicas cache); sizes {run.view['sizes']} blocks")
+    st.graphviz_chart(approx_tree_dot(run.view), height=170 if presenter() else 260)
+elif run.view["kind"] == "block-index":
+    blocks = ", ".join(f"replica {k}: {n}" for k, n in enumerate(run.view["blocks"]))
+    st.markdown(f"**the router's view** (kv-overlap): blocks each replica reported storing: "
+                f"{blocks}")
+else:
+    st.markdown(f"**the router's view** ({router}): none; it keeps no view of the caches")
+long_caption("Each replica's tree: tokens per node, h = hits. The router's view: chains of "
+             "blocks routed alike merged into one box.")
+
+n = len(run.routed)
+step = st.slider("request", 1, n, link_int("step", n, 1, n), key="cluster.step")
+st.query_params["step"] = str(step)
+row = run.routed[step - 1]
+say("markdown", f"**{row.rid}** (t = {row.arrival:.1f} s, {row.input_tokens:,} tokens) went to "
+                f"**replica {row.replica}** ({row.reason}): {row.why}. It matched "
+                f"{row.matched_tokens:,} tokens there.")
+left, right = st.columns([3, 2])
+left.plotly_chart(routing_figure(run.routed, step - 1, REPLICAS), key="cluster.routing",
+                  config={"displaylogo": False})
+right.dataframe(scores_rows(row, router), hide_index=True)
+
+t = run.totals
+st.subheader(f"{router}: hit rate {t['hit_rate']:.1%}, TTFT p99 {t['ttft_p99_s']:.3f} s, "
+             f"load spread {t['load_spread']:.2f}")
+if source == "classroom":
+    if "cluster.compare" not in st.session_state:
+        st.session_state["cluster.compare"] = compare_routers(trace)
+    st.dataframe([{**r, "hit_rate": f"{r['hit_rate']:.1%}", "ttft_p99_s": f"{r['ttft_p99_s']:.3f}",
+                   "load_spread": f"{r['load_spread']:.2f}"}
+                  for r in st.session_state["cluster.compare"]], hide_index=True,
+                 key="cluster.compare_table")
+    if st.button("sweep 1-4 replicas x every router", key="cluster.sweep_button"):
+        st.session_state["cluster.sweep"] = classroom_sweep(trace)
+    if st.session_state.get("cluster.sweep"):
+        left, right = st.columns(2)
+        for col, fig, name in zip((left, right), figures(st.session_state["cluster.sweep"]),
+                                  ("hit", "p99"), strict=True):
+            col.plotly_chart(fig, key=f"cluster.sweep_{name}", config={"displaylogo": False})
+        long_caption("`python -m radix sweep` draws the same charts for any trace "
+                     "(routers at their documented defaults here).")
+long_caption(f"Seconds: {LABEL}. Trees are the replicas' at the end of the run.")

@@ -1,0 +1,124 @@
+"""The Cluster page's runs: a classroom-sized cluster (3 replicas) behind each router.
+
+`classroom_trace` is four conversations of three turns sharing a short system prompt, then a
+burst: five follow-ups of conversation A at the same instant (an agent's parallel tool calls)
+with long replies, so they stay in flight. Round robin scatters every conversation over the
+replicas; cache-aware keeps each on its replica until the burst piles onto A's replica and the
+imbalance test sends the rest to the shortest queue. `run_routing` replays a trace through
+radix.cluster.sim and returns plain data for viz/routing.py: each request's decision (scores,
+loads, the sentence), the replicas' final trees, the router's own view. The classroom lowers
+cache-aware's balance thresholds to its size (abs 2, rel 1.5; sgl-router's defaults are 64 and
+1.5), and says so. Leaves out: drawing (viz/routing.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from radix.cluster import ROUTERS, CacheAwareConfig
+from radix.cluster.sim import simulate_cluster
+from radix.cluster.sweep import Grid, grid_cells, sweep_serial
+from radix.runs.sim import SimConfig
+from radix.traces import Trace, TraceRequest
+
+REPLICAS = 3
+SYSTEM = tuple(range(1, 33))  # 32 tokens: 2 blocks of 16
+CONVERSATIONS = "ABCD"
+CLASSROOM_CACHE_AWARE = CacheAwareConfig(balance_abs_threshold=2, balance_rel_threshold=1.5,
+                                         block_size=16)
+NOTE = ("cache-aware's balance thresholds lowered to classroom size: abs 2, rel 1.5 "
+        "(sgl-router's defaults: 64, 1.5)")
+
+
+def classroom_trace() -> Trace:
+    """Turn t of conversation c: the system prompt + 96 x t tokens of its own (each turn
+    extends the last), 8 tokens out; turns 5 s apart, conversations 0.2 s apart. At 12 s,
+    five follow-ups of A (its turn-3 prompt + 32 tokens of their own), 200 tokens out each.
+
+    >>> t = classroom_trace(); len(t.requests), t.requests[-1].rid
+    (17, 'A-t8')
+    """
+    reqs = []
+    for turn in (1, 2, 3):
+        for k, conv in enumerate(CONVERSATIONS):
+            own = tuple(1000 * (k + 1) + j for j in range(96 * turn))
+            reqs.append(TraceRequest(f"{conv}-t{turn}", 5.0 * (turn - 1) + 0.2 * k,
+                                     SYSTEM + own, 8))
+    a3 = reqs[8].token_ids  # A's turn 3
+    for i in range(5):
+        tail = tuple(50_000 + 100 * i + j for j in range(32))
+        reqs.append(TraceRequest(f"A-t{4 + i}", 12.0, a3 + tail, 200))
+    return Trace("request", reqs, source="classroom")
+
+
+class Routed(NamedTuple):
+    rid: str
+    arrival: float  # s
+    replica: int
+    reason: str
+    scores: tuple[float, ...]  # the router's per-replica scores (see radix.cluster)
+    loads: tuple[int, ...]  # requests in flight per replica when it was routed
+    why: str
+    input_tokens: int
+    matched_tokens: int  # the chosen replica's tree hit
+
+
+class RoutingRun(NamedTuple):
+    router: str
+    routed: list[Routed]
+    totals: dict[str, Any]  # radix.cluster.sim's totals
+    per_replica: list[dict[str, Any]]
+    trees: list[Any]  # each replica's final TreeSnapshot
+    view: dict[str, Any]  # the router's view: {"kind": ..., ...} (see `router_view`)
+
+
+def run_routing(trace: Trace, router: str, replicas: int = REPLICAS) -> RoutingRun:
+    seen: list[tuple[Any, Any, Any]] = []
+    config = CLASSROOM_CACHE_AWARE if router == "cache-aware" else None
+    res = simulate_cluster(trace, replicas, router, SimConfig(), keep_state=True,
+                           router_config=config,
+                           on_route=lambda req, d, loads: seen.append((req, d, loads)))
+    routed = [Routed(req.rid, req.arrival, d.rank, d.reason, d.scores,
+                     tuple(x.requests for x in loads), d.why, len(req.origin_input_ids),
+                     int(req.metrics.get("matched_tokens", 0)))
+              for req, d, loads in seen]
+    trees = [sim.tree.snapshot() for sim in res.sims]
+    return RoutingRun(router, routed, res.totals, res.per_replica, trees,
+                      router_view(res.chooser))
+
+
+def router_view(chooser: Any) -> dict[str, Any]:
+    """What the router itself holds: the approximate tree (cache-aware, prefix-affinity) as
+    nodes (id, parent id, tenants), or kv-overlap's blocks per replica; else nothing."""
+    tree = getattr(chooser, "tree", None)
+    if tree is not None:
+        nodes, stack = [], [(c, 0) for c in tree.root.children.values()]
+        ids = {id(tree.root): 0}
+        while stack:
+            node, parent = stack.pop()
+            ids[id(node)] = len(ids)
+            nodes.append((ids[id(node)], parent, tuple(sorted(node.tenants))))
+            stack.extend((c, ids[id(node)]) for c in node.children.values())
+        return {"kind": "approx-tree", "nodes": nodes, "sizes": list(tree.sizes)}
+    index = getattr(chooser, "index", None)
+    if index is not None and hasattr(index, "blocks"):
+        return {"kind": "block-index", "blocks": [len(b) for b in index.blocks]}
+    return {"kind": "none"}
+
+
+def compare_routers(trace: Trace, replicas: int = REPLICAS) -> list[dict[str, Any]]:
+    """Every router on `trace`: hit rate, TTFT p99, load spread, fallbacks."""
+    out = []
+    for router in ROUTERS:
+        run = run_routing(trace, router, replicas)
+        t = run.totals
+        out.append({"router": router, "hit_rate": t["hit_rate"], "ttft_p99_s": t["ttft_p99_s"],
+                    "load_spread": t["load_spread"],
+                    "fallbacks": sum(r.reason == "imbalance" for r in run.routed)})
+    return out
+
+
+def classroom_sweep(trace: Trace, replicas: tuple[int, ...] = (1, 2, 3, 4)) -> list[dict]:
+    """`python -m radix sweep`'s rows for `trace`: every router at each replica count, the
+    routers' documented defaults (run here, one after another: a few seconds)."""
+    return sweep_serial(trace, grid_cells(Grid(replicas=replicas)))

@@ -1,0 +1,42 @@
+"""AppTest for the Cluster page: the classroom under cache-aware and round robin."""
+
+from __future__ import annotations
+
+from apphelp import page, plain, plotly_specs
+
+
+def test_classroom_cache_aware_falls_back_and_beats_round_robin():
+    """Default: cache-aware on the classroom. Three replica trees and the router's approximate
+    tree are drawn (4 graphviz charts); the last request (A-t8, the burst's fifth) is an
+    imbalance fallback; the comparison table puts cache-aware's hit rate above round
+    robin's (55.4% against 29.5%: scenarios/routing.py's run, one test in test_cluster_sim
+    holds the ordering on its own trace)."""
+    at = page("cluster").run()
+    assert not at.exception and not at.error
+    assert len(at.get("graphviz_chart")) == 4
+    sentence = " ".join(plain(m.value) for m in at.markdown)
+    assert "A-t8" in sentence and "imbalanced" in sentence
+    table = at.dataframe[-1].value
+    rates = dict(zip(table["router"], table["hit_rate"], strict=True))
+    assert float(rates["cache-aware"].rstrip("%")) > float(rates["round-robin"].rstrip("%"))
+    at.selectbox(key="cluster.router").set_value("round-robin").run()
+    assert not at.exception and len(at.get("graphviz_chart")) == 3  # no router view to draw
+    assert "round robin: replica" in " ".join(plain(m.value) for m in at.markdown)
+
+
+def test_step_deep_link_and_bad_upload():
+    at = page("cluster")
+    at.query_params["step"] = "1"
+    at.run()
+    assert "A-t1" in " ".join(plain(m.value) for m in at.markdown)
+    at.radio(key="cluster.source").set_value("an uploaded trace").run()
+    assert not at.exception and at.info  # asks for a file
+
+
+def test_sweep_button_draws_hit_rate_and_p99_against_replicas():
+    at = page("cluster").run()
+    at.button(key="cluster.sweep_button").click().run()
+    assert not at.exception
+    specs = plotly_specs(at)[1:]  # after the routing figure
+    assert len(specs) == 2 and len(specs[0]["data"]) == 8  # a line per router
+    assert specs[0]["data"][0]["x"] == [1, 2, 3, 4]
