@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import socket
 
-from engine.cluster import ROUTERS, ClusterConfig
+# engine/cluster.py's routers, named here so that `serve --help` needs no torch (engine.cluster
+# imports it); tests/test_engine_cli.py checks that the two agree
+ROUTERS = ("prefix", "round_robin")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,7 +55,7 @@ def _listen(host: str, port: int) -> socket.socket:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from engine.cluster import Cluster
+    from engine.cluster import Cluster, ClusterConfig
     from engine.kv_pool import KVPool, parse_capacity
     from engine.model import load_model
     from engine.server import Server, build_app
