@@ -115,3 +115,15 @@ def test_api_base_adds_the_scheme_and_v1():
             session.tokenize("x")
     finally:
         session.close()
+
+
+def test_table_rates_are_the_last_five_seconds():
+    """The table's stored/s: bins of 0, 12, 0, 8, 0 blocks (1 s each, the last the second under
+    way) -> (0 + 12 + 0 + 8 + 0) / 5 = 4.0 per second; it showed the last bin, 0, while events
+    arrived in bursts (#24 item 8). Fewer bins than five: their mean; none: 0."""
+    from radix.watch.rates import RateBin
+    from viz.cluster import recent
+
+    bins = [RateBin(float(i), s, 0.0) for i, s in enumerate([3, 0, 12, 0, 8, 0])]
+    assert recent(bins, "stored_per_s") == 4.0
+    assert recent(bins[:2], "stored_per_s") == 1.5 and recent([], "stored_per_s") == 0.0
