@@ -127,3 +127,13 @@ def test_table_rates_are_the_last_five_seconds():
     bins = [RateBin(float(i), s, 0.0) for i, s in enumerate([3, 0, 12, 0, 8, 0])]
     assert recent(bins, "stored_per_s") == 4.0
     assert recent(bins[:2], "stored_per_s") == 1.5 and recent([], "stored_per_s") == 0.0
+
+
+def test_messages_put_the_system_prompt_first():
+    """The overlap box and send take an optional system prompt: [system, user]; a blank one
+    is left out (one user message, as before)."""
+    from scenarios.watch import messages
+
+    assert messages("hi", "Be brief.") == [{"role": "system", "content": "Be brief."},
+                                           {"role": "user", "content": "hi"}]
+    assert messages("hi", "  ") == [{"role": "user", "content": "hi"}]
