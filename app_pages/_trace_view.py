@@ -46,6 +46,11 @@ def _follow(key: str) -> None:
     its key is there nor removes the other's (that removal was the KeyError of #24).
     """
     value = st.session_state.get(key)
+    slider = st.session_state.get("trace.slider")
+    if key == "trace.box" and slider is not None and slider != st.session_state.get("trace.at"):
+        # the slider moved in this same rerun: the box's value is the one the browser showed
+        # before (a run cut off before it drew the box), not a number typed: the slider wins
+        return
     if value is not None:
         go_to_step(int(value), moved=key)
 

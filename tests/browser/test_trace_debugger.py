@@ -16,9 +16,10 @@ VALUES = """() => [document.querySelector('.st-key-trace-box input')?.value,
 def test_held_arrow_key_on_the_slider(server, page):
     """three_requests: 10 tree steps. Home, then 10 x right, 10 x left, 6 x right, pressed
     without waiting for the page (a held key sends them faster than a run): the page must not
-    fail (it raised KeyError 'trace.box' / 'trace.slider'); where it stops, box and slider
-    agree, and the caption names that step as the box counts (it said the cache's 0-based
-    step, one less)."""
+    fail (it raised KeyError 'trace.box' / 'trace.slider'); it ends past 0 and at most at
+    0 + 10 - 10 + 6 = 6 (Streamlit may merge keys into one run; a stale box value sent in the
+    slider's rerun used to pull both back to 10), box and slider alike, the caption naming
+    that step as the box counts (it said the cache's 0-based step, one less)."""
     page.goto(f"{server}/trace")
     page.wait_for_selector("[data-testid=stFileUploaderDropzoneInput]", state="attached",
                            timeout=60_000)
@@ -34,9 +35,7 @@ def test_held_arrow_key_on_the_slider(server, page):
     page.wait_for_selector(IDLE, timeout=60_000)
     assert page.locator("[data-testid=stException]").count() == 0
     box, slider_at = page.evaluate(VALUES)
-    # where it stops is not asserted: on a loaded machine a run cut off before it drew the
-    # box can let the box's stale value win (see the report of #24); they must agree
-    assert box == slider_at, (box, slider_at)
+    assert box == slider_at and 0 < int(box) <= 6, (box, slider_at)
     page.get_by_text(f"step {box}: ").first.wait_for(timeout=30_000)
 
 
