@@ -9,6 +9,7 @@ every page and is kept in the URL (`presenter=1`).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import streamlit as st
@@ -29,6 +30,13 @@ PAGE_SPECS = [
     ("app_pages/cluster.py", "Cluster", "cluster"),
 ]
 
+# The Live and Classroom engines run on threads of this process, beside the pages' Python. A
+# forward is hundreds of short torch ops, each taking the GIL back; at the default 5 ms switch
+# interval a busy page thread made each wait up to 5 ms (benchmarks/engine_contention.py: one
+# request 4.3 s alone, 11.7 s beside a busy thread, 6.8 s at 0.5 ms). A mitigation, not a cure.
+ENGINE_SWITCH_S = 0.0005
+if sys.getswitchinterval() > ENGINE_SWITCH_S:
+    sys.setswitchinterval(ENGINE_SWITCH_S)
 st.set_page_config(page_title="RadixLens", layout="wide")
 pages = {url: st.Page(path, title=title, url_path=url)
          for path, title, url in PAGE_SPECS if (HERE / path).exists()}

@@ -129,8 +129,8 @@ class Player:
 def export_range(key: str, name: str, n: int, at: int,
                  frame: Callable[[int], tuple[dict[str, Any], str]], interval_ms: int = 900,
                  duration_ms: int = 550, max_frames: int = 300) -> None:
-    """Frames lo..hi (`frame(i)` -> (scene, caption)) as one self-contained animated HTML file;
-    built only when the button is clicked."""
+    """Frames lo..hi (`frame(i)` -> (scene, caption), or (scene, caption, block figure)) as
+    one self-contained animated HTML file; built only when the button is clicked."""
     if n < 2:
         return
     lo, hi = st.slider("frames to export", 0, n - 1, (max(0, at - 5), min(n - 1, at + 5)),
@@ -139,9 +139,11 @@ def export_range(key: str, name: str, n: int, at: int,
 
     def build() -> str:
         pairs = [frame(k) for k in range(lo, hi + 1)]
+        # a frame may bring a third part: its block view (a plotly figure) for below the tree
+        figures = [p[2] for p in pairs] if all(len(p) > 2 for p in pairs) else None
         return export_html([p[0] for p in pairs], [p[1] for p in pairs],
                            f"RadixLens {name}: frames {lo}..{hi}", interval_ms,
-                           duration_ms=duration_ms)
+                           duration_ms=duration_ms, figures=figures)
 
     st.download_button(f"animated HTML of frames {lo}..{hi}", build,
                        safe_filename(f"radixlens-{name}-{lo}-{hi}.html"), "text/html",

@@ -8,6 +8,7 @@ pictures; a student's own prompts carry a star.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import streamlit as st
@@ -22,6 +23,13 @@ REFRESH_S = 0.5  # the shared view's refresh: a change shows within about this l
 MAX_CHILDREN = 12  # children drawn per node; the rest fold into "+K more"
 
 
+# room code -> (version, the view every viewer of that version shares): built once per
+# version, not once per open browser (30 students each laying out the same tree fell seconds
+# behind one another), and read from one moment, so no two parts of it contradict
+_SHARED: dict[str, tuple[int, dict[str, Any]]] = {}
+_SHARED_LOCK = threading.Lock()
+
+
 def show_room(room: Any, sid: str) -> None:
     """The shared pictures and table of `room`, refreshed while the page is open."""
 
@@ -29,25 +37,39 @@ def show_room(room: Any, sid: str) -> None:
     def _view() -> None:
         if room.closed:
             say("warning", f"Room {room.code} has closed.")
+            _SHARED.pop(room.code, None)
             return
         version = room.pump()
         kept = st.session_state.get("classroom.view")
         if kept is None or kept[0] != (room.code, version):
-            kept = st.session_state["classroom.view"] = ((room.code, version), _build(room, sid))
+            view = dict(shared_view(room, version))
+            view["rows"] = ask_rows(view["asks"], room.session.text, mine=sid,
+                                    states=view["states"])
+            kept = st.session_state["classroom.view"] = ((room.code, version), view)
         _draw(kept[1])
 
     _view()
 
 
-def _build(room: Any, sid: str) -> dict[str, Any]:
+def shared_view(room: Any, version: int) -> dict[str, Any]:
+    """The view of `room` at `version`, built by the first viewer to ask for it."""
+    with _SHARED_LOCK:
+        held = _SHARED.get(room.code)
+        if held is None or held[0] < version:
+            held = _SHARED[room.code] = (version, _build(room))
+        return held[1]
+
+
+def _build(room: Any) -> dict[str, Any]:
     session, asks = room.session, room.rows()
+    states = [a.state for a in asks]  # read once: the line and the table agree
     snap = session.tree.snapshot()
     scene = live_scene(snap, session.decode, None, MAX_CHILDREN)[0] if len(snap.nodes) > 1 \
         else None
     blocks = session.block_snapshot()
     lines = told_lines(session.tree.told(3), session.tree.owners())
     return {
-        "line": status_line(room.code, room.paused, room_counts(asks)),
+        "line": status_line(room.code, room.paused, room_counts(asks, states)),
         "told": lines[-1] if lines else "No events yet: ask a question.",
         "tree": (f"Tree: {len(snap.nodes) - 1} nodes, {snap.total_size:,} tokens cached "
                  f"({snap.protected_size:,} locked by running requests)."),
@@ -55,7 +77,7 @@ def _build(room: Any, sid: str) -> dict[str, Any]:
         "grid": None if blocks is None else (
             block_grid_figure(blocks, columns=24, stop_text="vLLM's block pool, same requests"),
             grid_caption(blocks)),
-        "rows": ask_rows(asks, session.text, mine=sid),
+        "asks": asks, "states": states,
     }
 
 
@@ -69,6 +91,8 @@ def _draw(view: dict[str, Any]) -> None:
         if view["scene"] is not None:
             tree_view(view["scene"], key="classroom.tree", height=tree_height(320),
                       duration_ms=300, max_scale=max_scale())
+        else:  # in the tree's place, so an emptied tree does not linger beside "0 nodes"
+            st.info("The tree is empty: the first question starts it.")
     with right:
         if view["grid"] is None:
             st.caption("vLLM's block pool: waiting for the engine's first snapshot…")

@@ -64,10 +64,12 @@ def shell() -> None:
     sweep()
 
 
-def say(kind: str, text: Any, **kw: Any) -> None:
+def say(kind: str, text: Any, bold: str = "", **kw: Any) -> None:
     """st.<kind>(text) with the text escaped: kind is info, error, warning, success, caption,
-    markdown, subheader or header."""
-    getattr(st, kind)(esc_md(text), **kw)
+    markdown, subheader or header. `bold`: a lead-in shown in bold before it (escaped too:
+    "**" written into `text` would show as two asterisks)."""
+    lead = f"**{esc_md(bold)}** " if bold else ""
+    getattr(st, kind)(lead + esc_md(text), **kw)
 
 
 def long_caption(text: str) -> None:

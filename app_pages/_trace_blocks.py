@@ -121,9 +121,19 @@ def show_downloads(r: Any, snap: Any, highlight: dict, max_children: int, text: 
                      lambda s: _export_frame(r, s, max_children))
 
 
-def _export_frame(r: Any, step: int, max_children: int) -> tuple[dict, str]:
+def _export_frame(r: Any, step: int, max_children: int) -> tuple:
+    """The tree at `step` with its caption, and vLLM's block pool then (when the replay has
+    one) for below it."""
     snap = r.log.snapshot_at(step)
     events = r.log.events_of(step - 1) if step else []
     scene = tree_scene(snap, highlight=step_highlight(events, snap), rankdir="LR",
                        max_children=max_children, ids=id_labels(r.trace, 2))
-    return scene, step_caption(events) if events else "the empty tree"
+    caption = step_caption(events) if events else "the empty tree"
+    if r.blocks is None:
+        return scene, caption
+    n = r.requests_done(step)
+    r.blocks.build(n)
+    at = r.blocks.at(n)
+    return scene, caption, block_grid_figure(
+        at.snapshot, stop_text=f"vLLM block pool after {n:,} of {len(r.trace.requests):,} "
+                               "requests")

@@ -31,15 +31,24 @@ from viz.explain import (
     page_figure,
     prefix_rows,
 )
+from viz.words import tokens
 
 AUTO_WHAT_IFS_S = 30.0  # what-ifs start by themselves when they should take less than this
 PLOT = {"displaylogo": False}
 
 
+def go_to_step(step: int, moved: str = "") -> None:
+    """A callback's move of the Trace debugger to `step`: the step, its box and its slider,
+    but not the widget `moved` that the user moved. Nothing else writes the box or the slider
+    once they exist, so a value the browser sent while a run was under way (an arrow key held)
+    is not pulled back to the value of an older run."""
+    for key in ("trace.at", "trace.box", "trace.slider"):
+        if key != moved:
+            st.session_state[key] = step
+
+
 def _go(step: int, rid: str | None = None) -> None:
-    st.session_state["trace.at"] = step
-    st.session_state.pop("trace.box", None)
-    st.session_state.pop("trace.slider", None)
+    go_to_step(step)
     if rid is not None:
         st.session_state["trace.block_rid"] = rid
 
@@ -119,8 +128,8 @@ def show_explainer(r: Any, state: dict, sid: str) -> None:
 def _panel(r: Any, x: Any, state: dict) -> None:
     e = x.explanation
     rates = ", ".join(f"{SIDES[s]} {e.hit_rate(s):.1%}" for s in e.totals)
-    say("markdown", f"**Hit rate:** {rates} of {e.prompt_tokens:,} prompt tokens "
-                    f"(explained in {x.seconds:,.1f} s).")
+    say("markdown", f"{rates} of {e.prompt_tokens:,} prompt tokens "
+                    f"(explained in {x.seconds:,.1f} s).", bold="Hit rate:")
     st.plotly_chart(bucket_figure(e), key="trace.explain_buckets", config=PLOT)
     st.dataframe(bucket_rows(e), hide_index=True)
     _examples(r, x)
@@ -133,25 +142,33 @@ def _panel(r: Any, x: Any, state: dict) -> None:
         st.dataframe(prefix_rows(e.top_prefixes[side], mooncake), hide_index=True)
         st.caption(f"Requests that lost the most: {SIDES[side]} (reusable tokens prefilled)")
         st.dataframe(loser_rows(e.top_losers[side], side), hide_index=True)
+        _step_buttons(r, [(x.rid, f"{x.rid}") for x in e.top_losers[side][:6]], side,
+                      f"trace.explain_lost.{side}")
+
+
+def _step_buttons(r: Any, found: list[tuple[str, str]], side: str, key: str) -> None:
+    """One button per request (rid, label) that moves the debugger to its step (step_of)."""
+    if not found:
+        return
+    cols = st.columns(len(found))
+    for i, (rid, label) in enumerate(found):
+        step = step_of(r, rid, side)
+        label += f", step {step:,}" if step is not None else " (not in the replay)"
+        cols[i].button(esc_md(label), key=f"{key}.{i}", disabled=step is None, on_click=_go,
+                       args=(step or 0, rid if side == "blocks" else None))
 
 
 def _examples(r: Any, x: Any) -> None:
     """Per bucket that holds tokens, its largest requests and a button to the step of each."""
-    say("markdown", "**Where it happened:** each bucket's largest requests; a button moves "
-                    "the debugger to the step where that request was looked up.")
+    say("markdown", "each bucket's largest requests; a button moves the debugger to the "
+                    "step where that request was looked up.", bold="Where it happened:")
     for side, buckets in x.examples.items():
         for b, found in buckets.items():
             if not found:
                 continue
-            cols = st.columns([2] + [1] * len(found))
-            cols[0].markdown(esc_md(f"{SIDES[side]}, {BUCKETS[b][0]}:"))
-            for i, ex in enumerate(found):
-                step = step_of(r, ex.rid, side)
-                label = f"{ex.rid}: {ex.tokens:,} tokens" + (
-                    f", step {step:,}" if step is not None else " (not in the replay)")
-                cols[i + 1].button(esc_md(label), key=f"trace.explain_go.{side}.{b}.{i}",
-                                   disabled=step is None, on_click=_go,
-                                   args=(step or 0, ex.rid if side == "blocks" else None))
+            st.markdown(esc_md(f"{SIDES[side]}, {BUCKETS[b][0]}:"))
+            _step_buttons(r, [(ex.rid, f"{ex.rid}: {tokens(ex.tokens)}") for ex in found],
+                          side, f"trace.explain_go.{side}.{b}")
 
 
 def _what_ifs(r: Any, x: Any, state: dict) -> None:
@@ -180,8 +197,8 @@ def _what_ifs(r: Any, x: Any, state: dict) -> None:
             _stopped(state, x.key, "The what-ifs")
             return
     w = e.what_if
-    say("markdown", f"**What if:** {len(w['capacity']) + len(w['page_size']) + 2} simulator "
-                    f"runs ({x.what_if_seconds or 0:,.1f} s).")
+    say("markdown", f"{len(w['capacity']) + len(w['page_size']) + 2} simulator "
+                    f"runs ({x.what_if_seconds or 0:,.1f} s).", bold="What if:")
     st.plotly_chart(capacity_figure(w["capacity"], e.working_set), key="trace.explain_capacity",
                     config=PLOT)
     c = st.columns(2)

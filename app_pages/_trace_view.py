@@ -13,7 +13,7 @@ import streamlit as st
 
 from app_pages._shell import say, tree_height
 from app_pages._trace_blocks import show_blocks, show_downloads
-from app_pages._trace_explain import show_explainer
+from app_pages._trace_explain import go_to_step, show_explainer
 from app_pages._trace_kv import show_kv_recording
 from app_pages._trace_why import show_why
 from radix.tree.inspect import format_tree
@@ -31,6 +31,7 @@ from viz.trace import (
     step_highlight,
     step_lines,
     summary_rows,
+    synthetic_ids_note,
     text_head,
 )
 from viz.words import build_owners
@@ -38,10 +39,22 @@ from viz.words import build_owners
 MAX_DRAWN_NODES = 2_000  # boxes drawn after folding (1,000 draw in ~0.4 s); more: text only
 
 
-def _go(step: int) -> None:
-    st.session_state["trace.at"] = step
-    st.session_state.pop("trace.box", None)
-    st.session_state.pop("trace.slider", None)
+def _follow(key: str) -> None:
+    """The step box's or the slider's callback: move to its value.
+
+    subtle: when keys arrive faster than the script runs (an arrow key held on the slider),
+    Streamlit merges them into one rerun that calls both widgets' callbacks, and an earlier
+    run may have been cut off before it drew the other widget. So a callback neither assumes
+    its key is there nor removes the other's (that removal was the KeyError of #24).
+    """
+    value = st.session_state.get(key)
+    slider = st.session_state.get("trace.slider")
+    if key == "trace.box" and slider is not None and slider != st.session_state.get("trace.at"):
+        # the slider moved in this same rerun: the box's value is the one the browser showed
+        # before (a run cut off before it drew the box), not a number typed: the slider wins
+        return
+    if value is not None:
+        go_to_step(int(value), moved=key)
 
 
 def show_replay(r: Any, state: dict | None = None, sid: str = "-") -> None:
@@ -101,6 +114,9 @@ def show_replay(r: Any, state: dict | None = None, sid: str = "-") -> None:
         st.code(head, language=None)
         if note:
             st.caption(note)
+        ids = synthetic_ids_note(snap)
+        if ids:
+            say("caption", ids)
     if r.blocks is not None:
         show_blocks(r, step)
     show_downloads(r, snap, highlight, max_children, text)
@@ -110,13 +126,13 @@ def _navigator(r: Any) -> None:
     """The step box, the slider and the request search, all on `trace.at`."""
     n = r.log.num_steps
     at = st.session_state["trace.at"]
-    st.session_state["trace.box"] = at
-    st.session_state["trace.slider"] = at
+    for key in ("trace.box", "trace.slider"):  # first run, or after a run that did not draw them
+        st.session_state.setdefault(key, at)
     c = st.columns([1, 3, 2])
     c[0].number_input("tree after step", 0, n, key="trace.box",
-                      on_change=lambda: _go(st.session_state["trace.box"]))
+                      on_change=_follow, args=("trace.box",))
     c[1].slider("step", 0, n, key="trace.slider", label_visibility="hidden",
-                on_change=lambda: _go(st.session_state["trace.slider"]))
+                on_change=_follow, args=("trace.slider",))
     rid = c[2].text_input("find a request id", key="trace.find",
                           placeholder="admitted / finished / evicted")
     if rid:
@@ -124,8 +140,9 @@ def _navigator(r: Any) -> None:
         if not hits:
             say("caption", f"No request {rid!r} in this trace.")
         for i, f in enumerate(hits[:12]):
-            st.button(esc_md(f"{f.what}: step {f.step:,}"), key=f"trace.hit{i}",
-                      on_click=_go, args=(f.step + 1,))
+            # numbered as the box counts (steps done): the tree after the found step
+            st.button(esc_md(f"{f.what}: step {f.step + 1:,}"), key=f"trace.hit{i}",
+                      on_click=go_to_step, args=(f.step + 1,))
 
 
 def _tree(snap: Any, highlight: dict[int, str], ids: Any = None) -> int:

@@ -10,7 +10,7 @@ from app_pages._room_view import show_room
 from app_pages._shell import long_caption, presenter, say
 from engine.model import load_model
 from scenarios import classroom as cls
-from scenarios.room import RoomError
+from scenarios.room import LECTURER, RoomError, reserved_name
 from viz.escape import esc_html
 
 CODE_CSS = ("<div style='font-size:{size};font-weight:700;white-space:nowrap;"
@@ -37,7 +37,7 @@ def _start(engine: str) -> None:
             box.update(label="Model ready", state="complete", expanded=False)
     room = cls.ROOMS.open(make)
     st.session_state.update({"classroom.code": room.code, "classroom.token": room.token,
-                             "classroom.name": "lecturer"})
+                             "classroom.name": LECTURER})
     st.query_params["room"] = room.code
 
 
@@ -66,6 +66,9 @@ def _lobby() -> None:
         if join:
             if not name.strip():
                 raise RoomError("type your name first (the class sees it next to your prompts)")
+            if reserved_name(name):
+                raise RoomError(f"{name.strip()!r} is the lecturer's name in the room; pick "
+                                "your own")
             room = cls.ROOMS.get(code)
             st.session_state.update({"classroom.code": room.code, "classroom.name": name})
             st.query_params["room"] = room.code
@@ -74,15 +77,28 @@ def _lobby() -> None:
         say("error", exc)
 
 
+def _control(room, action: str) -> None:
+    """A control button's callback: it runs before the page does, so the buttons drawn next
+    already show the room's new state (pause -> the button reads "resume")."""
+    try:
+        room.control(st.session_state["classroom.token"], action)
+    except RoomError as exc:
+        st.session_state["classroom.control_error"] = str(exc)
+
+
 def _controls(room) -> None:
     c = st.columns(5)
     token = st.session_state["classroom.token"]
-    actions = [("resume" if room.paused else "pause", c[0]), ("step", c[1]), ("clear", c[2])]
+    toggle = "resume" if room.paused else "pause"
+    for action, col in ((toggle, c[0]), ("step", c[1]), ("clear", c[2])):
+        # one key for pause/resume: the button keeps its place as its label changes
+        col.button(action, key="classroom.pause" if action == toggle else f"classroom.{action}",
+                   disabled=action == "step" and not room.paused, on_click=_control,
+                   args=(room, action))
+    error = st.session_state.pop("classroom.control_error", None)
+    if error:
+        say("error", error)
     try:
-        for action, col in actions:
-            if col.button(action, key=f"classroom.{action}",
-                          disabled=action == "step" and not room.paused):
-                room.control(token, action)
         if c[3].button("end", key="classroom.end", help="close the room: its engine stops"):
             cls.ROOMS.close(room.code, token)
             _leave()
@@ -98,7 +114,8 @@ def _ask(room) -> None:
         sent = c[1].form_submit_button("ask")
     if sent:
         try:
-            room.ask(_me(), st.session_state.get("classroom.name", "?"), text)
+            room.ask(_me(), st.session_state.get("classroom.name", "?"), text,
+                     token=st.session_state.get("classroom.token", ""))
         except RoomError as exc:
             say("error", exc)
 

@@ -108,8 +108,9 @@ def _block_side() -> None:
     if short:
         say("error", short)
     m = st.columns(3)
-    m[0].metric("blocks taken", f"{blk.num_needed:,}", f"{blk.num_needed * 16:,} tokens",
-                delta_color="off")
+    # the tokens are the same blocks in other units, not a change: no delta arrow
+    m[0].metric("blocks taken", f"{blk.num_needed:,}", f"= {blk.num_needed * 16:,} tokens",
+                delta_color="off", delta_arrow="off")
     m[1].metric("cached tokens dropped", f"{blk.cached_tokens_dropped:,}")
     m[2].metric("unreachable after", f"{len(blk.unreachable_after):,}")
     if not presenter():

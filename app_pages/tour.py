@@ -66,7 +66,8 @@ player.buttons()
 def _show(i: int, duration_ms: int) -> None:
     step, k = cursors[i]
     frame = tl.frame(step, k)
-    st.markdown(f"**Step {step} / {tl.num_steps}, event {k} / {tl.num_micro(step)}**")
+    if not presenter():  # on a projector the narration and the slider say where we are
+        st.markdown(f"**Step {step} / {tl.num_steps}, event {k} / {tl.num_micro(step)}**")
     say("info", frame.narration or "…")
     left, right = st.columns([3, 2])  # the pictures first: on a projector they stay in view
     with left:

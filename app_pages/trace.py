@@ -81,7 +81,7 @@ if state is None or state["key"] != key:
         st.stop()
     state = {"key": key, "job": job, "replay": None}
     held.put(sid, "trace", state)
-    for k in ("trace.at", "trace.blocks_cache"):
+    for k in ("trace.at", "trace.box", "trace.slider", "trace.blocks_cache"):
         st.session_state.pop(k, None)
 
 job = state["job"]

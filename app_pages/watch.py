@@ -18,9 +18,9 @@ from viz.cluster import (
     worker_grid_figure,
 )
 from viz.component import tree_view
-from viz.escape import esc_md
 
 POLL_S = 1.0
+SIDE_BY_SIDE = 3  # workers drawn in one row; more go on to the next
 EXAMPLE = "python -m engine serve --dp 2   # then: discover, connect"
 
 
@@ -105,11 +105,13 @@ prompt = p[0].text_input("prompt", "Can I return a tent I used once?", key="watc
 max_tokens = int(p[1].number_input("max tokens", 1, 256, 8, key="watch.max_tokens"))
 send = p[2].button("send", key="watch.send", disabled=session.base_url is None)
 score = p[3].button("overlap", key="watch.score", disabled=session.base_url is None)
+system = st.text_input("system prompt (optional): the prefix your clients share",
+                       key="watch.system", placeholder="You are a helpful assistant.")
 try:
     if send:
-        session.send(prompt, max_tokens)
+        session.send(prompt, max_tokens, system)
     if score:
-        st.session_state["watch.scored"] = (prompt, session.tokenize(prompt))
+        st.session_state["watch.scored"] = (prompt, session.tokenize(prompt, system))
 except ValueError as exc:
     say("error", exc)
 
@@ -134,8 +136,12 @@ def _live() -> None:
                         key="watch.overlap", config={"displayModeBar": False})
         say("caption", f"{text[:80]!r}: {len(tokens)} tokens (chat template included).")
     st.plotly_chart(rates_figure(views), key="watch.rates", config={"displayModeBar": False})
-    for i, (tab, view) in enumerate(zip(st.tabs([esc_md(v.name) for v in views]), views)):
-        with tab:
+    # side by side (comparing workers is the point), SIDE_BY_SIDE to a row
+    for i, view in enumerate(views):
+        if i % SIDE_BY_SIDE == 0:
+            row = st.columns(min(SIDE_BY_SIDE, len(views) - i))
+        with row[i % SIDE_BY_SIDE]:
+            say("subheader", view.name)
             say("caption", grid_caption(view))
             if view.status.last_error:
                 say("warning", f"last malformed frame: {view.status.last_error}")

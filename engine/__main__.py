@@ -14,12 +14,10 @@ import argparse
 import statistics
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from engine.kv_pool import KVPool, parse_capacity
-from engine.model import load_model
 from engine.serve import add_parser as add_serve_parser
 from engine.serve import cmd_serve
-from engine.service import EngineService, RequestResult, fit_to_vocab
 from engine.why import add_parser as add_why_parser
 from engine.why import cmd_why
 from radix.request import Req
@@ -27,6 +25,9 @@ from radix.runs.costs import CostModel
 from radix.sched.policy import POLICIES
 from radix.sched.scheduler import SchedulerConfig, check_fits
 from radix.traces import Trace, TraceError, load_trace
+
+if TYPE_CHECKING:  # torch comes in with these: imported by the commands, after parsing
+    from engine.service import EngineService, RequestResult
 
 
 class _Parser(argparse.ArgumentParser):
@@ -106,6 +107,10 @@ def totals(results: list[RequestResult], wall: float, label: str) -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from engine.kv_pool import KVPool, parse_capacity
+    from engine.model import load_model
+    from engine.service import EngineService, fit_to_vocab
+
     loaded = load_model(args.model, args.random_init, args.device)
     tok = loaded.tokenizer
     trace = load_trace(args.trace, tokenize=lambda s: tok(s)["input_ids"],

@@ -15,8 +15,13 @@ import argparse
 import os
 import socket
 
-from engine.cluster import ROUTERS, ClusterConfig
 from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
+from radix.cluster import ROUTERS as SHARED_ROUTERS
+
+# engine/cluster.py's routers (the shared ones and its old names), named here so that
+# `serve --help` needs no torch (engine.cluster imports it); tests/test_engine_cli.py checks
+# that the two agree
+ROUTERS = SHARED_ROUTERS + ("prefix", "round_robin")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -72,7 +77,7 @@ def hash_seed() -> str:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from engine.cluster import Cluster
+    from engine.cluster import Cluster, ClusterConfig
     from engine.kv_pool import KVPool, parse_capacity
     from engine.model import load_model
     from engine.server import Server, build_app

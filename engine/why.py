@@ -13,7 +13,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from engine.model import DEFAULT_NAME, _default_tokenizer
 from radix.why.command import add_arguments
 from radix.why.command import run as run_why
 
@@ -53,6 +52,7 @@ def load_codec(folder: str | None = None) -> HFCodec:
     from transformers import AutoTokenizer
 
     if folder is None:
+        from engine.model import DEFAULT_NAME, _default_tokenizer  # torch: after parsing
         return HFCodec(_default_tokenizer(), DEFAULT_NAME)
     path = Path(folder)
     if not path.is_dir() or not any((path / f).is_file() for f in (

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from scenarios.changes import Changes, RoomTree
 from scenarios.live import LiveRequest, LiveSession
 
+LECTURER = "lecturer"  # the lecturer's display name (students may not take it)
 SYSTEM = "You are a helpful teaching assistant. Answer in one short sentence."
 MakeSession = Callable[[RoomTree], LiveSession]  # a room's engine, listening with its tree
 
@@ -43,6 +44,11 @@ class RoomLimits:
                 raise ValueError(f"RoomLimits.{name} must be >= 1, got {getattr(self, name)}")
         if self.idle_s <= 0:
             raise ValueError(f"RoomLimits.idle_s must be > 0, got {self.idle_s}")
+
+
+def reserved_name(name: str) -> bool:
+    """The lecturer's display name, which no student may take: 'Lecturer ', 'LECTURER'."""
+    return " ".join(str(name).split()).casefold() == LECTURER.casefold()
 
 
 class RoomError(ValueError):
@@ -107,12 +113,15 @@ class Room:
                 self.changes.mark()
             return self.version
 
-    def ask(self, sid: str, name: str, text: str) -> Ask:
-        """Queues a student's prompt (admitted now unless paused); RoomError when refused."""
+    def ask(self, sid: str, name: str, text: str, token: str = "") -> Ask:
+        """Queues a student's prompt (admitted now unless paused); RoomError when refused.
+        The name "lecturer" (any case) is the lecturer's: only with the room's `token`."""
         name, text = " ".join(str(name).split()), str(text).strip()
         lim = self.limits
         if not name or len(name) > lim.max_name_chars:
             raise RoomError(f"a display name of 1 to {lim.max_name_chars} characters, please")
+        if reserved_name(name) and not secrets.compare_digest(str(token), self.token):
+            raise RoomError(f"{name!r} is the lecturer's name in the room; pick your own")
         if not text or len(text) > lim.max_prompt_chars:
             raise RoomError(f"a prompt of 1 to {lim.max_prompt_chars:,} characters, please")
         with self._lock:

@@ -93,6 +93,17 @@ class SentPrompt:
     cached_tokens: int | None = None
     landed_after: float | None = None  # seconds from send until its blocks were in a view
     error: str = ""
+    system: str = ""  # the system message sent before it ("" for none)
+
+
+def messages(text: str, system: str = "") -> list[dict[str, str]]:
+    """The chat messages of one prompt: [system,] user.
+
+    >>> [m["role"] for m in messages("hi", "Be brief.")]
+    ['system', 'user']
+    """
+    head = [{"role": "system", "content": system}] if system.strip() else []
+    return head + [{"role": "user", "content": text}]
 
 
 class WatchSession:
@@ -170,10 +181,12 @@ class WatchSession:
             raise ValueError("give the server's base URL (and model) to send or tokenize")
         return self.base_url
 
-    def tokenize(self, text: str) -> list[int]:
-        """The chat-templated tokens of `text` as one user message (vLLM's /tokenize)."""
+    def tokenize(self, text: str, system: str = "") -> list[int]:
+        """The chat-templated tokens of `text` as one user message, after `system` as the
+        system message when given (vLLM's /tokenize): real clients share a system prompt, and
+        that shared prefix is what a worker's cache holds."""
         base = self._need_api().removesuffix("/v1")
-        body = {"messages": [{"role": "user", "content": text}]}
+        body = {"messages": messages(text, system)}
         if self.model:
             body["model"] = self.model
         answer, _ = http_json(base + "/tokenize", body)
@@ -194,10 +207,11 @@ class WatchSession:
                 return None
         return self._decoded.get(key)
 
-    def send(self, text: str, max_tokens: int = 16) -> SentPrompt:
-        """Sends `text` as one user message in a thread; the prompt's record fills in."""
+    def send(self, text: str, max_tokens: int = 16, system: str = "") -> SentPrompt:
+        """Sends `text` as one user message (after `system`, when given) in a thread; the
+        prompt's record fills in."""
         base = self._need_api()
-        prompt = SentPrompt(text, time.time())
+        prompt = SentPrompt(text, time.time(), system=system)
         with self._lock:
             self.sent.append(prompt)
         threading.Thread(target=self._send, args=(base, prompt, max_tokens), daemon=True).start()
@@ -205,9 +219,9 @@ class WatchSession:
 
     def _send(self, base: str, prompt: SentPrompt, max_tokens: int) -> None:
         try:
-            prompt.token_ids = self.tokenize(prompt.text)
+            prompt.token_ids = self.tokenize(prompt.text, prompt.system)
             body = {"model": self.model, "max_tokens": max_tokens,
-                    "messages": [{"role": "user", "content": prompt.text}]}
+                    "messages": messages(prompt.text, prompt.system)}
             answer, headers = http_json(base + "/chat/completions", body, timeout=300)
             use = answer.get("usage") or {}
             prompt.answer = answer["choices"][0]["message"]["content"] or ""

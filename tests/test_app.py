@@ -145,7 +145,9 @@ def _upload(at: AppTest, name: str, data: bytes) -> AppTest:
 
 def test_trace_upload_replays_scrubs_and_searches():
     """Two requests sharing [1, 2]: 7 tree steps; at the end the tree holds 3 + 1 tokens;
-    step 0 is the empty tree; searching 'b' offers its steps, and a hit moves the step."""
+    step 0 is the empty tree; searching 'b' offers its steps, numbered as the step box counts
+    (steps done: b's lookup is the cache's step #4, the 5th), and a hit moves the box, the
+    slider and the caption there."""
     at = page("trace").run()
     good = (b'{"rid": "a", "arrival": 0, "tokens": [1, 2, 3], "output_len": 1}\n'
             b'{"rid": "b", "arrival": 1, "tokens": [1, 2, 4], "output_len": 1}\n')
@@ -160,9 +162,12 @@ def test_trace_upload_replays_scrubs_and_searches():
     assert "#tokens: 0" in at.code[0].value
     at.text_input(key="trace.find").set_value("b").run()
     labels = [plain(b.label) for b in at.button if b.key and b.key.startswith("trace.hit")]
-    assert labels == ["looked up: step 4", "admitted: step 5", "finished: step 6"]
+    assert labels == ["looked up: step 5", "admitted: step 6", "finished: step 7"]
     at.button(key="trace.hit2").click().run()
     assert at.session_state["trace.at"] == 7
+    assert at.number_input(key="trace.box").value == 7 and at.slider(key="trace.slider").value == 7
+    # numbered as the box counts: the tree after step 7 is the cache's step #6, b's finish
+    assert "step 7: b cache_finished_req (15 events; the cache's step #6)" in texts(at.caption)
 
 
 def test_trace_failing_op_log_shows_its_last_good_tree():

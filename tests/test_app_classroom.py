@@ -63,6 +63,8 @@ def test_lobby_then_a_wrong_code_is_one_line():
     assert "no open room has the code QQQQQ" in plain(at.error[0].value)
     at = _student("ABCDE", "")
     assert "type your name first" in plain(at.error[0].value)
+    at = _student("ABCDE", " LECTURER ")  # the lecturer's name: no student may take it
+    assert "is the lecturer's name in the room" in plain(at.error[0].value)
 
 
 def test_two_rooms_stay_apart_and_the_lecturer_controls():
@@ -84,6 +86,9 @@ def test_two_rooms_stay_apart_and_the_lecturer_controls():
     assert list(lect_a.dataframe[0].value["student"]) == ["Ann *the* [star](http://x)"]
     assert "1 answered" in plain(lect_a.info[0].value)
     lect_a.button(key="classroom.pause").click().run()
+    # the click's own run already shows the new state: the button reads "resume" (#24 item 3)
+    assert lect_a.button(key="classroom.pause").label == "resume"
+    assert not lect_a.button(key="classroom.step").disabled
     _ask(ann, "And a block?")
     lect_a.run()
     assert "paused; 1 waiting" in plain(lect_a.info[0].value)

@@ -18,6 +18,9 @@ def test_default_the_policies_disagree():
     m = metrics(at)
     assert (m["freed so far"], m["evictable"]) == ("0 tok", "2,496 tok")
     assert (m["blocks taken"], m["cached tokens dropped"]) == ("19", "48")
+    # 19 blocks = 304 tokens is a unit conversion, not a change: no arrow (#24 item 9)
+    taken = next(x for x in at.metric if x.label == "blocks taken")
+    assert taken.proto.delta == "= 304 tokens" and taken.proto.direction == 2  # NONE
     assert plain(at.info[0].value).startswith("evict(300) under lru: 17 evictable leaves")
     table = next(d.value for d in at.dataframe if "policy" in d.value).set_index("policy")
     assert table.loc["lru", "evicts (pop order)"] == "RAG context (2,112)"

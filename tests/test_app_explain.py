@@ -57,11 +57,16 @@ def test_panel_buckets_add_up_to_the_prompt_tokens_and_go_to_a_step():
     hit = table[table["bucket"] == "hit"]
     assert list(hit["radix tree (SGLang)"]) == ["39 tokens (43.3%)"]
     assert list(hit["block cache (vLLM)"]) == ["32 tokens (35.6%)"]
+    # the lead-ins are bold, not literal asterisks (#24 item 7)
+    leads = [m.value for m in at.markdown if m.value.startswith("**")]
+    assert [plain(v).split("** ")[0] for v in leads] == ["**Hit rate:", "**Where it happened:",
+                                                         "**What if:"], leads
+    assert not [m.value for m in at.markdown if "\\*" in m.value]
     go = at.button(key="trace.explain_go.tree.hit.0")
     assert plain(go.label) == "b: 39 tokens, step 5"
     go.click().run()
     assert at.session_state["trace.at"] == 5
-    assert any("step 4: b match_prefix" in t for t in texts(at.caption))
+    assert any(t.startswith("step 5: b match_prefix") for t in texts(at.caption))
     at.button(key="trace.explain_go.blocks.hit.0").click().run()  # after b's finish: log 6
     assert at.session_state["trace.at"] == 7 and not at.exception
     assert at.selectbox(key="trace.block_rid").value == "b"
@@ -84,7 +89,7 @@ def test_panel_closed_runs_nothing_and_step_narration_tells_the_split():
     assert state.get("explain_job") is None and not state.get("explained")
     at.number_input(key="trace.box").set_value(4).run()
     lines = [t for t in texts(at.markdown) if "prompt boundary" in t]
-    assert len(lines) == 1 and "40 prompt + 1 output tokens" in lines[0], lines
+    assert len(lines) == 1 and "40 prompt + 1 output token " in lines[0], lines
     assert "priority + 1" in lines[0]
     at.number_input(key="trace.box").set_value(7).run()
     assert not [t for t in texts(at.markdown) if "prompt boundary" in t]

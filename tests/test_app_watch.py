@@ -150,3 +150,25 @@ def test_discover_refuses_publishers_that_connect_out(monkeypatch):
         watch.discover("http://h:8000")
     answer["publishers"][0]["pub_binds"] = True
     assert watch.discover("http://h:8000") == ["tcp://10.0.0.9:5557,tcp://*:5567"]
+
+
+def test_table_rates_are_the_last_five_seconds():
+    """The table's stored/s: bins of 0, 12, 0, 8, 0 blocks (1 s each, the last the second under
+    way) -> (0 + 12 + 0 + 8 + 0) / 5 = 4.0 per second; it showed the last bin, 0, while events
+    arrived in bursts (#24 item 8). Fewer bins than five: their mean; none: 0."""
+    from radix.watch.rates import RateBin
+    from viz.cluster import recent
+
+    bins = [RateBin(float(i), s, 0.0) for i, s in enumerate([3, 0, 12, 0, 8, 0])]
+    assert recent(bins, "stored_per_s") == 4.0
+    assert recent(bins[:2], "stored_per_s") == 1.5 and recent([], "stored_per_s") == 0.0
+
+
+def test_messages_put_the_system_prompt_first():
+    """The overlap box and send take an optional system prompt: [system, user]; a blank one
+    is left out (one user message, as before)."""
+    from scenarios.watch import messages
+
+    assert messages("hi", "Be brief.") == [{"role": "system", "content": "Be brief."},
+                                           {"role": "user", "content": "hi"}]
+    assert messages("hi", "  ") == [{"role": "user", "content": "hi"}]

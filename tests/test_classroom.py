@@ -84,9 +84,13 @@ def test_wrong_code_and_bad_input_are_one_line(rooms):
     with pytest.raises(RoomError, match=r"^no open room has the code ZZZZZ: check the code"):
         rooms.get("zzzzz")
     for name, text, why in [("", "hi", "display name"), ("x" * 33, "hi", "display name"),
-                            ("Ann", "  ", "a prompt of 1"), ("Ann", "x" * 1001, "a prompt of 1")]:
+                            ("Ann", "  ", "a prompt of 1"), ("Ann", "x" * 1001, "a prompt of 1"),
+                            (" LECTURER", "hi", "the lecturer's name")]:
         with pytest.raises(RoomError, match=why):
             room.ask("s1", name, text)
+    with pytest.raises(RoomError, match="the lecturer's name"):
+        room.ask("s1", "lecturer", "hi", token="not-the-token")
+    assert room.ask("s0", "lecturer", "hi", token=room.token).student == "lecturer"
     with pytest.raises(RoomError, match="only the lecturer"):
         room.control("not-the-token", "pause")
     with pytest.raises(RoomError, match="only the lecturer"):
@@ -168,6 +172,28 @@ def test_room_words():
     assert status_line("ABC23", True, counts) == (
         "Room ABC23: paused; 1 waiting, 1 in the engine, 2 answered; 38% of prompt tokens "
         "came from the tree.")
+
+
+def test_view_reads_each_state_once():
+    """An ask the engine finishes between two reads (running, then done): with the states
+    read once, the line says 1 in the engine and the row says running (#24: the line said
+    "0 in the engine" beside a "running" row, each having read the state at its own moment)."""
+
+    class Flipping:
+        student, sid, text, cancelled = "Ann", "s1", "hi", None
+        req = type("R", (), {"metrics": None, "error": None})()
+        reads = 0
+
+        @property
+        def state(self) -> str:
+            self.reads += 1
+            return "running" if self.reads == 1 else "done"
+
+    asks = [Flipping()]
+    states = [a.state for a in asks]
+    line = status_line("ABC23", False, room_counts(asks, states))
+    rows = ask_rows(asks, lambda req: "", states=states)
+    assert "1 in the engine, 0 answered" in line and rows[0]["state"] == "running"
 
 
 def test_thirty_students_load():

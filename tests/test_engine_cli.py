@@ -137,3 +137,26 @@ def test_rows_and_totals_count_a_retracted_prompt_once():
     line = totals(results, 1.0, "m")[0]
     assert "matched 32 of 96 prompt tokens (33.3%" in line
     assert "prefilled 91 (1 retractions re-prefilled)" in line
+
+
+def test_help_parses_without_torch():
+    """`engine serve --help` and `engine run --help` answer before torch is imported (it took
+    ~50 s on a busy machine: engine.kv_pool and engine.cluster imported it at the top). A
+    fresh interpreter, so this process's torch does not count; and serve's router choices are
+    the cluster's."""
+    import subprocess
+    import sys
+
+    from engine.cluster import ROUTERS
+    from engine.serve import ROUTERS as SERVE_ROUTERS
+
+    assert SERVE_ROUTERS == ROUTERS
+    code = ("import sys\nfrom engine.__main__ import build_parser\n"
+            "for cmd in ('serve', 'run'):\n"
+            "    try:\n        build_parser().parse_args([cmd, '--help'])\n"
+            "    except SystemExit:\n        pass\n"
+            "print('torch' in sys.modules, 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=str(__import__("pathlib").Path(__file__).parents[1]))
+    assert "--kv-events-endpoint" in out.stdout and "TRACE" in out.stdout.upper()
+    assert out.stdout.strip().splitlines()[-1] == "False False", out.stdout[-300:]

@@ -51,7 +51,7 @@ def test_live_tree_equals_the_cache_and_tells_the_split():
     split = next(t for t in texts if t.startswith("R2 leaves R1 at token 2: node #1 splits "
                                                   "into 2 + 1 (new prefix #2)"))
     assert "keeps #1's creation time t=2" in split  # the unified flavor, the default
-    assert "R2 grows a new leaf #3 of 1 tokens under #2" in texts
+    assert "R2 grows a new leaf #3 of 1 token under #2" in texts
     assert tree.owners() == {1: "R1", 2: "R1", 3: "R2"}
 
 
@@ -100,7 +100,7 @@ def test_live_tree_scheduler_lines_and_unknown_actor():
     texts = _lines(tree)
     assert len(texts) == 3  # bounded
     assert texts[-2].startswith("the scheduler's match leaves R1 at token 1")
-    assert texts[-1] == "R2 admitted: 1 tokens from the tree, 1 to prefill"
+    assert texts[-1] == "R2 admitted: 1 token from the tree, 1 to prefill"
     assert tree.admitted() == {"R2": (1, 1)} and tree.chunks() == {"R2": [1]}
     assert tree.snapshot() == cache.snapshot()
 

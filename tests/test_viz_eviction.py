@@ -29,16 +29,32 @@ def test_frames_design_question():
     assert frames[0].line == ("evict(300) under lru: 1 evictable leaf; system prompt S (r=400: "
                               "400 live conversation(s) below it) is locked. First in policy "
                               "order: RAG context.")
-    assert frames[1].line == "lru picks RAG context (#1): the smallest sort key left"
+    assert frames[1].line == ("lru picks RAG context (#1): least recently used first (the "
+                              "oldest last access)")
     assert frames[2].line.startswith("pops RAG context (#1, 2,112 tokens")
     assert frames[2].line.endswith("2,112 of 300 freed")
     assert frames[3].line == ("done: 2,112 tokens freed for 300 asked; overshoot 1,812 (whole "
                               "leaves go). system prompt S stays.")
     assert [f.freed for f in frames] == [0, 0, 2_112, 2_112]
     assert (frames[0].evictable, frames[3].evictable, frames[3].protected) == (2_112, 0, 10_112)
+    # the pop frame still draws the leaf, but counts it as freed, not evictable (#24 item 9)
+    assert [f.evictable for f in frames] == [2_112, 2_112, 0, 0]
     popped = {n["id"]: n for n in frames[2].scene["nodes"]}
     assert popped["n1"]["role"] == "evicted" and popped["n1"]["stroke"] == "#d62728"
     assert "n1" not in {n["id"] for n in frames[3].scene["nodes"]}
+
+
+@pytest.mark.parametrize("policy", ["lru", "mru"])
+def test_freed_plus_evictable_is_the_start_on_every_frame(policy):
+    """Default state (2,496 evictable tokens: RAG 2,112 + 16 finished x 24), evict(300): on
+    every frame, freed so far + evictable = 2,496 (the pop frame showed 2,112 + 2,496 under
+    lru, 24 + 2,496 under mru, the popped leaf counted twice). mru says why in plain words."""
+    run = run_eviction(policy)
+    tl = Timeline(run.log)
+    frames = [lab_frame(run, tl, k) for k in range(num_frames(run))]
+    assert {f.freed + f.evictable for f in frames} == {2_496}
+    if policy == "mru":
+        assert "most recently used first (the newest last access" in frames[1].line
 
 
 def test_collapsed_picture_counts_all_400():

@@ -31,7 +31,7 @@ def test_finish_narration_says_the_prompt_boundary_split():
     lines = step_lines(log, step)
     split = [ln for ln in lines if "prompt boundary" in ln]
     assert len(split) == 1, lines
-    assert "token 5: 5 prompt + 1 output tokens" in split[0]
+    assert "token 5: 5 prompt + 1 output token " in split[0]
     assert "priority + 1" in split[0] and "seed chapter" in split[0]
     tl = Timeline(log)
     frames = [tl.frame(step, k).narration for k in range(1, tl.num_micro(step) + 1)]

@@ -14,20 +14,23 @@ from typing import Any, NamedTuple
 COLUMNS = ("student", "prompt", "state", "matched", "prefilled", "answer")
 
 
-def ask_rows(asks: list[Any], text_of: Callable[[Any], str], mine: str | None = None
-             ) -> list[dict[str, Any]]:
+def ask_rows(asks: list[Any], text_of: Callable[[Any], str], mine: str | None = None,
+             states: list[str] | None = None) -> list[dict[str, Any]]:
     """One row per prompt, newest first; `text_of(req)` is the answer so far. `mine` (a
-    session id) marks that student's own prompts with a star.
+    session id) marks that student's own prompts with a star. `states`: each ask's state as
+    read once for the whole view (the engine's thread moves them meanwhile), so the rows and
+    room_counts' line agree.
 
     A prompt that matched 40 of its 52 tokens shows matched 40, prefilled 12.
     """
     rows = []
-    for a in reversed(asks):
+    states = states if states is not None else [a.state for a in asks]
+    for a, state in zip(reversed(asks), reversed(states), strict=True):
         req, m = a.req, (a.req.metrics if a.req is not None else None)
         row = dict.fromkeys(COLUMNS)
         star = "* " if mine is not None and a.sid == mine else ""
-        row.update({"student": star + a.student, "prompt": a.text, "state": a.state})
-        if m is not None:
+        row.update({"student": star + a.student, "prompt": a.text, "state": state})
+        if m is not None and state == "done":
             row.update({"matched": int(m.get("matched_tokens", 0)),
                         "prefilled": int(m.get("prefilled_tokens", 0))})
         if req is not None:
@@ -46,11 +49,11 @@ class RoomCounts(NamedTuple):
     prefilled: int  # prompt tokens computed, over the done prompts
 
 
-def room_counts(asks: list[Any]) -> RoomCounts:
+def room_counts(asks: list[Any], states: list[str] | None = None) -> RoomCounts:
     """Counts by state and token sums: two done prompts matching 0 and 30 of 40 each ->
-    matched 30, prefilled 50."""
-    states = [a.state for a in asks]
-    done = [a.req.metrics for a in asks if a.state == "done"]
+    matched 30, prefilled 50. `states`: as ask_rows takes them."""
+    states = states if states is not None else [a.state for a in asks]
+    done = [a.req.metrics for a, s in zip(asks, states, strict=True) if s == "done"]
     return RoomCounts(states.count("waiting"), states.count("running"), len(done),
                       sum(int(m.get("matched_tokens", 0)) for m in done),
                       sum(int(m.get("prefilled_tokens", 0)) for m in done))

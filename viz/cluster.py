@@ -153,11 +153,24 @@ def rates_figure(views: Sequence[Any]) -> go.Figure:
     return fig
 
 
+RECENT_BINS = 5  # the table's rates: the mean of the last 5 one-second bins
+
+
+def recent(rates: Sequence[Any], field: str, bins: int = RECENT_BINS) -> float:
+    """Blocks per second over the last `bins` bins. The last bin alone is the second now
+    under way, which reads 0 between a server's bursts of events (#24).
+
+    Bins stored 0, 12, 0, 8, 0 (1 s each) -> (0 + 12 + 0 + 8 + 0) / 5 = 4.0.
+    """
+    last = list(rates)[-bins:]
+    return sum(getattr(b, field) for b in last) / len(last) if last else 0.0
+
+
 def status_rows(views: Sequence[Any]) -> list[dict[str, Any]]:
     """One table row per worker."""
     return [{"worker": v.name, "rank": v.status.rank, "blocks": len(v.blocks),
-             "stored/s": v.rates[-1].stored_per_s if v.rates else 0.0,
-             "removed/s": v.rates[-1].removed_per_s if v.rates else 0.0,
+             f"stored/s ({RECENT_BINS} s)": recent(v.rates, "stored_per_s"),
+             f"removed/s ({RECENT_BINS} s)": recent(v.rates, "removed_per_s"),
              "next seq": v.status.next_seq,
              "view": v.status.view_state(),
              "lost seqs": v.status.lost, "restarts": v.status.restarts,

@@ -121,6 +121,20 @@ def first_line(run: Any, snapshot: Any) -> str:
             f"First in policy order: {first}.")
 
 
+# why each policy pops the leaf it pops, in plain words (radix/tree/eviction.py's sort keys:
+# the smallest key goes first, so a negated time means newest first)
+REASONS = {
+    "lru": "least recently used first (the oldest last access)",
+    "mru": "most recently used first (the newest last access: its sort key is minus that time)",
+    "fifo": "first created, first out (the oldest creation time)",
+    "filo": "last created, first out (the newest creation time: minus that time)",
+    "lfu": "fewest hits first; among equal hits, the oldest last access",
+    "priority": "lowest priority first; among equal priorities, the oldest last access",
+    "slru": "leaves hit fewer times than the threshold (probation) first; then the oldest "
+            "last access",
+}
+
+
 def event_line(run: Any, e: ev.Event, freed: int) -> str:
     name = run.names
     if isinstance(e, ev.NodeEvicted):
@@ -128,7 +142,8 @@ def event_line(run: Any, e: ev.Event, freed: int) -> str:
                 f"sort key {e.sort_key}): {freed:,} of {run.to_free:,} freed")
     if isinstance(e, ev.LeafSetChanged) and e.removed:
         nid = e.removed[0]
-        return f"{run.policy} picks {name.get(nid, nid)} (#{nid}): the smallest sort key left"
+        why = REASONS.get(run.policy, "the smallest sort key left")
+        return f"{run.policy} picks {name.get(nid, nid)} (#{nid}): {why}"
     if isinstance(e, ev.LeafSetChanged) and e.added:
         nid = e.added[0]
         return (f"cascade: {name.get(nid, nid)} (#{nid}) lost its last child and has r=0: it "
@@ -187,8 +202,13 @@ def lab_frame(run: Any, timeline: Timeline, k: int) -> LabFrame:
         highlight = _pick_highlight(micro[k - 1] if k else None)
         line = first_line(run, snap) if k == 0 else event_line(run, micro[k - 1], freed)
     scene = collapsed_scene(run, snap, highlight, drawn_conversations(run))
-    return LabFrame(k, len(micro) + 2, scene, line, freed, snap.evictable_size,
-                    snap.protected_size, snap)
+    evictable = snap.evictable_size
+    last = micro[k - 1] if 0 < k <= len(micro) else None
+    if isinstance(last, ev.NodeEvicted) and last.node_id in snap.by_id():
+        # subtle: the pop's frame still draws the leaf (red, at its last moment) but `freed`
+        # counts it: it is no longer evictable, so freed + evictable stays what it was
+        evictable -= last.num_tokens
+    return LabFrame(k, len(micro) + 2, scene, line, freed, evictable, snap.protected_size, snap)
 
 
 def block_short_line(blk: Any) -> str | None:

@@ -154,7 +154,9 @@ def prefix_rows(prefixes: list[Any], mooncake: bool = False) -> list[dict[str, s
 
 
 def loser_rows(losers: list[Any], side: str) -> list[dict[str, str]]:
-    """The requests that lost most: reusable tokens prefilled, and why."""
+    """The requests that lost most: reusable tokens prefilled, and why. The eviction that cost
+    each is timed in the explainer's own scheduled run (simulated seconds): its step numbers
+    are not the debugger's, so none is shown (the page's buttons go to the debugger's)."""
     rows = []
     for r in losers:
         b = getattr(r, side)
@@ -164,5 +166,5 @@ def loser_rows(losers: list[Any], side: str) -> list[dict[str, str]]:
         rows.append({"request": r.rid, "prompt": f"{r.prompt_tokens:,} tokens",
                      "hit": f"{b['hit']:,} tokens", "lost": why,
                      "evicted by": "-" if by is None else
-                     f"{by.policy.split(' (')[0]} at simulator step {by.step:,}"})
+                     f"{by.policy.split(' (')[0]}, {by.time:,.1f} s into the simulated run"})
     return rows

@@ -4,7 +4,8 @@ The file inlines the tree view's own bundle (viz/component/dist/tree_view.js, it
 export turned into a global), the laid-out scenes and their captions, and a small player: it
 plays on open (each frame animates from the last, as on the page), with pause, back, next and a
 scrubber. No network: everything is in the file, so it opens from a USB stick on a lecture-hall
-PC. Leaves out: plotly pictures (their own "download as PNG" button serves slides).
+PC. A page may add one plotly figure per frame (the Trace debugger's block view): plotly.js is
+then inlined as well.
 """
 
 from __future__ import annotations
@@ -33,10 +34,13 @@ button {{ font-size: 16px; padding: 4px 12px; }}
 <span id="where"></span></div>
 <div id="caption"></div>
 <div id="root" style="width: 100%"></div>
+<div id="blocks" style="width: 100%"></div>
 <script>{bundle}</script>
+{plotly}
 <script>
 const FRAMES = {frames};
 const CAPTIONS = {captions};
+const FIGURES = {figures};
 const INTERVAL = {interval};
 const root = document.getElementById("root"), scrub = document.getElementById("scrub");
 let i = 0, playing = true, timer = null;
@@ -45,6 +49,8 @@ function show(k) {{
   i = Math.max(0, Math.min(FRAMES.length - 1, k));
   window.RadixLensTree({{data: FRAMES[i], parentElement: root, setTriggerValue: () => {{}}}});
   document.getElementById("caption").textContent = CAPTIONS[i];
+  if (FIGURES) Plotly.react("blocks", FIGURES[i].data, FIGURES[i].layout,
+                            {{displaylogo: false, responsive: true}});
   document.getElementById("where").textContent = `${{i + 1}} / ${{FRAMES.length}}`;
   scrub.value = String(i);
   document.body.dataset.frame = String(i);
@@ -80,12 +86,23 @@ def _json(value: Any) -> str:
 
 
 def export_html(scenes: list[dict[str, Any]], captions: list[str], title: str,
-                interval_ms: int = 1_200, height: int = 520, duration_ms: int = 600) -> str:
-    """One HTML file that plays `scenes` (viz/layout.py scenes) with their captions."""
+                interval_ms: int = 1_200, height: int = 520, duration_ms: int = 600,
+                figures: list[Any] | None = None) -> str:
+    """One HTML file that plays `scenes` (viz/layout.py scenes) with their captions, and with
+    `figures` (one plotly figure per scene: the block view beside the tree) below the tree;
+    plotly.js is then inlined too (about 4.6 MB), so the file still needs no network."""
     if not scenes or len(scenes) != len(captions):
         raise ValueError("export: one caption per scene, at least one scene")
+    if figures is not None and len(figures) != len(scenes):
+        raise ValueError("export: one figure per scene, or none")
     frames = [{"scene": s, "sig": str(k), "height": height, "duration_ms": duration_ms,
                "max_scale": 2.0} for k, s in enumerate(scenes)]
-    return PAGE.format(title=html.escape(title), bundle=bundle_script(),
+    plotly = ""
+    if figures is not None:
+        from plotly.offline import get_plotlyjs
+
+        plotly = "<script>" + get_plotlyjs().replace("</script", "<\\/script") + "</script>"
+        figures = [json.loads(f.to_json()) if hasattr(f, "to_json") else f for f in figures]
+    return PAGE.format(title=html.escape(title), bundle=bundle_script(), plotly=plotly,
                        frames=_json(frames), captions=_json(list(captions)),
-                       interval=int(interval_ms))
+                       figures=_json(figures), interval=int(interval_ms))

@@ -12,10 +12,12 @@ Leaves out: the replay itself (scenarios/trace.py) and drawing (viz/scene.py, vi
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from radix import events as ev
 from radix.runs.costs import CostModel
+from radix.runs.reqs import COMPACT_OUTPUT_BASE, OUTPUT_BASE
 from radix.traces.hashview import block_label
 from viz.recording import span
 from viz.words import build_owners, narrate, step_roles
@@ -170,10 +172,13 @@ def kv_events_summary(trace: Any) -> str:
 
 
 def step_caption(events: list[Any]) -> str:
-    """'step 12: R5 cache_finished_req (7 events)' for the step just played."""
+    """The step just played, numbered as the step box counts (steps done, from 1): the tree
+    after step 12 shows the cache's step #11 (the cache counts from 0), so
+    'step 12: R5 cache_finished_req (7 events; the cache's step #11)'."""
     first = events[0]
     rid = f" {first.rid}" if getattr(first, "rid", None) else ""
-    return f"step {first.step:,}:{rid} {first.op} ({len(events):,} events)"
+    return (f"step {first.step + 1:,}:{rid} {first.op} ({len(events):,} events; the cache's "
+            f"step #{first.step:,})")
 
 
 def step_lines(log: Any, step: int, owners: dict[int, str] | None = None,
@@ -188,7 +193,8 @@ def step_lines(log: Any, step: int, owners: dict[int, str] | None = None,
     model = log.model_at(step)
     micro = log.micro_events(step)
     key_len = next((e.key_len for e in micro if isinstance(e, ev.PrefixMatched)), None)
-    lines = [narrate(first, model, owners, first.rid)]
+    # numbered as the step box counts (from 1), as step_caption does
+    lines = [narrate(replace(first, step=first.step + 1), model, owners, first.rid)]
     for k, e in enumerate(micro):
         if len(lines) >= max_lines:
             lines.append(f"... {len(micro) - k:,} more events")
@@ -198,3 +204,21 @@ def step_lines(log: Any, step: int, owners: dict[int, str] | None = None,
                                  earlier=micro[:k]))
         model.apply(e)
     return lines
+
+
+def synthetic_ids_note(snapshot: Any) -> str | None:
+    """Why some token ids are huge, when the tree holds any: a trace that gives only output
+    lengths gets replies made of ids no prompt uses (radix/runs/reqs.py), from 2**40 for token
+    traces and from 2**63 for Mooncake's compact ones. None when every id is a trace's own.
+
+    A reply of request #3 (plain trace): 2**40 + (3 << 20) + j = 1,099,514,773,504 + j.
+    """
+    # a path holds a prompt, then its reply: a node holding reply ids ends with one
+    top = max((n.token_ids[-1] for n in snapshot.nodes if len(n.token_ids)), default=0)
+    if top < OUTPUT_BASE:
+        return None
+    base, shift = ((COMPACT_OUTPUT_BASE, 21) if top >= COMPACT_OUTPUT_BASE else (OUTPUT_BASE, 20))
+    return (f"Ids from {base:,} up are made-up output tokens: the trace gives only each reply's "
+            f"length, so request #i's reply is {base:,} + (i << {shift}) + j for its j-th token, "
+            "ids no prompt uses. They are what the cache holds after a finish (prompt + reply); "
+            "only a later request that repeats the reply could hit them.")

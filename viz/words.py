@@ -106,6 +106,11 @@ def hops_to_root(model: Any, node_id: int) -> int:
     return n
 
 
+def tokens(n: int) -> str:
+    """A token count with its noun: tokens(1) -> '1 token', tokens(2151) -> '2,151 tokens'."""
+    return f"{n:,} token" + ("" if n == 1 else "s")
+
+
 def _who(rid: str | None) -> str:
     return rid or "a call"
 
@@ -124,7 +129,8 @@ def split_line(e: ev.NodeSplit, before: Any, owners: Mapping[int, str], rid: str
     rest = len(old.token_ids) - e.split_len
     if boundary:
         return (f"{_who(rid)} splits its own leaf #{e.node_id} at the prompt boundary, token "
-                f"{at:,}: {e.split_len:,} prompt + {rest:,} output tokens (new prefix "
+                f"{at:,}: {e.split_len:,} prompt + {rest:,} output token{'s' * (rest != 1)} "
+                f"(new prefix "
                 f"#{e.new_node_id}). SGLang 0.5.23 inserts prompt + output, then the prompt "
                 "alone with priority + 1, so eviction can drop the output and keep the "
                 "reusable prompt; the seed chapter's cache_finished_req inserted once and "
@@ -133,7 +139,7 @@ def split_line(e: ev.NodeSplit, before: Any, owners: Mapping[int, str], rid: str
     line = (f"{_who(rid)} {whose} at token {at:,}: node #{e.node_id} splits into "
             f"{e.split_len:,} + {rest:,} (new prefix #{e.new_node_id})")
     if key_len is not None and at == key_len:
-        line += (f". The match asked for {key_len:,} tokens, the prompt less its last one "
+        line += (f". The match asked for {tokens(key_len)}, the prompt less its last one "
                  f"(input_len - 1 = {key_len + 1:,} - 1): SGLang always computes the last prompt "
                  "token again, for its logits, so even an exact repeat splits here")
     return line + split_time_note(e)
@@ -164,7 +170,7 @@ def narrate(e: ev.Event, before: Any, owners: Mapping[int, str], rid: str | None
     if isinstance(e, ev.NodeSplit):
         return split_line(e, before, owners, rid, key_len, prompt_boundary(e, op, earlier))
     if isinstance(e, ev.NodeInserted):
-        line = (f"{_who(rid)} grows a new leaf #{e.node_id} of {len(e.token_ids):,} tokens "
+        line = (f"{_who(rid)} grows a new leaf #{e.node_id} of {tokens(len(e.token_ids))} "
                 f"under #{e.parent_id}")
         if op in ("checkpoint", "cache_unfinished_req"):
             line += (". SGLang 0.5.23 checkpoints a request's prompt right after its prefill, "
@@ -172,7 +178,7 @@ def narrate(e: ev.Event, before: Any, owners: Mapping[int, str], rid: str | None
                      "chapter cached a prompt at finish (or per chunk, when chunked)")
         return line
     if isinstance(e, ev.PrefixMatched):
-        return (f"{_who(rid)} matches {e.prefix_len:,} of {e.key_len:,} tokens "
+        return (f"{_who(rid)} matches {e.prefix_len:,} of {tokens(e.key_len)} "
                 f"over {len(e.node_ids)} node(s)")
     if isinstance(e, ev.LockChanged):
         return lock_hop_line(e, before, rid)
@@ -180,7 +186,7 @@ def narrate(e: ev.Event, before: Any, owners: Mapping[int, str], rid: str | None
         parts = [f"+#{n}" for n in e.added] + [f"-#{n}" for n in e.removed]
         return "evictable leaves: " + " ".join(parts)
     if isinstance(e, ev.NodeEvicted):
-        return (f"evict pops leaf #{e.node_id} ({e.num_tokens:,} tokens) by policy order, "
+        return (f"evict pops leaf #{e.node_id} ({tokens(e.num_tokens)}) by policy order, "
                 f"sort key {e.sort_key}")
     if isinstance(e, ev.NodesTouched):
         return f"last access time {e.time:g} on {len(e.node_ids)} node(s)"
@@ -238,7 +244,7 @@ def lock_hop_line(e: ev.LockChanged, before: Any, rid: str | None) -> str:
     moved = ""
     if e.size_moved:
         src, dst = ("evictable", "protected") if e.delta > 0 else ("protected", "evictable")
-        moved = f"; its {e.size_moved:,} tokens move {src} -> {dst}"
+        moved = f"; its {tokens(e.size_moved)} move {src} -> {dst}"
     left = hops_to_root(before, e.node_id) - 1
     where = "the last hop below the root" if left == 0 else f"{left} more hop(s) to the root"
     return (f"{_who(rid)} {verb} #{e.node_id}: lock_ref {e.lock_ref - e.delta} -> "
@@ -255,7 +261,7 @@ def lock_walk_line(rid: str | None, hops: Sequence[ev.LockChanged]) -> str:
     path = " -> ".join(f"#{h.node_id}" for h in hops)
     refs = ", ".join(str(h.lock_ref) for h in hops)
     moved = sum(h.size_moved for h in hops)
-    tail = f"; {moved:,} tokens now {dst}" if moved else ""
+    tail = f"; {tokens(moved)} now {dst}" if moved else ""
     n = len(hops)
     return (f"{_who(rid)} {verb} {path}, {n} hop{'s' if n != 1 else ''} up to the root: "
             f"lock_ref {refs}{tail}")
@@ -268,7 +274,7 @@ def admitted_line(e: ev.RequestAdmitted) -> str:
     'req-2 admitted: 300 tokens from the tree, 12 to prefill'
     """
     more = " (chunked: more next round)" if e.chunked else ""
-    return (f"{e.rid} admitted: {e.prefix_len:,} tokens from the tree, "
+    return (f"{e.rid} admitted: {tokens(e.prefix_len)} from the tree, "
             f"{e.extend_len:,} to prefill{more}")
 
 
@@ -300,7 +306,7 @@ def node_line(node: Any, owner: str | None = None) -> str:
     """A node's details: tokens, KV slots (as slot ranges: a slot is a place in the KV pool,
     not a token id), lock_ref, hits, times, priority."""
     who = f" (inserted by {owner})" if owner else ""
-    return (f"Node #{node.id}{who}: {len(node.token_ids):,} tokens, first ids "
+    return (f"Node #{node.id}{who}: {tokens(len(node.token_ids))}, first ids "
             f"{list(node.token_ids[:6])}; KV slots {slot_ranges(node.slot_ids)}; lock_ref "
             f"{node.lock_ref}, hit_count {node.hit_count}, created t={node.creation_time:g}, last "
             f"access t={node.last_access_time:g}, priority {node.priority}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from browserhelp import CLIPPED, DRAWN, TREE, in_viewport, shoot, wait_drawn
+from browserhelp import CLIPPED, DRAWN, IDLE, TREE, alert, in_viewport, shoot, wait_drawn
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
@@ -61,5 +61,12 @@ def test_lecturer_and_two_students(server, projector, browser, tmp_path):
     assert in_viewport(projector, TREE) and in_viewport(projector, "[data-testid=stPlotlyChart]")
     assert projector.evaluate(CLIPPED) == []
     shoot(projector, tmp_path, "classroom.png", full=False)
+    # pause: the status and the button agree in the click's own run (the button kept reading
+    # "pause" until some later rerun, #24 item 3); the fragment's timer reruns only the view
+    projector.get_by_role("button", name="pause", exact=True).click()
+    projector.get_by_role("button", name="resume", exact=True).wait_for(timeout=30_000)
+    projector.wait_for_selector(IDLE, timeout=30_000)
+    assert "paused" in alert(projector)
+    assert projector.get_by_role("button", name="pause", exact=True).count() == 0
     for ctx in students:
         ctx.close()

@@ -58,6 +58,7 @@ def test_deep_link_restores_a_step_in_presenter_mode(server, projector, tmp_path
     assert alert(projector).startswith("R2 leaves R1 at token 2,055")
     assert in_viewport(projector, f"{TREE} g.node[data-role=split]")
     assert in_viewport(projector, "[data-testid=stPlotlyChart]")  # the block grid
+    assert in_viewport(projector, "[data-testid=stMetric]")  # the numbers row (#24 item 4)
     assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "tour_presenter.png", full=False)
 

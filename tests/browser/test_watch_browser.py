@@ -44,6 +44,12 @@ def test_watch_engine_serve_and_see_a_prompt_land(engine_url, server, page, tmp_
         "() => (document.querySelector('textarea') || {}).value?.includes('tcp://')",
         timeout=60_000)
     page.get_by_text("blocks of", exact=False).first.wait_for(timeout=60_000)
+    # a system prompt goes first, as real clients send one (the box had no place for it)
+    system = page.get_by_label("system prompt (optional): the prefix your clients share")
+    system.fill("You are a camping-shop assistant. Answer in one sentence.")
+    system.press("Enter")
+    page.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]",
+                           timeout=60_000)
     page.get_by_role("button", name="send", exact=True).click()
     # the prompt lands: a worker holds its blocks, and its row says after how long
     page.wait_for_function(
@@ -57,6 +63,10 @@ def test_watch_engine_serve_and_see_a_prompt_land(engine_url, server, page, tmp_
             if (m := re.match(r"([0-9,]+) blocks of 16", c))]
     assert max(held) >= 1
     assert page.locator("[data-testid=stException]").count() == 0
+    # both workers side by side: their grids drawn in one row (tabs hid all but one, #24)
+    grids = [page.locator(f".st-key-watch-grid-{i}").bounding_box() for i in (0, 1)]
+    assert all(g is not None and g["width"] > 0 for g in grids), grids
+    assert abs(grids[0]["y"] - grids[1]["y"]) < 2 and grids[0]["x"] < grids[1]["x"], grids
     tall = page.evaluate("() => document.querySelector('[data-testid=stMain]')"
                          ".scrollHeight")
     page.set_viewport_size({"width": 1400, "height": min(max(tall, 1000), 6000)})

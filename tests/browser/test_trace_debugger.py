@@ -1,0 +1,71 @@
+"""A real browser on the Trace debugger's step navigator (#24): an arrow key held on the step
+slider neither breaks the page nor pulls the slider back, and the box, the slider and the
+caption name the same step."""
+
+from __future__ import annotations
+
+import pytest
+from browserhelp import IDLE, ROOT, wait_drawn
+
+pytestmark = pytest.mark.browser
+SLIDER = ".st-key-trace-slider input[type=range]"
+VALUES = """() => [document.querySelector('.st-key-trace-box input')?.value,
+                   document.querySelector('.st-key-trace-slider input')?.value]"""
+
+
+def test_held_arrow_key_on_the_slider(server, page):
+    """three_requests: 10 tree steps. Home, then 10 x right, 10 x left, 6 x right, pressed
+    without waiting for the page (a held key sends them faster than a run): the page must not
+    fail (it raised KeyError 'trace.box' / 'trace.slider'); it ends past 0 and at most at
+    0 + 10 - 10 + 6 = 6 (Streamlit may merge keys into one run; a stale box value sent in the
+    slider's rerun used to pull both back to 10), box and slider alike, the caption naming
+    that step as the box counts (it said the cache's 0-based step, one less)."""
+    page.goto(f"{server}/trace")
+    page.wait_for_selector("[data-testid=stFileUploaderDropzoneInput]", state="attached",
+                           timeout=60_000)
+    page.set_input_files("[data-testid=stFileUploaderDropzoneInput]",
+                         str(ROOT / "examples" / "traces" / "three_requests.jsonl.gz"))
+    page.wait_for_selector(SLIDER, state="attached", timeout=120_000)
+    wait_drawn(page)
+    slider = page.locator(SLIDER)
+    for key in ["Home"] + ["ArrowRight"] * 10 + ["ArrowLeft"] * 10 + ["ArrowRight"] * 6:
+        slider.press(key, timeout=30_000)
+    page.wait_for_function(f"() => {{ const v = ({VALUES})(); return v[0] === v[1]; }}",
+                           timeout=60_000)
+    page.wait_for_selector(IDLE, timeout=60_000)
+    assert page.locator("[data-testid=stException]").count() == 0
+    box, slider_at = page.evaluate(VALUES)
+    assert box == slider_at and 0 < int(box) <= 6, (box, slider_at)
+    page.get_by_text(f"step {box}: ").first.wait_for(timeout=30_000)
+
+
+def test_export_for_slides_has_the_block_view(server, page, tmp_path):
+    """three_requests, the export's default range around the last step (5..10): the file plays
+    offline with the tree and, below it, vLLM's block pool for each frame (it had only the
+    tree). Every network request from the file is refused; plotly draws from the inlined
+    script."""
+    page.goto(f"{server}/trace")
+    page.wait_for_selector("[data-testid=stFileUploaderDropzoneInput]", state="attached",
+                           timeout=60_000)
+    page.set_input_files("[data-testid=stFileUploaderDropzoneInput]",
+                         str(ROOT / "examples" / "traces" / "three_requests.jsonl.gz"))
+    page.wait_for_selector(SLIDER, state="attached", timeout=120_000)
+    wait_drawn(page)
+    page.get_by_text("export steps for slides").click()
+    button = page.get_by_role("button", name="animated HTML of frames")
+    button.wait_for(timeout=30_000)
+    with page.expect_download(timeout=120_000) as info:
+        button.click()
+    path = tmp_path / "trace.html"
+    info.value.save_as(path)
+    offline = page.context.browser.new_context()
+    viewer = offline.new_page()
+    fetched: list[str] = []
+    viewer.route("**/*", lambda route: (fetched.append(route.request.url), route.abort())
+                 if not route.request.url.startswith("file:") else route.continue_())
+    viewer.goto(path.as_uri())
+    viewer.wait_for_selector(".radixlens-tree g.node", timeout=30_000)
+    viewer.wait_for_selector("#blocks .main-svg", timeout=30_000)
+    assert "vLLM block pool after" in viewer.inner_text("#blocks")
+    assert fetched == []
+    offline.close()
