@@ -8,11 +8,11 @@ imbalance test sends the rest to the shortest queue. `run_routing` replays a tra
 radix.cluster.sim and returns plain data for viz/routing.py: each request's decision (scores,
 loads, the sentence), the replicas' final trees, the router's own view, and `frames`: every
 replica's tree right after each request (as at the next arrival, every replica stepped up to
-it; a request still queued there is not in its tree yet), each with
-the request's prompt. At most MAX_FRAMES are kept: a longer upload keeps every `stride`-th
-request's (and the last). The classroom lowers
-cache-aware's balance thresholds to its size (abs 2, rel 1.5; sgl-router's defaults are 64 and
-1.5), and says so. Leaves out: drawing (viz/routing.py).
+it; a request still queued there is not in its tree yet), each with the request's prompt. At
+most MAX_FRAMES are kept: a longer upload keeps every `stride`-th request's from the first (and
+the last), and a step between shows the one before it. The classroom lowers cache-aware's
+balance thresholds to its size (abs 2, rel 1.5; sgl-router's defaults are 64 and 1.5), and says
+so. Leaves out: drawing (viz/routing.py).
 """
 
 from __future__ import annotations
@@ -84,9 +84,8 @@ class RoutingRun(NamedTuple):
     frames: list[Frame]  # kept snapshots, in request order (see the module docstring)
 
     def frame_at(self, index: int) -> Frame:
-        """The kept frame at or just before request `index` (0-based)."""
-        return max((f for f in self.frames if f.after <= index), key=lambda f: f.after,
-                   default=self.frames[0])
+        """The kept frame at or just before request `index` (0-based; request 0's is kept)."""
+        return max((f for f in self.frames if f.after <= index), key=lambda f: f.after)
 
 
 def run_routing(trace: Trace, router: str, replicas: int = REPLICAS) -> RoutingRun:
@@ -97,14 +96,14 @@ def run_routing(trace: Trace, router: str, replicas: int = REPLICAS) -> RoutingR
 
     def keep(sims: list[Any]) -> None:  # before routing request len(seen): after the last
         k = len(seen) - 1
-        if k >= 0 and (k + 1) % stride == 0:
+        if k >= 0 and k % stride == 0:
             frames.append(_frame(k, seen[k], sims))
 
     config = CLASSROOM_CACHE_AWARE if router == "cache-aware" else None
     res = simulate_cluster(trace, replicas, router, SimConfig(), keep_state=True,
                            router_config=config, watch=keep,
                            on_route=lambda req, d, loads: seen.append((req, d, loads)))
-    if seen:
+    if seen and (not frames or frames[-1].after != len(seen) - 1):
         frames.append(_frame(len(seen) - 1, seen[-1], res.sims))
     routed = [Routed(req.rid, req.arrival, d.rank, d.reason, d.scores,
                      tuple(x.requests for x in loads), d.why, len(req.origin_input_ids),

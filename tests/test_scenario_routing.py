@@ -56,11 +56,12 @@ def test_a_request_still_queued_is_not_in_its_tree_yet():
 
 
 def test_long_runs_keep_every_stride_th_frame(monkeypatch):
-    """MAX_FRAMES = 5 on 17 requests: stride ceil(17/5) = 4, frames after requests 4, 8, 12,
-    16 and the last (indices 3, 7, 11, 15, 16); request 6 shows the one after request 4."""
+    """MAX_FRAMES = 5 on 17 requests: stride ceil(17/5) = 4, frames after requests 1, 5, 9, 13
+    and 17 (indices 0, 4, 8, 12, 16, the last); request 6 shows the one after request 5, and
+    each kept frame equals the full run's frame for the same request."""
     monkeypatch.setattr(routing, "MAX_FRAMES", 5)
     run = run_routing(classroom_trace(), "cache-aware")
-    assert [f.after for f in run.frames] == [3, 7, 11, 15, 16]
-    assert run.frame_at(5).after == 3 and run.frame_at(16).after == 16
+    assert [f.after for f in run.frames] == [0, 4, 8, 12, 16]
+    assert run.frame_at(5).after == 4 and run.frame_at(16).after == 16
     monkeypatch.setattr(routing, "MAX_FRAMES", 120)
-    assert run_routing(classroom_trace(), "cache-aware").frames[7].trees == run.frames[1].trees
+    assert run_routing(classroom_trace(), "cache-aware").frames[8].trees == run.frames[2].trees
