@@ -18,7 +18,14 @@ from scenarios.routing import (
     run_routing,
 )
 from scenarios.trace import digest
-from viz.routing import approx_tree_dot, replica_tree_dot, routing_figure, scores_rows
+from viz.escape import esc_md
+from viz.routing import (
+    approx_tree_dot,
+    arrow_line,
+    replica_tree_dot,
+    routing_figure,
+    scores_rows,
+)
 
 MAX_UPLOAD_REQUESTS = 300  # an uploaded trace is drawn request by request: keep it small
 
@@ -35,9 +42,11 @@ router = c[0].selectbox("router", ROUTERS, key="cluster.router")
 source = c[1].radio("workload", ("classroom", "an uploaded trace"), key="cluster.source")
 st.query_params["router"] = router
 
+slot = c[2]  # the slider's place: beside the choices, so the trees fit above the fold
 if source == "classroom":
     ident, trace = ("classroom",), classroom_trace()
 else:
+    slot = st
     upload = c[2].file_uploader("request or Mooncake trace", key="cluster.upload")
     if upload is None:
         st.info("Upload a request or Mooncake trace (JSONL, optionally .gz).")
@@ -60,32 +69,41 @@ if st.session_state.get("cluster.key") != key:
     st.session_state["cluster.key"] = key
 run = st.session_state["cluster.run"]
 
-cols = st.columns(len(run.trees))
-for k, snap in enumerate(run.trees):
-    per = run.per_replica[k]
-    cols[k].markdown(f"**replica {k}**: hit {per['hit_rate']:.0%}, "
-                     f"{per['requests']} requests")
-    cols[k].graphviz_chart(replica_tree_dot(snap, k), height=250 if presenter() else 320)
-if run.view["kind"] == "approx-tree":
-    st.markdown(f"**the router's view** ({router}): blocks of the prompts it routed, colour = "
-                f"replica (not what the replicas cache); sizes {run.view['sizes']} blocks")
-    st.graphviz_chart(approx_tree_dot(run.view), height=170 if presenter() else 260)
-elif run.view["kind"] == "block-index":
-    blocks = ", ".join(f"replica {k}: {n}" for k, n in enumerate(run.view["blocks"]))
-    st.markdown(f"**the router's view** (kv-overlap): blocks each replica reported storing: "
-                f"{blocks}")
-else:
-    st.markdown(f"**the router's view** ({router}): none; it keeps no view of the caches")
-long_caption("Each replica's tree: tokens per node, h = hits. The router's view: chains of "
-             "blocks routed alike merged into one box.")
-
 n = len(run.routed)
-step = st.slider("request", 1, n, link_int("step", n, 1, n), key="cluster.step")
+step = slot.slider("request", 1, n, link_int("step", n, 1, n), key="cluster.step")
 st.query_params["step"] = str(step)
 row = run.routed[step - 1]
-say("markdown", f"**{row.rid}** (t = {row.arrival:.1f} s, {row.input_tokens:,} tokens) went to "
-                f"**replica {row.replica}** ({row.reason}): {row.why}. It matched "
-                f"{row.matched_tokens:,} tokens there.")
+frame = run.frame_at(step - 1)
+st.markdown(arrow_line(row, router) + f". {esc_md(row.why)}; it matched "
+            f"{row.matched_tokens:,} of {row.input_tokens:,} tokens there "
+            f"(t = {row.arrival:.1f} s).")
+
+cols = st.columns(len(frame.trees))
+for k, snap in enumerate(frame.trees):
+    chosen = k == row.replica
+    cols[k].markdown(f"**replica {k}**" + (f" ← **{row.rid}**" if chosen else "")
+                     + f": {snap.total_size:,} tokens cached")
+    cols[k].graphviz_chart(replica_tree_dot(snap, k, frame.prompt if chosen else (), chosen),
+                           height=220 if presenter() else 320)
+if run.view["kind"] == "approx-tree":
+    st.markdown(f"**the router's view** ({router}, end of run): blocks of the prompts it "
+                f"routed, colour = replica (not what the replicas cache); sizes "
+                f"{run.view['sizes']} blocks")
+    st.graphviz_chart(approx_tree_dot(run.view), height=150 if presenter() else 260)
+elif run.view["kind"] == "block-index":
+    blocks = ", ".join(f"replica {k}: {n}" for k, n in enumerate(run.view["blocks"]))
+    st.markdown(f"**the router's view** (kv-overlap, end of run): blocks each replica reported "
+                f"storing: {blocks}")
+else:
+    st.markdown(f"**the router's view** ({router}): none; it keeps no view of the caches")
+kept = "" if frame.after == step - 1 else (
+    f" (snapshots are kept every few requests on a long upload: this is after "
+    f"{run.routed[frame.after].rid})")
+long_caption(f"Each replica's tree right after {row.rid}, as at the next arrival (a request "
+             f"still queued is not in its tree yet){kept}: tokens per node, h = hits; the "
+             f"request's path has thick borders, its replica a yellow ground. The router's "
+             f"view: chains of blocks routed alike merged into one box.")
+
 left, right = st.columns([3, 2])
 left.plotly_chart(routing_figure(run.routed, step - 1, REPLICAS), key="cluster.routing",
                   config={"displaylogo": False})
@@ -110,4 +128,4 @@ if source == "classroom":
             col.plotly_chart(fig, key=f"cluster.sweep_{name}", config={"displaylogo": False})
         long_caption("`python -m radix sweep` draws the same charts for any trace "
                      "(routers at their documented defaults here).")
-long_caption(f"Seconds: {LABEL}. Trees are the replicas' at the end of the run.")
+long_caption(f"Seconds: {LABEL}.")

@@ -6,9 +6,13 @@ with long replies, so they stay in flight. Round robin scatters every conversati
 replicas; cache-aware keeps each on its replica until the burst piles onto A's replica and the
 imbalance test sends the rest to the shortest queue. `run_routing` replays a trace through
 radix.cluster.sim and returns plain data for viz/routing.py: each request's decision (scores,
-loads, the sentence), the replicas' final trees, the router's own view. The classroom lowers
-cache-aware's balance thresholds to its size (abs 2, rel 1.5; sgl-router's defaults are 64 and
-1.5), and says so. Leaves out: drawing (viz/routing.py).
+loads, the sentence), the replicas' final trees, the router's own view, and `frames`: every
+replica's tree right after each request (as at the next arrival, every replica stepped up to
+it; a request still queued there is not in its tree yet), each with the request's prompt. At
+most MAX_FRAMES are kept: a longer upload keeps every `stride`-th request's from the first (and
+the last), and a step between shows the one before it. The classroom lowers cache-aware's
+balance thresholds to its size (abs 2, rel 1.5; sgl-router's defaults are 64 and 1.5), and says
+so. Leaves out: drawing (viz/routing.py).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from radix.runs.sim import SimConfig
 from radix.traces import Trace, TraceRequest
 
 REPLICAS = 3
+MAX_FRAMES = 120  # tree snapshots kept per run (an upload of up to 300 requests keeps keyframes)
 SYSTEM = tuple(range(1, 33))  # 32 tokens: 2 blocks of 16
 CONVERSATIONS = "ABCD"
 CLASSROOM_CACHE_AWARE = CacheAwareConfig(balance_abs_threshold=2, balance_rel_threshold=1.5,
@@ -63,6 +68,12 @@ class Routed(NamedTuple):
     matched_tokens: int  # the chosen replica's tree hit
 
 
+class Frame(NamedTuple):
+    after: int  # index into `routed`: the trees as they were right after this request
+    trees: tuple[Any, ...]  # each replica's TreeSnapshot
+    prompt: tuple[int, ...]  # the request's tokens (viz marks their path in its replica's tree)
+
+
 class RoutingRun(NamedTuple):
     router: str
     routed: list[Routed]
@@ -70,21 +81,41 @@ class RoutingRun(NamedTuple):
     per_replica: list[dict[str, Any]]
     trees: list[Any]  # each replica's final TreeSnapshot
     view: dict[str, Any]  # the router's view: {"kind": ..., ...} (see `router_view`)
+    frames: list[Frame]  # kept snapshots, in request order (see the module docstring)
+
+    def frame_at(self, index: int) -> Frame:
+        """The kept frame at or just before request `index` (0-based; request 0's is kept)."""
+        return max((f for f in self.frames if f.after <= index), key=lambda f: f.after)
 
 
 def run_routing(trace: Trace, router: str, replicas: int = REPLICAS) -> RoutingRun:
     seen: list[tuple[Any, Any, Any]] = []
+    frames: list[Frame] = []
+    n = len(trace.requests)
+    stride = max(1, -(-n // MAX_FRAMES))
+
+    def keep(sims: list[Any]) -> None:  # before routing request len(seen): after the last
+        k = len(seen) - 1
+        if k >= 0 and k % stride == 0:
+            frames.append(_frame(k, seen[k], sims))
+
     config = CLASSROOM_CACHE_AWARE if router == "cache-aware" else None
     res = simulate_cluster(trace, replicas, router, SimConfig(), keep_state=True,
-                           router_config=config,
+                           router_config=config, watch=keep,
                            on_route=lambda req, d, loads: seen.append((req, d, loads)))
+    if seen and (not frames or frames[-1].after != len(seen) - 1):
+        frames.append(_frame(len(seen) - 1, seen[-1], res.sims))
     routed = [Routed(req.rid, req.arrival, d.rank, d.reason, d.scores,
                      tuple(x.requests for x in loads), d.why, len(req.origin_input_ids),
                      int(req.metrics.get("matched_tokens", 0)))
               for req, d, loads in seen]
-    trees = [sim.tree.snapshot() for sim in res.sims]
-    return RoutingRun(router, routed, res.totals, res.per_replica, trees,
-                      router_view(res.chooser))
+    return RoutingRun(router, routed, res.totals, res.per_replica, list(frames[-1].trees),
+                      router_view(res.chooser), frames)
+
+
+def _frame(k: int, seen: tuple[Any, Any, Any], sims: list[Any]) -> Frame:
+    return Frame(k, tuple(sim.tree.snapshot() for sim in sims),
+                 tuple(seen[0].origin_input_ids))
 
 
 def router_view(chooser: Any) -> dict[str, Any]:

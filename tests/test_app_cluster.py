@@ -40,3 +40,26 @@ def test_sweep_button_draws_hit_rate_and_p99_against_replicas():
     specs = plotly_specs(at)[1:]  # after the routing figure
     assert len(specs) == 2 and len(specs[0]["data"]) == 8  # a line per router
     assert specs[0]["data"][0]["x"] == [1, 2, 3, 4]
+
+
+def _dots(at) -> list[str]:
+    return [c.proto.spec for c in at.get("graphviz_chart")]
+
+
+def test_slider_shows_the_trees_right_after_that_request():
+    """Round robin: after request 1 (A-t1, to replica 0) only replica 0's tree holds anything,
+    on the yellow ground with A-t1's path bold; after request 2 (B-t1) replica 1 holds it too
+    and is the one highlighted; the arrow line names the router's choice."""
+    at = page("cluster")
+    at.query_params["router"] = "round-robin"
+    at.query_params["step"] = "1"
+    at.run()
+    dots = _dots(at)
+    assert "#fff4c2" in dots[0] and "penwidth=3" in dots[0] and "n1 " in dots[0]
+    assert "n1 " not in dots[1] and "#fff4c2" not in dots[1]
+    assert "router → **replica 0**" in " ".join(plain(m.value) for m in at.markdown)
+    at.slider(key="cluster.step").set_value(2).run()
+    dots = _dots(at)
+    assert not at.exception and "n1 " in dots[1] and "#fff4c2" in dots[1]
+    assert "#fff4c2" not in dots[0] and "n1 " not in dots[2]
+    assert "router → **replica 1**" in " ".join(plain(m.value) for m in at.markdown)

@@ -6,7 +6,10 @@ order, coloured by the decision's reason, the chosen request ringed, the path fr
 drawn to its replica. `scores_rows`: the chosen request's per-replica scores and loads, for a
 table. `replica_tree_dot` and `approx_tree_dot`: a replica's radix tree and the router's
 approximate tree as compact Graphviz DOT (token counts, not tokens), coloured by replica
-(PALETTE, the Watch page's colours). Leaves out: token text (the Tour's tree view shows it).
+(PALETTE, the Watch page's colours); a request's path (viz.scene's `match_path`) drawn with
+thick black borders, the replica that received it on a pale yellow ground. `arrow_line`:
+"router -> replica r" with every replica's score and load. Leaves out: token text (the Tour's
+tree view shows it); animation between steps (Graphviz redraws).
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ import graphviz
 import plotly.graph_objects as go
 
 from viz.cluster import PALETTE
+from viz.escape import esc_md
+from viz.scene import match_path
+
+CHOSEN_GROUND = "#fff4c2"  # the receiving replica's chart background
 
 REASON_COLOURS = {"cache-hit": "#54a24b", "prefix-match": "#54a24b", "lowest-cost": "#54a24b",
                   "cache-miss": "#4c78a8", "smallest-tree": "#4c78a8", "imbalance": "#e45756",
@@ -55,10 +62,17 @@ def routing_figure(routed: Sequence[Any], current: int, num_replicas: int) -> go
     return fig
 
 
+def _score_format(row: Any, router: str) -> tuple[str, str]:
+    """The scores' label and format; an imbalance fallback's scores are the loads it compared."""
+    if row.reason == "imbalance":
+        return "requests in flight (fallback)", "{:g}"
+    fmt = "{:.0%}" if router in ("cache-aware", "prefix-affinity") else "{:g}"
+    return SCORE_LABELS.get(router, "score"), fmt
+
+
 def scores_rows(row: Any, router: str) -> list[dict[str, Any]]:
     """One row per replica: the score the router compared, the requests in flight, chosen."""
-    label = SCORE_LABELS.get(router, "score")
-    fmt = "{:.0%}" if router in ("cache-aware", "prefix-affinity") else "{:g}"
+    label, fmt = _score_format(row, router)
     return [{"replica": k, label: fmt.format(s), "requests in flight": row.loads[k],
              "chosen": "yes" if k == row.replica else ""}
             for k, s in enumerate(row.scores)]
@@ -73,21 +87,44 @@ def _graph(name: str, rankdir: str = "LR") -> graphviz.Digraph:
                             edge_attr={"arrowsize": "0.5"})
 
 
-def replica_tree_dot(snapshot: Any, replica: int) -> str:
+def replica_tree_dot(snapshot: Any, replica: int, prompt: Sequence[int] = (),
+                     chosen: bool = False) -> str:
     """A replica's radix tree, compact for a small multiple: one box per node labelled with its
-    tokens (and its hit count), in the replica's colour; top down."""
+    tokens (and its hit count), in the replica's colour; top down. The nodes `prompt` walks
+    (`match_path`) get a thick black border; `chosen` tints the ground (it received the
+    request). Node names are `n<node id>`, stable across snapshots of the same tree."""
     g = _graph(f"replica{replica}", "TB")
+    if chosen:
+        g.graph_attr["bgcolor"] = CHOSEN_GROUND
     fill = PALETTE[replica % len(PALETTE)]
+    path = set(match_path(snapshot, prompt)) if prompt else set()
     for node in snapshot.nodes:
         if node.parent is None:
             g.node(f"n{node.id}", label="root", fillcolor="#eeeeee")
             continue
         hits = f" h{node.hit_count}" if node.hit_count else ""
+        mark = {"color": "black", "penwidth": "3"} if node.id in path else {}
         g.node(f"n{node.id}", label=f"{len(node.token_ids)}{hits}", fillcolor=fill,
                fontcolor="white", tooltip=f"node #{node.id}: {len(node.token_ids)} tokens, "
-                                          f"{node.hit_count} hits")
-        g.edge(f"n{node.parent}", f"n{node.id}")
+                                          f"{node.hit_count} hits", **mark)
+        g.edge(f"n{node.parent}", f"n{node.id}", **({"penwidth": "2.5"} if mark else {}))
     return g.source
+
+
+def arrow_line(row: Any, router: str) -> str:
+    """"router -> replica r" with every replica's score and load, one line (markdown).
+
+    >>> from types import SimpleNamespace as N
+    >>> line = arrow_line(N(rid="A-t2", replica=1, reason="cache-hit", scores=(0.25, 1.0),
+    ...                     loads=(0, 2)), "cache-aware")
+    >>> line.split("; ")[1]
+    'match ratio: r0 25% (0 in flight), r1 100% (2 in flight)'
+    """
+    label, fmt = _score_format(row, router)
+    per = ", ".join(f"r{k} {fmt.format(s)} ({row.loads[k]} in flight)"
+                    for k, s in enumerate(row.scores))
+    return (f"**{esc_md(row.rid)}**: router → **replica {row.replica}** ({row.reason}); "
+            f"{label}: {per}")
 
 
 def approx_tree_dot(view: dict[str, Any]) -> str:

@@ -70,12 +70,14 @@ class _Replica:
 def simulate_cluster(trace: Trace, replicas: int, router: str,
                      config: SimConfig | None = None, *, block_size: int | None = None,
                      keep_decisions: bool = False, on_route: Any = None,
-                     router_config: Any = None, keep_state: bool = False) -> ClusterResult:
+                     router_config: Any = None, keep_state: bool = False,
+                     watch: Any = None) -> ClusterResult:
     """Replays `trace` through `replicas` simulated engines behind `router` (one of ROUTERS).
     `block_size`: tokens per routing block (default `route_block_size`). `on_route(req,
     decision, loads)` sees every routing decision; `router_config` overrides the router's
     documented defaults (make_router's `config`); `keep_state` keeps the replicas' runs and
-    the router in the result."""
+    the router in the result; `watch(sims)` is called with the replicas' runs just before each
+    routing decision (every replica stepped up to that arrival: the Cluster page's snapshots)."""
     if router not in ROUTERS:
         raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {router!r}")
     cfg = config or SimConfig()
@@ -96,7 +98,7 @@ def simulate_cluster(trace: Trace, replicas: int, router: str,
     reasons: Counter[str] = Counter()
     with fewer_collections():
         _drive(reps, reqs, chooser, bs, keys, decisions if keep_decisions else None, reasons,
-               on_route)
+               on_route, watch)
     result = _result(reps, reqs, router, cfg, decisions, reasons)
     if keep_state:
         result.sims, result.chooser = [rep.sim for rep in reps], chooser
@@ -105,7 +107,7 @@ def simulate_cluster(trace: Trace, replicas: int, router: str,
 
 def _drive(reps: list[_Replica], reqs: list[Req], chooser: Any, bs: int,
            keys: dict[int, tuple[int, ...]], decisions: list | None, reasons: Counter,
-           on_route: Any) -> None:
+           on_route: Any, watch: Any = None) -> None:
     ff = reps[0].sim.config.fast_forward
     i, n = 0, len(reqs)
     while True:
@@ -118,6 +120,8 @@ def _drive(reps: list[_Replica], reqs: list[Req], chooser: Any, bs: int,
         if i == n:
             return
         req = reqs[i]
+        if watch is not None:
+            watch([rep.sim for rep in reps])
         loads = [Load(len(rep.in_flight), sum(rep.in_flight.values())) for rep in reps]
         rr = RouteRequest(req.rid, block_keys(req.origin_input_ids, bs, _namespace(req)),
                           len(req.origin_input_ids), session_of(req.rid),
