@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from machine import seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVE = [sys.executable, "-m", "engine", "serve", "--port", "0", "--dp", "2", "--device", "cpu",
@@ -24,8 +25,10 @@ SERVE = [sys.executable, "-m", "engine", "serve", "--port", "0", "--dp", "2", "-
 
 
 @contextmanager
-def engine_serve(timeout: float = 180) -> Iterator[list[str]]:
-    """The server's lines up to "ready" (the first names its URL); the server stops on exit."""
+def engine_serve(timeout: float | None = None) -> Iterator[list[str]]:
+    """The server's lines up to "ready" (the first names its URL); the server stops on exit.
+    Each line may take `timeout` s (180 s on an idle machine, scaled: loading the model)."""
+    timeout = timeout or seconds(180)
     proc = subprocess.Popen(SERVE, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     lines: queue.Queue = queue.Queue()
@@ -41,4 +44,4 @@ def engine_serve(timeout: float = 180) -> Iterator[list[str]]:
         yield seen
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=seconds(30))

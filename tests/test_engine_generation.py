@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from machine import seconds
 
 from engine.sampling import GREEDY, SamplingParams, first_stop, held_back, sample
 from engine.service import EngineService
@@ -55,7 +56,7 @@ def test_greedy_equals_transformers_generate_up_to_eos_then_stops(smol):
     with EngineService(smol, 2_048) as service:
         for prompt in PROMPTS:
             ids = service.encode(prompt, chat=True)
-            result = service.submit(ids, 48, sampling=SamplingParams()).result(timeout=120)
+            result = service.submit(ids, 48, sampling=SamplingParams()).result(timeout=seconds(120))
             ref = smol.model.generate(torch.tensor([ids]), max_new_tokens=48, do_sample=False,
                                       eos_token_id=eos, pad_token_id=eos)
             ref_ids = ref[0, len(ids):].tolist()
