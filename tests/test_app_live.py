@@ -17,7 +17,7 @@ from apphelp import ROOT, plain, plotly_specs
 from machine import seconds
 from streamlit.testing.v1 import AppTest
 
-from engine.service import RequestCancelled
+from engine.handles import RequestCancelled
 
 PAGE = str(ROOT / "app_pages" / "live.py")
 SYSTEM = "You answer questions about a small shop in one short sentence."

@@ -9,11 +9,20 @@ plain strings first.
 from __future__ import annotations
 
 import pytest
-import torch
 from machine import seconds
 
-from engine.sampling import GREEDY, SamplingParams, first_stop, held_back, sample
-from engine.service import EngineService
+# torch and the engine: imported by _imports before this file's first test, so that collecting
+# the suite imports no torch (see tests/doctest_rule.py)
+torch = GREEDY = SamplingParams = first_stop = held_back = sample = EngineService = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _imports():
+    global torch, GREEDY, SamplingParams, first_stop, held_back, sample, EngineService
+    import torch
+
+    from engine.sampling import GREEDY, SamplingParams, first_stop, held_back, sample
+    from engine.service import EngineService
 
 
 def test_first_stop_and_hold_back_known_answers():

@@ -12,8 +12,19 @@ import threading
 import pytest
 from machine import seconds
 
-from engine.sampling import SamplingParams
-from engine.service import EngineService, RequestCancelled
+from engine.handles import RequestCancelled
+
+# torch and the engine: imported by _imports before this file's first test, so that collecting
+# the suite imports no torch (see tests/doctest_rule.py)
+SamplingParams = EngineService = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _imports():
+    global SamplingParams, EngineService
+    from engine.sampling import SamplingParams
+    from engine.service import EngineService
+
 
 pytestmark = pytest.mark.engine
 PROMPT = [1, 2, 3, 4]

@@ -13,14 +13,20 @@ import time
 import urllib.request
 
 import pytest
+from enginehelp import engine_serve
+from machine import seconds
 
-openai = pytest.importorskip("openai")
+from radix.blocks.hashing import hash_block_tokens
+from radix.watch.subscriber import Watcher, parse_endpoint
 
-from enginehelp import engine_serve  # noqa: E402
-from machine import seconds  # noqa: E402
+openai = None  # imported by _imports before this file's first test: not at collection (seconds)
 
-from radix.blocks.hashing import hash_block_tokens  # noqa: E402
-from radix.watch.subscriber import Watcher, parse_endpoint  # noqa: E402
+
+@pytest.fixture(autouse=True, scope="module")
+def _imports():
+    global openai
+    openai = pytest.importorskip("openai")
+
 
 pytestmark = pytest.mark.engine
 MODEL = "SmolLM2-135M-Instruct"

@@ -11,13 +11,23 @@ import threading
 import pytest
 from machine import seconds
 
-from engine.kv_pool import KVPool
-from engine.runner import ModelRunner
-from engine.service import EngineService, fit_to_vocab
 from examples.workloads import three_requests
 from radix.request import Req
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.tree.radix_cache import RadixCache
+
+# torch and the engine: imported by _imports before this file's first test, so that collecting
+# the suite imports no torch (see tests/doctest_rule.py)
+KVPool = ModelRunner = EngineService = fit_to_vocab = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _imports():
+    global KVPool, ModelRunner, EngineService, fit_to_vocab
+    from engine.kv_pool import KVPool
+    from engine.runner import ModelRunner
+    from engine.service import EngineService, fit_to_vocab
+
 
 pytestmark = pytest.mark.engine
 
