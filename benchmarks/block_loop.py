@@ -7,7 +7,8 @@ tokens) + one of 256 shared contexts (512-1,024) + its own 200-600 tokens, ~137 
 vLLM's side is its real kv_cache_utils.py (the request block hasher, sha256 over pickle),
 block_pool.py and single_type_kv_cache_manager.py (FullAttentionManager), glued as
 KVCacheManager glues them (tools/diff_vllm.py's VSide), events off; ours is BlockCacheManager
-(sha256 over msgpack), no sink. Rounds interleave; medians of per-round p50s are reported.
+(sha256 over msgpack), no sink. Rounds interleave; medians of per-round p50s are reported,
+with the lowest and highest round's ratio (vLLM / ours in the same round) beside them.
 
     python benchmarks/block_loop.py /tmp/vllm/ex [--requests 20000] [--rounds 3]
 Without the wheel it measures ours alone and says so.
@@ -132,12 +133,17 @@ def main() -> None:
     out = {"requests": args.requests, "rounds": args.rounds, "vllm": v is not None,
            "p50_us": {side: {op: statistics.median(r[op] for r in rs) for op in OPS}
                       for side, rs in rounds.items() if rs}}
+    if v is not None:  # each round's ratio (the same round's vLLM / ours): the spread
+        out["round_ratios"] = {op: [t[op] / o[op] for o, t in zip(rounds["ours"], rounds["vllm"])]
+                               for op in OPS}
     print(json.dumps(out, indent=1))
     ours, theirs = out["p50_us"]["ours"], out["p50_us"].get("vllm")
-    print(f"\n{'op':<10}{'ours p50 us':>12}{'vLLM p50 us':>12}{'vLLM/ours':>10}")
+    print(f"\n{'op':<10}{'ours p50 us':>12}{'vLLM p50 us':>12}{'vLLM/ours':>10}{'rounds':>14}")
     for op in OPS:
         b = theirs[op] if theirs else float("nan")
-        print(f"{op:<10}{ours[op]:>12.1f}{b:>12.1f}{b / ours[op]:>10.2f}")
+        spread = out.get("round_ratios", {}).get(op) or [float("nan")]
+        print(f"{op:<10}{ours[op]:>12.1f}{b:>12.1f}{b / ours[op]:>10.2f}"
+              f"{f'{min(spread):.2f}-{max(spread):.2f}':>14}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ unpacked wheel) with its real TokenToKVPoolAllocator (torch tensors); ours is ra
 SlotAllocator. Both allocators give back the evicted slots, so evict is timed with its freeing.
 "slots" is joining the prefix's slots with the new ones (SGLang: path_device_indices + cat; ours:
 MatchResult.slot_ids + list). Rounds interleave (ours, SGLang, ours, ...); medians of per-round
-figures are reported.
+figures are reported, with the lowest and highest round's ratio (SGLang / ours, same round).
 
     python benchmarks/request_loop.py /tmp/sgl/ex [--requests 20000] [--rounds 5]
 Without the wheel it measures ours alone and says so.
@@ -220,6 +220,12 @@ def main() -> None:
                            for n in CALLS},
                 "total_s": {n: statistics.median(r[1].ns[n] / 1e9 for r in rs) for n in CALLS},
             }
+        if sg is not None:  # each round's ratio (the same round's SGLang / ours): the spread
+            res["round_ratios"] = {n: [(p50_us(t[1], n) or 0) / (p50_us(o[1], n) or 1)
+                                       for o, t in zip(rounds["ours"], rounds["sglang"])]
+                                   for n in CALLS}
+            res["round_ratios"]["loop"] = [t[0] / o[0] for o, t in
+                                           zip(rounds["ours"], rounds["sglang"])]
         out["pages"][page] = res
     print(json.dumps(out, indent=1))
     _table(out)
@@ -233,15 +239,19 @@ def _table(out: dict) -> None:
             ratio = sgl["loop_s"] / ours["loop_s"]
             line += f", {sgl['loop_s']:.2f} s SGLang, SGLang/ours {ratio:.2f}x"
         print(line)
-        print(f"{'call':<14}{'ours p50 us':>12}{'SGLang p50':>12}{'ratio':>8}"
+        spread = res.get("round_ratios", {})
+        if spread:
+            print(f"rounds: SGLang/ours {min(spread['loop']):.2f}-{max(spread['loop']):.2f}x")
+        print(f"{'call':<14}{'ours p50 us':>12}{'SGLang p50':>12}{'ratio':>8}{'rounds':>12}"
               f"{'ours total s':>14}{'SGLang total':>14}")
         for n in CALLS:
             a = ours["p50_us"][n]
             b = sgl["p50_us"][n] if sgl else None
             ratio = f"{b / a:.2f}" if b and a else "-"
             tb = f"{sgl['total_s'][n]:.3f}" if sgl else "-"
+            rs = f"{min(spread[n]):.2f}-{max(spread[n]):.2f}" if spread else "-"
             print(f"{n:<14}{a:>12.2f}{(b if b is not None else float('nan')):>12.2f}{ratio:>8}"
-                  f"{ours['total_s'][n]:>14.3f}{tb:>14}")
+                  f"{rs:>12}{ours['total_s'][n]:>14.3f}{tb:>14}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.service import EngineService
 from scenarios.changes import RoomTree
 from scenarios.live import LiveSession
 from scenarios.room import MakeSession, Room, RoomError, RoomLimits
@@ -133,6 +132,8 @@ ROOMS = Classroom()  # the process's rooms
 def model_sessions(loaded: Any, capacity_tokens: int | None = None) -> MakeSession:
     """Room engines on a loaded model (its weights shared by every room), each keeping at most
     20,000 events and 200 finished requests however long the lesson."""
+    from engine.service import EngineService  # here: a simulated room needs no torch
+
     cap = capacity_tokens or ROOMS.limits.capacity_tokens
     factory = functools.partial(EngineService, max_events=20_000, max_history=200)
     return lambda tree: LiveSession(loaded, cap, tree=tree, service_factory=factory)

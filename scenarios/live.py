@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from engine.service import EngineService
 from radix import events as ev
 from radix.sched.scheduler import SchedulerConfig
 from radix.tree.node import TreeSnapshot
@@ -182,8 +181,10 @@ class LiveSession:
 
     def __init__(self, loaded: Any, capacity_tokens: int = CAPACITY_TOKENS, *,
                  no_cache: bool = False, history: list[LiveRequest] | None = None,
-                 service_factory: Callable[..., Any] = EngineService,
+                 service_factory: Callable[..., Any] | None = None,
                  tree: LiveTree | None = None) -> None:
+        if service_factory is None:  # imported here: torch only once a real engine starts
+            from engine.service import EngineService as service_factory
         self.loaded, self.no_cache, self.capacity = loaded, no_cache, capacity_tokens
         self.tokenizer = copy.deepcopy(loaded.tokenizer)
         engine_side = dataclasses.replace(loaded, tokenizer=copy.deepcopy(loaded.tokenizer))

@@ -1,4 +1,6 @@
-"""Helpers for the AppTests: pages by name, plain text of escaped Markdown, metrics, jobs."""
+"""Helpers for the AppTests: pages by name, plain text of escaped Markdown, metrics, jobs.
+
+Waits scale with the machine factor (tests/machine.py)."""
 
 from __future__ import annotations
 
@@ -6,13 +8,16 @@ import json
 import re
 from pathlib import Path
 
+from machine import seconds
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def page(name: str, timeout: float = 60) -> AppTest:
-    return AppTest.from_file(str(ROOT / "app_pages" / f"{name}.py"), default_timeout=timeout)
+def page(name: str, timeout: float | None = None) -> AppTest:
+    """The page's AppTest; each run may take `timeout` s (60 s on an idle machine, scaled)."""
+    return AppTest.from_file(str(ROOT / "app_pages" / f"{name}.py"),
+                             default_timeout=timeout or seconds(60))
 
 
 def plain(text: str) -> str:
@@ -32,9 +37,11 @@ def plotly_specs(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
 
-def finish_jobs(at: AppTest, timeout: float = 300) -> AppTest:
+def finish_jobs(at: AppTest, timeout: float | None = None) -> AppTest:
     """Waits for the page's background job (a replay, a simulation), then reruns the page (the
-    progress fragment's timer does not tick in AppTest)."""
+    progress fragment's timer does not tick in AppTest). Each job may take `timeout` s (300 s on
+    an idle machine, scaled)."""
+    timeout = timeout or seconds(300)
     from app_pages._serve import holdings
 
     jobs = [at.session_state["configs.job"]] if "configs.job" in at.session_state else []

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from machine import seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVE = [sys.executable, "-m", "engine", "serve", "--port", "0", "--dp", "2", "--device", "cpu",
@@ -24,12 +25,14 @@ SERVE = [sys.executable, "-m", "engine", "serve", "--port", "0", "--dp", "2", "-
 
 
 @contextmanager
-def engine_serve(timeout: float = 180, argv: list[str] | None = None,
+def engine_serve(timeout: float | None = None, argv: list[str] | None = None,
                  env: dict[str, str] | None = None,
                  extra: tuple[str, ...] = ()) -> Iterator[list[str]]:
     """The server's lines up to "ready" (the first names its URL); the server stops on exit.
+    Each line may take `timeout` s (180 s on an idle machine, scaled: loading the model).
     `argv`: the command (default SERVE); `env`: its environment (default this process's);
     `extra`: more arguments (a later --dp or --router wins over SERVE's)."""
+    timeout = timeout or seconds(180)
     proc = subprocess.Popen([*(argv or SERVE), *extra], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=env)
     lines: queue.Queue = queue.Queue()
@@ -45,4 +48,4 @@ def engine_serve(timeout: float = 180, argv: list[str] | None = None,
         yield seen
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=seconds(30))

@@ -7,13 +7,14 @@ import json
 import re
 
 from apphelp import ROOT, finish_jobs, metrics, page, plain, plotly_specs, texts
+from machine import seconds
 from streamlit.testing.v1 import AppTest
 
 MOONCAKE = ROOT / "examples" / "traces" / "mooncake_excerpt.jsonl"
 
 
 def test_app_navigation_runs_with_the_presenter_toggle():
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=30).run()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=seconds(30)).run()
     assert not at.exception
     assert "shell.presenter" in at.session_state and not at.session_state["shell.presenter"]
 

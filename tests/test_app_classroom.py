@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from apphelp import page, plain, texts
+from machine import seconds
 
 from scenarios import classroom as cls
 
@@ -46,7 +47,7 @@ def _settle(at) -> None:
     room = cls.ROOMS.get(at.session_state["classroom.code"])
     for a in room.rows():
         if a.req is not None:
-            a.req.handle.result(timeout=30)
+            a.req.handle.result(timeout=seconds(30))
     at.run()
 
 

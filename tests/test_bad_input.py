@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from machine import seconds
 
 from radix.cli import main
 from radix.runs.ops import replay_ops
@@ -247,7 +248,7 @@ def test_cli_replay_of_a_valid_trace_prints_the_tree(capsys):
 def test_python_m_radix_prints_one_line(name, command):
     """The real command line (a subprocess): one line on stderr, exit 2, no traceback."""
     done = subprocess.run([sys.executable, "-m", "radix", command, str(BAD / name)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=seconds(300))
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: "), done.stderr
 

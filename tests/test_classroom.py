@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import gc
 import threading
-import time
 
 import pytest
+from machine import seconds
 
 from scenarios.changes import Changes
 from scenarios.classload import simulate_class
@@ -21,13 +21,18 @@ from scenarios.room import RoomError, RoomLimits
 from viz.classroom import ask_rows, room_counts, status_line
 
 
+def seen_within() -> float:
+    """change -> seen: one 0.5 s poll interval, plus 0.5 s for the threads, scaled."""
+    return 0.5 + seconds(0.5)
+
+
 def _engines() -> int:
     return sum(t.name in ("radixlens-sim", "radixlens-engine") for t in threading.enumerate())
 
 
 def _answer(room, *asks) -> None:
     for a in asks:
-        a.req.handle.result(timeout=30)
+        a.req.handle.result(timeout=seconds(30))
     room.pump()
 
 
@@ -199,8 +204,10 @@ def test_view_reads_each_state_once():
 def test_thirty_students_load():
     """30 students, 3 rooms, 3 prompts each asked one after the other's answer: all 90 are
     answered; no student sees another room's prompt or tree text; each change is seen by a
-    poller within 1 s (they poll every 0.5 s); the rooms' engine threads end with them, and a
-    second class leaves the process no bigger (bounded memory).
+    poller within 1 s on an idle machine (they poll every 0.5 s: a poll's wait plus 0.5 s,
+    the 0.5 s stretched by the machine factor, tests/machine.py: a loaded machine delays the
+    threads, not the room; the figures: benchmarks/classroom_load.py); the rooms' engine
+    threads end with them, and a second class leaves the process no bigger (bounded memory).
 
     The heap earlier tests left in this process (~700 k objects in a full run, whose
     generation-2 collections took up to 350 ms there) is frozen for the class, so the
@@ -212,14 +219,14 @@ def test_thirty_students_load():
     try:
         for _ in range(2):
             reports.append(simulate_class(sim_sessions(step_s=0.01), students=30, rooms=3,
-                                          prompts_each=3, poll_s=0.5, timeout_s=120))
+                                          prompts_each=3, poll_s=0.5, timeout_s=seconds(120)))
             rss.append(_rss())
     finally:
         gc.unfreeze()
     for r in reports:
         assert (r.asked, r.answered, r.failed, r.refused) == (90, 90, [], [])
         assert r.foreign == []
-        assert len(r.latencies) >= 90 and max(r.latencies) < 1.0
+        assert len(r.latencies) >= 90 and max(r.latencies) < seen_within()
     assert _engines() == engines
     assert rss[1] - rss[0] < 64 * 2**20
 
@@ -234,8 +241,7 @@ def test_thirty_students_on_the_real_model(smol):
     """The same class on SmolLM2-135M (CPU): one prompt each, 2 rooms."""
     from scenarios.classroom import model_sessions
 
-    started = time.monotonic()
     r = simulate_class(model_sessions(smol), students=30, rooms=2, prompts_each=1, poll_s=0.5,
-                       timeout_s=600)
+                       timeout_s=seconds(600))
     assert (r.asked, r.answered, r.failed, r.foreign) == (30, 30, [], [])
-    assert max(r.latencies) < 1.0 and time.monotonic() - started < 600
+    assert max(r.latencies) < seen_within()

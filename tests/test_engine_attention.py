@@ -9,14 +9,23 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.attention import SharedGroup, cascade_decode, plan_decode, shared_prefix_groups
-from engine.kv_pool import KVPool
-
 HEADS, KV_HEADS, DIM = 6, 2, 8
+
+# torch and the engine: imported by _imports before this file's first test, so that collecting
+# the suite imports no torch (see tests/doctest_rule.py)
+torch = SharedGroup = cascade_decode = plan_decode = shared_prefix_groups = KVPool = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _imports():
+    global torch, SharedGroup, cascade_decode, plan_decode, shared_prefix_groups, KVPool
+    import torch
+
+    from engine.attention import SharedGroup, cascade_decode, plan_decode, shared_prefix_groups
+    from engine.kv_pool import KVPool
 
 
 def _pool(size: int = 400, seed: int = 0) -> KVPool:

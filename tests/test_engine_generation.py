@@ -9,10 +9,20 @@ plain strings first.
 from __future__ import annotations
 
 import pytest
-import torch
+from machine import seconds
 
-from engine.sampling import GREEDY, SamplingParams, first_stop, held_back, sample
-from engine.service import EngineService
+# torch and the engine: imported by _imports before this file's first test, so that collecting
+# the suite imports no torch (see tests/doctest_rule.py)
+torch = GREEDY = SamplingParams = first_stop = held_back = sample = EngineService = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _imports():
+    global torch, GREEDY, SamplingParams, first_stop, held_back, sample, EngineService
+    import torch
+
+    from engine.sampling import GREEDY, SamplingParams, first_stop, held_back, sample
+    from engine.service import EngineService
 
 
 def test_first_stop_and_hold_back_known_answers():
@@ -55,7 +65,7 @@ def test_greedy_equals_transformers_generate_up_to_eos_then_stops(smol):
     with EngineService(smol, 2_048) as service:
         for prompt in PROMPTS:
             ids = service.encode(prompt, chat=True)
-            result = service.submit(ids, 48, sampling=SamplingParams()).result(timeout=120)
+            result = service.submit(ids, 48, sampling=SamplingParams()).result(timeout=seconds(120))
             ref = smol.model.generate(torch.tensor([ids]), max_new_tokens=48, do_sample=False,
                                       eos_token_id=eos, pad_token_id=eos)
             ref_ids = ref[0, len(ids):].tolist()

@@ -9,12 +9,23 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
-from engine.kv_pool import KVPool
-from engine.model import DEFAULT_NAME, cache_root, load_model, resolve_device
-from engine.runner import ModelRunner
 from radix.request import Req
+
+# torch and the engine: imported by _imports before this file's first test, so that collecting
+# the suite imports no torch (see tests/doctest_rule.py)
+torch = KVPool = DEFAULT_NAME = cache_root = load_model = resolve_device = ModelRunner = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _imports():
+    global torch, KVPool, DEFAULT_NAME, cache_root, load_model, resolve_device, ModelRunner
+    import torch
+
+    from engine.kv_pool import KVPool
+    from engine.model import DEFAULT_NAME, cache_root, load_model, resolve_device
+    from engine.runner import ModelRunner
+
 
 pytestmark = pytest.mark.engine
 TINY = "examples/configs/tiny_llama.json"

@@ -10,9 +10,21 @@ from __future__ import annotations
 import threading
 
 import pytest
+from machine import seconds
 
-from engine.sampling import SamplingParams
-from engine.service import EngineService, RequestCancelled
+from engine.handles import RequestCancelled
+
+# torch and the engine: imported by _imports before this file's first test, so that collecting
+# the suite imports no torch (see tests/doctest_rule.py)
+SamplingParams = EngineService = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _imports():
+    global SamplingParams, EngineService
+    from engine.sampling import SamplingParams
+    from engine.service import EngineService
+
 
 pytestmark = pytest.mark.engine
 PROMPT = [1, 2, 3, 4]
@@ -32,7 +44,7 @@ def test_a_duplicate_rid_is_refused_and_generated_ids_skip_users_ones(smol):
         with pytest.raises(ValueError, match="already used"):
             service.submit(PROMPT, 1, rid="req-1")
         for h in (same, taken, first, second):
-            assert len(h.result(timeout=60).output_ids) == 1
+            assert len(h.result(timeout=seconds(60)).output_ids) == 1
 
 
 def test_one_requests_failure_fails_only_it(smol):
@@ -44,18 +56,18 @@ def test_one_requests_failure_fails_only_it(smol):
     with EngineService(smol, 512) as service:
         bad = service.submit(PROMPT, 2, listener=broken_listener)
         ok = service.submit([5, 6, 7], 2)
-        assert len(ok.result(timeout=60).output_ids) == 2
+        assert len(ok.result(timeout=seconds(60)).output_ids) == 2
         with pytest.raises(ConnectionError):
-            bad.result(timeout=60)
+            bad.result(timeout=seconds(60))
 
         def broken_detokenize(ids):
             raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad byte")
         service._detokenize = broken_detokenize  # this request's stop-string check fails
         failing = service.submit(PROMPT, 3, sampling=SamplingParams(stop=("x",)))
         with pytest.raises(UnicodeDecodeError):
-            failing.result(timeout=60)
+            failing.result(timeout=seconds(60))
         assert service.alive
-        assert len(service.submit([8, 9], 2).result(timeout=60).output_ids) == 2
+        assert len(service.submit([8, 9], 2).result(timeout=seconds(60)).output_ids) == 2
 
 
 def test_a_dead_loop_fails_pending_and_later_calls_at_once_with_its_cause(smol):
@@ -67,13 +79,13 @@ def test_a_dead_loop_fails_pending_and_later_calls_at_once_with_its_cause(smol):
     pending = [service.submit(PROMPT, 2) for _ in range(3)]
     for h in pending:
         with pytest.raises(MemoryError, match="ran out"):
-            h.result(timeout=60)
+            h.result(timeout=seconds(60))
     with pytest.raises(RuntimeError, match="loop died.*ran out"):
         service.submit(PROMPT, 1)
     with pytest.raises(RuntimeError, match="loop died"):
         service.call(lambda: 1, timeout=5)
     with pytest.raises(RuntimeError, match="loop died"):
-        service.close(timeout=10)
+        service.close(timeout=seconds(10))
     assert not service.alive
 
 
@@ -82,13 +94,13 @@ def test_close_answers_every_accepted_request(smol):
     the thread is joined either way."""
     service = EngineService(smol, 512)
     handles = [service.submit(PROMPT, 2) for _ in range(4)]
-    service.close(timeout=60)
+    service.close(timeout=seconds(60))
     assert not service.alive
     assert all(len(h.result(timeout=0).output_ids) == 2 for h in handles)
 
     service = EngineService(smol, 512)
     handles = [service.submit(PROMPT, 30) for _ in range(4)]
-    service.close(timeout=60, cancel=True)
+    service.close(timeout=seconds(60), cancel=True)
     assert not service.alive
     for h in handles:
         assert h.done
@@ -130,9 +142,9 @@ def test_submit_racing_close_loses_nothing(smol):
     go.set()
     while len(accepted) < 40:
         threading.Event().wait(0.01)
-    service.close(timeout=120, cancel=True)
+    service.close(timeout=seconds(120), cancel=True)
     for t in threads:
-        t.join(timeout=30)
+        t.join(timeout=seconds(30))
     assert refused[0] == 4 and len(accepted) >= 40
     unanswered = [h.rid for h in accepted if not h.done]
     assert not unanswered, f"{len(unanswered)} of {len(accepted)} never answered"

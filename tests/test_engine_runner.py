@@ -8,12 +8,23 @@ pool slots) and in a ragged decode batch.
 from __future__ import annotations
 
 import pytest
-import torch
 
-from engine.attention import plan_decode
-from engine.kv_pool import KVPool, parse_capacity
-from engine.runner import ModelRunner
 from radix.request import Req
+
+# torch and the engine: imported by _imports before this file's first test, so that collecting
+# the suite imports no torch (see tests/doctest_rule.py)
+torch = plan_decode = KVPool = parse_capacity = ModelRunner = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _imports():
+    global torch, plan_decode, KVPool, parse_capacity, ModelRunner
+    import torch
+
+    from engine.attention import plan_decode
+    from engine.kv_pool import KVPool, parse_capacity
+    from engine.runner import ModelRunner
+
 
 pytestmark = pytest.mark.engine
 TOL = 1e-4

@@ -13,13 +13,20 @@ import time
 import urllib.request
 
 import pytest
+from enginehelp import engine_serve
+from machine import seconds
 
-openai = pytest.importorskip("openai")
+from radix.blocks.hashing import VLLM_NONE_HASH_SEED, BlockHasher
+from radix.watch.subscriber import Watcher, parse_endpoint
 
-from enginehelp import engine_serve  # noqa: E402
+openai = None  # imported by _imports before this file's first test: not at collection (seconds)
 
-from radix.blocks.hashing import VLLM_NONE_HASH_SEED, BlockHasher  # noqa: E402
-from radix.watch.subscriber import Watcher, parse_endpoint  # noqa: E402
+
+@pytest.fixture(autouse=True, scope="module")
+def _imports():
+    global openai
+    openai = pytest.importorskip("openai")
+
 
 pytestmark = pytest.mark.engine
 MODEL = "SmolLM2-135M-Instruct"
@@ -35,7 +42,7 @@ def server():
 
 
 def _get(url: str, path: str) -> dict:
-    with urllib.request.urlopen(url.removesuffix("/v1") + path, timeout=30) as r:
+    with urllib.request.urlopen(url.removesuffix("/v1") + path, timeout=seconds(30)) as r:
         return json.load(r)
 
 
@@ -103,7 +110,7 @@ def test_watchers_rebuild_both_replicas_exactly(server):
     block's token ids hash (with its parent's digest) to the shadow's full digest."""
     url, endpoints = server
     client = openai.OpenAI(base_url=url, api_key="none")
-    live = Watcher([parse_endpoint(e) for e in endpoints], replay_timeout=5)
+    live = Watcher([parse_endpoint(e) for e in endpoints], replay_timeout=seconds(5))
     try:
         live.poll(0.1)
         for q in ("Are the boots waterproof?", "Which tent is lightest?", "Stove fuel?"):
@@ -113,11 +120,11 @@ def test_watchers_rebuild_both_replicas_exactly(server):
             list(client.completions.create(model=MODEL, prompt=f"A packing list for {topic}, "
                                            "written for a beginner who has never camped:",
                                            max_tokens=3, stream=True))
-        late = Watcher([parse_endpoint(e) for e in endpoints], replay_timeout=5)
+        late = Watcher([parse_endpoint(e) for e in endpoints], replay_timeout=seconds(5))
         try:
             shadows = _shadows(url)
             assert all(shadows), "both replicas served something (round robin when cold)"
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + seconds(30)
             while not (_same(live, shadows) and _same(late, shadows)):
                 assert time.monotonic() < deadline, [live.status(), late.status()]
                 live.poll(0.05)

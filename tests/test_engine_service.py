@@ -9,14 +9,25 @@ from __future__ import annotations
 import threading
 
 import pytest
+from machine import seconds
 
-from engine.kv_pool import KVPool
-from engine.runner import ModelRunner
-from engine.service import EngineService, fit_to_vocab
 from examples.workloads import three_requests
 from radix.request import Req
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.tree.radix_cache import RadixCache
+
+# torch and the engine: imported by _imports before this file's first test, so that collecting
+# the suite imports no torch (see tests/doctest_rule.py)
+KVPool = ModelRunner = EngineService = fit_to_vocab = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _imports():
+    global KVPool, ModelRunner, EngineService, fit_to_vocab
+    from engine.kv_pool import KVPool
+    from engine.runner import ModelRunner
+    from engine.service import EngineService, fit_to_vocab
+
 
 pytestmark = pytest.mark.engine
 
@@ -41,7 +52,7 @@ def test_three_request_walk_matches_2055_then_512(smol):
     trace = three_requests(seed=0)
     prompts = fit_to_vocab(trace, smol.model.config.vocab_size)
     with EngineService(smol, capacity_tokens=8_000) as service:
-        results = [service.submit(p, 2, rid=t.rid).result(timeout=300)
+        results = [service.submit(p, 2, rid=t.rid).result(timeout=seconds(300))
                    for t, p in zip(trace, prompts)]
         _check(service)
         assert service.call(service.tree.total_size) == 4_346
@@ -103,14 +114,14 @@ def test_concurrent_callers_all_complete_with_their_metrics(smol):
             for k in (0, 1):
                 rid = f"r{2 * t + k}"
                 handle = service.submit(prompts[2 * t + k], 12, rid=rid)
-                tokens = list(handle.tokens(timeout=120))
+                tokens = list(handle.tokens(timeout=seconds(120)))
                 with lock:
-                    streams[rid], results[rid] = tokens, handle.result(timeout=1)
+                    streams[rid], results[rid] = tokens, handle.result(timeout=seconds(1))
         threads = [threading.Thread(target=caller, args=(t,)) for t in range(4)]
         for th in threads:
             th.start()
         for th in threads:
-            th.join(timeout=300)
+            th.join(timeout=seconds(300))
         _check(service)
         stamped = list(service.events)
     assert sorted(results) == [f"r{i}" for i in range(8)]

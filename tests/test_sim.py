@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 
 import pytest
+from machine import seconds
 
 from radix.cli import main
 from radix.runs.costs import CostModel
@@ -109,12 +110,15 @@ def test_simulate_and_configs_commands(tmp_path, capsys):
 
 
 @contextlib.contextmanager
-def deadline(seconds: int):
-    """Turns a hang into a failure: SIGALRM raises in the main thread after `seconds`."""
+def deadline(base_s: int):
+    """Turns a hang into a failure: SIGALRM raises in the main thread after `base_s` seconds on
+    an idle machine, stretched by the machine factor (tests/machine.py)."""
+    limit = math.ceil(seconds(base_s))
+
     def on_alarm(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s")
+        raise TimeoutError(f"still running after {limit} s")
     old = signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(seconds)
+    signal.alarm(limit)
     try:
         yield
     finally:

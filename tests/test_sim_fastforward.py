@@ -1,4 +1,4 @@
-"""Decode fast-forward (radix/sched/span.py) against the one-step loop, and its speed.
+"""Decode fast-forward (radix/sched/span.py) against the one-step loop, and the steps it saves.
 
 A fast-forwarded run must give every figure the one-step loop gives: rows (TTFT to the last
 bit, matched, prefilled, decode and block-matched tokens), totals, notices, rejections, the tree
@@ -7,8 +7,6 @@ and the block shadow's queue, hashes and counts, on random traces with arrivals,
 (evictions, retractions, shadow drops), chunked prefill and page sizes."""
 
 from __future__ import annotations
-
-import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -86,13 +84,16 @@ def test_long_outputs_decode_in_spans():
     assert slow[4] - fast[4] >= 4000
 
 
-def test_twenty_long_outputs_take_well_under_a_few_seconds():
+def test_twenty_long_outputs_take_two_loop_steps():
     """Issue 14: 20 requests with output_len 20,000 took over 300 s (the default pool clipped
     the outputs at 4,096 tokens, so requests were retracted and re-prefilled; every step was
-    one Python step). Now: one span, well under a second of work on any machine here."""
+    one Python step). Counted in loop steps, not seconds (a loaded machine is slow, not wrong):
+    the 20 prompts (10,000 tokens) fit one prefill under the default 16,384-token budget, then
+    nothing else arrives, so the 19,999 decode steps are one span: 2 steps of the simulator's
+    loop where the one-step loop takes 1 + 19,999."""
     trace = Trace("request", [TraceRequest(f"r{i}", 0.0, tuple(range(i * 1000, i * 1000 + 500)),
                                            20_000) for i in range(20)])
-    t0 = time.perf_counter()
-    res = run(build(trace))
-    assert time.perf_counter() - t0 < 3.0
+    sim = build(trace)
+    res = run(sim)
+    assert sim.num_steps == 2
     assert res.totals["retractions"] == 0 and all(r.decode_tokens == 19_999 for r in res.rows)

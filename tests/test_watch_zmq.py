@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import zmq
+from machine import seconds
 
 from engine.kv_publisher import ZmqEventPublisher
 from radix.blocks.kv_events import EventBatch
@@ -53,8 +54,8 @@ def _endpoint(pub: ZmqEventPublisher) -> Endpoint:
     return parse_endpoint(f"{pub.endpoint},{pub.replay_endpoint}")
 
 
-def wait_for(watcher: Watcher, done, timeout: float = 20.0) -> None:
-    end = time.monotonic() + timeout
+def wait_for(watcher: Watcher, done, timeout: float | None = None) -> None:
+    end = time.monotonic() + (timeout or seconds(20))
     while not done():
         assert time.monotonic() < end, f"timed out: {watcher.status()}"
         watcher.poll(0.05)
@@ -64,7 +65,7 @@ def warm_up(watcher: Watcher, pub: ZmqEventPublisher) -> int:
     """Publishes AllBlocksCleared until one arrives live, so the subscription is up (a PUB
     drops what it sends before a subscription reaches it: ZMQ's slow joiner); the clear leaves
     the view exact. Returns the seq the scenario starts at."""
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + seconds(20)
     while watcher.streams[0].last_live is None:
         assert time.monotonic() < deadline, "the subscription never came up"
         pub.publish(EventBatch(0.0, (AllBlocksCleared(),)))
@@ -74,8 +75,8 @@ def warm_up(watcher: Watcher, pub: ZmqEventPublisher) -> int:
     return pub.num_published
 
 
-def wait_sent(pub: ZmqEventPublisher, n: int, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
+def wait_sent(pub: ZmqEventPublisher, n: int, timeout: float | None = None) -> None:
+    end = time.monotonic() + (timeout or seconds(10))
     while pub.num_published < n:
         assert time.monotonic() < end, "the publisher did not send"
         time.sleep(0.01)
@@ -101,7 +102,7 @@ def test_a_late_subscriber_catches_up_then_follows_live(publisher):
     for b in batches[:8]:
         pub.publish(b)
     wait_sent(pub, 8)
-    with Watcher([_endpoint(pub)], replay_timeout=5) as w:
+    with Watcher([_endpoint(pub)], replay_timeout=seconds(5)) as w:
         w.poll(0.05)
         assert w.status()[0].replayed == 8
         for b in batches[8:]:
@@ -115,7 +116,7 @@ def test_a_late_subscriber_catches_up_then_follows_live(publisher):
 
 def test_a_batch_dropped_on_purpose_is_repaired_through_replay(publisher):
     pub = publisher(LossyPublisher)
-    with Watcher([_endpoint(pub)], replay_timeout=5) as w:
+    with Watcher([_endpoint(pub)], replay_timeout=seconds(5)) as w:
         first = warm_up(w, pub)
         pub.drop = {first + 3}
         for b in chain(1, 6):
@@ -129,7 +130,7 @@ def test_a_dropped_batch_gone_from_the_buffer_is_marked_lost(publisher):
     """buffer_steps=1: when the batch after it reveals the gap, the buffer holds only that
     one: the dropped seq is lost, and the view says so instead of showing 5 blocks as exact."""
     pub = publisher(LossyPublisher, buffer_steps=1)
-    with Watcher([_endpoint(pub)], replay_timeout=5) as w:
+    with Watcher([_endpoint(pub)], replay_timeout=seconds(5)) as w:
         first = warm_up(w, pub)
         lost_before = w.status()[0].lost
         pub.drop = {first + 3}
@@ -147,7 +148,7 @@ def test_a_restarted_publisher_is_followed_from_scratch(publisher):
     replay from B's seq 0."""
     a = publisher()
     endpoint = _endpoint(a)
-    with Watcher([endpoint], replay_timeout=5) as w:
+    with Watcher([endpoint], replay_timeout=seconds(5)) as w:
         warm_up(w, a)
         for b in chain(1, 5):
             a.publish(b)
@@ -156,7 +157,7 @@ def test_a_restarted_publisher_is_followed_from_scratch(publisher):
         b = publisher(endpoint=a.endpoint, replay=a.replay_endpoint)
         for batch in chain(100, 3):
             b.publish(batch)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + seconds(20)
         while w.status()[0].restarts == 0:
             assert time.monotonic() < deadline, w.status()
             b.publish(EventBatch(1.0, ()))
@@ -177,7 +178,7 @@ def test_malformed_frames_are_counted_and_never_fatal():
     good = encode_batch(stored(1, None))
     with Watcher([Endpoint(f"tcp://127.0.0.1:{port}", None)], replay_timeout=1) as w:
         w.poll(0.05)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + seconds(20)
         while w.status()[0].next_seq is None:  # resend until the subscription is up
             assert time.monotonic() < deadline, w.status()
             pub.send_multipart([b"", seq_bytes(0), good])
@@ -199,7 +200,7 @@ def test_a_recording_reads_back_with_its_seqs_and_times(publisher):
     batches = chain(1, 4) + [EventBatch(9.0, (BlockRemoved((2,), "GPU", 0),))]
     out = io.BytesIO()
     recorder = Recorder(out)
-    with Watcher([_endpoint(pub)], replay_timeout=5, sink=recorder) as w:
+    with Watcher([_endpoint(pub)], replay_timeout=seconds(5), sink=recorder) as w:
         w.poll(0.05)
         for b in batches:
             pub.publish(b)
@@ -248,7 +249,7 @@ def test_radix_watch_command_prints_the_view_as_json(publisher, tmp_path):
     spec = f"{pub.endpoint},{pub.replay_endpoint}"
     proc = subprocess.run(
         [sys.executable, "-m", "radix", "watch", spec, "--duration", "1.5", "--json",
-         "--record", str(record)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+         "--record", str(record)], cwd=ROOT, capture_output=True, text=True, timeout=seconds(60))
     assert proc.returncode == 0, proc.stderr
     (worker,) = json.loads(proc.stdout)["workers"]
     assert [b["hash"] for b in worker["blocks"]] == [1, 2, 3]
@@ -256,12 +257,12 @@ def test_radix_watch_command_prints_the_view_as_json(publisher, tmp_path):
     plain = tmp_path / "plain.msgpack"
     again = subprocess.run([sys.executable, "-m", "radix", "watch", "--read", str(record),
                             "--json", "--plain", str(plain)], cwd=ROOT, capture_output=True,
-                           text=True, timeout=60)
+                           text=True, timeout=seconds(60))
     assert json.loads(again.stdout)["workers"][0]["blocks"] == worker["blocks"]
     trace = load_kv_events(plain.read_bytes())  # the Trace debugger's loader reads the export
     assert len(trace.batches) == 3 and set(rebuild_block_view(trace.batches).blocks) == {1, 2, 3}
     bad = subprocess.run([sys.executable, "-m", "radix", "watch", "localhost:1"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=seconds(60))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "tcp://" in bad.stderr
 
 

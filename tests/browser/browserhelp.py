@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from machine import ms, seconds
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / "docs" / "screenshots"
@@ -22,6 +24,11 @@ DRAWN = """() => {
                              .dataset.animating === "0")
     && every("[data-testid=stPlotlyChart]", (c) => c.querySelector(".main-svg"))
     && every("[data-testid=stDataFrame]", (c) => c.querySelector("canvas, table"));
+}"""
+# The tree view has drawn a scene after the `before`-th and its transition has ended.
+REDRAWN = """(before) => {
+  const t = document.querySelector(".radixlens-tree");
+  return !!t && Number(t.dataset.renders || 0) > before && t.dataset.animating === "0";
 }"""
 # Text that does not fit its box: SVG node labels wider than their rect, and any element of the
 # page (outside SVG) holding text of its own whose content is wider than its box (cut, or
@@ -68,8 +75,10 @@ ILLEGIBLE = """() => {
 }"""
 
 
-def wait_drawn(pg, timeout_ms: int = 180_000) -> None:
-    """The script has finished its run and everything it put on the page has been drawn."""
+def wait_drawn(pg, timeout_ms: int | None = None) -> None:
+    """The script has finished its run and everything it put on the page has been drawn
+    (each wait up to `timeout_ms`; by default 180 s on an idle machine, times the factor)."""
+    timeout_ms = timeout_ms or ms(180_000)
     pg.wait_for_selector("h1", timeout=timeout_ms)
     pg.wait_for_selector(IDLE, timeout=timeout_ms)
     pg.wait_for_function(DRAWN, timeout=timeout_ms)
@@ -86,7 +95,7 @@ def shoot(pg, tmp_path: Path, name: str, full: bool = True) -> None:
                            "document.body).scrollHeight")
         pg.set_viewport_size({"width": size["width"],
                               "height": max(size["height"], min(tall, 6000))})
-        pg.wait_for_function(DRAWN, timeout=60_000)
+        pg.wait_for_function(DRAWN, timeout=ms(60_000))
     pg.screenshot(path=str(tmp_path / name))
     pg.set_viewport_size(size)
     if os.environ.get("RADIXLENS_UPDATE_SCREENSHOTS"):  # refresh the README's pictures
@@ -104,8 +113,25 @@ def click_and_wait(pg, name: str) -> str:
     pg.get_by_role("button", name=name).first.click()
     pg.wait_for_function(
         "b => (document.querySelector('[data-testid=stAlert]') || {}).innerText !== b",
-        arg=before, timeout=30_000)
+        arg=before, timeout=ms(30_000))
     return alert(pg)
+
+
+def click_and_redraw(pg, name: str) -> str:
+    """Clicks the button `name` and waits until the tree view has drawn the new frame and
+    settled; returns the first alert's new text.
+
+    subtle: the alert's new text arrives as soon as Streamlit sends it, before the rerun
+    reaches the tree component, so waiting for the text and then DRAWN could read the previous
+    frame's tree, settled (test_lock_walk_of_five_hops_hop_by_hop read no lock highlighted, or
+    the hop before, whenever the browser was slower than the server). The tree's render
+    counter moving past its count before the click is the new frame.
+    """
+    before = int(pg.eval_on_selector(TREE, "e => e.dataset.renders || 0"))
+    text = click_and_wait(pg, name)
+    pg.wait_for_function(REDRAWN, arg=before, timeout=ms(60_000))
+    pg.wait_for_function(DRAWN, timeout=ms(60_000))
+    return text
 
 
 def click_next_until(pg, text: str, limit: int = 40) -> None:
@@ -140,7 +166,7 @@ def start_server(err_path, *extra: str) -> tuple[subprocess.Popen, str]:
          "--server.port", str(port), "--server.address", "127.0.0.1",
          "--browser.gatherUsageStats", "false", *extra],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + seconds(60)
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -149,4 +175,4 @@ def start_server(err_path, *extra: str) -> tuple[subprocess.Popen, str]:
             assert proc.poll() is None, open(err_path).read()[-2000:]
             time.sleep(0.2)
     proc.kill()
-    raise AssertionError("the server did not start in 60 s")
+    raise AssertionError(f"the server did not start in {seconds(60):.0f} s")

@@ -1,6 +1,7 @@
 """Fixtures for the browser tests: one `streamlit run app.py` per session on a free port, and
 Debian's Chromium through Playwright. The server's stderr goes to a file whose tail is shown
-if it dies."""
+if it dies. Every context and page the browser makes waits (clicks, navigation, `expect`) up to
+Playwright's defaults times the machine factor (tests/machine.py), as the explicit waits do."""
 
 from __future__ import annotations
 
@@ -8,7 +9,18 @@ import pytest
 
 pytest.importorskip("playwright")
 from browserhelp import CHROMIUM, start_server  # noqa: E402
-from playwright.sync_api import sync_playwright  # noqa: E402
+from machine import ms, seconds  # noqa: E402
+from playwright.sync_api import expect, sync_playwright  # noqa: E402
+
+
+def _scaled(make):
+    """`browser.new_context` / `new_page` whose result waits the scaled defaults."""
+    def made(*args, **kwargs):
+        made_obj = make(*args, **kwargs)
+        made_obj.set_default_timeout(ms(30_000))
+        made_obj.set_default_navigation_timeout(ms(30_000))
+        return made_obj
+    return made
 
 
 @pytest.fixture(scope="session")
@@ -16,7 +28,7 @@ def server(tmp_path_factory):
     proc, url = start_server(tmp_path_factory.mktemp("streamlit") / "stderr.txt")
     yield url
     proc.terminate()
-    proc.wait(timeout=20)
+    proc.wait(timeout=seconds(20))
 
 
 @pytest.fixture(scope="session")
@@ -30,6 +42,8 @@ def browser():
             executable_path=CHROMIUM, headless=True,
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run"])
+        b.new_context, b.new_page = _scaled(b.new_context), _scaled(b.new_page)
+        expect.set_options(timeout=ms(5_000))
         yield b
         b.close()
 

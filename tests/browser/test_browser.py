@@ -12,6 +12,7 @@ import ast
 
 import pytest
 from browserhelp import DRAWN, ROOT, TREE, click_next_until, shoot, wait_drawn
+from machine import ms
 
 pytestmark = pytest.mark.browser
 
@@ -35,29 +36,29 @@ def _svg_nodes(pg) -> int:
 
 def test_tour_split_adds_a_drawn_node(server, page, tmp_path):
     page.goto(server)  # the home page sends on to the Tour
-    page.wait_for_selector(f"{TREE} svg g.node", timeout=60_000)
+    page.wait_for_selector(f"{TREE} svg g.node", timeout=ms(60_000))
     click_next_until(page, "R2 calls match_prefix")
-    page.wait_for_function(DRAWN, timeout=30_000)
+    page.wait_for_function(DRAWN, timeout=ms(30_000))
     settled = _renders(page)
     before = _svg_nodes(page)  # root, R1's leaf
     click_next_until(page, "R2 leaves R1 at token 2,055")
     page.wait_for_function(f"() => Number(document.querySelector('{TREE}').dataset.renders) > "
-                           f"{settled}", timeout=60_000)
+                           f"{settled}", timeout=ms(60_000))
     page.wait_for_function(f"() => document.querySelectorAll('{TREE} svg g.node').length == "
-                           f"{before + 1}", timeout=30_000)
+                           f"{before + 1}", timeout=ms(30_000))
     assert (before, _svg_nodes(page)) == (2, 3)
-    page.wait_for_function(DRAWN, timeout=30_000)  # the split transition has ended
+    page.wait_for_function(DRAWN, timeout=ms(30_000))  # the split transition has ended
     shoot(page, tmp_path, "tour.png")
 
 
 def test_trace_upload_shows_summary(server, page, tmp_path):
     page.goto(f"{server}/trace")
     page.wait_for_selector("[data-testid=stFileUploaderDropzoneInput]", state="attached",
-                           timeout=60_000)
+                           timeout=ms(60_000))
     sample = ROOT / "examples" / "traces" / "mooncake_excerpt.jsonl"
     page.set_input_files("[data-testid=stFileUploaderDropzoneInput]", str(sample))
-    page.get_by_text("Replay summary: mooncake_excerpt.jsonl").wait_for(timeout=180_000)
-    page.get_by_text("Invariants held after every request.").wait_for(timeout=30_000)
+    page.get_by_text("Replay summary: mooncake_excerpt.jsonl").wait_for(timeout=ms(180_000))
+    page.get_by_text("Invariants held after every request.").wait_for(timeout=ms(30_000))
     assert "200 requests" in page.inner_text("h3")
     wait_drawn(page)
     shoot(page, tmp_path, "trace.png")

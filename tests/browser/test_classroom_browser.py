@@ -12,6 +12,7 @@ import re
 
 import pytest
 from browserhelp import CLIPPED, DRAWN, IDLE, TREE, alert, in_viewport, shoot, wait_drawn
+from machine import ms
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.browser
@@ -26,15 +27,15 @@ def _join_and_ask(pg, server: str, code: str, name: str, question: str) -> None:
     wait_drawn(pg)
     # the deep link fills in the code (the home page hands the parameters on to the page)
     expect(pg.get_by_label("room code (on the projector)")).to_have_value(code.lower(),
-                                                                        timeout=30_000)
+                                                                        timeout=ms(30_000))
     pg.get_by_label("your name").fill(name)
     pg.get_by_role("button", name="join").click()
-    pg.get_by_label("your question").wait_for(timeout=60_000)
+    pg.get_by_label("your question").wait_for(timeout=ms(60_000))
     pg.get_by_label("your question").fill(question)
     pg.get_by_role("button", name="ask").click()
     pg.wait_for_function(  # the table is a canvas: its cells are in the DOM, hidden
         "q => document.querySelector('[data-testid=stMain]').innerHTML.includes(q)",
-        arg=question, timeout=60_000)
+        arg=question, timeout=ms(60_000))
 
 
 def test_lecturer_and_two_students(server, projector, browser, tmp_path):
@@ -43,7 +44,7 @@ def test_lecturer_and_two_students(server, projector, browser, tmp_path):
     projector.get_by_text("simulated (no model").click()
     projector.get_by_role("button", name="start a room").click()
     banner = projector.get_by_text(re.compile(r"^Room [A-Z0-9]{5}$"))
-    banner.wait_for(timeout=60_000)
+    banner.wait_for(timeout=ms(60_000))
     code = banner.inner_text().split()[-1]
     assert f"room={code}" in projector.url and "presenter=1" in projector.url
     students = []
@@ -54,9 +55,9 @@ def test_lecturer_and_two_students(server, projector, browser, tmp_path):
     # the lecturer clicks nothing: the view's timer brings both prompts and the tree
     projector.wait_for_function(
         "() => /2 answered/.test(document.querySelector('[data-testid=stMain]').innerText)",
-        timeout=60_000)
-    projector.wait_for_selector(f"{TREE} g.node", timeout=60_000)
-    projector.wait_for_function(DRAWN, timeout=60_000)
+        timeout=ms(60_000))
+    projector.wait_for_selector(f"{TREE} g.node", timeout=ms(60_000))
+    projector.wait_for_function(DRAWN, timeout=ms(60_000))
     assert _nodes(projector) >= 4  # the root, the shared system prompt, one leaf per question
     assert in_viewport(projector, TREE) and in_viewport(projector, "[data-testid=stPlotlyChart]")
     assert projector.evaluate(CLIPPED) == []

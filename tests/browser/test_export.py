@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from browserhelp import TREE, wait_drawn
+from machine import ms
 
 pytestmark = pytest.mark.browser
 
@@ -17,8 +18,8 @@ def test_tour_export_plays_offline(server, page, tmp_path):
     wait_drawn(page)
     page.get_by_text("export frames for slides").click()
     button = page.get_by_role("button", name="animated HTML of frames")
-    button.wait_for(timeout=30_000)
-    with page.expect_download(timeout=60_000) as info:
+    button.wait_for(timeout=ms(30_000))
+    with page.expect_download(timeout=ms(60_000)) as info:
         button.click()
     path = tmp_path / "frames.html"
     info.value.save_as(path)
@@ -31,11 +32,11 @@ def test_tour_export_plays_offline(server, page, tmp_path):
     viewer.route("**/*", lambda route: (fetched.append(route.request.url), route.abort())
                  if not route.request.url.startswith("file:") else route.continue_())
     viewer.goto(path.as_uri())
-    viewer.wait_for_selector(f"{TREE} g.node", timeout=30_000)
+    viewer.wait_for_selector(f"{TREE} g.node", timeout=ms(30_000))
     counts = {viewer.locator(f"{TREE} g.node").count()}
-    viewer.wait_for_function("() => Number(document.body.dataset.frame) >= 4", timeout=30_000)
+    viewer.wait_for_function("() => Number(document.body.dataset.frame) >= 4", timeout=ms(30_000))
     viewer.wait_for_function(
-        f"() => document.querySelectorAll('{TREE} g.node').length === 3", timeout=60_000)
+        f"() => document.querySelectorAll('{TREE} g.node').length === 3", timeout=ms(60_000))
     counts.add(viewer.locator(f"{TREE} g.node").count())
     assert counts == {2, 3} and fetched == []
     offline.close()

@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 
 import pytest
 from browserhelp import IDLE, wait_drawn
+from machine import ms
 
 pytestmark = pytest.mark.browser
 EVIL = "evil.test"
@@ -78,18 +79,18 @@ def test_uploads_never_make_the_browser_fetch_outside(server, page, tmp_path):
     outside.clear()
     for path in _files(tmp_path):
         page.set_input_files("[data-testid=stFileUploaderDropzoneInput]", str(path))
-        page.wait_for_selector(IDLE, timeout=120_000)
-        page.wait_for_selector("[data-testid=stAlert], h3", timeout=120_000)
+        page.wait_for_selector(IDLE, timeout=ms(120_000))
+        page.wait_for_selector("[data-testid=stAlert], h3", timeout=ms(120_000))
         wait_drawn(page)
         text = page.inner_text("[data-testid=stMain]")
         assert "Traceback" not in text, path.name
     # the good trace's rid in the search box too: its results are buttons labelled with it
     page.set_input_files("[data-testid=stFileUploaderDropzoneInput]", str(tmp_path / "rid.jsonl"))
-    page.get_by_text("Replay summary").wait_for(timeout=120_000)
-    page.wait_for_selector(IDLE, timeout=120_000)
+    page.get_by_text("Replay summary").wait_for(timeout=ms(120_000))
+    page.wait_for_selector(IDLE, timeout=ms(120_000))
     page.get_by_label("find a request id").fill("x")
     page.keyboard.press("Enter")
-    page.wait_for_selector(IDLE, timeout=60_000)
+    page.wait_for_selector(IDLE, timeout=ms(60_000))
     wait_drawn(page)
     assert page.get_by_text(f"http://{EVIL}/rid.png", exact=False).count() >= 1  # shown as text
     assert outside == [], outside
@@ -105,6 +106,6 @@ def test_configs_upload_and_live_prompt_stay_text(server, page, tmp_path):
     path.write_text(_lines([{"rid": _md("cfg"), "arrival": 0, "tokens": [1, 2, 3],
                              "output_len": 1}, {"rid": "b", "arrival": 0, "tokens": "x"}]))
     page.set_input_files("[data-testid=stFileUploaderDropzoneInput]", str(path))
-    page.wait_for_selector("[data-testid=stAlert]", timeout=120_000)
+    page.wait_for_selector("[data-testid=stAlert]", timeout=ms(120_000))
     wait_drawn(page)
     assert outside == [], outside

@@ -17,12 +17,13 @@ from browserhelp import (
     ILLEGIBLE,
     TREE,
     alert,
-    click_and_wait,
+    click_and_redraw,
     in_viewport,
     shoot,
     start_server,
     wait_drawn,
 )
+from machine import ms, seconds
 
 pytestmark = pytest.mark.browser
 
@@ -34,8 +35,8 @@ def _open(pg, server: str, path: str, tree: bool = True) -> None:
     pg.goto(f"{server}{path}{sep}presenter=1")
     wait_drawn(pg)
     if tree:
-        pg.wait_for_selector(f"{TREE} g.node", timeout=60_000)
-        pg.wait_for_function(DRAWN, timeout=60_000)
+        pg.wait_for_selector(f"{TREE} g.node", timeout=ms(60_000))
+        pg.wait_for_function(DRAWN, timeout=ms(60_000))
 
 
 def _clipped(pg) -> list[str]:
@@ -64,12 +65,11 @@ def test_deep_link_restores_a_step_in_presenter_mode(server, projector, tmp_path
 
 
 def _walk(pg, hops: int, ref: str) -> list[str]:
-    """Clicks next `hops` times; each frame highlights one node as a lock, reading `ref`, in
-    view; returns their ids."""
+    """Clicks next `hops` times; each frame (once the tree has drawn it) highlights one node as
+    a lock, reading `ref`, in view; returns their ids."""
     out = []
     for _ in range(hops):
-        text = click_and_wait(pg, "next ▶")
-        pg.wait_for_function(DRAWN, timeout=30_000)
+        text = click_and_redraw(pg, "next ▶")
         node = pg.locator(f"{TREE} g.node[data-role=lock]")
         assert node.count() == 1 and ref in node.text_content(), text
         assert in_viewport(pg, f"{TREE} g.node[data-role=lock]")
@@ -112,7 +112,7 @@ def test_scheduler_shows_tree_and_blocks(server, projector, tmp_path):
     _open(projector, server, "/scheduler")
     assert projector.locator(f"{TREE} g.node[data-role=matched]").count() >= 2
     grid = "[data-testid=stPlotlyChart]:has-text(\"vLLM's pool\")"
-    projector.wait_for_selector(grid, timeout=60_000)
+    projector.wait_for_selector(grid, timeout=ms(60_000))
     assert in_viewport(projector, TREE) and in_viewport(projector, grid)
     assert projector.locator(".updatemenu-button").count() == 2
     assert _clipped(projector) == [] and _illegible(projector) == []
@@ -127,14 +127,14 @@ def test_live_shows_tree_and_blocks(server, projector, tmp_path):
     projector.get_by_text("requests and settings").click()  # folded in presenter mode
     projector.get_by_role("tab", name="your prompt").click()
     projector.get_by_role("button", name="run", exact=True).click()
-    projector.get_by_text("requests done").wait_for(timeout=60_000)
+    projector.get_by_text("requests done").wait_for(timeout=ms(60_000))
     projector.wait_for_function(
         "() => [...document.querySelectorAll('[data-testid=stMetricValue]')]"
-        ".some(e => e.innerText.trim() === '1')", timeout=180_000)
+        ".some(e => e.innerText.trim() === '1')", timeout=ms(180_000))
     wait_drawn(projector)
     projector.get_by_text("requests and settings").click()  # fold them again
-    projector.wait_for_selector(f"{TREE} g.node", timeout=60_000)
-    projector.wait_for_function(DRAWN, timeout=60_000)
+    projector.wait_for_selector(f"{TREE} g.node", timeout=ms(60_000))
+    projector.wait_for_function(DRAWN, timeout=ms(60_000))
     assert projector.locator(f"{TREE} g.node").count() >= 2
     assert projector.get_by_text("vLLM's block pool, same requests").count() == 1
     projector.evaluate("() => document.querySelectorAll('*').forEach((e) => { "
@@ -154,12 +154,12 @@ def test_failing_op_log_shows_its_last_good_tree(server, projector, tmp_path):
         {"op": "lock", "node": 1}, {"op": "unlock", "node": 1}, {"op": "unlock", "node": 1})))
     _open(projector, server, "/trace", tree=False)
     projector.set_input_files("[data-testid=stFileUploaderDropzoneInput]", str(ops))
-    projector.get_by_text("never goes below 0").wait_for(timeout=60_000)
+    projector.get_by_text("never goes below 0").wait_for(timeout=ms(60_000))
     wait_drawn(projector)
     alerts = " ".join(projector.locator("[data-testid=stAlert]").all_inner_texts())
     assert "line 5" in alerts
-    projector.wait_for_selector(f"{TREE} g.node", timeout=60_000)  # mounts after the script
-    projector.wait_for_function(DRAWN, timeout=60_000)
+    projector.wait_for_selector(f"{TREE} g.node", timeout=ms(60_000))  # mounts after the script
+    projector.wait_for_function(DRAWN, timeout=ms(60_000))
     assert projector.locator(f"{TREE} g.node").count() == 4  # root, [1,2], [3], [4]
     assert "#tokens: 4" in projector.inner_text("[data-testid=stCode]")
 
@@ -181,4 +181,4 @@ def test_page_by_url_right_after_a_server_start_keeps_the_menu(tmp_path, browser
         pg.close()
     finally:
         proc.terminate()
-        proc.wait(timeout=20)
+        proc.wait(timeout=seconds(20))

@@ -1,17 +1,17 @@
 """The tree view's bundle alone in Debian's Chromium (no Streamlit): a 1,000-node step, clicks.
 
 The bundle is mounted in a bare page the way Streamlit mounts it (viz/component/harness.py).
-Bounds here are generous so that a shared, busy machine does not make them flaky; the real
-numbers come from benchmarks/tree_draw.py.
+No time bound here (a busy machine is slow, not wrong): a step's cost is checked as work, the
+DOM elements a step re-creates; its milliseconds come from benchmarks/tree_draw.py.
 """
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 pytest.importorskip("playwright")
+
+from machine import ms  # noqa: E402
 
 from radix.tree.radix_cache import RadixCache  # noqa: E402
 from scenarios.bigtree import split_workload  # noqa: E402
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.browser
 def bundle_page(browser):
     ctx = browser.new_context(viewport={"width": 1400, "height": 900})
     pg = ctx.new_page()
-    open_bundle(pg, BUNDLE)
+    open_bundle(pg, BUNDLE, timeout_ms=ms(30_000))
     yield pg
     ctx.close()
 
@@ -39,11 +39,8 @@ def test_thousand_node_split_step_completes(bundle_page):
     draw_step(page, view_data(tree_scene(snaps[0]), 600, 250))
     for snap in snaps[1:]:
         page.evaluate("() => document.querySelectorAll('g.node').forEach(e => e.__old = 1)")
-        started = time.perf_counter()
         out = draw_step(page, view_data(tree_scene(snap), 600, 250))
-        elapsed = time.perf_counter() - started
         assert out["error"] is None and out["nodes"] == len(snap.nodes)
-        assert elapsed < 3.0, f"a 1,000-node step took {elapsed:.2f} s"
         kept = page.evaluate("() => [...document.querySelectorAll('g.node')]"
                              ".filter(e => e.__old).length")
         assert kept == len(snap.nodes) - 2

@@ -19,6 +19,7 @@ import pytest
 
 pytest.importorskip("playwright")
 from enginehelp import engine_serve  # noqa: E402
+from machine import ms  # noqa: E402
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,25 +40,25 @@ def test_watch_engine_serve_and_see_a_prompt_land(engine_url, server, page, tmp_
     base.fill(engine_url)
     base.press("Enter")
     page.get_by_role("button", name="watch this server").click()
-    page.wait_for_url("**/watch?base=*", timeout=60_000)
+    page.wait_for_url("**/watch?base=*", timeout=ms(60_000))
     page.wait_for_function(  # discovered and connected on arrival
         "() => (document.querySelector('textarea') || {}).value?.includes('tcp://')",
-        timeout=60_000)
-    page.get_by_text("blocks of", exact=False).first.wait_for(timeout=60_000)
+        timeout=ms(60_000))
+    page.get_by_text("blocks of", exact=False).first.wait_for(timeout=ms(60_000))
     # a system prompt goes first, as real clients send one (the box had no place for it)
     system = page.get_by_label("system prompt (optional): the prefix your clients share")
     system.fill("You are a camping-shop assistant. Answer in one sentence.")
     system.press("Enter")
     page.wait_for_selector("[data-testid=stApp][data-test-script-state=notRunning]",
-                           timeout=60_000)
+                           timeout=ms(60_000))
     page.get_by_role("button", name="send", exact=True).click()
     # the prompt lands: a worker holds its blocks, and its row says after how long
     page.wait_for_function(
         r"""() => [...document.querySelectorAll('[data-testid=stCaptionContainer]')]
             .some(c => /^[1-9][0-9,]* blocks of 16 tokens cached/.test(c.innerText))""",
-        timeout=120_000)
+        timeout=ms(120_000))
     page.wait_for_selector(".radixlens-tree svg g.node >> nth=1", state="attached",
-                           timeout=60_000)
+                           timeout=ms(60_000))
     captions = page.locator("[data-testid=stCaptionContainer]").all_inner_texts()
     held = [int(m.group(1).replace(",", "")) for c in captions
             if (m := re.match(r"([0-9,]+) blocks of 16", c))]

@@ -46,8 +46,9 @@ window.rlReady = true;
 </script></body></html>"""
 
 
-def open_bundle(page: Any, bundle: Path) -> None:
-    """Loads `bundle` as the page's component; waits until `window.rlStep` exists."""
+def open_bundle(page: Any, bundle: Path, timeout_ms: int = 30_000) -> None:
+    """Loads `bundle` as the page's component; waits (up to `timeout_ms`) until `window.rlStep`
+    exists."""
     js = Path(bundle).read_bytes()
 
     def serve(route: Any) -> None:
@@ -58,7 +59,7 @@ def open_bundle(page: Any, bundle: Path) -> None:
 
     page.route(f"{ORIGIN}/**", serve)
     page.goto(f"{ORIGIN}/index.html")
-    page.wait_for_function("() => window.rlReady === true", timeout=30_000)
+    page.wait_for_function("() => window.rlReady === true", timeout=timeout_ms)
 
 
 def draw_step(page: Any, data: dict, *, wait_settle: bool = True) -> dict[str, Any]:
