@@ -63,12 +63,6 @@ class EventLog:
             self._keyframe_steps.append(n)
             self._keyframes.append(self.model.copy())
 
-    def set_page_size(self, page_size: int) -> None:
-        """Page size of the cache being logged (only changes sibling order in snapshots)."""
-        self.model.page_size = page_size
-        for kf in self._keyframes:
-            kf.page_size = page_size
-
     # ------------------------------------------------------------------------------- reading
 
     @property
