@@ -17,6 +17,7 @@ from radix.blocks.extents_view import last_eviction
 from radix.blocks.trie import PrefixTrie, Walk
 from radix.request import Req
 from radix.runs.sim import SimConfig, SimRun, build, run
+from radix.sched.scheduler import Runner
 from radix.traces.base import Trace
 
 BUCKETS = ("hit", "evicted", "last_token_cap", "block_rounding", "in_flight", "other_namespace",
@@ -265,7 +266,7 @@ class Probe:
 class _Runner:
     """The simulator's runner, passing each prefill batch to the probe first."""
 
-    def __init__(self, inner: Any, probe: Probe) -> None:
+    def __init__(self, inner: Runner, probe: Probe) -> None:
         self.inner, self.probe = inner, probe
 
     def extend(self, reqs, prefix_lens):
