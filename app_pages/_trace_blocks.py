@@ -17,7 +17,7 @@ from app_pages._player import export_range
 from app_pages._shell import say
 from radix.runs.recording import match_recording
 from radix.traces import TraceError, load_trace
-from scenarios.trace import digest, events_jsonl
+from scenarios.trace import digest
 from viz.blocks import block_grid_figure, grid_caption, lookup_line, queue_line, request_chain
 from viz.dot import dot_to_svg, tree_dot
 from viz.escape import safe_filename
@@ -114,7 +114,7 @@ def show_downloads(r: Any, snap: Any, highlight: dict, max_children: int, text: 
         key="trace.dl_svg")
     d[3].download_button("tree.json", lambda: json.dumps(snapshot_json(snap)),
                          f"{base}-tree.json", key="trace.dl_json")
-    d[4].download_button("events.jsonl", lambda: events_jsonl(r.log), f"{base}-events.jsonl",
+    d[4].download_button("events.jsonl", r.log.to_jsonl, f"{base}-events.jsonl",
                          key="trace.dl_log")
     with st.expander("export steps for slides (animated HTML)"):
         export_range("trace", base, r.log.num_steps + 1, st.session_state["trace.at"],

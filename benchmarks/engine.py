@@ -6,7 +6,7 @@
    engine with the cache disabled. Greedy outputs of all three are compared.
 3. Model load: first start (GGUF dequantized, into a fresh cache folder) and second start.
 Measured numbers (model, device) are printed beside derived Llama-3-8B/H100 figures for the same
-token counts (engine/costs.py). Prints a table, then JSON. Not part of the test run.
+token counts (radix/runs/costs.py). Prints a table, then JSON. Not part of the test run.
 """
 
 from __future__ import annotations

@@ -35,7 +35,6 @@ from radix.tree.radix_cache import RadixCache  # noqa: E402
 
 CALLS = ("key", "match_prefix", "inc_lock_ref", "evict", "alloc", "slots", "insert", "free",
          "dec_lock_ref")
-TREE_CALLS = ("match_prefix", "inc_lock_ref", "evict", "insert", "dec_lock_ref")
 
 
 class Workload:

@@ -3,7 +3,8 @@
 `model.py` loads a Llama-architecture model (default SmolLM2-135M-Instruct from its GGUF),
 `kv_pool.py` holds K/V rows by slot id, `runner.py` runs prefill of unmatched suffixes and batched
 decode over them (`attention.py`: shared-prefix decode attention), `service.py` runs radix's
-scheduler loop with them in a background thread; `sampling.py` stops and samples as a server;
+scheduler loop with them, or with the simulated runner (`backends.py`), in a background
+thread; `sampling.py` stops and samples as a server;
 `kv_publisher.py`, `cluster.py`, `openai_api.py`, `server.py` make `python -m engine serve`
 (OpenAI API, vLLM's KV events over ZMQ, `--dp N` replicas). `python -m engine run TRACE`.
 The names below are the public API (docs/CONTRACTS.md); they load lazily, so `import engine`

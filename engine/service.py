@@ -2,8 +2,9 @@
 
 Callers `submit` prompts from any thread through a thread-safe queue and get a `RequestHandle`
 (engine/handles.py): streamed token ids, then the text and per-request metrics. The loop is
-radix's `Scheduler` over `ModelRunner`, the radix tree (SGLang) on the KV pool, and vLLM's
-block-hash cache shadowing the same requests; its KV events (BlockStored, BlockRemoved,
+radix's `Scheduler` over a backend's runner (engine/backends.py: the model on its KV pool, or
+the simulated runner), the radix tree (SGLang) on its pool, and vLLM's block-hash cache
+shadowing the same requests; its KV events (BlockStored, BlockRemoved,
 AllBlocksCleared) go out as one batch per step that has any, as vLLM's scheduler publishes them.
 It cannot be wedged: rids are unique, a request's own failure fails only it, a dead loop fails
 every pending and later call at once with its cause, `close()` answers every accepted request.
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from engine.backends import Backend, ModelBackend
 from engine.handles import (
     STOP,
     TOKENIZER_LOCK,
@@ -33,10 +35,7 @@ from engine.handles import (
     fail_queued,
     trim,
 )
-from engine.kv_pool import KVPool
 from engine.kv_publisher import BatchPublisher, KVTap
-from engine.model import LoadedModel
-from engine.runner import ModelRunner
 from engine.sampling import SamplingParams, build_req
 from engine.vocab import fit_to_vocab
 from radix.blocks.hashing import BlockHasher
@@ -51,7 +50,7 @@ __all__ = ["EngineService", "RequestHandle", "RequestResult", "RequestCancelled"
 
 
 class EngineService:
-    """Owns model runner, KV pool, radix tree, block shadow and scheduler in one thread.
+    """Owns a backend (runner, pool, clock), radix tree, block shadow and scheduler in one thread.
 
     `capacity_tokens` sizes the pool (and the shadow). `no_cache=True` disables the tree (every
     match empty, SGLang's --disable-radix-cache) and the block cache's caching. `page_size`
@@ -60,36 +59,39 @@ class EngineService:
     `max_history` bounds the finished requests, steps and lookups kept (a long-lived server).
     `hash_algo` is how the block cache hashes blocks (radix/blocks/hashing.py): the hashes its
     KV events carry.
+    `backend(loaded, capacity_tokens, page_size)` builds what runs: `ModelBackend` (the model)
+    or `engine.backends.simulated(step_s)` (no model: `loaded` needs only a tokenizer).
     """
 
-    def __init__(self, loaded: LoadedModel, capacity_tokens: int, *, no_cache: bool = False,
+    def __init__(self, loaded: Any, capacity_tokens: int, *, no_cache: bool = False,
                  config: SchedulerConfig | None = None, block_size: int = 16, page_size: int = 1,
                  max_events: int = 200_000,
                  listener: Callable[[StampedEvent], None] | None = None,
                  kv_events: BatchPublisher | None = None,
                  max_history: int | None = None,
-                 hash_algo: str | BlockHasher = "radixlens") -> None:
+                 hash_algo: str | BlockHasher = "radixlens",
+                 backend: Callable[..., Backend] = ModelBackend) -> None:
         self.loaded, self.tokenizer = loaded, loaded.tokenizer
+        self.backend = backend(loaded, capacity_tokens, page_size)
         self.events: deque[StampedEvent] = deque(maxlen=max_events)
         self._events_lock = threading.Lock()
         sinks = {s: StampingSink(s, self.events, self._events_lock, listener)
                  for s in ("tree", "blocks", "scheduler")}
         self.kv_events, self._kv_pending = kv_events, []
         block_sink = KVTap(sinks["blocks"], self._kv_pending) if kv_events else sinks["blocks"]
-        self.pool = KVPool.for_model(loaded.model.config, capacity_tokens, loaded.dtype,
-                                     loaded.device)
+        self.pool = self.backend.pool
         self.tree = RadixCache(page_size=page_size, sink=sinks["tree"], disable=no_cache,
                                allocator=self.pool)
         self.shadow = BlockShadow(capacity_tokens, block_size, enable_caching=not no_cache,
                                   sink=block_sink, hash_algo=hash_algo)
-        self.runner = ModelRunner(loaded.model, self.pool)
+        self.runner = self.backend.runner
         self.scheduler = Scheduler(self.runner, self.tree, self.pool, config,
-                                   clock=time.monotonic, sink=sinks["scheduler"],
+                                   clock=self.backend.clock, sink=sinks["scheduler"],
                                    shadow=self.shadow)
         self.max_history = max_history
         self.steps: deque[StepReport] = deque(maxlen=max_history)
-        self.max_context = loaded.max_context
-        self.eos_ids = loaded.eos_token_ids
+        self.max_context = self.backend.max_context
+        self.eos_ids = self.backend.eos_ids
         self._inbox: queue.Queue = queue.Queue()
         self._handles: dict[str, tuple[RequestHandle, Req]] = {}
         self._streamed: dict[str, int] = {}  # rid -> output tokens already pushed to its handle
@@ -121,17 +123,19 @@ class EngineService:
         if rid is not None and (not isinstance(rid, str) or not rid):
             raise ValueError(f"rid must be a non-empty string, got {rid!r}")
         token_ids = self.encode(prompt, chat) if isinstance(prompt, str) else list(prompt)
-        vocab = self.loaded.model.config.vocab_size
-        if not token_ids or min(token_ids) < 0 or max(token_ids) >= vocab:
-            raise ValueError(f"prompt token ids must be non-empty and in [0, {vocab})")
+        vocab = self.backend.vocab_size
+        if not token_ids or min(token_ids) < 0 or (vocab is not None and max(token_ids) >= vocab):
+            raise ValueError(f"prompt token ids must be non-empty and in [0, {vocab or 'any'})")
         self.check_context(len(token_ids), max_new_tokens)
         req = build_req(token_ids, max_new_tokens, sampling, self.eos_ids, self._detokenize,
                         extra_key=extra_key, cache_salt=cache_salt, priority=priority)
+        req.arrival = self.backend.clock()  # the scheduler's clock (simulated: its seconds)
         check_fits(req, self.pool.size, self.tree.page_size)  # here, not on the engine thread
         with self._lock:
             self._check_open()
             req.rid = self._rids.claim(rid)
             handle = RequestHandle(req.rid, self.tokenizer, listener)
+            self.backend.accepted(req)
             self._inbox.put((handle, req))
         return handle
 
@@ -224,6 +228,7 @@ class EngineService:
 
     def _run(self) -> None:
         stopping = False
+        wake = threading.Event()  # never set: a pause between steps that is not a sleep call
         while True:
             # subtle: block on the inbox only while idle and not stopping: the stop request
             # may already have been taken, and nothing else would wake the thread
@@ -238,6 +243,8 @@ class EngineService:
                 report = self.scheduler.step()
                 self._flush_kv()  # before answering: a router reading the events sees them
                 self._publish(report)
+                if self.backend.step_s:
+                    wake.wait(self.backend.step_s)
             else:
                 self._flush_kv()
 
@@ -245,6 +252,7 @@ class EngineService:
         try:
             self.scheduler.add_request(req)
         except Exception as exc:  # noqa: BLE001 - this request fails, not the loop
+            self.backend.finished(req.rid)
             handle._finish(None, exc)
             return
         self._handles[req.rid] = (handle, req)
@@ -267,6 +275,7 @@ class EngineService:
         for rid in report.finished:
             handle, req = self._handles.pop(rid)
             self._streamed.pop(rid, None)
+            self.backend.finished(rid)
             add_rates(req)
             handle._finish(req)
         if self.max_history is not None:
@@ -277,6 +286,7 @@ class EngineService:
         """Fails every request the loop holds and everything still queued: with `error`, or
         RequestCancelled when it is None. Queued calls get the error too."""
         for rid, (handle, _) in list(self._handles.items()):
+            self.backend.finished(rid)
             handle._finish(None, error or RequestCancelled(
                 f"request {rid} cancelled: the engine service closed"))
         self._handles.clear()

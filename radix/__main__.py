@@ -1,4 +1,4 @@
-"""`python -m radix ...`: see radix/cli.py."""
+"""`python -m radix ...`: see radix/cli/__init__.py."""
 
 import sys
 

@@ -143,6 +143,25 @@ class NodeEvicted(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class KeyInserted(Event):
+    """A key went into the tree (RadixCache's kv_sink only, as SGLang's BlockStored: no step).
+    `token_ids` is the key's own sequence, shared, never mutated."""
+
+    token_ids: Any  # Sequence[int] (list or TokenRuns)
+    namespace: Any  # None, or (extra_key, cache_salt)
+
+
+@dataclass(frozen=True, slots=True)
+class LeafEvicted(Event):
+    """A leaf left the tree (RadixCache's kv_sink only, as SGLang's BlockRemoved)."""
+
+    node_id: int
+    token_ids: Any  # the whole path from the root to the leaf's end
+    namespace: Any  # None, or (extra_key, cache_salt)
+    num_tokens: int  # the leaf's own tokens (the path's last num_tokens)
+
+
+@dataclass(frozen=True, slots=True)
 class CacheReset(Event):
     """reset(): the tree is empty again."""
 

@@ -23,7 +23,6 @@ from typing import Any
 from scenarios.changes import RoomTree
 from scenarios.live import LiveSession
 from scenarios.room import MakeSession, Room, RoomError, RoomLimits
-from scenarios.simservice import SimService
 
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read off a projector
 CODE_LEN = 5
@@ -165,7 +164,7 @@ class CharTokenizer:
 
 @dataclass
 class SimLoaded:
-    """The fields of a LoadedModel that LiveSession and SimService read."""
+    """The fields of a LoadedModel that LiveSession and the simulated backend read."""
 
     tokenizer: Any = field(default_factory=CharTokenizer)
     name: str = "simulated engine"
@@ -173,12 +172,18 @@ class SimLoaded:
 
 def sim_sessions(tokenizer: Any = None, step_s: float = 0.0,
                  capacity_tokens: int | None = None) -> MakeSession:
-    """Room engines without a model: SimService (real scheduler and caches, priced)."""
+    """Room engines without a model: EngineService over the simulated backend (the real
+    scheduler and caches, priced; engine/backends.py)."""
     cap = capacity_tokens or ROOMS.limits.capacity_tokens
 
     def make(tree: RoomTree) -> LiveSession:
+        from engine.backends import simulated  # here: torch comes with the engine, not at import
+        from engine.service import EngineService
+
         return LiveSession(SimLoaded(tokenizer or CharTokenizer()), cap, tree=tree,
-                           service_factory=lambda *a, **kw: SimService(*a, **kw, step_s=step_s))
+                           service_factory=lambda *a, **kw: EngineService(
+                               *a, **kw, backend=simulated(step_s), max_events=10_000,
+                               max_history=200))
 
     return make
 

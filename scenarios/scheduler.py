@@ -41,8 +41,6 @@ SHORT_SHARE = 20  # a cold 20-token prefix: under the default deprioritize thres
 # Arrival pattern of kinds, repeated to the queue size.
 PATTERN = ("cold doc", "warm S", "cold unique", "warm history", "cold doc", "cold short",
            "warm S+F", "cold doc", "cold short", "warm history", "cold unique", "cold doc")
-KIND_MATCH = {"warm history": "S + F + history", "warm S+F": "S + F (2,055)",
-              "warm S": "S (512)", "cold doc": "0", "cold short": "0", "cold unique": "0"}
 
 
 class QueueRow(NamedTuple):

@@ -356,17 +356,3 @@ def _replay_ops(out: TraceReplay, progress: Progress | None,
     if progress is not None:
         progress(1.0, "done")
     return out
-
-
-def events_jsonl(log: EventLog) -> str:
-    """The log as JSON lines ({"type": class name, ...fields}), compact sequences as lists."""
-    import json
-
-    lines = []
-    for e in log:
-        row = {"type": type(e).__name__}
-        for f in dataclasses.fields(e):
-            v = getattr(e, f.name)
-            row[f.name] = list(v) if not isinstance(v, str | int | float | type(None)) else v
-        lines.append(json.dumps(row, default=str))
-    return "\n".join(lines) + ("\n" if lines else "")

@@ -1,7 +1,7 @@
 """The "Watch a server" page and its pictures, against an in-process publisher (no model).
 
 AppTest: the page renders with nothing to watch; connected to a publisher it shows each
-worker's status row, block grid and prefix tree; a bad endpoint is one error line. viz/cluster:
+worker's status row, block grid and prefix tree; a bad endpoint is one error line. viz/cluster.py:
 the grid snapshot, the tree's scene (laid out by viz/layout.py) and its folding, the rates.
 """
 

@@ -1,4 +1,4 @@
-"""`python -m radix compare`: the tree and the block cache side by side (radix/cmd_compare.py)."""
+"""`python -m radix compare`: the tree and the block cache side by side (radix/cli/compare.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Known-answer tests for the block cache (radix/blocks.py, radix/block_manager.py)."""
+"""Known-answer tests for the block cache (radix/blocks/pool.py, radix/blocks/manager.py)."""
 
 from __future__ import annotations
 

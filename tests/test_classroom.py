@@ -1,6 +1,6 @@
 """Classroom mode: room codes, the lecturer's controls, the caps, isolation, and the load test.
 
-Rooms run the simulated engine (scenarios/simservice.py: the real scheduler, radix tree and
+Rooms run the simulated engine (engine/backends.py: the real scheduler, radix tree and
 block shadow, priced, no model), so these tests need no weights; the engine-marked test at the
 end runs a class on the real default model. The load test: 30 student threads in 3 rooms, each
 asking 3 prompts one after the other and polling its room every 0.5 s (the page's refresh).

@@ -74,7 +74,7 @@ def test_bounded_capacity_evicts_and_still_completes():
 def test_mooncake_sample_matches_no_more_than_the_oracle():
     """Unbounded cache, FCFS, the sample's first 1,000 requests in real tokens: all complete.
     Oracle: a request can match at most its longest common prefix with an earlier request
-    (tests/test_trace_mooncake.token_oracle), capped at its length - 1. It matches less only
+    (token_oracle in tests/test_trace_mooncake.py), capped at its length - 1. It matches less only
     when that request had not been prefilled yet (admitted in the same round, or waiting);
     the total stays within 1% of the oracle's."""
     from test_trace_mooncake import token_oracle

@@ -1,4 +1,4 @@
-"""Known-answer tests for RadixCache (radix/tree.py); each docstring shows the arithmetic."""
+"""Known-answer tests for RadixCache (radix/tree/radix_cache.py); docstrings show the arithmetic."""
 
 from __future__ import annotations
 

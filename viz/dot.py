@@ -12,10 +12,11 @@ from typing import Any
 
 import graphviz
 
+from radix.tree.node import TreeSnapshot
 from viz.scene import tree_items
 
 
-def tree_dot(snapshot: Any, *, rankdir: str = "TB", **items: Any) -> str:
+def tree_dot(snapshot: TreeSnapshot, *, rankdir: str = "TB", **items: Any) -> str:
     """DOT source of `tree_items(snapshot, **items)`.
 
     A root with one 3-token child: nodes "n0" (root) and "n1" ("#1  r=0", dashed), an edge

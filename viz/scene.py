@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from radix.tree.node import TreeSnapshot
 from viz.layout import Box, Line, place
 from viz.words import FILL_CACHED, FILL_EVICTABLE, FILL_PROTECTED, ROLES
 
@@ -70,7 +71,7 @@ def _subtree_totals(nodes: Sequence[Any]) -> tuple[dict, dict[int, tuple[int, in
     return kids, total
 
 
-def fold_tree(snapshot: Any, max_children: int | None = None, max_depth: int | None = None,
+def fold_tree(snapshot: TreeSnapshot, max_children: int | None = None, max_depth: int | None = None,
               keep: Iterable[int] = ()) -> FoldPlan:
     """Which nodes to draw: at most `max_children` children per node, none below `max_depth`
     (the root is depth 0), except the nodes in `keep` and their ancestors, always drawn.
@@ -166,7 +167,7 @@ def _fold_items(fold: Fold) -> tuple[Box, Line]:
                      f"{fold.tokens:,} tok", "#777777", 1.2)
 
 
-def tree_items(snapshot: Any, *, decode: Decode | None = None,
+def tree_items(snapshot: TreeSnapshot, *, decode: Decode | None = None,
                highlight: Mapping[int, str] | None = None, max_children: int | None = None,
                max_depth: int | None = None, keep: Iterable[int] = (),
                names: Mapping[int, str] | None = None,
@@ -201,13 +202,13 @@ def tree_items(snapshot: Any, *, decode: Decode | None = None,
     return boxes, lines
 
 
-def tree_scene(snapshot: Any, *, rankdir: str = "TB", **items: Any) -> dict[str, Any]:
+def tree_scene(snapshot: TreeSnapshot, *, rankdir: str = "TB", **items: Any) -> dict[str, Any]:
     """The laid-out scene of `tree_items(snapshot, **items)` (viz/layout.py's `place`)."""
     boxes, lines = tree_items(snapshot, **items)
     return place(boxes, lines, rankdir)
 
 
-def match_path(snapshot: Any, token_ids: Sequence[int]) -> list[int]:
+def match_path(snapshot: TreeSnapshot, token_ids: Sequence[int]) -> list[int]:
     """Node ids a match of `token_ids` walks (whole edges and the one it ends inside), root
     excluded; reads the snapshot only (the default namespace)."""
     kids: dict[int, list[Any]] = {}

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from radix import events as ev
+from radix.tree.replay import TreeModel
 from viz.flavor import split_time_note
 
 # highlight role -> (pen colour, pen width)
@@ -87,7 +88,7 @@ def build_owners(steps: Iterable[Sequence[ev.Event]]) -> dict[int, str]:
     return owners
 
 
-def depth_tokens(model: Any, node_id: int) -> int:
+def depth_tokens(model: TreeModel, node_id: int) -> int:
     """Tokens on the path from the root down to the end of `node_id`'s edge."""
     total = 0
     while node_id in model.nodes and node_id != 0:
@@ -97,7 +98,7 @@ def depth_tokens(model: Any, node_id: int) -> int:
     return total
 
 
-def hops_to_root(model: Any, node_id: int) -> int:
+def hops_to_root(model: TreeModel, node_id: int) -> int:
     """Nodes from `node_id` up to the root, the root excluded (a lock walk's length)."""
     n = 0
     while node_id in model.nodes and node_id != 0:

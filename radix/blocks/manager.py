@@ -227,7 +227,7 @@ class BlockCacheManager:
                 assert block.block_hash == state.block_hashes[i], f"{rid}: block {i} hash"
 
     def snapshot(self) -> BlockPoolSnapshot:
-        """The pool as plain data, with each block's owning requests (radix/block_snapshot.py)."""
+        """The pool as plain data, with each block's owning requests (radix/blocks/snapshot.py)."""
         owners: dict[int, list[str]] = {}
         for rid, state in self.requests.items():
             for block in state.blocks:

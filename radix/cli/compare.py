@@ -42,7 +42,7 @@ def format_table(result: dict) -> str:
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("compare", help="one trace through the radix tree and block cache")
-    p.add_argument("trace", metavar="TRACE", help="a trace file (see radix/trace.py)")
+    p.add_argument("trace", metavar="TRACE", help="a trace file (see radix/traces/load.py)")
     add_capacity(p)
     p.add_argument("--page-size", type=int, default=1, help="the tree's page size (SGLang: 1)")
     p.add_argument("--block-size", type=int, default=16, help="the block cache's block size")

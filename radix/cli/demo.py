@@ -2,7 +2,7 @@
 
 demo: SGLang's own radix_cache.py demo (five inserts, a pretty_print, one match), saying which
 call split which node; `--scenario three-requests` walks DESIGN.md's R1, R2, R3.
-replay: runs an op trace (radix/optrace.py) and prints pretty_print and stats, or with --json a
+replay: runs an op trace (radix/traces/ops.py) and prints pretty_print and stats, or with --json a
 canonical dump: the tree in pre-order, siblings sorted, and one result per op.
 """
 

@@ -1,4 +1,4 @@
-"""Running an op trace (radix/optrace.py) on a RadixCache, with a result per op.
+"""Running an op trace (radix/traces/ops.py) on a RadixCache, with a result per op.
 
 Raw ops call the cache directly; with no allocator (no capacity, no request op) an insert
 without a value stores its token ids as values, as SGLang's tests do. Request ops go the way

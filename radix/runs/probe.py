@@ -12,14 +12,15 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any, NamedTuple
 
+from radix import events as ev
 from radix.blocks.extents_view import last_eviction
 from radix.blocks.trie import PrefixTrie, Walk
 from radix.request import Req
 from radix.runs.sim import SimConfig, SimRun, build, run
+from radix.sched.scheduler import Runner
 from radix.tokens import TokenRuns
 from radix.traces.base import Trace
 from radix.traces.hashview import stretch_hash_ids
-from radix.tree.radix_cache import RadixCache
 
 BUCKETS = ("hit", "evicted", "last_token_cap", "block_rounding", "block_floor", "in_flight",
            "other_namespace", "first_seen", "rejected")
@@ -126,22 +127,17 @@ class Side:
         return done, seen, max(arrived[1], self.ever_any.known(prompt, None, n), seen)
 
 
-class _WatchedTree(RadixCache):
-    """A RadixCache that tells the probe what it inserts and evicts."""
+class _TreeEvents:
+    """The tree's kv_sink: tells the probe every key inserted and every leaf evicted."""
 
-    probe: Any = None
+    def __init__(self) -> None:
+        self.probe: Probe | None = None
 
-    def _insert(self, key, *args, **kwargs):  # every insert path goes through here
-        if not self.disable and self.probe is not None:
-            self.probe.tree.record(key.token_ids, key.namespace)
-        return super()._insert(key, *args, **kwargs)
-
-    def evict(self, num_tokens: int):
-        result = super().evict(num_tokens)
-        if self.probe is not None:
-            for node in result.evicted_nodes:
-                self.probe.on_tree_evicted(node)
-        return result
+    def emit(self, event: ev.Event) -> None:
+        if type(event) is ev.KeyInserted:
+            self.probe.tree.record(event.token_ids, event.namespace)
+        elif type(event) is ev.LeafEvicted:
+            self.probe.on_tree_evicted(event)
 
 
 class PrefixSaved(NamedTuple):
@@ -187,17 +183,12 @@ class Probe:
             if req.rid not in self.tree_rows:
                 self._explain_tree(req)
 
-    def on_tree_evicted(self, node: Any) -> None:
-        path, x = [], node
-        while x is not None and x.parent is not None:
-            path.append(x.key.token_ids)
-            x = x.parent
-        path.reverse()
-        tokens = _concat(path)
-        start = len(tokens) - len(node.key)
+    def on_tree_evicted(self, e: ev.LeafEvicted) -> None:
+        tokens = e.token_ids
+        start = len(tokens) - e.num_tokens
         mark = Eviction("tree", self.sim.num_steps, self.sim.clock.now, self.sim.config.eviction,
-                        node.id, len(node.key))
-        for tnode, lo, hi in self.tree.ever.walk(tokens, node.key.namespace, len(tokens)).pieces:
+                        e.node_id, e.num_tokens)
+        for tnode, lo, hi in self.tree.ever.walk(tokens, e.namespace, len(tokens)).pieces:
             if hi > start:
                 tnode.marks.append((max(lo, start), hi, mark))
 
@@ -284,16 +275,10 @@ class Probe:
         return out
 
 
-def _concat(parts: list[Sequence[int]]) -> Sequence[int]:
-    if parts and isinstance(parts[0], TokenRuns):
-        return TokenRuns.concat(parts)
-    return [t for part in parts for t in part]
-
-
 class _Runner:
     """The simulator's runner, passing each prefill batch to the probe first."""
 
-    def __init__(self, inner: Any, probe: Probe) -> None:
+    def __init__(self, inner: Runner, probe: Probe) -> None:
         self.inner, self.probe = inner, probe
 
     def extend(self, reqs, prefix_lens):
@@ -309,10 +294,9 @@ def watched_run(trace: Trace, config: SimConfig | None = None,
     """Builds and runs the simulator with the probes in; returns (probe, SimResult). The block
     shadow is the block-extent cache (same figures as the per-block one, and it keeps marks).
     `on_arrival(req)` sees each arrival after the probe (progress; it may raise to stop)."""
-    sim = build(trace, config, tree_class=_WatchedTree, record_evictions=True,
-                extent_shadow=True)
-    probe = Probe(sim)
-    sim.tree.probe = probe
+    tree_events = _TreeEvents()
+    sim = build(trace, config, kv_sink=tree_events, record_evictions=True, extent_shadow=True)
+    probe = tree_events.probe = Probe(sim)
     sim.sched.runner = _Runner(sim.sched.runner, probe)
     if sim.shadow is not None:
         sim.shadow.on_lookup, sim.shadow.on_compute = probe.on_lookup, probe.on_compute

@@ -2,7 +2,7 @@
 
 Shared by compare.py, sim.py and explain.py so that all three feed the caches the same tokens.
 Prompts stay what the trace holds: plain lists for request traces, TokenRuns (real tokens,
-radix/tokens.py) for Mooncake traces, whose rows (output_ids, slot_ids) are then RunLists. A
+radix/tokens/) for Mooncake traces, whose rows (output_ids, slot_ids) are then RunLists. A
 reply is the trace's own when recorded, else distinct synthetic ids: a `range` for plain traces,
 one TokenRuns run for compact ones, never a list built up front. Leaves out: tokenizing.
 """

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from radix.allocator import SlotAllocator
+from radix.events import EventSink
 from radix.request import Req
 from radix.runs.collector import fewer_collections
 from radix.runs.costs import CostModel
@@ -103,13 +104,13 @@ class SimRun:
 
 
 def build(trace: Trace, config: SimConfig | None = None, *,
-          tree_class: type[RadixCache] = RadixCache, record_evictions: bool = False,
+          kv_sink: EventSink | None = None, record_evictions: bool = False,
           extent_shadow: bool | None = None, reqs: list[Req] | None = None) -> SimRun:
     """The scheduler, tree, pool and shadow for `trace`, in real tokens. Compact (Mooncake)
     traces get a RunAllocator and the block-extent shadow (`extent_shadow` forces it either
-    way; `record_evictions` keeps its eviction marks); `tree_class` lets the explainer watch
-    the tree. `reqs`: the trace's requests (`trace_reqs`) when the caller made them (the
-    cluster's replicas share one list)."""
+    way; `record_evictions` keeps its eviction marks); `kv_sink` hears what the tree stores
+    and evicts (the explainer's probe). `reqs`: the trace's requests (`trace_reqs`) when the
+    caller made them (the cluster's replicas share one list)."""
     cfg = config or SimConfig()
     reqs = trace_reqs(trace) if reqs is None else reqs
     compact = is_compact_trace(trace)
@@ -121,8 +122,8 @@ def build(trace: Trace, config: SimConfig | None = None, *,
     clock = SimClock()
     # paged as the tree: admission counts pages (SGLang 0.5.23), so must the pool
     allocator = (RunAllocator if compact else SlotAllocator)(capacity, page_size=page)
-    tree = tree_class(page_size=page, eviction_policy=cfg.eviction,
-                      disable=cfg.disable_cache, allocator=allocator)
+    tree = RadixCache(page_size=page, eviction_policy=cfg.eviction,
+                      disable=cfg.disable_cache, allocator=allocator, kv_sink=kv_sink)
     shadow = None
     if cfg.shadow:  # vLLM preallocates every block: past what the trace can use, none matter
         block = cfg.block_size

@@ -213,16 +213,6 @@ def _take(allocator: Any, row: list[int], num_tokens: int, tree_cache: Any) -> l
     return slots
 
 
-def alloc_token_slots(tree_cache: Any, allocator: Any, num_tokens: int) -> tuple[list[int], int]:
-    """Slots for `num_tokens`, evicting the shortfall from the tree first (SGLang 0.5.23's
-    `alloc_token_slots`). Returns (slot ids, tokens evicted).
-
-    8 free slots, 10 wanted, 30 evictable: evict(2) frees >= 2, then alloc(10) succeeds.
-    """
-    evicted = evict_shortfall(tree_cache, allocator, num_tokens)
-    return _take(allocator, [], num_tokens, tree_cache), evicted
-
-
 def alloc_for_extend(tree_cache: Any, allocator: Any, reqs: Sequence[Req],
                      extend_lens: Sequence[int]) -> int:
     """A prefill batch's slots: one eviction for the batch's demand, then each request's row

@@ -95,15 +95,6 @@ class Trace:
     ops: Any = None  # ops: whatever radix.traces.ops.load_ops returned
     source: str = "<bytes>"  # the file name, for messages
 
-    def real_prefix_len(self, index: int, num_units: int) -> int:
-        """Real tokens in the first `num_units` unit tokens of request `index`.
-
-        >>> t = Trace("mooncake", token_scale=512, input_lens=[1100])
-        >>> t.real_prefix_len(0, 2), t.real_prefix_len(0, 3)  # 2*512; the last block is partial
-        (1024, 1100)
-        """
-        return min(num_units * self.token_scale, self.input_lens[index])
-
 
 def to_req(tr: TraceRequest) -> Req:
     """A fresh `Req` for the schedulers and caches.

@@ -14,7 +14,6 @@ Leaves out: sampling parameters, images and tool calls in messages.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -209,9 +208,3 @@ def dumps_requests(requests: Iterable[TraceRequest]) -> str:
     """A request trace as text, one compact JSON object a line."""
     return "".join(json.dumps(request_to_json(r), separators=(",", ":")) + "\n"
                    for r in requests)
-
-
-def write_requests(path: str | os.PathLike, requests: Iterable[TraceRequest]) -> None:
-    """Write a request trace that `load_trace` reads back to the same requests."""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(dumps_requests(requests))

@@ -63,12 +63,6 @@ class EventLog:
             self._keyframe_steps.append(n)
             self._keyframes.append(self.model.copy())
 
-    def set_page_size(self, page_size: int) -> None:
-        """Page size of the cache being logged (only changes sibling order in snapshots)."""
-        self.model.page_size = page_size
-        for kf in self._keyframes:
-            kf.page_size = page_size
-
     # ------------------------------------------------------------------------------- reading
 
     @property
@@ -101,10 +95,21 @@ class EventLog:
             yield from step
 
     def to_jsonl(self) -> str:
-        """One JSON object per event: {"type": class name, ...fields}."""
+        """One JSON object per event: {"type": class name, ...fields}; a sequence field (a
+        tuple, or a compact TokenRuns) as a list. The one event exporter (the Trace page's
+        download too).
+
+        >>> from radix.tree.radix_cache import RadixCache
+        >>> log = EventLog(); _ = RadixCache(sink=log).insert([7, 8])
+        >>> log.to_jsonl().splitlines()[4]
+        '{"type": "NodeInserted", "node_id": 1, "parent_id": 0, "token_ids": [7, 8], \
+"slot_ids": [7, 8], "priority": 0, "time": 2.0, "extra_key": null, "cache_salt": null}'
+        """
         lines = []
         for e in self:
             row = {"type": type(e).__name__}
-            row.update(dataclasses.asdict(e))
+            for f in dataclasses.fields(e):
+                v = getattr(e, f.name)
+                row[f.name] = v if isinstance(v, str | int | float | type(None)) else list(v)
             lines.append(json.dumps(row, default=str))
         return "\n".join(lines) + ("\n" if lines else "")

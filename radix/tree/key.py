@@ -33,7 +33,7 @@ class RadixKey:
         cache_salt: str | None = None,
     ) -> None:
         if type(token_ids) is not list and not hasattr(token_ids, "common_prefix_len"):
-            # (a compact sequence, radix/tokens.py, is kept as it is: never expanded per token)
+            # (a compact sequence, radix/tokens/, is kept as it is: never expanded per token)
             if isinstance(token_ids, str | bytes) or not isinstance(token_ids, Iterable):
                 raise TypeError(f"token_ids must be a sequence of ints, "
                                 f"got {type(token_ids).__name__}")
@@ -79,11 +79,6 @@ class RadixKey:
         ns = f", namespace={self.namespace!r}" if self.namespace else ""
         return f"RadixKey({head}{more}, len={len(self)}{ns})"
 
-    def page_aligned(self, page_size: int) -> RadixKey:
-        """The longest prefix whose length is a multiple of page_size."""
-        if page_size == 1:
-            return self
-        return self[: len(self) // page_size * page_size]
 
     def child_key(self, page_size: int = 1) -> Any:
         """The dict key of the edge that starts with this key: first token, or first page."""

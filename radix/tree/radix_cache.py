@@ -30,14 +30,16 @@ from radix.allocator import Allocator
 from radix.request import Req
 from radix.tokens import TokenRuns, frozen
 from radix.tokens.prefix import PrefixProbe, gallop_match
-from radix.tree import inspect, lifecycle, unified
+from radix.tree import unified
 from radix.tree.eviction import EvictionHeap, get_strategy, tlru_new_node, tlru_split
+from radix.tree.inspect import InvariantError, child_sort_key, format_tree, node_state
 from radix.tree.key import RadixKey, page_at
 from radix.tree.node import (
     ROOT_PRIORITY,
     EvictResult,
     InsertResult,
     MatchResult,
+    NodeState,
     TreeNode,
     TreeSnapshot,
     concat_values,
@@ -45,6 +47,7 @@ from radix.tree.node import (
 
 FLAVORS = ("classic", "unified")  # radix_cache.RadixCache, or 0.5.23's UnifiedRadixCache
 GUARD_MIN_LEN = 64  # a first edge at least this long is compared in place (PrefixProbe)
+INT64_MAX = 2**63 - 1
 
 
 class LogicalClock:
@@ -82,6 +85,7 @@ class RadixCache:
         disable: bool = False,
         allocator: Allocator | None = None,
         flavor: str = "unified",
+        kv_sink: ev.EventSink | None = None,
     ) -> None:
         if flavor not in FLAVORS:
             raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, got {flavor!r}")
@@ -95,6 +99,9 @@ class RadixCache:
         self._tlru = self.eviction_policy == "tlru"  # keeps the T-LRU depths on the nodes
         self.clock = clock if clock is not None else LogicalClock()
         self._sink = sink
+        # hears only what is stored and evicted (KeyInserted, LeafEvicted), as SGLang's
+        # kv_event_queue / vLLM's enable_kv_cache_events: no steps, and the fast paths stay on
+        self.kv_sink = kv_sink
         self.disable = disable
         self.allocator = allocator  # where evicted and duplicate slots go back (None: nowhere)
         self._probe = PrefixProbe()  # compares long first edges without slicing the key
@@ -241,6 +248,8 @@ class RadixCache:
             return InsertResult(0, self.root_node)
         n = self._aligned(key)  # an unaligned tail is never cached
         value = key.token_ids if value is None else _check_value(value, len(key))
+        if self.kv_sink is not None:
+            self.kv_sink.emit(ev.KeyInserted(key.token_ids, key.namespace))
         self.root_node.priority = max(self.root_node.priority, priority)
         path, prefix_len, touched = self._walk(key)
         for node in path:
@@ -422,11 +431,25 @@ class RadixCache:
         self.evictable_size_ -= len(node.key)
         slot_ids, node.value = node.value, None  # evicted
         self._free(slot_ids)
-        if self._sink is not None:
-            self._emit(ev.LeafSetChanged((), (node.id,)))
-            self._emit(ev.NodeEvicted(node.id, parent.id, len(slot_ids), frozen(slot_ids),
-                                      node.heap_key))
+        if self._sink is not None or self.kv_sink is not None:
+            self._record_evicted(node, parent, slot_ids)
         self._update_leaf_status(parent)  # it may become a candidate in this same call
+
+    def _record_evicted(self, node: TreeNode, parent: TreeNode, slot_ids) -> None:
+        """The observation hook of an eviction: the step's events to the sink, the path's
+        tokens to the kv sink (node is already out of the tree; its parent links remain)."""
+        if self._sink is not None:
+            self._sink.emit(ev.LeafSetChanged((), (node.id,)))
+            self._sink.emit(ev.NodeEvicted(node.id, parent.id, len(slot_ids), frozen(slot_ids),
+                                           node.heap_key))
+        if self.kv_sink is not None:
+            parts, x = [], node
+            while x.parent is not None:
+                parts.append(x.key.token_ids)
+                x = x.parent
+            parts.reverse()
+            self.kv_sink.emit(ev.LeafEvicted(node.id, _concat_tokens(parts), node.key.namespace,
+                                             len(node.key)))
 
     def _update_leaf_status(self, node: TreeNode) -> None:
         """node is an evictable leaf iff it is live, unlocked, not the root and has no child.
@@ -550,12 +573,12 @@ class RadixCache:
 
     # ------------------------------------------------------------------------------- requests
     # The seed chapter's names (cache_finished_req, cache_unfinished_req) and SGLang 0.5.23's
-    # (release_kv_cache, checkpoint) run the same code: radix/tree/lifecycle.py.
+    # (release_kv_cache, checkpoint) run the same code: _checkpoint and _release below.
 
     def checkpoint(self, req: Req, *, up_to: int) -> None:
         """SGLang 0.5.23's `checkpoint`: cache req's tokens [0, up_to) (page-floored), split at
         the prompt boundary, free the duplicates, point the row at the tree's slots and move
-        the lock to the new last node. Frees nothing past the floored key (see lifecycle.py).
+        the lock to the new last node. Frees nothing past the floored key (see _checkpoint).
 
         >>> from radix.allocator import SlotAllocator
         >>> a = SlotAllocator(8); c = RadixCache(allocator=a)
@@ -564,7 +587,7 @@ class RadixCache:
         (3, 1, 3)
         """
         self._begin("checkpoint", req.rid, "{:,} tokens", up_to)
-        lifecycle.checkpoint(self, req, up_to)
+        self._checkpoint(req, up_to)
         self._end("checkpoint")
 
     def release_kv_cache(self, req: Req, *, checkpoint: bool = True) -> None:
@@ -580,7 +603,7 @@ class RadixCache:
         (0, 8)
         """
         self._begin("release_kv_cache", req.rid, "{:,} tokens", len(req.slot_ids))
-        lifecycle.release(self, req, checkpoint, None)
+        self._release(req, checkpoint, None)
         self._end("release_kv_cache")
 
     def cache_finished_req(self, req: Req, is_insert: bool = True,
@@ -600,7 +623,7 @@ class RadixCache:
         [(3, 1), (1, 0)]
         """
         self._begin("cache_finished_req", req.rid, "{:,} tokens", len(req.slot_ids))
-        lifecycle.release(self, req, is_insert, kv_len_to_handle)
+        self._release(req, is_insert, kv_len_to_handle)
         self._end("cache_finished_req")
 
     def cache_unfinished_req(self, req: Req, chunked: bool = False) -> None:
@@ -615,8 +638,92 @@ class RadixCache:
             req.prefix_indices = req.slot_ids[: len(req.fill_ids)]
             return
         self._begin("cache_unfinished_req", req.rid, "{:,} tokens", len(req.fill_ids))
-        lifecycle.checkpoint(self, req, len(req.fill_ids))
+        self._checkpoint(req, len(req.fill_ids))
         self._end("cache_unfinished_req")
+
+    def _checkpoint(self, req: Req, up_to: int) -> None:
+        """Inserts req's tokens [0, up_to) page-floored, then the prompt alone with priority + 1
+        (so the leaf splits at the prompt boundary), frees the request's slots the tree already
+        had, points the row at the tree's slots and moves the lock (unlock old, lock new).
+        Follows SGLang 0.5.23's radix_cache.py `checkpoint` / `_insert_cache`; `req.slot_ids`
+        plays the request's req_to_token row:
+
+            0 ....... cache_protected_len ....... floor(up_to) .... up_to .... len(row)
+            | owned by the tree (locked) | the request's own slots | partial page | over-allocated |
+
+        A 5-token prompt plus 3 output tokens, page 1, nothing cached: the insert makes one node
+        of 8, the prompt insert splits it 5 + 3; the prompt node has priority 1, the output 0.
+        """
+        if self.disable:
+            return
+        row = req.slot_ids
+        if not 0 <= up_to <= len(row):
+            raise ValueError(f"request {req.rid!r}: up_to {up_to} is outside 0..{len(row)} "
+                             "(the slots it holds)")
+        ids = req.all_ids[:up_to]
+        n = self._aligned(ids)
+        key = RadixKey(ids[:n], req.extra_key, req.cache_salt)
+        values = row[:n]
+        priority = req.priority or 0
+        result = self._insert(key, values, priority, req.cache_inserted_len)
+        req.cache_inserted_len = max(req.cache_inserted_len, n)
+        # the prompt-boundary split: nothing new is cached, the prompt's nodes rise to priority+1
+        prompt_len = self._aligned(ids[: len(req.origin_input_ids)])
+        if 0 < prompt_len < n:
+            if self._sink is None:  # the same effects, walking up from the insert's node
+                self._raise_prompt(result.last_node, n, prompt_len, min(priority + 1, INT64_MAX))
+            else:
+                self._insert(key[:prompt_len], values[:prompt_len], min(priority + 1, INT64_MAX),
+                             prompt_len)
+        protected = req.cache_protected_len
+        self._free(row[protected : result.prefix_len])  # duplicates of what the tree had
+        # SGLang matches the key again for the tree's slots and node; the key ends at the first
+        # insert's node (a prompt-boundary split only adds a parent above it), so without a
+        # listener the match walks up from there (the same access times and leaf set) and joins
+        # only the slots the row takes
+        if self._sink is None and n:
+            new_last = result.last_node
+            row[protected:n] = self._rematch_tail(new_last, n, n - protected)
+        else:
+            match = self._match(key)
+            new_indices, new_last = match.slot_ids, match.last_node
+            assert len(new_indices) == n, (len(new_indices), n)
+            row[protected:n] = new_indices[protected:]
+        req.cache_protected_len = n
+        if req.last_node is not None:
+            self._lock(req.last_node, -1)
+        self._lock(new_last, +1)
+        req.last_node = new_last
+        req.prefix_indices = row[:up_to]
+
+    def _release(self, req: Req, insert: bool, kv_len: int | None) -> None:
+        """SGLang 0.5.23's common.py `release_kv_cache`: checkpoint up to the owned length (when
+        inserting), free the row's [cache_protected_len, owned) (the unaligned tail, or all the
+        request computed when not inserting), unlock, then free the over-allocated rest from
+        the next page boundary.
+
+        Page 4, a row of 10 committed slots, nothing cached: the insert takes 8, the tail 8..10
+        is freed, then the lock (moved to the new leaf by the checkpoint) is dropped.
+        """
+        row = req.slot_ids
+        owned = len(row) if kv_len is None else kv_len
+        if not isinstance(owned, int) or not 0 <= owned <= len(row):
+            raise ValueError(f"request {req.rid!r}: kv_len_to_handle {kv_len!r} is outside "
+                             f"0..{len(row)} (the slots it holds)")
+        if self.disable:
+            self._free(row)
+            req.last_node = None
+            return
+        if insert:
+            self._checkpoint(req, owned)
+        self._free(row[req.cache_protected_len : owned])
+        if req.last_node is not None:
+            self._lock(req.last_node, -1)
+        req.last_node = None
+        # subtle: a paged allocator frees the whole page holding `owned - 1` with the tail
+        # above, so the over-allocated range starts at the next page boundary (ceil_align)
+        ps = getattr(self.allocator, "page_size", 1)
+        self._free(row[-(-owned // ps) * ps :])
 
     def node_start(self, node: TreeNode) -> int:
         """Where node's edge starts in its path: the tokens on the edges above it.
@@ -655,21 +762,100 @@ class RadixCache:
         return self._nodes[node_id]
 
     def snapshot(self) -> TreeSnapshot:
-        """Plain immutable data for drawing and comparing (see inspect.snapshot)."""
-        return inspect.snapshot(self)
+        """The tree as plain immutable data for drawing and comparing: nodes in pre-order,
+        siblings sorted by child key (default namespace first, then by first page)."""
+        out: list[NodeState] = []
+        leaves, ps = self._leaves.leaves, self.page_size
+
+        def order(n: TreeNode):
+            k = n.key
+            return child_sort_key(tuple(k.token_ids[:ps]), k.extra_key, k.cache_salt, ps)
+
+        stack = [self.root_node]
+        while stack:
+            node = stack.pop()
+            out.append(node_state(node, node in leaves))
+            stack.extend(sorted(node.children.values(), key=order, reverse=True))
+        return TreeSnapshot(tuple(out), ps, self.evictable_size_, self.protected_size_,
+                            self.num_steps)
 
     def pretty_print(self, decode: Callable[[list[int]], str] | None = None,
                      show_hits: bool = False, mark_leaves: bool = False, file=None, *,
                      ids: Callable[[Any], str] | None = None) -> str:
         """Prints (and returns) SGLang's pretty_print lines; see inspect.format_tree (`ids`:
         how a node's tokens are shown, e.g. a Mooncake trace's hash ids)."""
-        text = inspect.format_tree(self.snapshot(), decode, show_hits, mark_leaves, ids=ids)
+        text = format_tree(self.snapshot(), decode, show_hits, mark_leaves, ids=ids)
         print(text, file=file)
         return text
 
     def check_invariants(self) -> None:
-        """Raises InvariantError on the first broken rule (see inspect.check_invariants)."""
-        inspect.check_invariants(self)
+        """Raises InvariantError on the first broken rule: links, child keys, lock counts
+        against the locks held, sizes, the leaf set, the eviction heap, live nodes only.
+
+        >>> c = RadixCache(); _ = c.insert([1, 2, 3]); c.evictable_size_ = 99
+        >>> c.check_invariants()
+        Traceback (most recent call last):
+        ...
+        radix.tree.inspect.InvariantError: evictable/protected sizes are 99/0, the tree holds 3/0
+        """
+        root = self.root_node
+        if root.lock_ref != 1:
+            raise InvariantError(f"root lock_ref is {root.lock_ref}, expected 1")
+        reachable: dict[int, TreeNode] = {}
+        leaves: set[TreeNode] = set()
+        evictable = protected = 0
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            reachable[node.id] = node
+            problem = self._node_problem(node)
+            if problem is not None:
+                raise InvariantError(f"node {node.id}: {problem}")
+            if node is not root:
+                if node.lock_ref == 0:
+                    evictable += len(node.key)
+                    if not node.children:
+                        leaves.add(node)
+                else:
+                    protected += len(node.key)
+            stack.extend(node.children.values())
+        self._check_totals(reachable, leaves, evictable, protected)
+
+    def _node_problem(self, node: TreeNode) -> str | None:
+        """The first rule `node` breaks, or None (no closure or exception on the happy path)."""
+        if node.value is None:
+            return "evicted node is reachable"
+        n, ps = len(node.key.token_ids), self.page_size
+        if len(node.value) != n:
+            return f"{len(node.value)} slot ids for a key of {n} tokens"
+        if node is not self.root_node:
+            if n == 0 or n % ps:
+                return f"key length {n} is not a positive multiple of page {ps}"
+            expected = node.locks_held + sum(c.lock_ref for c in node.children.values())
+            if node.lock_ref != expected:
+                return f"lock_ref {node.lock_ref} != locks held here and below ({expected})"
+        for ck, child in node.children.items():
+            if child.parent is not node:
+                return f"child {child.id} does not point back to its parent"
+            if child.key.child_key(ps) != ck:
+                return f"child {child.id} is filed under {ck!r}, its key says otherwise"
+        return None
+
+    def _check_totals(self, reachable, leaves, evictable: int, protected: int) -> None:
+        if reachable.keys() != self._nodes.keys():
+            extra = sorted(self._nodes.keys() - reachable.keys())[:5]
+            raise InvariantError(f"registered nodes not reachable from the root: {extra}")
+        if (evictable, protected) != (self.evictable_size_, self.protected_size_):
+            raise InvariantError(
+                f"evictable/protected sizes are {self.evictable_size_}/{self.protected_size_}, "
+                f"the tree holds {evictable}/{protected}"
+            )
+        if leaves != self._leaves.leaves:
+            wrong = sorted(n.id for n in leaves ^ self._leaves.leaves)[:5]
+            raise InvariantError(f"evictable leaf set is wrong for nodes {wrong}")
+        problem = self._leaves.check()
+        if problem:
+            raise InvariantError(problem)
 
     # -------------------------------------------------------------------------------- helpers
 
@@ -716,6 +902,12 @@ class RadixCache:
     def _emit(self, event: ev.Event) -> None:
         if self._sink is not None:
             self._sink.emit(event)
+
+
+def _concat_tokens(parts: list) -> Sequence[int]:
+    if parts and isinstance(parts[0], TokenRuns):
+        return TokenRuns.concat(parts)
+    return [t for part in parts for t in part]
 
 
 def _check_value(value: Sequence[int], length: int) -> Sequence[int]:

@@ -1,10 +1,10 @@
 """Rebuilding a radix tree from its events alone (the replay law).
 
 `TreeModel` is a plain record of a tree that changes only by `apply(event)`. Fed the events of a
-run from an empty cache, it ends equal to the cache's own `snapshot()`: tests/test_replay_law.py
-checks this after every step of random runs. The event log (radix/eventlog.py) uses it to
+run from an empty cache, it ends equal to the cache's own `snapshot()`: tests/test_events.py
+checks this after every step of random runs. The event log (radix/tree/eventlog.py) uses it to
 rebuild any step from a keyframe.
-Leaves out: block-cache events (radix/blocks.py rebuilds its own view).
+Leaves out: block-cache events (radix/blocks/snapshot.py is the block pool's own view).
 """
 
 from __future__ import annotations

@@ -1,0 +1,100 @@
+"""What EngineService runs: the real model or the simulated one, behind one runner protocol.
+
+A backend is a runner (radix/sched/scheduler.py's `Runner`: `extend`, `decode`), the pool its
+slots come from, the clock the scheduler reads, and the few facts `submit` checks a request
+against. `ModelBackend` is the model on its paged KV pool (engine/runner.py, wall clock);
+`SimBackend` is radix's SimRunner (priced for Llama-3-8B on an H100, derived, not measured) on
+a SlotAllocator and a simulated clock: no model is loaded and nothing is computed, every reply
+is REPLY's tokens, and `step_s` paces the loop so a classroom sees it change at a visible rate.
+Leaves out: sampling and EOS for the simulated runner (its replies are fixed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from engine.kv_pool import KVPool
+from engine.model import LoadedModel
+from engine.runner import ModelRunner
+from radix.allocator import Allocator, SlotAllocator
+from radix.request import Req
+from radix.runs.costs import CostModel
+from radix.runs.sim import SimClock, SimRunner
+from radix.sched.scheduler import Runner
+
+REPLY = "(sim) ok"  # every simulated answer's text (repeated or cut to max_new_tokens)
+
+
+class Backend(Protocol):
+    """The runner, its pool and clock, and what a request is checked against."""
+
+    runner: Runner
+    pool: Allocator  # with .size, the slots in all
+    clock: Callable[[], float]
+    vocab_size: int | None  # token ids must be below it (None: any id >= 0)
+    max_context: int | None  # prompt + new tokens may not pass it (None: no limit)
+    eos_ids: frozenset[int]
+    step_s: float  # seconds the loop waits after each step (0: none)
+
+    def accepted(self, req: Req) -> None:
+        """`req` got its rid and is about to be queued."""
+
+    def finished(self, rid: str) -> None:
+        """The request `rid` is answered (finished, failed or cancelled)."""
+
+
+class ModelBackend:
+    """The loaded model on a KV pool of `capacity_tokens` slots (one a token)."""
+
+    step_s = 0.0
+
+    def __init__(self, loaded: LoadedModel, capacity_tokens: int, page_size: int = 1) -> None:
+        self.pool = KVPool.for_model(loaded.model.config, capacity_tokens, loaded.dtype,
+                                     loaded.device)
+        self.runner = ModelRunner(loaded.model, self.pool)
+        self.clock = time.monotonic
+        self.vocab_size = loaded.model.config.vocab_size
+        self.max_context = loaded.max_context
+        self.eos_ids = loaded.eos_token_ids
+
+    def accepted(self, req: Req) -> None:
+        pass
+
+    def finished(self, rid: str) -> None:
+        pass
+
+
+class SimBackend:
+    """The simulated runner; `loaded` only needs a `tokenizer` (its `encode` makes REPLY's
+    tokens, its `decode` each result's text)."""
+
+    vocab_size = None
+    max_context = None
+    eos_ids: frozenset[int] = frozenset()
+
+    def __init__(self, loaded: Any, capacity_tokens: int, page_size: int = 1,
+                 step_s: float = 0.0) -> None:
+        self.step_s = step_s
+        encode = getattr(loaded.tokenizer, "encode", None)
+        self._reply = list(encode(REPLY)) if encode else [0]  # what every request "generates"
+        self.clock = SimClock()
+        self.pool = SlotAllocator(capacity_tokens, page_size=page_size)
+        self.replies: dict[str, list[int]] = {}  # rid -> the tokens it will "generate"
+        self.runner = SimRunner(CostModel(), self.clock)
+        self.runner.outputs = self.replies  # subtle: SimRunner swaps an empty mapping for its own
+
+    def accepted(self, req: Req) -> None:
+        n = req.max_new_tokens
+        self.replies[req.rid] = (self._reply * n)[:n]
+
+    def finished(self, rid: str) -> None:
+        self.replies.pop(rid, None)
+
+
+def simulated(step_s: float = 0.0) -> Callable[..., SimBackend]:
+    """EngineService's `backend=` for the simulated runner paced at `step_s` a step."""
+    def make(loaded: Any, capacity_tokens: int, page_size: int = 1) -> SimBackend:
+        return SimBackend(loaded, capacity_tokens, page_size, step_s)
+    return make
