@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from apphelp import ROOT, plotly_specs
+from machine import seconds
 from streamlit.testing.v1 import AppTest
 
 from viz.why import MARK_TRACE
@@ -20,7 +21,7 @@ def _report(at: AppTest) -> str:
 
 @pytest.mark.engine
 def test_typed_prompts_and_a_run_request():
-    at = AppTest.from_file(PAGE, default_timeout=120).run()
+    at = AppTest.from_file(PAGE, default_timeout=seconds(120)).run()
     try:
         at.session_state["live.why"] = True
         at.run()
@@ -37,7 +38,7 @@ def test_typed_prompts_and_a_run_request():
         at.number_input(key="live.max_new").set_value(1)
         at.button(key="live.run").click().run()
         for req in at.session_state["live.session"].requests:
-            req.handle.result(timeout=120)
+            req.handle.result(timeout=seconds(120))
         rid = at.session_state["live.session"].requests[0].rid
         at.selectbox(key="live.why_a").set_value(rid)
         at.text_area(key="live.why_sys_b").set_value(SYSTEM.replace("\n", "\r\n"))

@@ -121,7 +121,7 @@ def test_api_base_adds_the_scheme_and_v1():
 def test_a_view_that_received_nothing_does_not_say_exact():
     """Connected to a PUB endpoint nobody publishes on (no replay endpoint): 0 blocks, and the
     row and the caption say UNKNOWN and why, never "exact"."""
-    at = AppTest.from_file(PAGE, default_timeout=60).run()
+    at = AppTest.from_file(PAGE, default_timeout=seconds(60)).run()
     at.text_area(key="watch.endpoints").set_value("tcp://127.0.0.1:1")
     at.button(key="watch.connect").click().run()
     session = at.session_state["watch.session"]

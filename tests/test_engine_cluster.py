@@ -5,13 +5,20 @@ holds its prefix (cached_tokens > 0). Also: every router name is accepted by ser
 from __future__ import annotations
 
 import pytest
+from enginehelp import engine_serve
 
-openai = pytest.importorskip("openai")
+from radix.cluster import ROUTERS as SHARED
 
-from enginehelp import engine_serve  # noqa: E402
+# openai and the engine (torch): imported by _imports before this file's first test, so that
+# collecting the suite imports neither
+openai = ROUTERS = ClusterConfig = None
 
-from engine.cluster import ROUTERS, ClusterConfig  # noqa: E402
-from radix.cluster import ROUTERS as SHARED  # noqa: E402
+
+@pytest.fixture(autouse=True, scope="module")
+def _imports():
+    global openai, ROUTERS, ClusterConfig
+    openai = pytest.importorskip("openai")
+    from engine.cluster import ROUTERS, ClusterConfig
 
 MODEL = "SmolLM2-135M-Instruct"
 SYSTEMS = ("You sell tents. Answer in one short sentence, politely, without lists or links.",

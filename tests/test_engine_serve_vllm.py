@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from enginehelp import engine_serve
+from machine import seconds
 
 from radix.watch.subscriber import Watcher, parse_endpoint
 from scenarios.watch import discover, http_json
@@ -44,7 +45,7 @@ def server():
 
 def _complete(url: str, tokens: list[int]) -> None:
     http_json(url + "/completions", {"model": "SmolLM2-135M-Instruct", "prompt": tokens,
-                                     "max_tokens": 1}, timeout=120)
+                                     "max_tokens": 1}, timeout=seconds(120))
 
 
 def test_served_hashes_equal_vllms_hash_block_tokens(server):

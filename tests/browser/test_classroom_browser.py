@@ -65,8 +65,8 @@ def test_lecturer_and_two_students(server, projector, browser, tmp_path):
     # pause: the status and the button agree in the click's own run (the button kept reading
     # "pause" until some later rerun, #24 item 3); the fragment's timer reruns only the view
     projector.get_by_role("button", name="pause", exact=True).click()
-    projector.get_by_role("button", name="resume", exact=True).wait_for(timeout=30_000)
-    projector.wait_for_selector(IDLE, timeout=30_000)
+    projector.get_by_role("button", name="resume", exact=True).wait_for(timeout=ms(30_000))
+    projector.wait_for_selector(IDLE, timeout=ms(30_000))
     assert "paused" in alert(projector)
     assert projector.get_by_role("button", name="pause", exact=True).count() == 0
     for ctx in students:

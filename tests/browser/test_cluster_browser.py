@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from browserhelp import CLIPPED, ILLEGIBLE, in_viewport, shoot, wait_drawn
+from machine import ms
 
 pytestmark = pytest.mark.browser
 
@@ -22,7 +23,7 @@ GRAPHVIZ_SMALL = """() => {
 def test_cluster_page_in_presenter_mode(server, projector, tmp_path):
     projector.goto(f"{server}/cluster?presenter=1")
     wait_drawn(projector)
-    projector.wait_for_selector("[data-testid=stGraphVizChart] svg", timeout=60_000)
+    projector.wait_for_selector("[data-testid=stGraphVizChart] svg", timeout=ms(60_000))
     charts = projector.locator("[data-testid=stGraphVizChart]")
     assert charts.count() == 4  # three replicas and the router's approximate tree
     for i in range(4):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 from browserhelp import IDLE, ROOT, wait_drawn
+from machine import ms
 
 pytestmark = pytest.mark.browser
 SLIDER = ".st-key-trace-slider input[type=range]"
@@ -22,21 +23,21 @@ def test_held_arrow_key_on_the_slider(server, page):
     that step as the box counts (it said the cache's 0-based step, one less)."""
     page.goto(f"{server}/trace")
     page.wait_for_selector("[data-testid=stFileUploaderDropzoneInput]", state="attached",
-                           timeout=60_000)
+                           timeout=ms(60_000))
     page.set_input_files("[data-testid=stFileUploaderDropzoneInput]",
                          str(ROOT / "examples" / "traces" / "three_requests.jsonl.gz"))
-    page.wait_for_selector(SLIDER, state="attached", timeout=120_000)
+    page.wait_for_selector(SLIDER, state="attached", timeout=ms(120_000))
     wait_drawn(page)
     slider = page.locator(SLIDER)
     for key in ["Home"] + ["ArrowRight"] * 10 + ["ArrowLeft"] * 10 + ["ArrowRight"] * 6:
-        slider.press(key, timeout=30_000)
+        slider.press(key, timeout=ms(30_000))
     page.wait_for_function(f"() => {{ const v = ({VALUES})(); return v[0] === v[1]; }}",
-                           timeout=60_000)
-    page.wait_for_selector(IDLE, timeout=60_000)
+                           timeout=ms(60_000))
+    page.wait_for_selector(IDLE, timeout=ms(60_000))
     assert page.locator("[data-testid=stException]").count() == 0
     box, slider_at = page.evaluate(VALUES)
     assert box == slider_at and 0 < int(box) <= 6, (box, slider_at)
-    page.get_by_text(f"step {box}: ").first.wait_for(timeout=30_000)
+    page.get_by_text(f"step {box}: ").first.wait_for(timeout=ms(30_000))
 
 
 def test_export_for_slides_has_the_block_view(server, page, tmp_path):
@@ -46,15 +47,15 @@ def test_export_for_slides_has_the_block_view(server, page, tmp_path):
     script."""
     page.goto(f"{server}/trace")
     page.wait_for_selector("[data-testid=stFileUploaderDropzoneInput]", state="attached",
-                           timeout=60_000)
+                           timeout=ms(60_000))
     page.set_input_files("[data-testid=stFileUploaderDropzoneInput]",
                          str(ROOT / "examples" / "traces" / "three_requests.jsonl.gz"))
-    page.wait_for_selector(SLIDER, state="attached", timeout=120_000)
+    page.wait_for_selector(SLIDER, state="attached", timeout=ms(120_000))
     wait_drawn(page)
     page.get_by_text("export steps for slides").click()
     button = page.get_by_role("button", name="animated HTML of frames")
-    button.wait_for(timeout=30_000)
-    with page.expect_download(timeout=120_000) as info:
+    button.wait_for(timeout=ms(30_000))
+    with page.expect_download(timeout=ms(120_000)) as info:
         button.click()
     path = tmp_path / "trace.html"
     info.value.save_as(path)
@@ -64,8 +65,8 @@ def test_export_for_slides_has_the_block_view(server, page, tmp_path):
     viewer.route("**/*", lambda route: (fetched.append(route.request.url), route.abort())
                  if not route.request.url.startswith("file:") else route.continue_())
     viewer.goto(path.as_uri())
-    viewer.wait_for_selector(".radixlens-tree g.node", timeout=30_000)
-    viewer.wait_for_selector("#blocks .main-svg", timeout=30_000)
+    viewer.wait_for_selector(".radixlens-tree g.node", timeout=ms(30_000))
+    viewer.wait_for_selector("#blocks .main-svg", timeout=ms(30_000))
     assert "vLLM block pool after" in viewer.inner_text("#blocks")
     assert fetched == []
     offline.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from browserhelp import shoot, wait_drawn
+from machine import ms
 
 from radix.blocks.kv_events import EventBatch, encode_batch
 from radix.events import BlockStored
@@ -27,10 +28,10 @@ def test_a_recording_draws_its_final_pool_and_tree(server, page, tmp_path):
     path.write_bytes(out)
     page.goto(f"{server}/trace")
     page.wait_for_selector("[data-testid=stFileUploaderDropzoneInput]", state="attached",
-                           timeout=60_000)
+                           timeout=ms(60_000))
     page.set_input_files("[data-testid=stFileUploaderDropzoneInput]", str(path))
-    page.get_by_text("the pool at the end of the recording").wait_for(timeout=120_000)
-    page.locator(".radixlens-tree g.node").nth(1).wait_for(timeout=60_000)
+    page.get_by_text("the pool at the end of the recording").wait_for(timeout=ms(120_000))
+    page.locator(".radixlens-tree g.node").nth(1).wait_for(timeout=ms(60_000))
     wait_drawn(page)
     assert page.locator(".radixlens-tree g.node").count() == 2
     assert page.locator("[data-testid=stPlotlyChart]").count() == 1  # the block grid
