@@ -86,3 +86,13 @@ def tree_height(normal: int) -> int:
 def max_scale() -> float:
     """How far the tree view may scale a small tree up: more in presenter mode."""
     return 2.4 if presenter() else 1.5
+
+
+def link_int(name: str, default: int, lo: int, hi: int) -> int:
+    """An int URL parameter clamped to lo..hi (default when absent or not a number)."""
+    raw = st.query_params.get(name)
+    try:
+        value = int(raw) if raw is not None else default
+    except ValueError:
+        value = default
+    return max(lo, min(hi, value))

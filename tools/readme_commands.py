@@ -43,7 +43,8 @@ SHELL_LANGS = ("", "bash", "sh", "shell", "console")
 COMMAND_START = re.compile(r"^([A-Z_]+=\S+ )*(python3?|\.venv/bin/\w+|bash|source) ")
 # (pattern, reason): the first that matches a command skips it
 SKIPS = [
-    (r"^bash scripts/setup\.sh", "the setup and the two commands after it: CI (.ci/run) runs "
+    (r"^bash " + re.escape("scripts/setup.sh"),
+     "the setup and the two commands after it: CI (.ci/run) runs "
      "them on a clean clone"),
     (r"streamlit run app\.py", "a server that runs until stopped (the browser tests serve the "
      "app on a free port)"),
@@ -97,8 +98,8 @@ def code_block_commands(readme: str) -> list[Command]:
 def inline_commands(readme: str) -> list[Command]:
     """Inline code in the prose that runs an interpreter or a script (may wrap one line).
 
-    >>> inline_commands("see `python benchmarks/x.py --n 3` and `RadixCache`")
-    [Command(line=1, text='python benchmarks/x.py --n 3', inline=True)]
+    >>> inline_commands("see `python benchmarks/engine.py --n 3` and `RadixCache`")
+    [Command(line=1, text='python benchmarks/engine.py --n 3', inline=True)]
     """
     out = []
     for m in re.finditer(r"```.*?```|`([^`]+)`", readme, re.S):

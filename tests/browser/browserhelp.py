@@ -79,7 +79,10 @@ def wait_drawn(pg, timeout_ms: int | None = None) -> None:
     """The script has finished its run and everything it put on the page has been drawn
     (each wait up to `timeout_ms`; by default 180 s on an idle machine, times the factor)."""
     timeout_ms = timeout_ms or ms(180_000)
-    pg.wait_for_selector("h1", timeout=timeout_ms)
+    # a page that raised draws an exception box and no title: fail at once, saying what it was
+    pg.wait_for_selector("h1, [data-testid=stException]", timeout=timeout_ms)
+    boxes = pg.locator("[data-testid=stException]")
+    assert boxes.count() == 0, f"the page raised: {boxes.first.inner_text()[:500]}"
     pg.wait_for_selector(IDLE, timeout=timeout_ms)
     pg.wait_for_function(DRAWN, timeout=timeout_ms)
     pg.wait_for_selector(IDLE, timeout=timeout_ms)
