@@ -22,7 +22,7 @@ from radix.cluster import ROUTERS, Decision, KeyIndex, Load, RouteRequest, block
 from radix.request import Req
 from radix.runs.collector import fewer_collections
 from radix.runs.reqs import is_compact_trace, trace_reqs
-from radix.runs.sim import SimConfig, SimRun, _row, _totals, build
+from radix.runs.sim import SimConfig, SimRun, _rates_over_all, _row, _totals, build
 from radix.traces.base import Trace
 from radix.traces.mooncake import BLOCK_TOKENS
 
@@ -149,6 +149,7 @@ def _admit(rep: _Replica, req: Req, arrival: float) -> None:
         sim.sched.add_request(req)
     except ValueError as exc:  # the pool can never hold it: skipped, counted, said
         sim.rejected.append(str(exc))
+        sim.rejected_input_tokens += len(req.origin_input_ids)
         return
     rep.in_flight[id(req)] = len(req.origin_input_ids) + req.max_new_tokens
 
@@ -191,6 +192,7 @@ def _result(reps: list[_Replica], reqs: list[Req], router: str, cfg: SimConfig,
         rows = [_row(r) for r in reqs if id(r) in done]
         totals = _totals(rows, sim.sched, sim.shadow, cfg, sim.clock.now)
         totals["rejected"] = len(sim.rejected)
+        _rates_over_all(totals, sim.rejected_input_tokens)
         totals["busy_s"] = rep.busy
         per.append(totals)
         all_rows.update((id(r), row) for r, row in zip((r for r in reqs if id(r) in done), rows))
@@ -200,6 +202,7 @@ def _result(reps: list[_Replica], reqs: list[Req], router: str, cfg: SimConfig,
     totals = _totals(rows, _sum_sched(scheds), _sum_shadow(shadows), cfg,
                      max(rep.sim.clock.now for rep in reps))
     totals["rejected"] = sum(t["rejected"] for t in per)
+    _rates_over_all(totals, sum(t["rejected_input_tokens"] for t in per))
     busy = [t["busy_s"] for t in per]
     mean_busy = sum(busy) / len(busy)
     totals["load_spread"] = max(busy) / mean_busy if mean_busy else 1.0
