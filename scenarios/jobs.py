@@ -124,3 +124,6 @@ class JobPool:
                     self._running.discard(job)
                 job.fn = None  # the closure may hold big inputs (an upload's bytes)
                 job.finished.set()
+            # subtle: this frame's `job` would keep the last job (and its result, a replay of
+            # hundreds of MB) alive until the next job arrives, long after its session is gone
+            del job
