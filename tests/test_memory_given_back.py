@@ -114,3 +114,17 @@ def test_a_finished_job_is_not_kept_by_its_worker():
             break
         threading.Event().wait(0.02)
     assert result() is None and gone() is None
+
+
+def test_resident_growth_counts_what_is_really_held():
+    """The Trace page's measured figure: growth from the first call. 64 MiB written into a
+    bytes object is resident, so the growth rises by at least 60 MiB while it is held, and
+    the baseline stays put (the first call's)."""
+    from scenarios.budget import resident_growth
+
+    first = resident_growth()
+    assert first is not None  # Linux
+    big = b"x" * (64 * 2**20)
+    now, growth = resident_growth()
+    assert growth - first[1] >= 60 * 2**20 and now - growth == first[0] - first[1]
+    del big
