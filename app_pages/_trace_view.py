@@ -101,7 +101,7 @@ def show_replay(r: Any, state: dict | None = None, sid: str = "-") -> None:
         if note:
             st.caption(note)
     if r.blocks is not None:
-        show_blocks(r, step)
+        show_blocks(r, step, {} if state is None else state.setdefault("blocks_cache", {}))
     show_downloads(r, snap, highlight, max_children, text)
 
 

@@ -82,8 +82,7 @@ if state is None or state["key"] != key:
         st.stop()
     state = {"key": key, "job": job, "replay": None}
     held.put(sid, "trace", state)
-    for k in ("trace.at", "trace.blocks_cache"):
-        st.session_state.pop(k, None)
+    st.session_state.pop("trace.at", None)
 
 job = state["job"]
 if state["replay"] is None:
