@@ -92,7 +92,7 @@ if state["replay"] is None:
         say("info", f"{name}: replay cancelled; change the file or the capacity to start again.")
         st.stop()
     try:
-        state["replay"], state["job"] = job.result(), None
+        state["replay"], state["job"] = job.take(), None  # wait_for's fragment keeps `job`
     except TraceError as exc:
         say("error", f"{name}: {exc}")
         st.stop()

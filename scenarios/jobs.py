@@ -60,6 +60,12 @@ class Job:
             raise self.error
         return self._result
 
+    def take(self) -> Any:
+        """`result()`, handed over once: the job lets go of it, so that what still refers to
+        the job (a waiting fragment of a closed browser session) does not keep the result."""
+        out, self._result = self.result(), None
+        return out
+
     def _progress(self, fraction: float, text: str) -> None:
         self.fraction, self.text = max(0.0, min(1.0, fraction)), text
 

@@ -128,3 +128,21 @@ def test_resident_growth_counts_what_is_really_held():
     now, growth = resident_growth()
     assert growth - first[1] >= 60 * 2**20 and now - growth == first[0] - first[1]
     del big
+
+
+def test_a_taken_result_is_not_kept_by_its_job():
+    """The Trace page takes a replay with `Job.take()`: a waiting fragment of the session keeps
+    the job object, and the job must not keep the replay."""
+    import weakref
+
+    from scenarios.jobs import JobPool
+
+    class Big:  # stands in for a replay
+        pass
+
+    job = JobPool(workers=1).submit("one", lambda progress, cancel: Big())
+    assert job.wait(30)
+    taken = job.take()
+    ref = weakref.ref(taken)
+    del taken
+    assert ref() is None and job.state == "done"
