@@ -16,7 +16,7 @@ from typing import Any
 import streamlit as st
 from streamlit import runtime
 
-from scenarios.budget import BUDGET, give_back_memory
+from scenarios.budget import BUDGET, give_back_memory, resident_growth
 from scenarios.jobs import JobPool
 from scenarios.sessions import SessionRegistry
 from viz.escape import esc_md
@@ -98,6 +98,7 @@ def sweep() -> list[str]:
     """Closes the Live engines and releases the memory budget of browser sessions that are
     gone (run on every page run, by any session); returns their ids. Memory freed in bulk is
     handed back to the system (glibc's malloc_trim), so the server's size follows its load."""
+    resident_growth()  # the first page run sets the baseline the Trace page measures from
     dead = live_sessions().sweep(_is_active) + holdings().sweep(_is_active)
     if runtime.exists():
         rt = runtime.get_instance()

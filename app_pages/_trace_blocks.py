@@ -29,10 +29,12 @@ from viz.trace import id_labels, snapshot_json, step_caption, step_highlight
 AUTO_BLOCK_REQUESTS = 2_000
 
 
-def show_blocks(r: Any, step: int) -> None:
-    """vLLM's block pool after the requests the tree had finished by `step` (whole requests)."""
+def show_blocks(r: Any, step: int, cache: dict) -> None:
+    """vLLM's block pool after the requests the tree had finished by `step` (whole requests).
+    `cache` (step -> pool) is the session's held trace state, not st.session_state: a closed
+    session's session_state lives on until Streamlit expires it, and these pools are ~tens of MB
+    each on a Mooncake trace (issue 27: ~57 MB kept per closed session)."""
     n = r.requests_done(step)
-    cache = st.session_state.setdefault("trace.blocks_cache", {})
     if n not in cache:
         if len(cache) > 8:
             cache.clear()

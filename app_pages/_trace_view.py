@@ -118,7 +118,7 @@ def show_replay(r: Any, state: dict | None = None, sid: str = "-") -> None:
         if ids:
             say("caption", ids)
     if r.blocks is not None:
-        show_blocks(r, step)
+        show_blocks(r, step, {} if state is None else state.setdefault("blocks_cache", {}))
     show_downloads(r, snap, highlight, max_children, text)
 
 

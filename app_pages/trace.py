@@ -12,7 +12,7 @@ from app_pages._trace_blocks import show_recording
 from app_pages._trace_view import show_replay
 from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
 from radix.traces.base import TraceError
-from scenarios.budget import BUDGET, BudgetError, give_back_memory, mib, resident_bytes
+from scenarios.budget import BUDGET, BudgetError, give_back_memory, mib, resident_growth
 from scenarios.jobs import QueueFull
 from scenarios.trace import Cancelled, digest, replay
 
@@ -45,12 +45,13 @@ if hash_algo != "radixlens":
                                    key="trace.recording")
 sid = session_id()
 usage = BUDGET.usage(sid)
-rss = resident_bytes()
+rss = resident_growth()
 st.caption(f"Memory (estimated): this session holds {mib(usage.session)} of its "
            f"{mib(usage.session_limit)}; the server {mib(usage.process)} of "
            f"{mib(usage.process_limit)} for all sessions."
-           + ("" if rss is None else f" The server process is {mib(rss)} resident (measured: "
-              "code, models and other pages included)."))
+           + ("" if rss is None else f" Measured: the server process is {mib(rss[0])} resident, "
+              f"{mib(rss[1])} more than at its first page run (every session's uploads and "
+              "the other pages' caches; the estimate counts replays only)."))
 if upload is not None:
     data, name = upload.getvalue(), upload.name
 elif sample != "(none)":
@@ -81,7 +82,7 @@ if state is None or state["key"] != key:
         st.stop()
     state = {"key": key, "job": job, "replay": None}
     held.put(sid, "trace", state)
-    for k in ("trace.at", "trace.box", "trace.slider", "trace.blocks_cache"):
+    for k in ("trace.at", "trace.box", "trace.slider"):
         st.session_state.pop(k, None)
 
 job = state["job"]
@@ -92,7 +93,7 @@ if state["replay"] is None:
         say("info", f"{name}: replay cancelled; change the file or the capacity to start again.")
         st.stop()
     try:
-        state["replay"], state["job"] = job.result(), None
+        state["replay"], state["job"] = job.take(), None  # wait_for's fragment keeps `job`
     except TraceError as exc:
         say("error", f"{name}: {exc}")
         st.stop()

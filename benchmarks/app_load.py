@@ -8,7 +8,7 @@ is shared), three Tour steps, one Eviction lab page, and a 2-token prompt on the
 engine and KV pool per session). All sessions close; one more visit lets the server sweep them
 (engines closed, budgets released). Prints JSON, then a table: baseline, peak, after, and the
 ratio after / baseline (the CI test wants <= 1.10).
-Usage: python benchmarks/app_load.py [--sessions 5] [--rounds 3] [--requests 120]
+Usage: python benchmarks/app_load.py [--sessions 5] [--rounds 3] [--requests 120] [--trace F]
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def one_round(pages: list, base: str, traces: list[Path], live: bool, light: boo
 
 
 def run(sessions: int = 5, rounds: int = 3, num_requests: int = 120, live: bool = True,
-        workdir: Path | None = None, light: bool = False) -> dict:
+        workdir: Path | None = None, light: bool = False, trace: Path | None = None) -> dict:
     from playwright.sync_api import sync_playwright
 
     workdir = workdir or Path("/tmp/radixlens-app-load")
@@ -142,14 +142,15 @@ def run(sessions: int = 5, rounds: int = 3, num_requests: int = 120, live: bool 
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
                                          args=["--no-sandbox", "--disable-gpu"])
             warm = browser.new_context(viewport={"width": 1280, "height": 800})
-            one_round([warm.new_page()], base, [trace_file(workdir, 99, num_requests)], live, light)
+            warm_trace = trace or trace_file(workdir, 99, num_requests)
+            one_round([warm.new_page()], base, [warm_trace], live, light)
             warm.close()
             baseline = _settle(browser, base, proc.pid)
             started = time.monotonic()
             contexts = [browser.new_context(viewport={"width": 1280, "height": 800})
                         for _ in range(sessions)]
             pages = [c.new_page() for c in contexts]
-            traces = [trace_file(workdir, i, num_requests) for i in range(sessions)]
+            traces = [trace or trace_file(workdir, i, num_requests) for i in range(sessions)]
             for k in range(rounds):
                 if light:  # the CI test's two minutes: the sessions side by side; a session's
                     # engine is made by its first Live prompt and reused, so only round one asks
@@ -169,7 +170,8 @@ def run(sessions: int = 5, rounds: int = 3, num_requests: int = 120, live: bool 
         proc.terminate()
         proc.wait(timeout=30)
     return {"sessions": sessions, "rounds": rounds, "requests_per_trace": num_requests,
-            "live": live, "light": light, "baseline_mb": round(baseline, 1),
+            "live": live, "light": light, "trace": str(trace or "generated"),
+            "baseline_mb": round(baseline, 1),
             "peak_mb": round(max(samples), 1),
             "after_mb": round(after, 1), "after_over_baseline": round(after / baseline, 3),
             "engines_left": engines,
@@ -204,8 +206,11 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=120, help="requests in each session's trace")
     ap.add_argument("--no-live", action="store_true", help="skip the Live page (no model)")
     ap.add_argument("--light", action="store_true", help="the CI test's short rounds")
+    ap.add_argument("--trace", type=Path, help="upload this file in every session (e.g. "
+                    "examples/traces/mooncake_excerpt.jsonl) instead of a small generated one")
     args = ap.parse_args()
-    out = run(args.sessions, args.rounds, args.requests, live=not args.no_live, light=args.light)
+    out = run(args.sessions, args.rounds, args.requests, live=not args.no_live, light=args.light,
+              trace=args.trace and args.trace.resolve())
     print(json.dumps(out, indent=1))
     print(f"\n{'sessions':>8}{'rounds':>8}{'baseline MiB':>14}{'peak MiB':>10}{'after MiB':>11}"
           f"{'after/base':>12}{'load s':>8}")

@@ -106,6 +106,22 @@ def resident_bytes() -> int | None:
         return None
 
 
+_BASELINE: list[int] = []  # resident bytes at the first `resident_growth` call
+
+
+def resident_growth() -> tuple[int, int] | None:
+    """(resident bytes now, growth since the first call) or None off Linux. app.py's shell calls
+    it on every page run, so the first call is the server's first page run: code and models
+    loaded, nothing uploaded. The growth is what the sessions really hold (plus caches of the
+    pages), measured, beside the budget's estimates."""
+    now = resident_bytes()
+    if now is None:
+        return None
+    if not _BASELINE:
+        _BASELINE.append(now)
+    return now, now - _BASELINE[0]
+
+
 def give_back_memory() -> None:
     """Hands memory freed in bulk (a dropped replay) back to the system: a full collection,
     then glibc's malloc_trim, which returns the free pages inside the heap as well as its top

@@ -60,6 +60,12 @@ class Job:
             raise self.error
         return self._result
 
+    def take(self) -> Any:
+        """`result()`, handed over once: the job lets go of it, so that what still refers to
+        the job (a waiting fragment of a closed browser session) does not keep the result."""
+        out, self._result = self.result(), None
+        return out
+
     def _progress(self, fraction: float, text: str) -> None:
         self.fraction, self.text = max(0.0, min(1.0, fraction)), text
 
@@ -124,3 +130,6 @@ class JobPool:
                     self._running.discard(job)
                 job.fn = None  # the closure may hold big inputs (an upload's bytes)
                 job.finished.set()
+            # subtle: this frame's `job` would keep the last job (and its result, a replay of
+            # hundreds of MB) alive until the next job arrives, long after its session is gone
+            del job

@@ -124,7 +124,7 @@ def test_trace_page_without_upload():
     assert "Upload a trace" in at.info[0].value
     memory = next(c for c in texts(at.caption) if c.startswith("Memory (estimated): this "
                                                               "session holds"))
-    assert "MiB resident (measured" in memory
+    assert "MiB resident, " in memory and "more than at its first page run" in memory
 
 
 def test_trace_bad_upload_names_line_and_field():
