@@ -31,13 +31,13 @@ def split_time_note(e: ev.NodeSplit) -> str:
     the clock: e.creation_time is None there).
 
     >>> split_time_note(ev.NodeSplit(1, 3, 0, 2, 5.0, 1.0))[:50]
-    '. Unified flavor (SGLang 0.5.23): the new prefix #'
+    ". Unified: the new prefix #3 keeps #1's creation t"
     >>> split_time_note(ev.NodeSplit(1, 3, 0, 2, 5.0))
     ''
     """
     if e.creation_time is None:
         return ""
-    return (f". Unified flavor (SGLang 0.5.23): the new prefix #{e.new_node_id} keeps "
-            f"#{e.node_id}'s creation time t={e.creation_time:g} (the classic RadixCache would "
-            f"stamp it t={e.time:g}, younger than #{e.node_id}), and #{e.node_id} is touched "
-            "after it, so FIFO and FILO rank the prefix as old as the path it was cut from")
+    # short: the Tour's alert must stay on two lines at 1280x800 (its numbers row in view)
+    return (f". Unified: the new prefix #{e.new_node_id} keeps #{e.node_id}'s creation time "
+            f"t={e.creation_time:g} (the classic RadixCache would stamp it t={e.time:g}, "
+            f"younger than #{e.node_id}), so FIFO and FILO see it as old as its path")
