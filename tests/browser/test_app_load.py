@@ -1,4 +1,4 @@
-"""The short app load test (CI, under two minutes): 5 browser sessions through three rounds each
+"""The short app load test (CI, about a minute): 3 browser sessions through two rounds each
 (a trace replay and a scrub, a Tour step; in round one a Live prompt that starts the session's
 own engine), then all close: the server's memory comes back within 10% of where it started and
 no engine is left. The full version with its figures is benchmarks/app_load.py."""
@@ -13,11 +13,11 @@ from browserhelp import ROOT
 pytestmark = [pytest.mark.browser, pytest.mark.engine]
 
 
-def test_five_sessions_three_rounds_memory_comes_back(tmp_path):
+def test_three_sessions_two_rounds_memory_comes_back(tmp_path):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from app_load import run
 
-    out = run(sessions=5, rounds=3, num_requests=20, live=True, workdir=tmp_path, light=True)
+    out = run(sessions=3, rounds=2, num_requests=20, live=True, workdir=tmp_path, light=True)
     assert out["engines_left"] == 0, out
     assert out["peak_mb"] > out["baseline_mb"], out  # the load did hold memory meanwhile
     assert out["after_over_baseline"] <= 1.10, out
