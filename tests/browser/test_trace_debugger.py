@@ -14,13 +14,8 @@ VALUES = """() => [document.querySelector('.st-key-trace-box input')?.value,
                    document.querySelector('.st-key-trace-slider input')?.value]"""
 
 
-def test_held_arrow_key_on_the_slider(server, page):
-    """three_requests: 10 tree steps. Home, then 10 x right, 10 x left, 6 x right, pressed
-    without waiting for the page (a held key sends them faster than a run): the page must not
-    fail (it raised KeyError 'trace.box' / 'trace.slider'); it ends past 0 and at most at
-    0 + 10 - 10 + 6 = 6 (Streamlit may merge keys into one run; a stale box value sent in the
-    slider's rerun used to pull both back to 10), box and slider alike, the caption naming
-    that step as the box counts (it said the cache's 0-based step, one less)."""
+def _open_three_requests(page, server: str) -> None:
+    """The Trace debugger with three_requests uploaded, replayed and drawn."""
     page.goto(f"{server}/trace")
     page.wait_for_selector("[data-testid=stFileUploaderDropzoneInput]", state="attached",
                            timeout=ms(60_000))
@@ -28,6 +23,16 @@ def test_held_arrow_key_on_the_slider(server, page):
                          str(ROOT / "examples" / "traces" / "three_requests.jsonl.gz"))
     page.wait_for_selector(SLIDER, state="attached", timeout=ms(120_000))
     wait_drawn(page)
+
+
+def test_held_arrow_key_on_the_slider(server, page):
+    """three_requests: 10 tree steps. Home, then 10 x right, 10 x left, 6 x right, pressed
+    without waiting for the page (a held key sends them faster than a run): the page must not
+    fail (it raised KeyError 'trace.box' / 'trace.slider'); it ends past 0 and at most at
+    0 + 10 - 10 + 6 = 6 (Streamlit may merge keys into one run; a stale box value sent in the
+    slider's rerun used to pull both back to 10), box and slider alike, the caption naming
+    that step as the box counts (it said the cache's 0-based step, one less)."""
+    _open_three_requests(page, server)
     slider = page.locator(SLIDER)
     for key in ["Home"] + ["ArrowRight"] * 10 + ["ArrowLeft"] * 10 + ["ArrowRight"] * 6:
         slider.press(key, timeout=ms(30_000))
@@ -45,13 +50,7 @@ def test_export_for_slides_has_the_block_view(server, page, tmp_path):
     offline with the tree and, below it, vLLM's block pool for each frame (it had only the
     tree). Every network request from the file is refused; plotly draws from the inlined
     script."""
-    page.goto(f"{server}/trace")
-    page.wait_for_selector("[data-testid=stFileUploaderDropzoneInput]", state="attached",
-                           timeout=ms(60_000))
-    page.set_input_files("[data-testid=stFileUploaderDropzoneInput]",
-                         str(ROOT / "examples" / "traces" / "three_requests.jsonl.gz"))
-    page.wait_for_selector(SLIDER, state="attached", timeout=ms(120_000))
-    wait_drawn(page)
+    _open_three_requests(page, server)
     page.get_by_text("export steps for slides").click()
     button = page.get_by_role("button", name="animated HTML of frames")
     button.wait_for(timeout=ms(30_000))
