@@ -23,7 +23,11 @@ GRAPHVIZ_SMALL = """() => {
 def test_cluster_page_in_presenter_mode(server, projector, tmp_path):
     projector.goto(f"{server}/cluster?presenter=1")
     wait_drawn(projector)
-    projector.wait_for_selector("[data-testid=stGraphVizChart] svg", timeout=ms(60_000))
+    # the four charts arrive one by one: wait for the fourth's drawing, not the first's
+    projector.wait_for_function(
+        "document.querySelectorAll('[data-testid=stGraphVizChart] svg').length >= 4",
+        timeout=ms(60_000),
+    )
     charts = projector.locator("[data-testid=stGraphVizChart]")
     assert charts.count() == 4  # three replicas and the router's approximate tree
     for i in range(4):
