@@ -126,9 +126,20 @@ def one_round(pages: list, base: str, traces: list[Path], live: bool, light: boo
 
 
 def run(sessions: int = 5, rounds: int = 3, num_requests: int = 120, live: bool = True,
-        workdir: Path | None = None, light: bool = False, trace: Path | None = None) -> dict:
+        workdir: Path | None = None, light: bool = False, trace: Path | None = None,
+        browser=None) -> dict:
+    """browser: a running Playwright Chromium to use (a test session's: one process can hold
+    only one sync Playwright); by default one of its own, launched and closed here."""
     from playwright.sync_api import sync_playwright
 
+    if browser is None:
+        with sync_playwright() as pw:
+            own = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=["--no-sandbox", "--disable-gpu"])
+            try:
+                return run(sessions, rounds, num_requests, live, workdir, light, trace, own)
+            finally:
+                own.close()
     workdir = workdir or Path("/tmp/radixlens-app-load")
     workdir.mkdir(parents=True, exist_ok=True)
     with socket.socket() as s:
@@ -138,34 +149,30 @@ def run(sessions: int = 5, rounds: int = 3, num_requests: int = 120, live: bool 
     proc = start(port, workdir / "server.txt")
     samples: list[float] = []
     try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                         args=["--no-sandbox", "--disable-gpu"])
-            warm = browser.new_context(viewport={"width": 1280, "height": 800})
-            warm_trace = trace or trace_file(workdir, 99, num_requests)
-            one_round([warm.new_page()], base, [warm_trace], live, light)
-            warm.close()
-            baseline = _settle(browser, base, proc.pid)
-            started = time.monotonic()
-            contexts = [browser.new_context(viewport={"width": 1280, "height": 800})
-                        for _ in range(sessions)]
-            pages = [c.new_page() for c in contexts]
-            traces = [trace or trace_file(workdir, i, num_requests) for i in range(sessions)]
-            for k in range(rounds):
-                if light:  # the CI test's two minutes: the sessions side by side; a session's
-                    # engine is made by its first Live prompt and reused, so only round one asks
-                    one_round(pages, base, traces, live and not k, light)
-                    samples.append(rss_mb(proc.pid))
-                    continue
-                for pg, trace in zip(pages, traces):  # the full benchmark: one after another
-                    one_round([pg], base, [trace], live)
-                    samples.append(rss_mb(proc.pid))
-            load_s = time.monotonic() - started
-            for c in contexts:
-                c.close()
-            after = _settle(browser, base, proc.pid)
-            engines = engine_threads(proc.pid)
-            browser.close()
+        warm = browser.new_context(viewport={"width": 1280, "height": 800})
+        warm_trace = trace or trace_file(workdir, 99, num_requests)
+        one_round([warm.new_page()], base, [warm_trace], live, light)
+        warm.close()
+        baseline = _settle(browser, base, proc.pid)
+        started = time.monotonic()
+        contexts = [browser.new_context(viewport={"width": 1280, "height": 800})
+                    for _ in range(sessions)]
+        pages = [c.new_page() for c in contexts]
+        traces = [trace or trace_file(workdir, i, num_requests) for i in range(sessions)]
+        for k in range(rounds):
+            if light:  # the CI test's two minutes: the sessions side by side; a session's
+                # engine is made by its first Live prompt and reused, so only round one asks
+                one_round(pages, base, traces, live and not k, light)
+                samples.append(rss_mb(proc.pid))
+                continue
+            for pg, tr in zip(pages, traces):  # the full benchmark: one after another
+                one_round([pg], base, [tr], live)
+                samples.append(rss_mb(proc.pid))
+        load_s = time.monotonic() - started
+        for c in contexts:
+            c.close()
+        after = _settle(browser, base, proc.pid)
+        engines = engine_threads(proc.pid)
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -13,11 +13,12 @@ from browserhelp import ROOT
 pytestmark = [pytest.mark.browser, pytest.mark.engine]
 
 
-def test_three_sessions_two_rounds_memory_comes_back(tmp_path):
+def test_three_sessions_two_rounds_memory_comes_back(tmp_path, browser):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from app_load import run
 
-    out = run(sessions=3, rounds=2, num_requests=20, live=True, workdir=tmp_path, light=True)
+    out = run(sessions=3, rounds=2, num_requests=20, live=True, workdir=tmp_path, light=True,
+              browser=browser)  # the session's Chromium: one sync Playwright per process
     assert out["engines_left"] == 0, out
     assert out["peak_mb"] > out["baseline_mb"], out  # the load did hold memory meanwhile
     assert out["after_over_baseline"] <= 1.10, out
