@@ -94,16 +94,16 @@ for k, snap in enumerate(frame.trees):
 view = frame.view  # the router's own view at this step, as the trees
 if view["kind"] == "approx-tree":
     new = len(change.view_added)
-    st.markdown(f"**the router's view** ({router}, after {row.rid}): blocks of the prompts it "
-                f"routed, colour = replica (not what the replicas cache); sizes "
-                f"{view['sizes']} blocks; {f'+{new} boxes' if new else 'no new box'}")
+    st.markdown(f"**the router's view** ({router}, after {esc_md(row.rid)}): prompts it "
+                f"routed, colour = replica (not what they cache); sizes {view['sizes']} "
+                f"blocks, {f'+{new} new box' + 'es' * (new > 1) if new else 'no new box'}")
     st.graphviz_chart(approx_tree_dot(view, change.view_added),
                       height=150 if presenter() else 260)
 elif view["kind"] == "block-index":
     blocks = ", ".join(f"replica {k}: {n} ({d:+})" for k, (n, d)
                        in enumerate(zip(view["blocks"], change.view_blocks, strict=True)))
-    st.markdown(f"**the router's view** (kv-overlap, after {row.rid}): blocks each replica "
-                f"reported storing: {blocks}")
+    st.markdown(f"**the router's view** (kv-overlap, after {esc_md(row.rid)}): blocks each "
+                f"replica reported storing: {blocks}")
 else:
     st.markdown(f"**the router's view** ({router}): none; it keeps no view of the caches")
 kept = "" if frame.after == step - 1 else (
@@ -114,7 +114,7 @@ long_caption(f"Each replica's tree and the router's view right after {row.rid}, 
              f"arrival (a request still queued is not in its tree yet){kept}: tokens per node, "
              f"h = hits; the request's path has thick borders, its replica a yellow ground "
              f"that flashes. What this step changed{since}: new nodes and router boxes grow "
-             f"in with a green border, evicted nodes fade as dashed ghosts (-tokens). The "
+             f"in with a purple border, evicted nodes fade as dashed ghosts (-tokens). The "
              f"router's view: chains of blocks routed alike merged into one box.")
 
 left, right = st.columns([3, 2])

@@ -9,7 +9,7 @@ approximate tree as compact Graphviz DOT (token counts, not tokens), coloured by
 (PALETTE, the Watch page's colours); a request's path (viz.scene's `match_path`) drawn with
 thick black borders, the replica that received it on a pale yellow ground. What the step
 changed (scenarios/routing_steps.py) is drawn and animated: new nodes and router boxes carry
-the SVG class `rl-added` (a green border; STEP_CSS grows them in), evicted nodes come back once
+the SVG class `rl-added` (a purple border; STEP_CSS grows them in), evicted nodes come back once
 as dashed ghosts (`rl-gone`, "-96" tokens, fading to half), and the receiving replica's ground
 flashes (`rl-chosen`); with reduced motion the marks stay and nothing moves. `arrow_line`:
 "router -> replica r" with every replica's score and load. Leaves out: token text (the Tour's
@@ -30,7 +30,7 @@ from viz.escape import esc_md
 from viz.scene import match_path
 
 CHOSEN_GROUND = "#fff4c2"  # the receiving replica's chart background
-ADDED = "#1a7f37"  # a new node's border (dark green: legible on every replica colour)
+ADDED = "#6a1b9a"  # a new node's border (dark purple: unlike every replica colour and the path)
 # the step's animation, for st.html on the page: classes set by the DOT below
 STEP_CSS = """<style>
 @keyframes rl-grow { from { transform: scale(0.2); opacity: 0; }
@@ -111,7 +111,7 @@ def replica_tree_dot(snapshot: Any, replica: int, prompt: Sequence[int] = (),
     """A replica's radix tree, compact for a small multiple: one box per node labelled with its
     tokens (and its hit count), in the replica's colour; top down. The nodes `prompt` walks
     (`match_path`) get a thick black border; `chosen` tints the ground (it received the
-    request). `change` (a routing_steps `ReplicaChange`): its new nodes get a green border and
+    request). `change` (a routing_steps `ReplicaChange`): its new nodes get a purple border and
     the class rl-added, its evicted nodes are drawn as dashed ghosts. Node names are
     `n<node id>`, stable across snapshots of the same tree."""
     g = _graph(f"replica{replica}", "TB")
@@ -170,7 +170,7 @@ def arrow_line(row: Any, router: str) -> str:
 def approx_tree_dot(view: dict[str, Any], added: frozenset[int] = frozenset()) -> str:
     """The router's approximate tree, as scenarios/routing.py's chains: a box per run of blocks
     sent to the same replicas ("5 blk"), filled with that replica's colour (grey when several
-    share it); the boxes in `added` (chain keys new this step) get a green border and the class
+    share it); the boxes in `added` (chain keys new this step) get a purple border and the class
     rl-added.
 
     >>> dot = approx_tree_dot({"chains": [(7, 0, 3, (0,)), (9, 7, 1, (0, 1))]}, frozenset({9}))
