@@ -96,7 +96,7 @@ if view["kind"] == "approx-tree":
     new = len(change.view_added)
     st.markdown(f"**the router's view** ({router}, after {esc_md(row.rid)}): prompts it "
                 f"routed, colour = replica (not what they cache); sizes {view['sizes']} "
-                f"blocks, {f'+{new} new box' + 'es' * (new > 1) if new else 'no new box'}")
+                f"blocks, {new or 'no'} box{'es' * (new != 1)} changed")
     st.graphviz_chart(approx_tree_dot(view, change.view_added),
                       height=150 if presenter() else 260)
 elif view["kind"] == "block-index":
@@ -113,9 +113,9 @@ since = "" if change.span == 1 else f" (since the kept frame {change.span} reque
 long_caption(f"Each replica's tree and the router's view right after {row.rid}, as at the next "
              f"arrival (a request still queued is not in its tree yet){kept}: tokens per node, "
              f"h = hits; the request's path has thick borders, its replica a yellow ground "
-             f"that flashes. What this step changed{since}: new nodes and router boxes grow "
-             f"in with a purple border, evicted nodes fade as dashed ghosts (-tokens). The "
-             f"router's view: chains of blocks routed alike merged into one box.")
+             f"that flashes. What this step changed{since}: new nodes and new or changed "
+             f"router boxes grow in with a purple border, evicted nodes fade as dashed ghosts "
+             f"(-tokens). The router's view: chains of blocks routed alike merged into one box.")
 
 left, right = st.columns([3, 2])
 left.plotly_chart(routing_figure(run.routed, step - 1, REPLICAS), key="cluster.routing",

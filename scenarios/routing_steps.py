@@ -3,10 +3,11 @@
 `step_changes(before, after)` compares two kept frames (scenarios/routing.py `Frame`): per
 replica, the nodes that appeared (new ids: a prompt's new suffix, or the new parent a split
 made), the nodes that went (evicted, as "ghosts": id, parent, tokens, so the page can still draw
-them once, faded) and the net tokens; in the router's view, the boxes that appeared (the
-approximate tree's merged chains, keyed by their first block's key, or kv-overlap's blocks per
-replica). Node ids are the tree's own, stable for a node's life (a split keeps the child's id
-and gives the new prefix a new one), so "appeared" means what it says. A step is always
+them once, faded) and the net tokens; in the router's view, the boxes that are new or changed
+(the approximate tree's merged chains, keyed by their first block's key: a box that grew, split
+or gained a replica counts), or kv-overlap's blocks per replica. Node ids are the tree's own,
+stable for a node's life (a split keeps the child's id and gives the new prefix a new one), so
+"appeared" means what it says. A step is always
 compared with the kept frame before it: on a long upload with keyframes that spans several
 requests, and the page says so. Leaves out: drawing (viz/routing.py).
 """
@@ -34,7 +35,7 @@ class ReplicaChange(NamedTuple):
 
 class StepChange(NamedTuple):
     replicas: tuple[ReplicaChange, ...]
-    view_added: frozenset[int]  # the router view's new boxes (approximate tree: chain keys)
+    view_added: frozenset[int]  # the router view's new or changed boxes (chain keys)
     view_blocks: tuple[int, ...]  # kv-overlap: blocks indexed per replica, after minus before
     span: int  # requests between the two frames (1 unless keyframes were kept)
 
@@ -65,8 +66,8 @@ def step_changes(before: Any | None, after: Any) -> StepChange:
     added: frozenset[int] = frozenset()
     blocks: tuple[int, ...] = ()
     if after.view["kind"] == "approx-tree":
-        old_keys = {c[0] for c in old_view.get("chains", ())}
-        added = frozenset(c[0] for c in after.view["chains"] if c[0] not in old_keys)
+        old_chains = set(old_view.get("chains", ()))
+        added = frozenset(c[0] for c in after.view["chains"] if c not in old_chains)
     elif after.view["kind"] == "block-index":
         was_blocks = old_view.get("blocks") or [0] * len(after.view["blocks"])
         blocks = tuple(a - b for a, b in zip(after.view["blocks"], was_blocks, strict=True))

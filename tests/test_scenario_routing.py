@@ -94,15 +94,18 @@ def test_router_view_follows_the_step():
     of 8 blocks (SYSTEM + 96 own tokens) for replica 0. B-t1 matches 2 of its 8 blocks there
     (25% < cache_threshold 0.3), so it goes to the smallest tree (replica 1); its SYSTEM blocks
     now have two tenants: the box splits into SYSTEM's 2 shared blocks (it keeps its first
-    block's key) and A's 6, and B's 6 are new: 2 new boxes. The view at the last step is the
-    end-of-run view."""
+    block's key, changed: 2 blocks, two tenants) and A's 6 (a new key), and B's 6 are new: 3
+    boxes new or changed. A-t2 then extends A's box on replica 0 (same key, longer): 1
+    changed. The view at the last step is the end-of-run view."""
     run = run_routing(classroom_trace(), "cache-aware")
     first, second = run.frames[0].view, run.frames[1].view
     assert [(c[2], c[3]) for c in first["chains"]] == [(8, (0,))]
     assert run.routed[1].replica == 1
     assert sorted((c[2], c[3]) for c in second["chains"]) == [(2, (0, 1)), (6, (0,)), (6, (1,))]
     change = step_changes(run.frames[0], run.frames[1])
-    assert len(change.view_added) == 2 and first["chains"][0][0] not in change.view_added
+    assert len(change.view_added) == 3 and first["chains"][0][0] in change.view_added
+    third = step_changes(run.frames[3], run.frames[4])
+    assert run.routed[4].rid == "A-t2" and len(third.view_added) == 1
     assert run.frames[-1].view == run.view and second["sizes"] == [8, 8, 0]
 
 

@@ -170,7 +170,8 @@ def arrow_line(row: Any, router: str) -> str:
 def approx_tree_dot(view: dict[str, Any], added: frozenset[int] = frozenset()) -> str:
     """The router's approximate tree, as scenarios/routing.py's chains: a box per run of blocks
     sent to the same replicas ("5 blk"), filled with that replica's colour (grey when several
-    share it); the boxes in `added` (chain keys new this step) get a purple border and the class
+    share it); the boxes in `added` (chain keys new or changed this step) get a purple border and
+    the class
     rl-added.
 
     >>> dot = approx_tree_dot({"chains": [(7, 0, 3, (0,)), (9, 7, 1, (0, 1))]}, frozenset({9}))
