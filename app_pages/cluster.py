@@ -17,9 +17,11 @@ from scenarios.routing import (
     compare_routers,
     run_routing,
 )
+from scenarios.routing_steps import change_note, step_changes
 from scenarios.trace import digest
 from viz.escape import esc_md
 from viz.routing import (
+    STEP_CSS,
     approx_tree_dot,
     arrow_line,
     replica_tree_dot,
@@ -74,6 +76,9 @@ step = slot.slider("request", 1, n, link_int("step", n, 1, n), key="cluster.step
 st.query_params["step"] = str(step)
 row = run.routed[step - 1]
 frame = run.frame_at(step - 1)
+earlier = [f for f in run.frames if f.after < frame.after]
+change = step_changes(earlier[-1] if earlier else None, frame)  # what this step changed
+st.html(STEP_CSS)
 st.markdown(arrow_line(row, router) + f". {esc_md(row.why)}; it matched "
             f"{row.matched_tokens:,} of {row.input_tokens:,} tokens there "
             f"(t = {row.arrival:.1f} s).")
@@ -82,27 +87,35 @@ cols = st.columns(len(frame.trees))
 for k, snap in enumerate(frame.trees):
     chosen = k == row.replica
     cols[k].markdown(f"**replica {k}**" + (f" ← **{row.rid}**" if chosen else "")
-                     + f": {snap.total_size:,} tokens cached")
-    cols[k].graphviz_chart(replica_tree_dot(snap, k, frame.prompt if chosen else (), chosen),
+                     + f": {snap.total_size:,} tokens ({change_note(change.replicas[k])})")
+    cols[k].graphviz_chart(replica_tree_dot(snap, k, frame.prompt if chosen else (), chosen,
+                                            change.replicas[k]),
                            height=220 if presenter() else 320)
-if run.view["kind"] == "approx-tree":
-    st.markdown(f"**the router's view** ({router}, end of run): blocks of the prompts it "
-                f"routed, colour = replica (not what the replicas cache); sizes "
-                f"{run.view['sizes']} blocks")
-    st.graphviz_chart(approx_tree_dot(run.view), height=150 if presenter() else 260)
-elif run.view["kind"] == "block-index":
-    blocks = ", ".join(f"replica {k}: {n}" for k, n in enumerate(run.view["blocks"]))
-    st.markdown(f"**the router's view** (kv-overlap, end of run): blocks each replica reported "
-                f"storing: {blocks}")
+view = frame.view  # the router's own view at this step, as the trees
+if view["kind"] == "approx-tree":
+    new = len(change.view_added)
+    st.markdown(f"**the router's view** ({router}, after {esc_md(row.rid)}): prompts it "
+                f"routed, colour = replica (not what they cache); sizes {view['sizes']} "
+                f"blocks, {new or 'no'} box{'es' * (new != 1)} changed")
+    st.graphviz_chart(approx_tree_dot(view, change.view_added),
+                      height=150 if presenter() else 260)
+elif view["kind"] == "block-index":
+    blocks = ", ".join(f"replica {k}: {n} ({d:+})" for k, (n, d)
+                       in enumerate(zip(view["blocks"], change.view_blocks, strict=True)))
+    st.markdown(f"**the router's view** (kv-overlap, after {esc_md(row.rid)}): blocks each "
+                f"replica reported storing: {blocks}")
 else:
     st.markdown(f"**the router's view** ({router}): none; it keeps no view of the caches")
 kept = "" if frame.after == step - 1 else (
     f" (snapshots are kept every few requests on a long upload: this is after "
     f"{run.routed[frame.after].rid})")
-long_caption(f"Each replica's tree right after {row.rid}, as at the next arrival (a request "
-             f"still queued is not in its tree yet){kept}: tokens per node, h = hits; the "
-             f"request's path has thick borders, its replica a yellow ground. The router's "
-             f"view: chains of blocks routed alike merged into one box.")
+since = "" if change.span == 1 else f" (since the kept frame {change.span} requests back)"
+long_caption(f"Each replica's tree and the router's view right after {row.rid}, as at the next "
+             f"arrival (a request still queued is not in its tree yet){kept}: tokens per node, "
+             f"h = hits; the request's path has thick borders, its replica a yellow ground "
+             f"that flashes. What this step changed{since}: new nodes and new or changed "
+             f"router boxes grow in with a purple border, evicted nodes fade as dashed ghosts "
+             f"(-tokens). The router's view: chains of blocks routed alike merged into one box.")
 
 left, right = st.columns([3, 2])
 left.plotly_chart(routing_figure(run.routed, step - 1, REPLICAS), key="cluster.routing",

@@ -6,8 +6,9 @@ parallel ranks do). The router is any of radix.cluster's ROUTERS, the very objec
 uses. `kv-overlap` reads a block index that a subscriber (radix/watch's `Watcher`, in a thread
 of its own) rebuilds from the replicas' published KV-event streams over ZMQ, as it would from
 vLLM or SGLang workers; it drains what has arrived before each decision. Loads are the requests
-and tokens (prompt + max_tokens) in flight per replica. The serve path passes no session id
-yet: `session` hashes each request's id. Leaves out: replica failover.
+and tokens (prompt + max_tokens) in flight per replica. The HTTP server passes the request's
+conversation id (engine/openai_api.py `session_of`); `session` hashes the request's id when
+there is none. Leaves out: replica failover.
 """
 
 from __future__ import annotations

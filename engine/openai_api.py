@@ -5,14 +5,16 @@ into the engine's `SamplingParams` and max_tokens. Responses are plain dicts: co
 chat completions, whole or as SSE chunks, with `usage.prompt_tokens_details.cached_tokens` the
 prefix-cache hit of the request's first scheduling in vLLM's block cache (full blocks, capped at
 prompt - 1 tokens), always present as with vLLM's --enable-prompt-tokens-details. Differences:
-an omitted temperature means greedy (OpenAI's default is 1). Leaves out: n > 1, logprobs, echo,
-best_of, tools, several prompts per request.
+an omitted temperature means greedy (OpenAI's default is 1). A conversation's id
+(`session_of`) is read where vLLM 0.33 and SGLang 0.5.23 read it, for the `session` router.
+Leaves out: n > 1, logprobs, echo, best_of, tools, several prompts per request.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -38,6 +40,8 @@ class _Common(BaseModel):
     stream_options: StreamOptions | None = None
     n: int = Field(1, ge=1, le=1)
     logprobs: Any = None
+    session_id: str | None = None  # vLLM 0.33's field: one id for a conversation's requests
+    vllm_xargs: dict[str, Any] | None = None  # vLLM's extra arguments (its session_id is read)
 
     @model_validator(mode="after")
     def _unsupported(self) -> _Common:
@@ -95,6 +99,34 @@ class ChatRequest(_Common):
 
     def wanted_tokens(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
+
+
+SESSION_HEADER = "X-Session-ID"  # vLLM 0.33's SESSION_ID_HEADER (and vllm-router's first key)
+ROUTING_KEY_HEADER = "X-SMG-Routing-Key"  # SGLang 0.5.23's and its model gateway's header
+
+
+def session_of(req: _Common, headers: Mapping[str, str]) -> str | None:
+    """The conversation's id for the session router, or None.
+
+    vLLM 0.33's order (GenerateBaseServing._get_session_id): the body's `session_id`, then the
+    `X-Session-ID` header, then `vllm_xargs["session_id"]` (a non-empty string); then SGLang's
+    `X-SMG-Routing-Key` header (its gateway's consistent_hashing / manual key). Empty values
+    count as absent, as in vLLM. `headers` is looked up case-insensitively by Starlette.
+
+    >>> r = ChatRequest(messages=[{"role": "user", "content": "hi"}])
+    >>> session_of(r, {}), session_of(r, {ROUTING_KEY_HEADER: "k"})
+    (None, 'k')
+    >>> r.session_id = "body"; session_of(r, {SESSION_HEADER: "head"})
+    'body'
+    """
+    if req.session_id:
+        return req.session_id
+    if value := headers.get(SESSION_HEADER):
+        return value
+    xarg = (req.vllm_xargs or {}).get("session_id")
+    if isinstance(xarg, str) and xarg:
+        return xarg
+    return headers.get(ROUTING_KEY_HEADER) or None
 
 
 def new_id(kind: str) -> str:

@@ -4,8 +4,9 @@ OpenAI's `/v1/completions` and `/v1/chat/completions` (whole or SSE streams), `/
 `/health`, and vLLM's `/tokenize`, `/detokenize` and `/reset_prefix_cache`. RadixLens adds
 `/kv_events` (where each replica publishes) and `/debug/block_cache?rank=N` (a replica's own
 block cache, to check a watcher against). Each answer names its replica in the
-`x-radixlens-replica` header. A request is tokenized once, routed, and streamed from its
-replica's thread through an asyncio queue.
+`x-radixlens-replica` header. A request is tokenized once, routed (with its conversation id,
+engine/openai_api.py's `session_of`: vLLM's `session_id` / `X-Session-ID`, SGLang's
+`X-SMG-Routing-Key`), and streamed from its replica's thread through an asyncio queue.
 Leaves out: aborting a request whose client went away (it runs to its max_tokens), auth, CORS.
 """
 
@@ -32,6 +33,7 @@ from engine.openai_api import (
     completion_chunk,
     error_body,
     new_id,
+    session_of,
     usage,
 )
 from engine.sampling import SamplingParams, first_stop, held_back
@@ -78,11 +80,12 @@ class Server:
         room = (self.max_context - prompt_len) if self.max_context else self.default_max_tokens
         return max(1, min(self.default_max_tokens, room))
 
-    async def run(self, token_ids: list[int], max_tokens: int,
-                  sampling: SamplingParams) -> tuple[int, Any, asyncio.Queue]:
-        """Routes and submits; returns (rank, handle, queue of token chunks then None)."""
+    async def run(self, token_ids: list[int], max_tokens: int, sampling: SamplingParams,
+                  session: str | None = None) -> tuple[int, Any, asyncio.Queue]:
+        """Routes (by `session` too, for the session router) and submits; returns (rank,
+        handle, queue of token chunks then None)."""
         cluster = self.cluster
-        rank = cluster.route(token_ids, max_tokens).rank
+        rank = cluster.route(token_ids, max_tokens, session).rank
         loop, chunks = asyncio.get_running_loop(), asyncio.Queue()
         load = len(token_ids) + max_tokens  # the tokens this request adds to its replica
 
@@ -217,30 +220,33 @@ def build_app(server: Server) -> FastAPI:
         return {"rank": rank, "blocks": blocks}
 
     @app.post("/v1/completions")
-    async def completions(req: CompletionRequest) -> Response:
+    async def completions(req: CompletionRequest, request: Request) -> Response:
         server.check_model(req.model)
         ids = await run_in_threadpool(server.tokenize, req.prompt)
-        return await _answer(server, req, ids, req.max_tokens, chat=False)
+        return await _answer(server, req, ids, req.max_tokens, chat=False,
+                             session=session_of(req, request.headers))
 
     @app.post("/v1/chat/completions")
-    async def chat(req: ChatRequest) -> Response:
+    async def chat(req: ChatRequest, request: Request) -> Response:
         server.check_model(req.model)
         try:
             ids = await run_in_threadpool(server.tokenize, None, req.template_messages())
         except Exception as exc:  # noqa: BLE001 - a template that rejects the messages
             raise ApiError(f"messages: {exc}") from None
-        return await _answer(server, req, ids, req.wanted_tokens(), chat=True)
+        return await _answer(server, req, ids, req.wanted_tokens(), chat=True,
+                             session=session_of(req, request.headers))
 
     return app
 
 
 async def _answer(server: Server, req: Any, ids: list[int], wanted: int | None,
-                  chat: bool) -> Response:
+                  chat: bool, session: str | None = None) -> Response:
     try:
         sampling = req.sampling()
     except ValueError as exc:
         raise ApiError(str(exc)) from None
-    rank, handle, chunks = await server.run(ids, server.max_tokens(wanted, len(ids)), sampling)
+    rank, handle, chunks = await server.run(ids, server.max_tokens(wanted, len(ids)), sampling,
+                                            session)
     rid, model = new_id("chatcmpl" if chat else "cmpl"), server.model_name
     headers = {REPLICA_HEADER: str(rank)}
     if req.stream:

@@ -7,8 +7,9 @@ replicas; cache-aware keeps each on its replica until the burst piles onto A's r
 imbalance test sends the rest to the shortest queue. `run_routing` replays a trace through
 radix.cluster.sim and returns plain data for viz/routing.py: each request's decision (scores,
 loads, the sentence), the replicas' final trees, the router's own view, and `frames`: every
-replica's tree right after each request (as at the next arrival, every replica stepped up to
-it; a request still queued there is not in its tree yet), each with the request's prompt. At
+replica's tree and the router's view right after each request (as at the next arrival, every
+replica stepped up to it; a request still queued there is not in its tree yet), each with the
+request's prompt (scenarios/routing_steps.py says what a step changed). At
 most MAX_FRAMES are kept: a longer upload keeps every `stride`-th request's from the first (and
 the last), and a step between shows the one before it. The classroom lowers cache-aware's
 balance thresholds to its size (abs 2, rel 1.5; sgl-router's defaults are 64 and 1.5), and says
@@ -72,6 +73,7 @@ class Frame(NamedTuple):
     after: int  # index into `routed`: the trees as they were right after this request
     trees: tuple[Any, ...]  # each replica's TreeSnapshot
     prompt: tuple[int, ...]  # the request's tokens (viz marks their path in its replica's tree)
+    view: dict[str, Any]  # the router's own view then (see `router_view`)
 
 
 class RoutingRun(NamedTuple):
@@ -94,17 +96,17 @@ def run_routing(trace: Trace, router: str, replicas: int = REPLICAS) -> RoutingR
     n = len(trace.requests)
     stride = max(1, -(-n // MAX_FRAMES))
 
-    def keep(sims: list[Any]) -> None:  # before routing request len(seen): after the last
+    def keep(sims: list[Any], chooser: Any) -> None:  # before routing request len(seen)
         k = len(seen) - 1
         if k >= 0 and k % stride == 0:
-            frames.append(_frame(k, seen[k], sims))
+            frames.append(_frame(k, seen[k], sims, chooser))
 
     config = CLASSROOM_CACHE_AWARE if router == "cache-aware" else None
     res = simulate_cluster(trace, replicas, router, SimConfig(), keep_state=True,
                            router_config=config, watch=keep,
                            on_route=lambda req, d, loads: seen.append((req, d, loads)))
     if seen and (not frames or frames[-1].after != len(seen) - 1):
-        frames.append(_frame(len(seen) - 1, seen[-1], res.sims))
+        frames.append(_frame(len(seen) - 1, seen[-1], res.sims, res.chooser))
     routed = [Routed(req.rid, req.arrival, d.rank, d.reason, d.scores,
                      tuple(x.requests for x in loads), d.why, len(req.origin_input_ids),
                      int(req.metrics.get("matched_tokens", 0)))
@@ -113,28 +115,49 @@ def run_routing(trace: Trace, router: str, replicas: int = REPLICAS) -> RoutingR
                       router_view(res.chooser), frames)
 
 
-def _frame(k: int, seen: tuple[Any, Any, Any], sims: list[Any]) -> Frame:
+def _frame(k: int, seen: tuple[Any, Any, Any], sims: list[Any], chooser: Any) -> Frame:
     return Frame(k, tuple(sim.tree.snapshot() for sim in sims),
-                 tuple(seen[0].origin_input_ids))
+                 tuple(seen[0].origin_input_ids), router_view(chooser))
 
 
 def router_view(chooser: Any) -> dict[str, Any]:
     """What the router itself holds: the approximate tree (cache-aware, prefix-affinity) as
-    nodes (id, parent id, tenants), or kv-overlap's blocks per replica; else nothing."""
+    its chains (`approx_chains`), or kv-overlap's blocks per replica; else nothing."""
     tree = getattr(chooser, "tree", None)
     if tree is not None:
-        nodes, stack = [], [(c, 0) for c in tree.root.children.values()]
-        ids = {id(tree.root): 0}
-        while stack:
-            node, parent = stack.pop()
-            ids[id(node)] = len(ids)
-            nodes.append((ids[id(node)], parent, tuple(sorted(node.tenants))))
-            stack.extend((c, ids[id(node)]) for c in node.children.values())
-        return {"kind": "approx-tree", "nodes": nodes, "sizes": list(tree.sizes)}
+        return {"kind": "approx-tree", "chains": approx_chains(tree.root),
+                "sizes": list(tree.sizes)}
     index = getattr(chooser, "index", None)
     if index is not None and hasattr(index, "blocks"):
         return {"kind": "block-index", "blocks": [len(b) for b in index.blocks]}
     return {"kind": "none"}
+
+
+def approx_chains(root: Any) -> list[tuple[int, int, int, tuple[int, ...]]]:
+    """The approximate tree as drawn: each run of blocks with one child each and the same
+    tenants merged into one box (key of its first block, parent box's key or 0 for the router,
+    blocks, tenants), parents before children. Keys are the blocks' chained keys, so a box
+    keeps its key from step to step (scenarios/routing_steps.py compares them).
+
+    >>> from types import SimpleNamespace as N
+    >>> c = N(key=3, children={}, tenants={0: 1.0}); b = N(key=2, children={3: c}, tenants={0: 1.0})
+    >>> approx_chains(N(key=None, children={2: b}, tenants={}))
+    [(2, 0, 2, (0,))]
+    """
+    out: list[tuple[int, int, int, tuple[int, ...]]] = []
+    stack = [(child, 0) for child in root.children.values()]
+    while stack:
+        node, parent = stack.pop()
+        tenants = tuple(sorted(node.tenants))
+        first, count = node.key, 1
+        while len(node.children) == 1:
+            (only,) = node.children.values()
+            if tuple(sorted(only.tenants)) != tenants:
+                break
+            node, count = only, count + 1
+        out.append((first, parent, count, tenants))
+        stack.extend((child, first) for child in node.children.values())
+    return out
 
 
 def compare_routers(trace: Trace, replicas: int = REPLICAS) -> list[dict[str, Any]]:

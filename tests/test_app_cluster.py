@@ -22,6 +22,10 @@ def test_classroom_cache_aware_falls_back_and_beats_round_robin():
     at.selectbox(key="cluster.router").set_value("round-robin").run()
     assert not at.exception and len(at.get("graphviz_chart")) == 3  # no router view to draw
     assert "round robin: replica" in " ".join(plain(m.value) for m in at.markdown)
+    at.selectbox(key="cluster.router").set_value("kv-overlap").run()  # its view: block counts
+    assert not at.exception and len(at.get("graphviz_chart")) == 3
+    assert "blocks each replica reported storing: replica 0:" in " ".join(
+        plain(m.value) for m in at.markdown)
 
 
 def test_step_deep_link_and_bad_upload():

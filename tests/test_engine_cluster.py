@@ -1,11 +1,21 @@
 """`python -m engine serve --dp 3 --router kv-overlap` with the `openai` client: the router
 reads the replicas' KV events over ZMQ and sends a conversation's next turn to the replica that
-holds its prefix (cached_tokens > 0). Also: every router name is accepted by serve's config."""
+holds its prefix (cached_tokens > 0). Also: every router name is accepted by serve's config, and
+a client's session id (vLLM's and SGLang's names) reaches the session router, on simulated
+replicas."""
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
+
 import pytest
 from enginehelp import engine_serve
+from machine import seconds
 
 from radix.cluster import ROUTERS as SHARED
 
@@ -60,3 +70,82 @@ def test_kv_overlap_sends_turn_two_to_its_prefix_holder():
             assert int(raw.headers["x-radixlens-replica"]) == rank
             cached = raw.parse().usage.prompt_tokens_details.cached_tokens
             assert cached > 0 and cached % 16 == 0
+
+
+@contextmanager
+def _sim_serve(dp: int, router: str) -> Iterator[str]:
+    """engine/server.py's app over a Cluster of simulated replicas (no model: the real
+    scheduler, trees and block caches; every reply is REPLY's characters), served by uvicorn
+    in a thread on a free port; yields the base URL."""
+    import uvicorn
+
+    from engine.backends import simulated
+    from engine.cluster import Cluster
+    from engine.server import Server, build_app
+    from engine.service import EngineService
+    from scenarios.classroom import SimLoaded
+
+    config = ClusterConfig(dp=dp, router=router, kv_endpoint=None, kv_replay_endpoint=None,
+                           capacity_tokens=4096)
+    cluster = Cluster(SimLoaded(), config, partial(EngineService, backend=simulated()))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    uv = uvicorn.Server(uvicorn.Config(build_app(Server(cluster, "sim")), log_level="warning"))
+    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + seconds(30)
+        while not uv.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert uv.started, "uvicorn did not start"
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    finally:
+        uv.should_exit = True
+        thread.join(timeout=seconds(10))
+        cluster.close()
+        sock.close()
+
+
+def test_session_ids_reach_the_session_router_over_http():
+    """Three conversations, each sending its id where one of the anchors reads it: vLLM
+    0.33's body field `session_id`, vLLM's `X-Session-ID` header, SGLang's `X-SMG-Routing-Key`
+    header. The session router (consistent hash ring, 3 replicas) must send both turns of each
+    to the ring's owner of that id (ids chosen so the owners are 0, 1, 2), and turn 2 then
+    finds turn 1's prompt cached there (the simulated replica's block cache: whole blocks of
+    16 characters). Without the id, serve would hash each request's own id and scatter the
+    turns. Then the precedence (vLLM's order): body over X-Session-ID over X-SMG-Routing-Key."""
+    from engine.openai_api import ROUTING_KEY_HEADER, SESSION_HEADER
+    from radix.cluster.simple import SessionRouter
+
+    ring = SessionRouter(3)
+    by_owner: dict[int, str] = {}
+    for i in range(100):
+        by_owner.setdefault(ring.owner(f"conv-{i}"), f"conv-{i}")
+    ids = [by_owner[r] for r in range(3)]
+    carriers = [lambda s: {"extra_body": {"session_id": s}},
+                lambda s: {"extra_headers": {SESSION_HEADER: s}},
+                lambda s: {"extra_headers": {ROUTING_KEY_HEADER: s}}]
+    with _sim_serve(3, "session") as url:
+        client = openai.OpenAI(base_url=url, api_key="none")
+
+        def ask(msgs, **carry):
+            raw = client.chat.completions.with_raw_response.create(
+                model="sim", max_tokens=4, messages=msgs, **carry)
+            return raw.parse(), int(raw.headers["x-radixlens-replica"])
+
+        for rank, (sid, carry) in enumerate(zip(ids, carriers)):
+            msgs = [{"role": "system", "content": f"Conversation {sid}: answer briefly."},
+                    {"role": "user", "content": "Hello, one question please."}]
+            reply, got = ask(msgs, **carry(sid))
+            assert got == rank, (sid, carry(sid))
+            msgs += [{"role": "assistant", "content": reply.choices[0].message.content},
+                     {"role": "user", "content": "And a second one?"}]
+            reply, got = ask(msgs, **carry(sid))
+            assert got == rank and reply.usage.prompt_tokens_details.cached_tokens >= 32
+        one = [{"role": "user", "content": "precedence"}]
+        both = {SESSION_HEADER: ids[1], ROUTING_KEY_HEADER: ids[2]}
+        assert ask(one, extra_body={"session_id": ids[0]}, extra_headers=both)[1] == 0
+        assert ask(one, extra_headers=both)[1] == 1
+        assert ask(one, extra_body={"vllm_xargs": {"session_id": ids[0]}},
+                   extra_headers={ROUTING_KEY_HEADER: ids[2]})[1] == 0

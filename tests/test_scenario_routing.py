@@ -1,9 +1,11 @@
-"""The Cluster page's per-request tree snapshots (scenarios/routing.py's frames)."""
+"""The Cluster page's per-request snapshots (scenarios/routing.py's frames: trees and the
+router's view) and what each step changed (scenarios/routing_steps.py)."""
 
 from __future__ import annotations
 
 import scenarios.routing as routing
 from scenarios.routing import SYSTEM, classroom_trace, run_routing
+from scenarios.routing_steps import change_note, step_changes
 from viz.routing import replica_tree_dot
 
 
@@ -65,3 +67,57 @@ def test_long_runs_keep_every_stride_th_frame(monkeypatch):
     assert run.frame_at(5).after == 4 and run.frame_at(16).after == 16
     monkeypatch.setattr(routing, "MAX_FRAMES", 120)
     assert run_routing(classroom_trace(), "cache-aware").frames[8].trees == run.frames[2].trees
+
+
+def test_step_changes_known_answer():
+    """Round robin. Step 1 (A-t1 -> replica 0): replica 0 gains its prompt's node and the 7
+    output tokens' node (+2 nodes, 128 + 7 = 135 tokens); the others stay empty. Step 4 (D-t1
+    -> replica 0): D shares SYSTEM with A, so A's 128-token node splits: a new 32-token parent
+    (new id), A's node keeps its id with 96 tokens, and D adds 96 + 7 (+3 nodes, +103 tokens).
+    Nothing is evicted (unbounded pools). Round robin keeps no view."""
+    run = run_routing(classroom_trace(), "round-robin")
+    one = step_changes(None, run.frames[0])
+    assert [len(c.added) for c in one.replicas] == [2, 0, 0]
+    assert [c.tokens for c in one.replicas] == [135, 0, 0] and one.span == 1
+    four = step_changes(run.frames[2], run.frames[3])
+    r0 = four.replicas[0]
+    by_id = run.frames[3].trees[0].by_id()
+    assert sorted(len(by_id[i].token_ids) for i in r0.added) == [7, 32, 96]
+    assert r0.tokens == 103 and r0.gone == () and not four.replicas[1].any
+    assert change_note(r0) == "+3 nodes" and change_note(four.replicas[1]) == "no change"
+    dot = replica_tree_dot(run.frames[3].trees[0], 0, run.frames[3].prompt, True, r0)
+    assert dot.count('class="rl-added"') == 3 and 'class="rl-chosen"' in dot
+
+
+def test_router_view_follows_the_step():
+    """Cache-aware's approximate tree after each request, in blocks of 16: after A-t1 one box
+    of 8 blocks (SYSTEM + 96 own tokens) for replica 0. B-t1 matches 2 of its 8 blocks there
+    (25% < cache_threshold 0.3), so it goes to the smallest tree (replica 1); its SYSTEM blocks
+    now have two tenants: the box splits into SYSTEM's 2 shared blocks (it keeps its first
+    block's key, changed: 2 blocks, two tenants) and A's 6 (a new key), and B's 6 are new: 3
+    boxes new or changed. A-t2 then extends A's box on replica 0 (same key, longer): 1
+    changed. The view at the last step is the end-of-run view."""
+    run = run_routing(classroom_trace(), "cache-aware")
+    first, second = run.frames[0].view, run.frames[1].view
+    assert [(c[2], c[3]) for c in first["chains"]] == [(8, (0,))]
+    assert run.routed[1].replica == 1
+    assert sorted((c[2], c[3]) for c in second["chains"]) == [(2, (0, 1)), (6, (0,)), (6, (1,))]
+    change = step_changes(run.frames[0], run.frames[1])
+    assert len(change.view_added) == 3 and first["chains"][0][0] in change.view_added
+    third = step_changes(run.frames[3], run.frames[4])
+    assert run.routed[4].rid == "A-t2" and len(third.view_added) == 1
+    assert run.frames[-1].view == run.view and second["sizes"] == [8, 8, 0]
+
+
+def test_evicted_nodes_are_drawn_as_ghosts():
+    """A node that went between two snapshots comes back once, dashed, under its old parent
+    (or the root when that went too), labelled with the tokens it freed."""
+    run = run_routing(classroom_trace(), "round-robin")
+    before, after = run.frames[0], run.frames[0]._replace(
+        trees=(run.frames[0].trees[1],) + run.frames[0].trees[1:], after=1)
+    change = step_changes(before, after).replicas[0]  # replica 0's two nodes "evicted"
+    assert [g.tokens for g in change.gone] == [128, 7] and change.tokens == -135
+    dot = replica_tree_dot(after.trees[0], 0, (), False, change)
+    ghosts = [g.id for g in change.gone]
+    assert f"g{ghosts[0]} [label=-128 " in dot and f"n0 -> g{ghosts[0]}" in dot
+    assert f"g{ghosts[0]} -> g{ghosts[1]}" in dot and dot.count('class="rl-gone"') == 4

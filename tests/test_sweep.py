@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,6 +48,30 @@ def test_ray_rows_equal_serial_rows(local_ray, serial_rows):
     rows = sweep_ray(load_trace(TRACE), grid_cells(GRID), progress=lambda d, n: seen.append(d))
     assert to_jsonl(rows) == to_jsonl(serial_rows)
     assert sorted(seen) == list(range(1, 13)) and local_ray.is_initialized()  # not ours to stop
+
+
+def test_cli_joins_a_running_cluster_by_address(local_ray, serial_rows, tmp_path):
+    """`sweep --ray-address` from another process joins the module's running Ray by its GCS
+    address (Ray's own local cluster; a second driver, as against a remote head) and ships
+    this `radix` to its workers (`py_modules`). Run from tmp_path with `radix` on the
+    driver's PYTHONPATH only: the row is byte-identical to the serial run's. The child
+    inherits RAY_AUTH_MODE=token, which Ray set here on starting with token auth. One cell
+    keeps it to one new worker. `--workers` with an address is refused (the cluster has its
+    own CPUs)."""
+    address = local_ray.get_runtime_context().gcs_address
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root}
+    sweep = [sys.executable, "-m", "radix", "sweep", str(TRACE), "--ray-address", address,
+             "--replicas", "2", "--router", "kv-overlap", "--capacity", "3000"]
+    done = subprocess.run([*sweep, "--out", "rows.jsonl"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "1 cells in" in done.stdout and f"Ray ({address})" in done.stdout
+    want = [r for r in serial_rows if (r["replicas"], r["router"], r["capacity"])
+            == (2, "kv-overlap", 3000)]
+    assert (tmp_path / "rows.jsonl").read_text() == to_jsonl(want)
+    with pytest.raises(ValueError, match="--workers sets a local Ray's CPUs"):
+        start_ray(address, num_cpus=2)
 
 
 def test_grid_cells_and_rows(serial_rows):
@@ -94,3 +121,5 @@ def test_sweep_cli_serial(tmp_path, capsys):
     assert "2 cells" in capsys.readouterr().out
     assert main(["sweep", str(TRACE), "--serial", "--grid", str(tmp_path / "none.toml")]) == 2
     assert "none.toml" in capsys.readouterr().err
+    assert main(["sweep", str(TRACE), "--ray-address", "10.0.0.9:6379", "--workers", "2"]) == 2
+    assert "--workers sets a local Ray's CPUs" in capsys.readouterr().err

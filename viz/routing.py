@@ -7,9 +7,14 @@ drawn to its replica. `scores_rows`: the chosen request's per-replica scores and
 table. `replica_tree_dot` and `approx_tree_dot`: a replica's radix tree and the router's
 approximate tree as compact Graphviz DOT (token counts, not tokens), coloured by replica
 (PALETTE, the Watch page's colours); a request's path (viz.scene's `match_path`) drawn with
-thick black borders, the replica that received it on a pale yellow ground. `arrow_line`:
+thick black borders, the replica that received it on a pale yellow ground. What the step
+changed (scenarios/routing_steps.py) is drawn and animated: new nodes and router boxes carry
+the SVG class `rl-added` (a purple border; STEP_CSS grows them in), evicted nodes come back once
+as dashed ghosts (`rl-gone`, "-96" tokens, fading to half), and the receiving replica's ground
+flashes (`rl-chosen`); with reduced motion the marks stay and nothing moves. `arrow_line`:
 "router -> replica r" with every replica's score and load. Leaves out: token text (the Tour's
-tree view shows it); animation between steps (Graphviz redraws).
+tree view shows it); moving nodes between layouts (Streamlit's Graphviz redraws, so changes
+are marked and animated in place rather than tweened).
 """
 
 from __future__ import annotations
@@ -25,6 +30,20 @@ from viz.escape import esc_md
 from viz.scene import match_path
 
 CHOSEN_GROUND = "#fff4c2"  # the receiving replica's chart background
+ADDED = "#6a1b9a"  # a new node's border (dark purple: unlike every replica colour and the path)
+# the step's animation, for st.html on the page: classes set by the DOT below
+STEP_CSS = """<style>
+@keyframes rl-grow { from { transform: scale(0.2); opacity: 0; }
+  to { transform: none; opacity: 1; } }
+@keyframes rl-fade { from { opacity: 1; } to { opacity: 0.5; } }
+@keyframes rl-flash { 0%, 60% { fill: #ffd84d; } 100% { fill: #fff4c2; } }
+g.rl-added > * { transform-box: fill-box; transform-origin: center;
+  animation: rl-grow 0.9s ease-out both; }
+g.rl-gone { animation: rl-fade 1.2s ease-in forwards; }
+g.rl-chosen > polygon:first-of-type { animation: rl-flash 1.2s ease-out; }
+@media (prefers-reduced-motion: reduce) { g.rl-added > *, g.rl-gone,
+  g.rl-chosen > polygon:first-of-type { animation: none; } }
+</style>"""
 
 REASON_COLOURS = {"cache-hit": "#54a24b", "prefix-match": "#54a24b", "lowest-cost": "#54a24b",
                   "cache-miss": "#4c78a8", "smallest-tree": "#4c78a8", "imbalance": "#e45756",
@@ -88,27 +107,48 @@ def _graph(name: str, rankdir: str = "LR") -> graphviz.Digraph:
 
 
 def replica_tree_dot(snapshot: Any, replica: int, prompt: Sequence[int] = (),
-                     chosen: bool = False) -> str:
+                     chosen: bool = False, change: Any = None) -> str:
     """A replica's radix tree, compact for a small multiple: one box per node labelled with its
     tokens (and its hit count), in the replica's colour; top down. The nodes `prompt` walks
     (`match_path`) get a thick black border; `chosen` tints the ground (it received the
-    request). Node names are `n<node id>`, stable across snapshots of the same tree."""
+    request). `change` (a routing_steps `ReplicaChange`): its new nodes get a purple border and
+    the class rl-added, its evicted nodes are drawn as dashed ghosts. Node names are
+    `n<node id>`, stable across snapshots of the same tree."""
     g = _graph(f"replica{replica}", "TB")
     if chosen:
-        g.graph_attr["bgcolor"] = CHOSEN_GROUND
+        g.graph_attr.update(bgcolor=CHOSEN_GROUND, **{"class": "rl-chosen"})
     fill = PALETTE[replica % len(PALETTE)]
     path = set(match_path(snapshot, prompt)) if prompt else set()
+    added = change.added if change is not None else frozenset()
     for node in snapshot.nodes:
         if node.parent is None:
             g.node(f"n{node.id}", label="root", fillcolor="#eeeeee")
             continue
         hits = f" h{node.hit_count}" if node.hit_count else ""
         mark = {"color": "black", "penwidth": "3"} if node.id in path else {}
+        if node.id in added:
+            mark = {"color": mark.get("color", ADDED), "penwidth": "3", "class": "rl-added"}
         g.node(f"n{node.id}", label=f"{len(node.token_ids)}{hits}", fillcolor=fill,
                fontcolor="white", tooltip=f"node #{node.id}: {len(node.token_ids)} tokens, "
                                           f"{node.hit_count} hits", **mark)
-        g.edge(f"n{node.parent}", f"n{node.id}", **({"penwidth": "2.5"} if mark else {}))
+        g.edge(f"n{node.parent}", f"n{node.id}",
+               **({"penwidth": "2.5"} if node.id in path else {}))
+    if change is not None:
+        _ghosts(g, change.gone, {n.id for n in snapshot.nodes})
     return g.source
+
+
+def _ghosts(g: graphviz.Digraph, gone: Sequence[Any], present: set[int]) -> None:
+    """Evicted nodes, dashed and labelled with the tokens they freed, under their old parent
+    (itself a ghost, or still there, else the root)."""
+    ids = {x.id for x in gone}
+    for ghost in gone:
+        parent = ghost.parent if ghost.parent in present or ghost.parent in ids else 0
+        g.node(f"g{ghost.id}", label=f"-{ghost.tokens}", fillcolor="white", fontcolor="#333333",
+               color="#555555", style="dashed,rounded,filled",
+               tooltip=f"node #{ghost.id} evicted: {ghost.tokens} tokens", **{"class": "rl-gone"})
+        g.edge(f"{'g' if parent in ids else 'n'}{parent}", f"g{ghost.id}", style="dashed",
+               color="#777777", **{"class": "rl-gone"})
 
 
 def arrow_line(row: Any, router: str) -> str:
@@ -127,29 +167,24 @@ def arrow_line(row: Any, router: str) -> str:
             f"{label}: {per}")
 
 
-def approx_tree_dot(view: dict[str, Any]) -> str:
-    """The router's approximate tree, chains of blocks sent to the same replicas merged into
-    one box ("5 blk"), filled with that replica's colour (grey when several share it).
+def approx_tree_dot(view: dict[str, Any], added: frozenset[int] = frozenset()) -> str:
+    """The router's approximate tree, as scenarios/routing.py's chains: a box per run of blocks
+    sent to the same replicas ("5 blk"), filled with that replica's colour (grey when several
+    share it); the boxes in `added` (chain keys new or changed this step) get a purple border and
+    the class
+    rl-added.
 
-    >>> "3 blk" in approx_tree_dot({"nodes": [(1, 0, (0,)), (2, 1, (0,)), (3, 2, (0,))]})
-    True
+    >>> dot = approx_tree_dot({"chains": [(7, 0, 3, (0,)), (9, 7, 1, (0, 1))]}, frozenset({9}))
+    >>> "3 blk" in dot, 'class="rl-added"' in dot
+    (True, True)
     """
-    children: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
-    for node_id, parent, tenants in view["nodes"]:
-        children.setdefault(parent, []).append((node_id, tenants))
     g = _graph("approx")
     g.node("n0", label="router", fillcolor="#eeeeee")
-    stack = [(0, c) for c in children.get(0, [])]
-    while stack:
-        parent, (node_id, tenants) = stack.pop()
-        count, last = 1, node_id
-        while len(children.get(last, [])) == 1 and children[last][0][1] == tenants:
-            last = children[last][0][0]
-            count += 1
+    for key, parent, count, tenants in view["chains"]:
         one = len(tenants) == 1
-        g.node(f"n{node_id}", label=f"{count} blk", fontcolor="white" if one else "black",
+        mark = {"color": ADDED, "penwidth": "3", "class": "rl-added"} if key in added else {}
+        g.node(f"n{key}", label=f"{count} blk", fontcolor="white" if one else "black",
                fillcolor=PALETTE[tenants[0] % len(PALETTE)] if one else "#bbbbbb",
-               tooltip=f"routed to replica(s) {', '.join(map(str, tenants))}")
-        g.edge(f"n{parent}", f"n{node_id}")
-        stack.extend((node_id, c) for c in children.get(last, []))
+               tooltip=f"routed to replica(s) {', '.join(map(str, tenants))}", **mark)
+        g.edge(f"n{parent}", f"n{key}")
     return g.source

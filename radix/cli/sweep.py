@@ -31,7 +31,9 @@ def register(subparsers: Any) -> None:
                    help="comma-separated pool sizes per replica, tokens, or 'none' (unbounded)")
     p.add_argument("--page-size", type=_ints("--page-size"), default=[1])
     p.add_argument("--block-size", type=_ints("--block-size"), default=[16])
-    p.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: local)")
+    p.add_argument("--ray-address", default=None,
+                   help="an existing Ray cluster's HOST:PORT (default: a local Ray); this radix "
+                        "is shipped to its workers")
     p.add_argument("--workers", type=_ints("--workers"), default=None,
                    help="CPUs of the local Ray (default: all)")
     p.add_argument("--serial", action="store_true", help="run here, one cell after another")
@@ -84,6 +86,9 @@ def run_sweep(args: argparse.Namespace) -> int:
             tuple(args.page_size), tuple(args.block_size))
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    if args.ray_address and args.workers:
+        raise InputError("--workers sets a local Ray's CPUs; the cluster at --ray-address "
+                         f"{args.ray_address} has its own")
     cells = grid_cells(grid)
     start = time.perf_counter()
     if args.serial:

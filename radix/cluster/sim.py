@@ -76,8 +76,9 @@ def simulate_cluster(trace: Trace, replicas: int, router: str,
     `block_size`: tokens per routing block (default `route_block_size`). `on_route(req,
     decision, loads)` sees every routing decision; `router_config` overrides the router's
     documented defaults (make_router's `config`); `keep_state` keeps the replicas' runs and
-    the router in the result; `watch(sims)` is called with the replicas' runs just before each
-    routing decision (every replica stepped up to that arrival: the Cluster page's snapshots)."""
+    the router in the result; `watch(sims, chooser)` is called with the replicas' runs and the
+    router just before each routing decision (every replica stepped up to that arrival: the
+    Cluster page's snapshots of the trees and of the router's own view)."""
     if router not in ROUTERS:
         raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {router!r}")
     cfg = config or SimConfig()
@@ -121,7 +122,7 @@ def _drive(reps: list[_Replica], reqs: list[Req], chooser: Any, bs: int,
             return
         req = reqs[i]
         if watch is not None:
-            watch([rep.sim for rep in reps])
+            watch([rep.sim for rep in reps], chooser)
         loads = [Load(len(rep.in_flight), sum(rep.in_flight.values())) for rep in reps]
         rr = RouteRequest(req.rid, block_keys(req.origin_input_ids, bs, _namespace(req)),
                           len(req.origin_input_ids), session_of(req.rid),

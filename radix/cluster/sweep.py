@@ -3,10 +3,10 @@ size), run one after another or as Ray tasks, the results in grid order either w
 
 `grid_cells` expands a `Grid`; `run_cell` is one simulation (radix/cluster/sim.py) and returns a
 JSON-ready row; `sweep_serial` runs them here, `sweep_ray` as one Ray task each (`ray.init()`
-on this machine by default, or an existing cluster's address, whose workers must be able to
-import `radix`). Each row depends only on the trace and the cell, so the two give the same rows
-byte for byte (a test). Ray is imported only inside `sweep_ray`. Leaves out: caching results,
-retries beyond Ray's own.
+on this machine by default, or an existing cluster's address, whose workers get this `radix`
+shipped as Ray `py_modules`). Each row depends only on the trace and the cell, so the two give
+the same rows byte for byte (a test). Ray is imported only inside `sweep_ray`. Leaves out:
+caching results, retries beyond Ray's own.
 """
 
 from __future__ import annotations
@@ -136,16 +136,23 @@ def sweep_ray(trace: Trace, cells: list[dict[str, Any]], *, address: str | None 
 
 def start_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     """`ray.init` for the sweep: a local Ray (whose workers find `radix` on PYTHONPATH) with
-    `num_cpus` CPUs, or the cluster at `address`; no dashboard, workers' logs kept apart."""
+    `num_cpus` CPUs, or the cluster at `address`, to which this very `radix` package is shipped
+    (Ray's `py_modules`: its workers need no copy of their own, and run the driver's code); no
+    dashboard, workers' logs kept apart."""
     import ray  # noqa: PLC0415
 
-    runtime_env = None
+    package = Path(__file__).resolve().parents[1]
     if address is None:
-        root = str(Path(__file__).resolve().parents[2])
-        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-        runtime_env = {"env_vars": {"PYTHONPATH": path}}
-    ray.init(address=address, num_cpus=None if address else num_cpus,
-             include_dashboard=False, log_to_driver=False, runtime_env=runtime_env)
+        path = os.pathsep.join(p for p in (str(package.parent), os.environ.get("PYTHONPATH"))
+                               if p)
+        runtime_env: dict[str, Any] = {"env_vars": {"PYTHONPATH": path}}
+    else:
+        if num_cpus is not None:
+            raise ValueError("--workers sets a local Ray's CPUs; the cluster at "
+                             f"--ray-address {address} has its own")
+        runtime_env = {"py_modules": [str(package)]}
+    ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+             runtime_env=runtime_env)
 
 
 def to_jsonl(rows: list[dict[str, Any]]) -> str:

@@ -1,10 +1,11 @@
 """The Cluster page in Chromium at 1280 x 800, presenter mode: the three replicas' trees and
-the router's view above the fold, no text under 12 px, no text cut."""
+the router's view above the fold, no text under 12 px, no text cut; the slider's first step
+redraws the router's view as it was then and animates what that step changed."""
 
 from __future__ import annotations
 
 import pytest
-from browserhelp import CLIPPED, ILLEGIBLE, in_viewport, shoot, wait_drawn
+from browserhelp import CLIPPED, IDLE, ILLEGIBLE, in_viewport, shoot, wait_drawn
 from machine import ms
 
 pytestmark = pytest.mark.browser
@@ -18,6 +19,14 @@ GRAPHVIZ_SMALL = """() => {
   });
   return out;
 }"""
+# The four charts' SVG: per chart, the number of new (rl-added) and chosen (rl-chosen) groups,
+# the animation running on a new node's shape.
+MARKS = """() => [...document.querySelectorAll("[data-testid=stGraphVizChart] svg")].map((s) => {
+  const added = s.querySelector("g.rl-added > *");
+  return {added: s.querySelectorAll("g.node.rl-added").length,
+          chosen: s.querySelectorAll("g.rl-chosen").length,
+          animation: added ? getComputedStyle(added).animationName : ""};
+})"""
 
 
 def test_cluster_page_in_presenter_mode(server, projector, tmp_path):
@@ -38,3 +47,32 @@ def test_cluster_page_in_presenter_mode(server, projector, tmp_path):
     assert projector.evaluate(ILLEGIBLE) == [] and projector.evaluate(CLIPPED) == []
     assert "imbalanced" in projector.locator("[data-testid=stMain]").inner_text()
     shoot(projector, tmp_path, "cluster_presenter.png", full=False)
+    _to_the_first_step(projector)
+
+
+def _to_the_first_step(projector):
+    """Home on the slider: step 1, A-t1, sent to replica 0 (every tree empty, cache-aware's
+    smallest tree: ties go to the lowest id). Replica 0 is the one chosen chart, its two new
+    nodes (A-t1's 128 prompt tokens and 7 output tokens) growing in (rl-grow); the router's
+    view is redrawn as it was after A-t1: one new box of 8 blocks, where the last step showed
+    the whole run's; still above the fold and legible."""
+    projector.locator(".st-key-cluster-step input[type=range]").press("Home",
+                                                                      timeout=ms(30_000))
+    projector.get_by_text("A-t1: router").first.wait_for(timeout=ms(60_000))
+    projector.wait_for_selector(IDLE, timeout=ms(60_000))
+    projector.wait_for_function(
+        "() => { const s = [...document.querySelectorAll("
+        "'[data-testid=stGraphVizChart] svg')]; return s.length >= 4 && "
+        "[...s[3].querySelectorAll('g.node text')].map((t) => t.textContent).join(' ') "
+        "=== 'router 8 blk' && s[0].querySelectorAll('g.node').length === 3; }",
+        timeout=ms(60_000))
+    after = projector.evaluate(MARKS)
+    assert [m["chosen"] for m in after] == [1, 0, 0, 0], after
+    assert [m["added"] for m in after] == [2, 0, 0, 1], after
+    assert after[0]["animation"] == after[3]["animation"] == "rl-grow", after
+    charts = projector.locator("[data-testid=stGraphVizChart]")
+    for i in range(4):
+        box = charts.nth(i).bounding_box()
+        assert box is not None and box["y"] + box["height"] <= 800, f"chart {i} below the fold"
+    assert projector.evaluate(GRAPHVIZ_SMALL) == []
+    assert projector.evaluate(ILLEGIBLE) == [] and projector.evaluate(CLIPPED) == []
