@@ -138,9 +138,6 @@ class RadixCache:
         """
         if type(key) is not RadixKey:
             key = self._as_key(key)
-        if self._sink is None:  # the hot path: no step to open or close
-            self.num_steps += 1
-            return self._match(key)
         self._begin("match_prefix", rid, "key of {:,} tokens", len(key))
         result = self._match(key)
         self._end("match_prefix")
@@ -190,10 +187,10 @@ class RadixCache:
 
     def _rematch_tail(self, node: TreeNode, prefix_len: int, need: int) -> Sequence[int]:
         """_match of a key that ends exactly at `node` (a checkpoint's key, just inserted),
-        returning only the last `need` slot ids of the match: the same effects (one clock
-        read written to the root and the path, the leaf set touched) found by walking up the
-        parents instead of comparing tokens down, and only the deepest nodes' values joined.
-        Only when no sink listens (a listener hears _match's events)."""
+        returning only the last `need` slot ids of the match: the same effects and events (one
+        clock read written to the root and the path, the leaf set touched, NodesTouched and
+        PrefixMatched) found by walking up the parents instead of comparing tokens down, and
+        only the deepest nodes' values joined."""
         path = []
         x, root = node, self.root_node
         while x is not root:
@@ -205,6 +202,10 @@ class RadixCache:
             x.last_access_time = t
         self._leaves.touch(node)
         assert sum(len(x.value) for x in path) == prefix_len, prefix_len
+        if self._sink is not None:  # what _match's walk down would have said
+            ids = tuple(x.id for x in reversed(path))
+            self._emit(ev.NodesTouched((0, *ids), t))
+            self._emit(ev.PrefixMatched(ids, prefix_len, prefix_len))
         values, got = [], 0
         for x in path:  # leaf first
             if got >= need:
@@ -220,8 +221,8 @@ class RadixCache:
         priority, prompt_len)`) for a key of n tokens that ends at `node`, just inserted: the
         same effects (one clock read written to the root and the path, the edge holding the
         boundary split, priorities raised, the leaf set touched; nothing new cached, no hit
-        counted) found by walking up from `node` instead of comparing tokens down. Only when
-        no sink listens (a listener hears _insert's events)."""
+        counted, the same events) found by walking up from `node` instead of comparing tokens
+        down. Unlike _insert, the kv sink hears no KeyInserted: nothing new is stored."""
         root = self.root_node
         root.priority = max(root.priority, priority)
         end, x = n, node
@@ -234,14 +235,23 @@ class RadixCache:
         # the boundary falls inside x's edge: cut it there (the new upper node keeps its own
         # creation time, as after the walk's split)
         top = self._split_node(x, prompt_len - (end - len(x.key)), t) if end > prompt_len else x
+        path = []
         y = top
         while y is not root:
             if y is not top:
                 y.last_access_time = t
             if y.priority < priority:
                 y.priority = priority
+            path.append(y.id)
             y = y.parent
         self._leaves.touch(top)
+        if self._sink is not None:  # what _insert's walk down would have said
+            path.reverse()
+            # the walk entered x, the lower half of a split edge; the unified walk drops it
+            entered = path if top is x else path[:-1] if self.flavor == "unified" else [
+                *path[:-1], x.id]
+            self._emit(ev.NodesTouched((0, *entered), t))
+            self._emit(ev.HitCounted(tuple(path), priority, False, len(path)))
 
     def _insert(self, key: RadixKey, value, priority: int, inserted_len: int) -> InsertResult:
         if self.disable:
@@ -480,29 +490,10 @@ class RadixCache:
         """
         if type(node) is not TreeNode or self._nodes.get(node.id) is not node:
             self._check_live(node)  # raises
-        if self._sink is not None:
-            self._begin("inc_lock_ref", rid, "node {}", node.id)
-            delta = self._lock(node, +1)
-            self._end("inc_lock_ref")
-            return delta
-        # the hot path (nobody listens): _lock(node, +1) inlined, one call less a request
-        self.num_steps += 1
-        root = self.root_node
-        if self.disable or node is root:
-            return 0
-        node.locks_held += 1
-        start, moved = node, 0
-        while node is not root:
-            if not node.lock_ref:  # 0 -> 1: its tokens become protected
-                moved += len(node.value)
-            node.lock_ref += 1
-            node = node.parent
-        if moved:
-            self.evictable_size_ -= moved
-            self.protected_size_ += moved
-        if not start.children:  # a locked leaf is no longer evictable (_update_leaf_status)
-            self._leaves.leaves.discard(start)
-        return -moved
+        self._begin("inc_lock_ref", rid, "node {}", node.id)
+        delta = self._lock(node, +1)
+        self._end("inc_lock_ref")
+        return delta
 
     def dec_lock_ref(self, node: TreeNode, rid: str | None = None) -> int:
         """Releases a lock taken by inc_lock_ref(node); returns the change of evictable_size."""
@@ -513,28 +504,10 @@ class RadixCache:
             raise ValueError(
                 f"dec_lock_ref: node {node.id} holds no lock (lock_ref {node.lock_ref})"
             )
-        if self._sink is not None:
-            self._begin("dec_lock_ref", rid, "node {}", node.id)
-            delta = self._lock(node, -1)
-            self._end("dec_lock_ref")
-            return delta
-        # the hot path (nobody listens): _lock(node, -1) inlined, as in inc_lock_ref
-        self.num_steps += 1
-        if self.disable or node is root:
-            return 0
-        node.locks_held -= 1
-        start, moved = node, 0
-        while node is not root:
-            if node.lock_ref == 1:  # 1 -> 0: its tokens become evictable again
-                moved += len(node.value)
-            node.lock_ref -= 1
-            node = node.parent
-        if moved:
-            self.evictable_size_ += moved
-            self.protected_size_ -= moved
-        if not start.children:  # an unlocked leaf may become evictable
-            self._update_leaf_status(start)
-        return moved
+        self._begin("dec_lock_ref", rid, "node {}", node.id)
+        delta = self._lock(node, -1)
+        self._end("dec_lock_ref")
+        return delta
 
     def _lock(self, node: TreeNode, direction: int) -> int:
         """The lock walk: lock_ref += direction from node up to the root (excluded). A node's
@@ -550,17 +523,14 @@ class RadixCache:
         start, root, moved_total = node, self.root_node, 0
         edge = 0 if direction > 0 else 1  # the lock_ref at which a node's tokens move
         sink = self._sink
-        if sink is None:  # the hot loop: nobody listens
-            while node is not root:
-                if node.lock_ref == edge:
-                    moved_total += len(node.value)  # == len(node.key); a list's len is cheaper
-                node.lock_ref += direction
-                node = node.parent
-        while node is not root:  # someone listens: one LockChanged a hop
-            moved = len(node.value) if node.lock_ref == edge else 0
-            moved_total += moved
+        while node is not root:
+            moved = 0
+            if node.lock_ref == edge:
+                moved = len(node.value)  # == len(node.key); a list's len is cheaper
+                moved_total += moved
             node.lock_ref += direction
-            sink.emit(ev.LockChanged(node.id, node.lock_ref, direction, moved))
+            if sink is not None:  # one LockChanged a hop
+                sink.emit(ev.LockChanged(node.id, node.lock_ref, direction, moved))
             node = node.parent
         if moved_total:
             self.evictable_size_ -= direction * moved_total
@@ -669,26 +639,17 @@ class RadixCache:
         req.cache_inserted_len = max(req.cache_inserted_len, n)
         # the prompt-boundary split: nothing new is cached, the prompt's nodes rise to priority+1
         prompt_len = self._aligned(ids[: len(req.origin_input_ids)])
-        if 0 < prompt_len < n:
-            if self._sink is None:  # the same effects, walking up from the insert's node
-                self._raise_prompt(result.last_node, n, prompt_len, min(priority + 1, INT64_MAX))
-            else:
-                self._insert(key[:prompt_len], values[:prompt_len], min(priority + 1, INT64_MAX),
-                             prompt_len)
+        if 0 < prompt_len < n:  # walking up from the insert's node
+            self._raise_prompt(result.last_node, n, prompt_len, min(priority + 1, INT64_MAX))
         protected = req.cache_protected_len
         self._free(row[protected : result.prefix_len])  # duplicates of what the tree had
         # SGLang matches the key again for the tree's slots and node; the key ends at the first
-        # insert's node (a prompt-boundary split only adds a parent above it), so without a
-        # listener the match walks up from there (the same access times and leaf set) and joins
-        # only the slots the row takes
-        if self._sink is None and n:
-            new_last = result.last_node
+        # insert's node (a prompt-boundary split only adds a parent above it), so the match
+        # walks up from there (the same access times, leaf set and events) and joins only the
+        # slots the row takes
+        new_last = result.last_node
+        if n:
             row[protected:n] = self._rematch_tail(new_last, n, n - protected)
-        else:
-            match = self._match(key)
-            new_indices, new_last = match.slot_ids, match.last_node
-            assert len(new_indices) == n, (len(new_indices), n)
-            row[protected:n] = new_indices[protected:]
         req.cache_protected_len = n
         if req.last_node is not None:
             self._lock(req.last_node, -1)
