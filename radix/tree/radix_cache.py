@@ -177,12 +177,10 @@ class RadixCache:
     def _match(self, key: RadixKey) -> MatchResult:
         if self.disable or len(key.token_ids) < self.page_size:
             return MatchResult([], self.root_node, 0)
-        path, prefix_len, touched = self._walk(key)
+        path, prefix_len, cut, t = self._walk(key)
         node = path[-1] if path else self.root_node
         self._leaves.touch(node)
-        if touched is not None:
-            self._emit(touched)
-            self._emit(ev.PrefixMatched(tuple(n.id for n in path), self._aligned(key), prefix_len))
+        self._record_match(path, cut, t, self._aligned(key), prefix_len)
         return MatchResult([n.value for n in path], node, prefix_len)
 
     def _rematch_tail(self, node: TreeNode, prefix_len: int, need: int) -> Sequence[int]:
@@ -202,10 +200,7 @@ class RadixCache:
             x.last_access_time = t
         self._leaves.touch(node)
         assert sum(len(x.value) for x in path) == prefix_len, prefix_len
-        if self._sink is not None:  # what _match's walk down would have said
-            ids = tuple(x.id for x in reversed(path))
-            self._emit(ev.NodesTouched((0, *ids), t))
-            self._emit(ev.PrefixMatched(ids, prefix_len, prefix_len))
+        self._record_match(path[::-1], None, t, prefix_len, prefix_len)
         values, got = [], 0
         for x in path:  # leaf first
             if got >= need:
@@ -242,16 +237,11 @@ class RadixCache:
                 y.last_access_time = t
             if y.priority < priority:
                 y.priority = priority
-            path.append(y.id)
+            path.append(y)
             y = y.parent
         self._leaves.touch(top)
-        if self._sink is not None:  # what _insert's walk down would have said
-            path.reverse()
-            # the walk entered x, the lower half of a split edge; the unified walk drops it
-            entered = path if top is x else path[:-1] if self.flavor == "unified" else [
-                *path[:-1], x.id]
-            self._emit(ev.NodesTouched((0, *entered), t))
-            self._emit(ev.HitCounted(tuple(path), priority, False, len(path)))
+        path.reverse()
+        self._record_insert(path, len(path), None if top is x else x, t, priority, len(path))
 
     def _insert(self, key: RadixKey, value, priority: int, inserted_len: int) -> InsertResult:
         if self.disable:
@@ -261,7 +251,8 @@ class RadixCache:
         if self.kv_sink is not None:
             self.kv_sink.emit(ev.KeyInserted(key.token_ids, key.namespace))
         self.root_node.priority = max(self.root_node.priority, priority)
-        path, prefix_len, touched = self._walk(key)
+        path, prefix_len, cut, t = self._walk(key)
+        walked = len(path)
         for node in path:
             node.priority = max(node.priority, priority)
         node = path[-1] if path else self.root_node
@@ -279,18 +270,15 @@ class RadixCache:
         for x in path[first:]:
             x.hit_count += 1
         self._leaves.touch(node)
-        if touched is not None:
-            self._emit(touched)
-            self._emit(ev.HitCounted(tuple(x.id for x in path), priority, first < len(path),
-                                     first))
+        self._record_insert(path, walked, cut, t, priority, first)
         return InsertResult(prefix_len, node)
 
-    def _walk(self, key: RadixKey) -> tuple[list[TreeNode], int, ev.NodesTouched | None]:
+    def _walk(self, key: RadixKey) -> tuple[list[TreeNode], int, TreeNode | None, float]:
         """The one walk of match and insert: follows key from the root, writing one access time
         to the root and every node entered; where the match ends inside an edge, that node is
         split (`_split_node`) and the walk stops. Returns (the nodes of the matched path, root
-        excluded and split nodes included, the matched length, the NodesTouched event for the
-        caller to emit after its own events when someone listens).
+        excluded and split nodes included, the matched length, the lower half of the edge cut
+        or None, the walk's time) for the caller's observation hook.
 
             root -- [1 2 3 4] -- ...     key [1 2 9]: the match ends after 2 tokens of the edge
             root -- [1 2] -- [3 4] -- ...   so the edge is cut there and [1 2] ends the path
@@ -306,7 +294,6 @@ class RadixCache:
         if ps > 1:
             n -= n % ps
         ns = key.namespace
-        touched = [root] if self._sink is not None else None
         runs = isinstance(tok, TokenRuns)  # compact: compared in place, by runs
         node, pos, path = root, 0, []
         while pos < n:
@@ -315,8 +302,6 @@ class RadixCache:
             if child is None:
                 break
             child.last_access_time = t
-            if touched is not None:
-                touched.append(child)
             edge = child.key.token_ids
             m = len(edge)
             if n - pos < m:
@@ -333,14 +318,60 @@ class RadixCache:
                     m -= m % ps
                 pos += m
                 path.append(self._split_node(child, m, t))
-                if touched is not None and self.flavor == "unified":
-                    touched.pop()  # the split touched the child after t (radix/tree/unified.py)
-                break
+                return path, pos, child, t
             pos += m
             node = child
             path.append(node)
-        event = None if touched is None else ev.NodesTouched(tuple(x.id for x in touched), t)
-        return path, pos, event
+        return path, pos, None, t
+
+    # ------------------------------------------------------------------ observation hooks
+    # One per mutation site (as SGLang's _record_store_event / _record_remove_event): each
+    # says nothing when no sink listens.
+
+    def _touched_ids(self, path: list[TreeNode], cut: TreeNode | None) -> tuple[int, ...]:
+        """The root and each node a walk entered: `path` but, where the walk cut an edge, its
+        lower half `cut` (classic) or nothing (unified: the split touched it after the walk's
+        time, radix/tree/unified.py)."""
+        ids = [0, *(x.id for x in path)]
+        if cut is not None:
+            if self.flavor == "unified":
+                ids.pop()
+            else:
+                ids[-1] = cut.id
+        return tuple(ids)
+
+    def _record_match(self, path, cut, t: float, key_len: int, prefix_len: int) -> None:
+        if self._sink is not None:
+            self._sink.emit(ev.NodesTouched(self._touched_ids(path, cut), t))
+            self._sink.emit(ev.PrefixMatched(tuple(x.id for x in path), key_len, prefix_len))
+
+    def _record_insert(self, path, walked: int, cut, t: float, priority: int,
+                       first: int) -> None:
+        """path[:walked] was walked, the rest added; nodes from `first` on counted a hit."""
+        if self._sink is not None:
+            self._sink.emit(ev.NodesTouched(self._touched_ids(path[:walked], cut), t))
+            self._sink.emit(ev.HitCounted(tuple(x.id for x in path), priority,
+                                          first < len(path), first))
+
+    def _record_split(self, child: TreeNode, new: TreeNode, created: float) -> None:
+        if self._sink is not None:
+            self._sink.emit(ev.NodeSplit(child.id, new.id, new.parent.id, len(new.key), created,
+                                         new.creation_time if new.creation_time != created
+                                         else None))
+            if self.flavor == "unified":
+                self._sink.emit(ev.NodesTouched((child.id,), child.last_access_time))
+
+    def _record_new_leaf(self, leaf: TreeNode) -> None:
+        if self._sink is not None:
+            key = leaf.key
+            self._sink.emit(ev.NodeInserted(leaf.id, leaf.parent.id, frozen(key.token_ids),
+                                            frozen(leaf.value), leaf.priority,
+                                            leaf.creation_time, key.extra_key, key.cache_salt))
+
+    def _record_leaf_set(self, node: TreeNode, is_leaf: bool) -> None:
+        if self._sink is not None:
+            ids = (node.id,)
+            self._sink.emit(ev.LeafSetChanged(ids, ()) if is_leaf else ev.LeafSetChanged((), ids))
 
     def _starts_with(self, tok, child: TreeNode, m: int) -> bool:
         """tok[:m] == child's edge (m tokens, len(tok) >= m) for a child of the root; two lists
@@ -383,11 +414,7 @@ class RadixCache:
         self._nodes[new.id] = new
         if self.flavor == "unified":  # the new node keeps the child's age (radix/tree/unified.py)
             unified.split_times(self, new, child)
-        if self._sink is not None:
-            self._emit(ev.NodeSplit(child.id, new.id, parent.id, split_len, created,
-                                    new.creation_time if new.creation_time != created else None))
-            if self.flavor == "unified":
-                self._emit(ev.NodesTouched((child.id,), child.last_access_time))
+        self._record_split(child, new, created)
         self._leaves.touch(child)  # the walk touched it before cutting: its sort key moved
         return new
 
@@ -401,9 +428,7 @@ class RadixCache:
         parent.children[key.child_key(self.page_size)] = leaf
         self._nodes[leaf.id] = leaf
         self.evictable_size_ += len(key)
-        if self._sink is not None:
-            self._emit(ev.NodeInserted(leaf.id, parent.id, frozen(key.token_ids), frozen(value),
-                                       priority, t, key.extra_key, key.cache_salt))
+        self._record_new_leaf(leaf)
         self._update_leaf_status(parent)
         self._update_leaf_status(leaf)
         return leaf
@@ -441,8 +466,7 @@ class RadixCache:
         self.evictable_size_ -= len(node.key)
         slot_ids, node.value = node.value, None  # evicted
         self._free(slot_ids)
-        if self._sink is not None or self.kv_sink is not None:
-            self._record_evicted(node, parent, slot_ids)
+        self._record_evicted(node, parent, slot_ids)
         self._update_leaf_status(parent)  # it may become a candidate in this same call
 
     def _record_evicted(self, node: TreeNode, parent: TreeNode, slot_ids) -> None:
@@ -475,9 +499,7 @@ class RadixCache:
             leaves.add(node)
         else:
             leaves.discard(node)
-        if self._sink is not None:
-            ids = (node.id,)
-            self._emit(ev.LeafSetChanged(ids, ()) if is_leaf else ev.LeafSetChanged((), ids))
+        self._record_leaf_set(node, is_leaf)
 
     # ---------------------------------------------------------------------------------- locks
 
