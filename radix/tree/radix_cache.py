@@ -43,6 +43,7 @@ from radix.tree.node import (
     TreeNode,
     TreeSnapshot,
     concat_values,
+    count_hits,
 )
 
 FLAVORS = ("classic", "unified")  # radix_cache.RadixCache, or 0.5.23's UnifiedRadixCache
@@ -219,7 +220,6 @@ class RadixCache:
         counted, the same events) found by walking up from `node` instead of comparing tokens
         down. Unlike _insert, the kv sink hears no KeyInserted: nothing new is stored."""
         root = self.root_node
-        root.priority = max(root.priority, priority)
         end, x = n, node
         while end - len(x.key) >= prompt_len:  # x lies wholly past the boundary
             end -= len(x.key)
@@ -235,12 +235,11 @@ class RadixCache:
         while y is not root:
             if y is not top:
                 y.last_access_time = t
-            if y.priority < priority:
-                y.priority = priority
             path.append(y)
             y = y.parent
-        self._leaves.touch(top)
         path.reverse()
+        count_hits(root, path, priority, len(path))
+        self._leaves.touch(top)
         self._record_insert(path, len(path), None if top is x else x, t, priority, len(path))
 
     def _insert(self, key: RadixKey, value, priority: int, inserted_len: int) -> InsertResult:
@@ -250,11 +249,8 @@ class RadixCache:
         value = key.token_ids if value is None else _check_value(value, len(key))
         if self.kv_sink is not None:
             self.kv_sink.emit(ev.KeyInserted(key.token_ids, key.namespace))
-        self.root_node.priority = max(self.root_node.priority, priority)
         path, prefix_len, cut, t = self._walk(key)
         walked = len(path)
-        for node in path:
-            node.priority = max(node.priority, priority)
         node = path[-1] if path else self.root_node
         if prefix_len < n:
             node = self._add_leaf(node, key[prefix_len:n], value[prefix_len:n], priority)
@@ -267,8 +263,7 @@ class RadixCache:
             if end > inserted_len:
                 first = i
                 break
-        for x in path[first:]:
-            x.hit_count += 1
+        count_hits(self.root_node, path, priority, first)
         self._leaves.touch(node)
         self._record_insert(path, walked, cut, t, priority, first)
         return InsertResult(prefix_len, node)

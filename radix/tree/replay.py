@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from radix import events as ev
 from radix.tokens import frozen
 from radix.tree.inspect import child_sort_key
-from radix.tree.node import ROOT_PRIORITY, NodeState, TreeSnapshot
+from radix.tree.node import ROOT_PRIORITY, NodeState, TreeSnapshot, count_hits
 
 
 @dataclass
@@ -144,12 +144,9 @@ def _inserted(m: TreeModel, e: ev.NodeInserted) -> None:
 
 
 def _hits(m: TreeModel, e: ev.HitCounted) -> None:
-    root = m.nodes[0]
-    root.priority = max(root.priority, e.priority)
-    for i, nid in enumerate(e.node_ids):
-        r = m.nodes[nid]
-        r.priority = max(r.priority, e.priority)
-        r.hit_count += int(e.counted and i >= e.first_counted)
+    nodes = m.nodes
+    path = [nodes[nid] for nid in e.node_ids]
+    count_hits(nodes[0], path, e.priority, e.first_counted if e.counted else len(path))
 
 
 def _lock(m: TreeModel, e: ev.LockChanged) -> None:
