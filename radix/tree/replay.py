@@ -9,7 +9,7 @@ Leaves out: block-cache events (radix/blocks/snapshot.py is the block pool's own
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from radix import events as ev
@@ -21,8 +21,8 @@ from radix.tree.node import ROOT_PRIORITY, NodeState, TreeSnapshot, count_hits
 @dataclass
 class NodeRecord:
     parent: int | None
-    token_ids: list[int]
-    slot_ids: list[int]
+    token_ids: Sequence[int]  # as the event carried them (a tuple, or a compact sequence);
+    slot_ids: Sequence[int]  # never mutated in place: a split slices them anew
     lock_ref: int = 0
     hit_count: int = 0
     last_access_time: float = 0.0
@@ -137,8 +137,8 @@ def _split(m: TreeModel, e: ev.NodeSplit) -> None:
 
 def _inserted(m: TreeModel, e: ev.NodeInserted) -> None:
     m.nodes[e.node_id] = NodeRecord(
-        e.parent_id, list(e.token_ids), list(e.slot_ids), 0, 0, e.time, e.time, e.priority,
-        False, e.extra_key, e.cache_salt,
+        e.parent_id, e.token_ids, e.slot_ids, 0, 0, e.time, e.time, e.priority, False,
+        e.extra_key, e.cache_salt,
     )
     m.nodes[e.parent_id].child_ids.append(e.node_id)
 
