@@ -15,8 +15,7 @@ import streamlit as st
 
 from app_pages._player import export_range
 from app_pages._shell import say
-from radix.runs.recording import match_recording
-from radix.traces import TraceError, load_trace
+from scenarios.kvrecording import recording_verdict
 from scenarios.trace import digest
 from viz.blocks import block_grid_figure, grid_caption, lookup_line, queue_line, request_chain
 from viz.dot import dot_to_svg, tree_dot
@@ -76,30 +75,14 @@ def show_blocks(r: Any, step: int, cache: dict) -> None:
 
 
 def show_recording(r: Any, data: bytes, state: dict) -> None:
-    """A vLLM KV-event recording beside a replay of the same requests, hash by hash
-    (radix.runs.recording), hashed as the page's block hashes are; cached in `state`."""
+    """A vLLM KV-event recording beside a replay of the same requests
+    (scenarios/kvrecording.py recording_verdict), cached in `state`."""
     algo, seed = r.hasher.hash_algo, r.hasher.seed
     key = (r.digest, digest(data), algo, seed)
     held = state.get("recording")
     if held is None or held[0] != key:
-        if r.trace.format != "request":
-            text = ("error", f"A {r.trace.format} trace has no token ids vLLM could have "
-                             "hashed: a recording matches a request trace (tokens or text).")
-        else:
-            try:
-                rec = load_trace(data)
-                if rec.format != "kv_events":
-                    raise TraceError(f"that file is a {rec.format} trace, not a KV-event "
-                                     "recording (EventBatch msgpack or its JSON lines)")
-                with st.spinner("replaying the requests with the recording's block size"):
-                    m = match_recording(r.trace, rec, hash_algo=algo, seed=seed)
-                hint = "" if m.num_matched else (
-                    " None match: is it the same requests, the same hash (sha256 or its cbor "
-                    "variant) and the engine's PYTHONHASHSEED as the seed?")
-                text = ("success" if m.num_matched == m.num_recorded else "warning",
-                        m.summary().replace("\n", "; ") + "." + hint)
-            except (TraceError, ValueError) as exc:
-                text = ("error", f"KV-event recording: {exc}")
+        with st.spinner("replaying the requests with the recording's block size"):
+            text = recording_verdict(r.trace, data, algo, seed)
         held = state["recording"] = (key, text)
     say(held[1][0], held[1][1])
 

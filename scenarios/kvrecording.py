@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from radix.blocks.hashing import VLLM_NONE_HASH_SEED
 from radix.blocks.kv_events import encode_batch
 from radix.events import BlockRemoved, BlockStored
-from radix.traces import Trace
+from radix.runs.recording import match_recording
+from radix.traces import Trace, TraceError, load_trace
 from radix.watch.recording import Record, read_recording, replay_recording
 from radix.watch.stream import Stream
 from scenarios.watch import WorkerView
@@ -66,6 +68,33 @@ def fold_recording(data: bytes, trace: Trace) -> RecordingFold:
     streams = replay_recording(records)
     return RecordingFold(tuple(_source(streams[name], recs) for name, recs in by_source.items()),
                          any(r.seq is not None for r in records))
+
+
+def recording_verdict(trace: Trace, data: bytes, hash_algo: str,
+                      seed: str = VLLM_NONE_HASH_SEED) -> tuple[str, str]:
+    """A vLLM KV-event recording (`data`) beside a replay of the same requests (`trace`), hash
+    by hash (radix.runs.recording), hashed as the replay's blocks are: ("success" | "warning" |
+    "error", one line to show). The Trace debugger's recording panel; the page only shows it.
+
+    >>> recording_verdict(Trace("ops"), b"", "vllm-sha256")[1][:28]
+    'A ops trace has no token ids'
+    """
+    if trace.format != "request":
+        return ("error", f"A {trace.format} trace has no token ids vLLM could have hashed: "
+                         "a recording matches a request trace (tokens or text).")
+    try:
+        rec = load_trace(data)
+        if rec.format != "kv_events":
+            raise TraceError(f"that file is a {rec.format} trace, not a KV-event recording "
+                             "(EventBatch msgpack or its JSON lines)")
+        m = match_recording(trace, rec, hash_algo=hash_algo, seed=seed)
+    except (TraceError, ValueError) as exc:
+        return ("error", f"KV-event recording: {exc}")
+    hint = "" if m.num_matched else (
+        " None match: is it the same requests, the same hash (sha256 or its cbor variant) and "
+        "the engine's PYTHONHASHSEED as the seed?")
+    return ("success" if m.num_matched == m.num_recorded else "warning",
+            m.summary().replace("\n", "; ") + "." + hint)
 
 
 def _source(stream: Stream, recs: list[Record]) -> SourceFold:

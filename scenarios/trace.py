@@ -31,7 +31,6 @@ from radix.traces.ops import OpTraceError
 from radix.tree.eventlog import EventLog
 from radix.tree.inspect import InvariantError
 from radix.tree.radix_cache import RadixCache
-from radix.tree.replay import NodeRecord, TreeModel
 from scenarios.blockframes import BlockFrames
 from scenarios.budget import BUDGET, Budget, server_limits
 from scenarios.compact import compact, nbytes
@@ -53,26 +52,12 @@ class Cancelled(Exception):
     """The user cancelled the replay."""
 
 
-class CompactModel(TreeModel):
-    """A TreeModel that keeps an inserted leaf's compact token and slot sequences as they are
-    (TreeModel copies them into lists of ints)."""
-
-    handlers = {**TreeModel.handlers, ev.NodeInserted: lambda m, e: m.inserted(e)}
-
-    def inserted(self, e: ev.NodeInserted) -> None:
-        self.nodes[e.node_id] = NodeRecord(
-            e.parent_id, e.token_ids, e.slot_ids, 0, 0, e.time, e.time, e.priority,
-            False, e.extra_key, e.cache_salt)
-        self.nodes[e.parent_id].child_ids.append(e.node_id)
-
-
 class CompactLog(EventLog):
     """An EventLog whose NodeInserted and NodeEvicted events keep compact sequences; `nbytes`
     estimates what it holds."""
 
     def __init__(self, keyframe_every: int = 64, page_size: int = 1) -> None:
-        super().__init__(keyframe_every, page_size)
-        self.model = CompactModel(page_size)
+        super().__init__(keyframe_every, page_size)  # its TreeModel keeps them as they are
         self.payload = 0
         self.num_events = 0
 

@@ -41,7 +41,9 @@ def drive(runner: OpRunner, ops) -> None:
                 req = runner.reqs[rid]
                 if len(req.slot_ids) < len(req.origin_input_ids):
                     runner.run(Op(i, "extend", {"rid": rid}))
-                    runner.run(Op(i, "unfinished", {"rid": rid}))
+                    if op[1] % 2:  # else it finishes with no checkpoint after prefill: the
+                        # prompt boundary falls inside the new leaf, which the checkpoint splits
+                        runner.run(Op(i, "unfinished", {"rid": rid}))
                 elif len(req.output_ids) < 2:
                     runner.run(Op(i, "decode", {"rid": rid, "token": op[1] % 3}))
                 else:

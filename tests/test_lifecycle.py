@@ -4,12 +4,9 @@ past inserted_len, the prompt-boundary split, frees in order, shortfall eviction
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from radix.allocator import SlotAllocator
 from radix.request import Req
-from radix.runs.compare import run_tree
 from radix.runs.ops import replay_ops
 from radix.sched.admission import (
     alloc_for_decode,
@@ -179,62 +176,3 @@ def test_events_rebuild_the_tree_after_lifecycles(page):
     model = TreeModel(page)
     model.apply_all(sink.events)
     assert model.snapshot() == cache.snapshot()
-
-
-class _Discard:
-    """A sink that drops every event: the cache takes its listened-to path."""
-
-    def emit(self, event) -> None:
-        pass
-
-
-def _tree_state(cache: RadixCache) -> list[tuple]:
-    return sorted((n.id, None if n.parent is None else n.parent.id, tuple(n.key.token_ids),
-                   None if n.value is None else tuple(n.value), n.lock_ref, n.hit_count,
-                   n.priority, n.last_access_time, n.creation_time)
-                  for n in cache._nodes.values())
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 30), st.integers(1, 12),
-                          st.integers(0, 2), st.sampled_from([None, "ns"])),
-                min_size=1, max_size=14),
-       st.sampled_from([1, 4]), st.sampled_from([60, 120, None]),
-       st.sampled_from([None, 8]), st.sampled_from(["lru", "priority", "slru"]))
-def test_checkpoint_walks_up_exactly_as_it_walks_down(reqs, page, capacity, chunk, eviction):
-    """Oracle: a checkpoint without a listener finds the prompt boundary and the re-match by
-    walking up from the insert's node; with one it walks down from the root (SGLang's
-    inserts and match). The same simulated requests (shared prefixes, outputs, priorities,
-    namespaces, evictions and retractions at small capacities, chunked prefill), in the
-    simulator and in compare's flow, leave the same tree, node by node: ids, keys, slots,
-    lock_ref, hit_count, priority, access and creation times, and the same totals."""
-    from radix.runs.sim import SimConfig, build, run
-    from radix.traces.base import Trace, TraceRequest
-
-    rows = [TraceRequest(f"r{i}", i * 0.001, tuple([100 + p] * 3 + list(range(p * 7, p * 7 + n))),
-                         out, extra_key=ns, priority=prio)
-            for i, (p, n, out, prio, ns) in enumerate(reqs)]
-    trace = Trace("request", rows)
-    cfg = SimConfig(policy="fcfs", eviction=eviction, page_size=page, capacity=capacity,
-                    chunked_prefill_size=chunk, shadow=False)
-    results, states = [], []
-    for listen in (False, True):
-        sim = build(trace, cfg)
-        if listen:
-            sim.tree._sink = _Discard()
-        results.append(run(sim).totals)
-        states.append(_tree_state(sim.tree))
-    assert results[0] == results[1]
-    assert states[0] == states[1]
-    # the compare flow finishes without a checkpoint after prefill: the prompt boundary
-    # falls inside the new leaf, which the prompt-boundary insert splits
-    for listen in (False, True):
-        tree = RadixCache(page_size=page, allocator=SlotAllocator(capacity or 10_000),
-                          sink=_Discard() if listen else None, eviction_policy=eviction)
-        reqs = [Req(r.rid, list(r.token_ids), extra_key=r.extra_key, priority=r.priority)
-                for r in rows]
-        outs = [[900 + i] * r.output_len for i, r in enumerate(rows)]
-        results.append(run_tree(reqs, outs, capacity or 10_000, page, tree=tree))
-        states.append(_tree_state(tree))
-    assert results[2] == results[3]
-    assert states[2] == states[3]

@@ -63,3 +63,21 @@ def test_cli_compare_with_kv_events(tmp_path, capsys):
     assert "(100.0%)" in out and "every recorded hash" in out
     assert main(["compare", str(trace_path), "--kv-events", str(rec), "--hash", "radixlens"]) == 0
     assert "stores 0 of them" in capsys.readouterr().out  # a different hash function
+
+
+def test_the_trace_pages_verdict_comes_from_the_scenario():
+    """The Trace debugger's recording panel (scenarios/kvrecording.py recording_verdict): the
+    same requests' recording matches every hash ("success"); the same bytes hashed with
+    radixlens's own hash match none ("warning" with the hint); the trace itself uploaded as a
+    recording is an error naming what it is."""
+    from scenarios.kvrecording import recording_verdict
+
+    trace_path = TRACES / "three_requests.jsonl.gz"
+    trace = load_trace(trace_path)
+    data = b"".join(encode_batch(b) for b in _record(trace))
+    level, text = recording_verdict(trace, data, "vllm-sha256")
+    assert level == "success" and "every recorded hash" in text
+    level, text = recording_verdict(trace, data, "radixlens")
+    assert level == "warning" and "None match" in text
+    level, text = recording_verdict(trace, trace_path.read_bytes(), "vllm-sha256")
+    assert level == "error" and "not a KV-event recording" in text

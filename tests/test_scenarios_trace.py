@@ -66,6 +66,11 @@ def test_compact_log_keeps_the_replay_law():
             plain.evict(5)
     assert log.snapshot_at(log.num_steps) == plain.snapshot() == cache.snapshot()
     assert log.nbytes > 0
+    # a step rebuilt from a keyframe keeps the compact sequences (a keyframe's copy once lost
+    # the compact model and expanded every later leaf into a list of ints)
+    kinds = {type(r.token_ids) for step in range(log.num_steps + 1)
+             for nid, r in log.model_at(step).nodes.items() if nid}
+    assert kinds and not kinds & {list, tuple}, kinds
 
 
 def _trace_reqs(trace, start, stop):

@@ -126,6 +126,26 @@ def concat_values(values: list[Sequence[int]]) -> Sequence[int]:
     return out
 
 
+def count_hits(root, path: Sequence, priority: int, first: int) -> None:
+    """What an insert leaves on the nodes it went through (SGLang 0.5.23's insert): the root
+    and every node of `path` take max(priority); the nodes from `first` on count a hit. The one
+    rule RadixCache's inserts and the replay model's HitCounted both apply (on TreeNodes and on
+    replay.NodeRecords).
+
+    >>> class N: priority = hit_count = 0
+    >>> root, a, b = N(), N(), N(); count_hits(root, [a, b], 2, 1)
+    >>> root.priority, (a.priority, a.hit_count), (b.priority, b.hit_count)
+    (2, (2, 0), (2, 1))
+    """
+    if root.priority < priority:
+        root.priority = priority
+    for i, x in enumerate(path):
+        if x.priority < priority:
+            x.priority = priority
+        if i >= first:
+            x.hit_count += 1
+
+
 class InsertResult(NamedTuple):
     prefix_len: int  # tokens of the key that were already cached (their slots are duplicates)
     last_node: TreeNode  # the node the key ends in

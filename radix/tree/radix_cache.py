@@ -43,6 +43,7 @@ from radix.tree.node import (
     TreeNode,
     TreeSnapshot,
     concat_values,
+    count_hits,
 )
 
 FLAVORS = ("classic", "unified")  # radix_cache.RadixCache, or 0.5.23's UnifiedRadixCache
@@ -138,9 +139,6 @@ class RadixCache:
         """
         if type(key) is not RadixKey:
             key = self._as_key(key)
-        if self._sink is None:  # the hot path: no step to open or close
-            self.num_steps += 1
-            return self._match(key)
         self._begin("match_prefix", rid, "key of {:,} tokens", len(key))
         result = self._match(key)
         self._end("match_prefix")
@@ -180,20 +178,18 @@ class RadixCache:
     def _match(self, key: RadixKey) -> MatchResult:
         if self.disable or len(key.token_ids) < self.page_size:
             return MatchResult([], self.root_node, 0)
-        path, prefix_len, touched = self._walk(key)
+        path, prefix_len, cut, t = self._walk(key)
         node = path[-1] if path else self.root_node
         self._leaves.touch(node)
-        if touched is not None:
-            self._emit(touched)
-            self._emit(ev.PrefixMatched(tuple(n.id for n in path), self._aligned(key), prefix_len))
+        self._record_match(path, cut, t, self._aligned(key), prefix_len)
         return MatchResult([n.value for n in path], node, prefix_len)
 
     def _rematch_tail(self, node: TreeNode, prefix_len: int, need: int) -> Sequence[int]:
         """_match of a key that ends exactly at `node` (a checkpoint's key, just inserted),
-        returning only the last `need` slot ids of the match: the same effects (one clock
-        read written to the root and the path, the leaf set touched) found by walking up the
-        parents instead of comparing tokens down, and only the deepest nodes' values joined.
-        Only when no sink listens (a listener hears _match's events)."""
+        returning only the last `need` slot ids of the match: the same effects and events (one
+        clock read written to the root and the path, the leaf set touched, NodesTouched and
+        PrefixMatched) found by walking up the parents instead of comparing tokens down, and
+        only the deepest nodes' values joined."""
         path = []
         x, root = node, self.root_node
         while x is not root:
@@ -205,6 +201,7 @@ class RadixCache:
             x.last_access_time = t
         self._leaves.touch(node)
         assert sum(len(x.value) for x in path) == prefix_len, prefix_len
+        self._record_match(path[::-1], None, t, prefix_len, prefix_len)
         values, got = [], 0
         for x in path:  # leaf first
             if got >= need:
@@ -220,10 +217,9 @@ class RadixCache:
         priority, prompt_len)`) for a key of n tokens that ends at `node`, just inserted: the
         same effects (one clock read written to the root and the path, the edge holding the
         boundary split, priorities raised, the leaf set touched; nothing new cached, no hit
-        counted) found by walking up from `node` instead of comparing tokens down. Only when
-        no sink listens (a listener hears _insert's events)."""
+        counted, the same events) found by walking up from `node` instead of comparing tokens
+        down. Unlike _insert, the kv sink hears no KeyInserted: nothing new is stored."""
         root = self.root_node
-        root.priority = max(root.priority, priority)
         end, x = n, node
         while end - len(x.key) >= prompt_len:  # x lies wholly past the boundary
             end -= len(x.key)
@@ -234,14 +230,17 @@ class RadixCache:
         # the boundary falls inside x's edge: cut it there (the new upper node keeps its own
         # creation time, as after the walk's split)
         top = self._split_node(x, prompt_len - (end - len(x.key)), t) if end > prompt_len else x
+        path = []
         y = top
         while y is not root:
             if y is not top:
                 y.last_access_time = t
-            if y.priority < priority:
-                y.priority = priority
+            path.append(y)
             y = y.parent
+        path.reverse()
+        count_hits(root, path, priority, len(path))
         self._leaves.touch(top)
+        self._record_insert(path, len(path), None if top is x else x, t, priority, len(path))
 
     def _insert(self, key: RadixKey, value, priority: int, inserted_len: int) -> InsertResult:
         if self.disable:
@@ -250,10 +249,8 @@ class RadixCache:
         value = key.token_ids if value is None else _check_value(value, len(key))
         if self.kv_sink is not None:
             self.kv_sink.emit(ev.KeyInserted(key.token_ids, key.namespace))
-        self.root_node.priority = max(self.root_node.priority, priority)
-        path, prefix_len, touched = self._walk(key)
-        for node in path:
-            node.priority = max(node.priority, priority)
+        path, prefix_len, cut, t = self._walk(key)
+        walked = len(path)
         node = path[-1] if path else self.root_node
         if prefix_len < n:
             node = self._add_leaf(node, key[prefix_len:n], value[prefix_len:n], priority)
@@ -266,21 +263,17 @@ class RadixCache:
             if end > inserted_len:
                 first = i
                 break
-        for x in path[first:]:
-            x.hit_count += 1
+        count_hits(self.root_node, path, priority, first)
         self._leaves.touch(node)
-        if touched is not None:
-            self._emit(touched)
-            self._emit(ev.HitCounted(tuple(x.id for x in path), priority, first < len(path),
-                                     first))
+        self._record_insert(path, walked, cut, t, priority, first)
         return InsertResult(prefix_len, node)
 
-    def _walk(self, key: RadixKey) -> tuple[list[TreeNode], int, ev.NodesTouched | None]:
+    def _walk(self, key: RadixKey) -> tuple[list[TreeNode], int, TreeNode | None, float]:
         """The one walk of match and insert: follows key from the root, writing one access time
         to the root and every node entered; where the match ends inside an edge, that node is
         split (`_split_node`) and the walk stops. Returns (the nodes of the matched path, root
-        excluded and split nodes included, the matched length, the NodesTouched event for the
-        caller to emit after its own events when someone listens).
+        excluded and split nodes included, the matched length, the lower half of the edge cut
+        or None, the walk's time) for the caller's observation hook.
 
             root -- [1 2 3 4] -- ...     key [1 2 9]: the match ends after 2 tokens of the edge
             root -- [1 2] -- [3 4] -- ...   so the edge is cut there and [1 2] ends the path
@@ -296,7 +289,6 @@ class RadixCache:
         if ps > 1:
             n -= n % ps
         ns = key.namespace
-        touched = [root] if self._sink is not None else None
         runs = isinstance(tok, TokenRuns)  # compact: compared in place, by runs
         node, pos, path = root, 0, []
         while pos < n:
@@ -305,8 +297,6 @@ class RadixCache:
             if child is None:
                 break
             child.last_access_time = t
-            if touched is not None:
-                touched.append(child)
             edge = child.key.token_ids
             m = len(edge)
             if n - pos < m:
@@ -323,14 +313,60 @@ class RadixCache:
                     m -= m % ps
                 pos += m
                 path.append(self._split_node(child, m, t))
-                if touched is not None and self.flavor == "unified":
-                    touched.pop()  # the split touched the child after t (radix/tree/unified.py)
-                break
+                return path, pos, child, t
             pos += m
             node = child
             path.append(node)
-        event = None if touched is None else ev.NodesTouched(tuple(x.id for x in touched), t)
-        return path, pos, event
+        return path, pos, None, t
+
+    # ------------------------------------------------------------------ observation hooks
+    # One per mutation site (as SGLang's _record_store_event / _record_remove_event): each
+    # says nothing when no sink listens.
+
+    def _touched_ids(self, path: list[TreeNode], cut: TreeNode | None) -> tuple[int, ...]:
+        """The root and each node a walk entered: `path` but, where the walk cut an edge, its
+        lower half `cut` (classic) or nothing (unified: the split touched it after the walk's
+        time, radix/tree/unified.py)."""
+        ids = [0, *(x.id for x in path)]
+        if cut is not None:
+            if self.flavor == "unified":
+                ids.pop()
+            else:
+                ids[-1] = cut.id
+        return tuple(ids)
+
+    def _record_match(self, path, cut, t: float, key_len: int, prefix_len: int) -> None:
+        if self._sink is not None:
+            self._sink.emit(ev.NodesTouched(self._touched_ids(path, cut), t))
+            self._sink.emit(ev.PrefixMatched(tuple(x.id for x in path), key_len, prefix_len))
+
+    def _record_insert(self, path, walked: int, cut, t: float, priority: int,
+                       first: int) -> None:
+        """path[:walked] was walked, the rest added; nodes from `first` on counted a hit."""
+        if self._sink is not None:
+            self._sink.emit(ev.NodesTouched(self._touched_ids(path[:walked], cut), t))
+            self._sink.emit(ev.HitCounted(tuple(x.id for x in path), priority,
+                                          first < len(path), first))
+
+    def _record_split(self, child: TreeNode, new: TreeNode, created: float) -> None:
+        if self._sink is not None:
+            self._sink.emit(ev.NodeSplit(child.id, new.id, new.parent.id, len(new.key), created,
+                                         new.creation_time if new.creation_time != created
+                                         else None))
+            if self.flavor == "unified":
+                self._sink.emit(ev.NodesTouched((child.id,), child.last_access_time))
+
+    def _record_new_leaf(self, leaf: TreeNode) -> None:
+        if self._sink is not None:
+            key = leaf.key
+            self._sink.emit(ev.NodeInserted(leaf.id, leaf.parent.id, frozen(key.token_ids),
+                                            frozen(leaf.value), leaf.priority,
+                                            leaf.creation_time, key.extra_key, key.cache_salt))
+
+    def _record_leaf_set(self, node: TreeNode, is_leaf: bool) -> None:
+        if self._sink is not None:
+            ids = (node.id,)
+            self._sink.emit(ev.LeafSetChanged(ids, ()) if is_leaf else ev.LeafSetChanged((), ids))
 
     def _starts_with(self, tok, child: TreeNode, m: int) -> bool:
         """tok[:m] == child's edge (m tokens, len(tok) >= m) for a child of the root; two lists
@@ -373,11 +409,7 @@ class RadixCache:
         self._nodes[new.id] = new
         if self.flavor == "unified":  # the new node keeps the child's age (radix/tree/unified.py)
             unified.split_times(self, new, child)
-        if self._sink is not None:
-            self._emit(ev.NodeSplit(child.id, new.id, parent.id, split_len, created,
-                                    new.creation_time if new.creation_time != created else None))
-            if self.flavor == "unified":
-                self._emit(ev.NodesTouched((child.id,), child.last_access_time))
+        self._record_split(child, new, created)
         self._leaves.touch(child)  # the walk touched it before cutting: its sort key moved
         return new
 
@@ -391,9 +423,7 @@ class RadixCache:
         parent.children[key.child_key(self.page_size)] = leaf
         self._nodes[leaf.id] = leaf
         self.evictable_size_ += len(key)
-        if self._sink is not None:
-            self._emit(ev.NodeInserted(leaf.id, parent.id, frozen(key.token_ids), frozen(value),
-                                       priority, t, key.extra_key, key.cache_salt))
+        self._record_new_leaf(leaf)
         self._update_leaf_status(parent)
         self._update_leaf_status(leaf)
         return leaf
@@ -431,8 +461,7 @@ class RadixCache:
         self.evictable_size_ -= len(node.key)
         slot_ids, node.value = node.value, None  # evicted
         self._free(slot_ids)
-        if self._sink is not None or self.kv_sink is not None:
-            self._record_evicted(node, parent, slot_ids)
+        self._record_evicted(node, parent, slot_ids)
         self._update_leaf_status(parent)  # it may become a candidate in this same call
 
     def _record_evicted(self, node: TreeNode, parent: TreeNode, slot_ids) -> None:
@@ -465,9 +494,7 @@ class RadixCache:
             leaves.add(node)
         else:
             leaves.discard(node)
-        if self._sink is not None:
-            ids = (node.id,)
-            self._emit(ev.LeafSetChanged(ids, ()) if is_leaf else ev.LeafSetChanged((), ids))
+        self._record_leaf_set(node, is_leaf)
 
     # ---------------------------------------------------------------------------------- locks
 
@@ -480,29 +507,10 @@ class RadixCache:
         """
         if type(node) is not TreeNode or self._nodes.get(node.id) is not node:
             self._check_live(node)  # raises
-        if self._sink is not None:
-            self._begin("inc_lock_ref", rid, "node {}", node.id)
-            delta = self._lock(node, +1)
-            self._end("inc_lock_ref")
-            return delta
-        # the hot path (nobody listens): _lock(node, +1) inlined, one call less a request
-        self.num_steps += 1
-        root = self.root_node
-        if self.disable or node is root:
-            return 0
-        node.locks_held += 1
-        start, moved = node, 0
-        while node is not root:
-            if not node.lock_ref:  # 0 -> 1: its tokens become protected
-                moved += len(node.value)
-            node.lock_ref += 1
-            node = node.parent
-        if moved:
-            self.evictable_size_ -= moved
-            self.protected_size_ += moved
-        if not start.children:  # a locked leaf is no longer evictable (_update_leaf_status)
-            self._leaves.leaves.discard(start)
-        return -moved
+        self._begin("inc_lock_ref", rid, "node {}", node.id)
+        delta = self._lock(node, +1)
+        self._end("inc_lock_ref")
+        return delta
 
     def dec_lock_ref(self, node: TreeNode, rid: str | None = None) -> int:
         """Releases a lock taken by inc_lock_ref(node); returns the change of evictable_size."""
@@ -513,28 +521,10 @@ class RadixCache:
             raise ValueError(
                 f"dec_lock_ref: node {node.id} holds no lock (lock_ref {node.lock_ref})"
             )
-        if self._sink is not None:
-            self._begin("dec_lock_ref", rid, "node {}", node.id)
-            delta = self._lock(node, -1)
-            self._end("dec_lock_ref")
-            return delta
-        # the hot path (nobody listens): _lock(node, -1) inlined, as in inc_lock_ref
-        self.num_steps += 1
-        if self.disable or node is root:
-            return 0
-        node.locks_held -= 1
-        start, moved = node, 0
-        while node is not root:
-            if node.lock_ref == 1:  # 1 -> 0: its tokens become evictable again
-                moved += len(node.value)
-            node.lock_ref -= 1
-            node = node.parent
-        if moved:
-            self.evictable_size_ += moved
-            self.protected_size_ -= moved
-        if not start.children:  # an unlocked leaf may become evictable
-            self._update_leaf_status(start)
-        return moved
+        self._begin("dec_lock_ref", rid, "node {}", node.id)
+        delta = self._lock(node, -1)
+        self._end("dec_lock_ref")
+        return delta
 
     def _lock(self, node: TreeNode, direction: int) -> int:
         """The lock walk: lock_ref += direction from node up to the root (excluded). A node's
@@ -550,17 +540,14 @@ class RadixCache:
         start, root, moved_total = node, self.root_node, 0
         edge = 0 if direction > 0 else 1  # the lock_ref at which a node's tokens move
         sink = self._sink
-        if sink is None:  # the hot loop: nobody listens
-            while node is not root:
-                if node.lock_ref == edge:
-                    moved_total += len(node.value)  # == len(node.key); a list's len is cheaper
-                node.lock_ref += direction
-                node = node.parent
-        while node is not root:  # someone listens: one LockChanged a hop
-            moved = len(node.value) if node.lock_ref == edge else 0
-            moved_total += moved
+        while node is not root:
+            moved = 0
+            if node.lock_ref == edge:
+                moved = len(node.value)  # == len(node.key); a list's len is cheaper
+                moved_total += moved
             node.lock_ref += direction
-            sink.emit(ev.LockChanged(node.id, node.lock_ref, direction, moved))
+            if sink is not None:  # one LockChanged a hop
+                sink.emit(ev.LockChanged(node.id, node.lock_ref, direction, moved))
             node = node.parent
         if moved_total:
             self.evictable_size_ -= direction * moved_total
@@ -669,26 +656,17 @@ class RadixCache:
         req.cache_inserted_len = max(req.cache_inserted_len, n)
         # the prompt-boundary split: nothing new is cached, the prompt's nodes rise to priority+1
         prompt_len = self._aligned(ids[: len(req.origin_input_ids)])
-        if 0 < prompt_len < n:
-            if self._sink is None:  # the same effects, walking up from the insert's node
-                self._raise_prompt(result.last_node, n, prompt_len, min(priority + 1, INT64_MAX))
-            else:
-                self._insert(key[:prompt_len], values[:prompt_len], min(priority + 1, INT64_MAX),
-                             prompt_len)
+        if 0 < prompt_len < n:  # walking up from the insert's node
+            self._raise_prompt(result.last_node, n, prompt_len, min(priority + 1, INT64_MAX))
         protected = req.cache_protected_len
         self._free(row[protected : result.prefix_len])  # duplicates of what the tree had
         # SGLang matches the key again for the tree's slots and node; the key ends at the first
-        # insert's node (a prompt-boundary split only adds a parent above it), so without a
-        # listener the match walks up from there (the same access times and leaf set) and joins
-        # only the slots the row takes
-        if self._sink is None and n:
-            new_last = result.last_node
+        # insert's node (a prompt-boundary split only adds a parent above it), so the match
+        # walks up from there (the same access times, leaf set and events) and joins only the
+        # slots the row takes
+        new_last = result.last_node
+        if n:
             row[protected:n] = self._rematch_tail(new_last, n, n - protected)
-        else:
-            match = self._match(key)
-            new_indices, new_last = match.slot_ids, match.last_node
-            assert len(new_indices) == n, (len(new_indices), n)
-            row[protected:n] = new_indices[protected:]
         req.cache_protected_len = n
         if req.last_node is not None:
             self._lock(req.last_node, -1)

@@ -9,20 +9,20 @@ Leaves out: block-cache events (radix/blocks/snapshot.py is the block pool's own
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from radix import events as ev
 from radix.tokens import frozen
 from radix.tree.inspect import child_sort_key
-from radix.tree.node import ROOT_PRIORITY, NodeState, TreeSnapshot
+from radix.tree.node import ROOT_PRIORITY, NodeState, TreeSnapshot, count_hits
 
 
 @dataclass
 class NodeRecord:
     parent: int | None
-    token_ids: list[int]
-    slot_ids: list[int]
+    token_ids: Sequence[int]  # as the event carried them (a tuple, or a compact sequence);
+    slot_ids: Sequence[int]  # never mutated in place: a split slices them anew
     lock_ref: int = 0
     hit_count: int = 0
     last_access_time: float = 0.0
@@ -137,19 +137,16 @@ def _split(m: TreeModel, e: ev.NodeSplit) -> None:
 
 def _inserted(m: TreeModel, e: ev.NodeInserted) -> None:
     m.nodes[e.node_id] = NodeRecord(
-        e.parent_id, list(e.token_ids), list(e.slot_ids), 0, 0, e.time, e.time, e.priority,
-        False, e.extra_key, e.cache_salt,
+        e.parent_id, e.token_ids, e.slot_ids, 0, 0, e.time, e.time, e.priority, False,
+        e.extra_key, e.cache_salt,
     )
     m.nodes[e.parent_id].child_ids.append(e.node_id)
 
 
 def _hits(m: TreeModel, e: ev.HitCounted) -> None:
-    root = m.nodes[0]
-    root.priority = max(root.priority, e.priority)
-    for i, nid in enumerate(e.node_ids):
-        r = m.nodes[nid]
-        r.priority = max(r.priority, e.priority)
-        r.hit_count += int(e.counted and i >= e.first_counted)
+    nodes = m.nodes
+    path = [nodes[nid] for nid in e.node_ids]
+    count_hits(nodes[0], path, e.priority, e.first_counted if e.counted else len(path))
 
 
 def _lock(m: TreeModel, e: ev.LockChanged) -> None:
