@@ -81,7 +81,8 @@ class HostTierCache(TierMoves):
         self.duplicates: dict[int, HostNode] = {}  # full_host_duplicates (write-back reclaim)
         self.evictable_size_ = self.protected_size_ = 0
         self._counts = dict.fromkeys(("backed_up", "demoted", "loaded_back", "host_evicted",
-                                      "dropped_unbacked", "dropped_host_pressure"), 0)
+                                      "reclaimed", "dropped_unbacked",
+                                      "dropped_host_pressure"), 0)
 
     # ------------------------------------------------------------------------------- match
 

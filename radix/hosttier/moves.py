@@ -175,6 +175,7 @@ class TierMoves:
                 if (spare_leaves and x in self.device_leaves) or x.host_lock_ref:
                     continue
                 freed += len(x.host_value)
+                self._counts["reclaimed"] += len(x.host_value)
                 self.host.free(x.host_value)
                 x.host_value = None
                 swept.append(x.id)

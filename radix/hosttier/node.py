@@ -89,5 +89,6 @@ class TierCounts(NamedTuple):
     demoted: int  # device copies freed, host copy kept
     loaded_back: int  # host -> device copies
     host_evicted: int  # host copies freed with their (host-only) node
+    reclaimed: int  # write-back: host copies of nodes still on the device, freed
     dropped_unbacked: int  # device KV lost: write-through, not yet backed up
     dropped_host_pressure: int  # device KV lost: write-back, the host could not take it
