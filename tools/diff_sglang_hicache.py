@@ -47,11 +47,18 @@ STATS = {"requests": 0, "host_hits": 0, "loaded": 0, "demoted": 0, "host_evicted
          "dropped": 0}
 
 
-def our_shape(node, rich: bool, root: bool = True) -> tuple:
+def our_shape(node, rich: bool, root: bool = True, rust: bool = False) -> tuple:
+    """(device slots, host copy, lock_ref, host_lock_ref, [hit count, priority,] children); the
+    Rust core's readers give the host copy as a flag and no host lock refs."""
     slots = () if root or node.value is None else tuple(node.value)
-    host = None if root or node.host_value is None else len(node.host_value)
-    kids = tuple(sorted((our_shape(c, rich, False) for c in node.children.values()), key=repr))
-    head = (slots, host, None if root else node.lock_ref, None if root else node.host_lock_ref)
+    if rust:
+        host = None if root else node.host_value is not None
+    else:
+        host = None if root or node.host_value is None else len(node.host_value)
+    kids = tuple(sorted((our_shape(c, rich, False, rust) for c in node.children.values()),
+                        key=repr))
+    hlock = None if root or rust else node.host_lock_ref
+    head = (slots, host, None if root else node.lock_ref, hlock)
     return head + ((node.hit_count, node.priority) if rich and not root else ()) + (kids,)
 
 
@@ -100,7 +107,7 @@ def run(usg, core: str, seed: int, page: int, policy: str, write: str, num: int)
         sg.freed.clear()
         ours_freed.clear()
         rich = core == "python"
-        a, b = sg_shape(sg, rich), our_shape(ours.root_node, rich)
+        a, b = sg_shape(sg, rich), our_shape(ours.root_node, rich, rust=core == "rust")
         assert a == b, f"{where}: trees differ\n  SGLang {a}\n  ours   {b}"
         assert sg.sizes() == (ours.evictable_size_, ours.protected_size_,
                               ours.allocator.available_size(), ours.host.available_size()), \
@@ -120,7 +127,7 @@ def _break_no_demote() -> None:
 
 def _break_threshold() -> None:
     """write_through_selective backs up on the first hit, as write_through does."""
-    from radix.hosttier import capacity, cache
+    from radix.hosttier import cache, capacity
     cache.write_through_threshold = lambda policy: 1
     capacity.write_through_threshold = cache.write_through_threshold
 

@@ -10,6 +10,7 @@ whose synchronize() does nothing). `HostGroup` stands for the host pool group (f
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -142,7 +143,7 @@ class SGSide:
         """One request through SGLang's cache: (device hit, loaded back, miss)."""
         u, t = self.usg, self.tree
         base, ps = u.base, self.page
-        key = u.radix.RadixKey(prompt[:-1])
+        key = u.radix.RadixKey(array("q", prompt[:-1]))
         m = t.match_prefix(base.MatchPrefixParams(key=key))
         req = SimpleNamespace(last_node=m.last_device_node, rid="r", swa_host_hit_length=0,
                               mamba_host_hit_length=0, kv=SimpleNamespace(mamba_pool_idx=None))
@@ -162,7 +163,7 @@ class SGSide:
             return (0, 0, len(prompt))
         row = prefix + fresh
         n = len(tokens) - len(tokens) % ps
-        t.insert(base.InsertParams(key=u.radix.RadixKey(tokens[:n]),
+        t.insert(base.InsertParams(key=u.radix.RadixKey(array("q", tokens[:n])),
                                    value=torch.tensor(row[:n], dtype=torch.int64),
                                    priority=priority, prev_prefix_len=len(prefix)))
         t.writing_check(finish_count=len(t.cache_controller.ack_write_queue))
@@ -198,4 +199,23 @@ def sg_shape(side: SGSide, rich: bool) -> tuple:
 
 
 def rust_shape(side: SGSide, rich: bool) -> tuple:
-    raise NotImplementedError("the Rust core's host state is read in a later step")
+    """The Rust core's tree from its pretty_print (ids, depth, locks) and per-node readers
+    (device slots, backed up or not). Its host lock refs and host slot counts are not exposed:
+    host residency is compared as a flag, as our_shape(rust=True) builds it."""
+    from diff_sglang_unified import rust_tree  # noqa: PLC0415
+
+    t, full = side.tree.tree_core, side.usg.FULL
+    rows = rust_tree(side.tree)
+
+    def build_at(i: int) -> tuple[tuple, int]:
+        depth, node_id, lock = rows[i]
+        value = t.get_component_device_value(node_id, full) if i else None
+        slots = () if value is None else tuple(value.tolist())
+        host = None if i == 0 else t.is_backuped(node_id)
+        kids, j = [], i + 1
+        while j < len(rows) and rows[j][0] > depth:
+            kid, j = build_at(j)
+            kids.append(kid)
+        return (slots, host, lock if i else None, None, tuple(sorted(kids, key=repr))), j
+
+    return build_at(0)[0]
