@@ -13,6 +13,7 @@ import argparse
 import json
 from typing import Any
 
+from radix.cli import hosttier
 from radix.cli.options import (
     add_capacity,
     add_limits,
@@ -48,6 +49,7 @@ def register(subparsers: Any) -> None:
     sim.add_argument("--eviction", default="lru", help="lru, mru, fifo, filo, lfu, priority, slru")
     sim.add_argument("--page-size", type=int, default=1)
     sim.add_argument("--no-cache", action="store_true", help="every match empty (the control)")
+    hosttier.add_options(sim)
     sim.set_defaults(func=run_simulate)
     cfg = subparsers.add_parser("configs", help="the four configurations of DESIGN.md")
     _common(cfg)
@@ -75,6 +77,8 @@ def _config(args: argparse.Namespace, **overrides: Any):
 
 def run_simulate(args: argparse.Namespace) -> int:
     trace = load_request_trace(args, "simulate")
+    if args.host_ratio:
+        return hosttier.run(args, trace)
     result = simulate(trace, _config(args, policy=args.policy, eviction=args.eviction,
                                      page_size=args.page_size, disable_cache=args.no_cache))
     if args.json:

@@ -1,0 +1,57 @@
+"""`python -m radix simulate TRACE --capacity N --host-ratio 2,4,8`: the host tier (HiCache).
+
+Runs the trace through radix/hosttier (replay.py) with the device pool alone and then with a
+host pool of each ratio (--hicache-ratio's meaning), and prints the hits split into device /
+host (loaded back, priced over PCIe) / miss. Leaves out: the scheduler (see replay.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from radix.hosttier.capacity import WRITE_POLICIES
+
+
+def parse_ratios(text: str) -> list[float]:
+    """`2,4,8` -> [2.0, 4.0, 8.0]; each must be a number > 0."""
+    out = []
+    for part in text.split(","):
+        try:
+            r = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part!r} is not a number") from None
+        if not r > 0:
+            raise argparse.ArgumentTypeError(f"{part!r} must be > 0")
+        out.append(r)
+    return out
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host-ratio", type=parse_ratios, default=None, metavar="R[,R...]",
+                   help="add SGLang's host tier (HiCache) at these host/device ratios and "
+                        "compare with the device alone (needs a bounded --capacity)")
+    p.add_argument("--write-policy", choices=WRITE_POLICIES, default="write_through",
+                   help="the host tier's write policy (--hicache-write-policy)")
+
+
+def run(args: argparse.Namespace, trace: Any) -> int:
+    from radix.cli import InputError
+    from radix.hosttier.replay import compare_host_tiers, tier_table
+
+    if args.capacity is None:
+        raise InputError("--host-ratio needs a bounded --capacity (the device pool, tokens)")
+    try:
+        runs = compare_host_tiers(trace, args.capacity, args.host_ratio, args.write_policy,
+                                  args.eviction)
+    except ValueError as exc:
+        raise InputError(f"--capacity: {exc}") from None
+    if args.json:
+        print(json.dumps([r._asdict() for r in runs], indent=1))
+        return 0
+    print(tier_table(runs))
+    print(f"device {args.capacity:,} tokens; write policy {args.write_policy}; eviction "
+          f"{args.eviction}; requests one at a time (radix/hosttier/replay.py); seconds are "
+          "derived, not measured (Llama-3-8B on H100, PCIe 50 GB/s)")
+    return 0
