@@ -1,0 +1,140 @@
+"""The host tier (radix/hosttier): known answers for the write policies, demotion, load back, host
+eviction, host locks and write-back's host-pressure drop, each derived in its docstring.
+tools/diff_sglang_hicache.py checks the same model against SGLang 0.5.23's own code."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from radix import events as ev
+from radix.allocator import SlotAllocator
+from radix.cli import main as radix_main
+from radix.hosttier import HostTierCache, host_token_capacity
+from radix.hosttier.requests import serve_request
+
+A, B, C = list(range(1, 7)), list(range(7, 13)), list(range(13, 19))
+
+
+def cache(device: int, host: int, policy: str = "write_through", **kw) -> HostTierCache:
+    return HostTierCache(SlotAllocator(device), host, policy, **kw)
+
+
+@pytest.mark.parametrize(("policy", "host_used", "hits"), [
+    ("write_through", (4, 4), 2), ("write_through_selective", (0, 4), 2),
+    ("write_back", (0, 0), 0)])
+def test_write_policies_back_up_at_their_threshold(policy, host_used, hits):
+    """The same 4-token key inserted twice. write_through backs up at the first hit (threshold
+    1), write_through_selective at the second (threshold 2), write_back never at insert (and,
+    as SGLang's _inc_hit_count_and_check, counts no hit at all)."""
+    c = cache(16, 32, policy)
+    used = []
+    for _ in range(2):
+        leaf = c.insert([1, 2, 3, 4], c.allocator.alloc(4)).last_node
+        used.append(c.host.num_used)
+    assert (tuple(used), leaf.hit_count) == (host_used, hits)
+
+
+def test_demotion_and_load_back_emit_their_events():
+    """Device 8, host 17, load-back threshold 1. A (6 tokens) is cached and backed up. B needs
+    6 slots, 2 are free: evict 4 takes A whole, demoted (A stays on host). A again: the match of
+    A[:-1] splits A 5 + 1 and finds 5 on host; loading 5 needs 5 slots, 2 free: B is demoted;
+    the 6th token is computed and restores the [6] node from its fresh slot."""
+    sink = ev.ListSink()
+    c = cache(8, 17, load_back_threshold=1, sink=sink)
+    serve_request(c, A)
+    sink.events.clear()
+    assert serve_request(c, B)[:3] == (0, 0, 6)
+    kinds = [type(e).__name__ for e in sink.events]
+    assert kinds == ["NodeDemoted", "NodeInserted", "KVBackedUp"]
+    assert (sink.events[0].num_tokens, sink.events[2].reason) == (6, "write_through")
+    sink.events.clear()
+    assert serve_request(c, A)[:3] == (0, 5, 1)
+    loaded = [e for e in sink.events if isinstance(e, ev.KVLoadedBack)]
+    assert [e.num_tokens for e in loaded] == [5]
+    assert [type(e).__name__ for e in sink.events if not isinstance(e, ev.HostLockChanged)] == [
+        "NodeSplit", "NodeDemoted", "KVLoadedBack", "DeviceRestored"]
+    tiers = sorted((len(n.key), n.tier) for n in c.nodes() if n.parent is not None)
+    assert tiers == [(1, "both"), (5, "both"), (6, "host")]
+    assert c.counts()[:3] == (12, 12, 5)  # backed up (A, B), demoted (A, B), loaded back
+
+
+def test_load_back_under_the_threshold_recomputes():
+    """As above with SGLang's threshold of 10: a 5-token host hit is not loaded; the prompt is
+    computed again, and its slots restore A's host-only nodes (both tiers again)."""
+    c = cache(8, 17)
+    serve_request(c, A)
+    serve_request(c, B)
+    assert serve_request(c, A)[:3] == (0, 0, 6)
+    assert c.counts().loaded_back == 0
+    assert sorted(n.tier for n in c.nodes() if n.parent is not None) == ["both", "both", "host"]
+
+
+def test_selective_drops_an_unbacked_leaf():
+    """write_through_selective: A is hit once, not backed up; B's eviction drops it (its KV is
+    lost, counted as write_through_unbacked) and A misses again."""
+    c = cache(8, 16, "write_through_selective")
+    serve_request(c, A)
+    serve_request(c, B)
+    assert c.counts().dropped_unbacked == 6
+    assert serve_request(c, A)[:3] == (0, 0, 6)
+
+
+def test_host_eviction_takes_the_least_recent_host_leaf_unless_host_locked():
+    """Device 6, host 12, write-through. A, then B (A demoted: host 12 full), then C: B is
+    demoted, C's backup needs 6 host tokens: the host leaves are A and B, A older, so A goes.
+    With a host lock on A, B goes instead."""
+    for lock in (False, True):
+        c = cache(6, 12)
+        serve_request(c, A)
+        serve_request(c, B)
+        a = next(n for n in c.nodes() if n.key.token_ids[:1] == [1])  # a match would touch A
+        receipt = c.inc_host_lock_ref(a) if lock else None
+        serve_request(c, C)
+        left = sorted(n.key.token_ids[0] for n in c.nodes() if n.parent is not None)
+        assert left == ([1, 13] if lock else [7, 13]), lock
+        assert c.counts().host_evicted == 6
+        c.dec_host_lock_ref(receipt)
+        assert a.host_lock_ref == 0
+
+
+def test_write_back_backs_up_at_eviction_and_drops_under_host_pressure():
+    """Device 6, host 6, write-back. B evicts A: A is backed up then demoted. C evicts B: B's
+    backup needs the host's 6 tokens, host eviction takes A (host-only leaf), B is demoted.
+    With A host-locked the host cannot make room, so B is dropped (host_pressure)."""
+    for lock in (False, True):
+        c = cache(6, 6, "write_back")
+        serve_request(c, A)
+        serve_request(c, B)
+        assert c.counts().demoted == 6
+        a = next(n for n in c.nodes() if n.key.token_ids[:1] == [1])
+        receipt = c.inc_host_lock_ref(a) if lock else None
+        serve_request(c, C)
+        got = c.counts()
+        want = (6, 0, 6) if lock else (12, 6, 0)
+        assert (got.demoted, got.host_evicted, got.dropped_host_pressure) == want, lock
+        c.dec_host_lock_ref(receipt)
+
+
+def test_host_capacity_follows_hicache_ratio():
+    """int(1,000 x 4) // 16 = 250 pages + 1 padding page = 4,016 tokens."""
+    assert host_token_capacity(1000, 4, 16) == 4016
+    with pytest.raises(ValueError, match="ratio"):
+        host_token_capacity(1000, -1)
+
+
+def test_simulate_splits_mooncake_hits_by_tier(capsys):
+    """The Mooncake excerpt (200 requests) at a 100-block device: every prompt token is a
+    device hit, a host hit or a miss; the device alone loads nothing back."""
+    argv = ["simulate", "examples/traces/mooncake_excerpt.jsonl", "--capacity", "51200",
+            "--host-ratio", "2,8", "--json"]
+    assert radix_main(argv) == 0
+    runs = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in runs] == ["device only", "host 2x", "host 8x"]
+    for r in runs:
+        assert r["device_hit"] + r["host_hit"] + r["miss"] == r["prompt_tokens"]
+    assert (runs[0]["host_hit"], runs[0]["loaded_back"]) == (0, 0)
+    assert runs[2]["host_hit"] > 0
+    assert radix_main(argv[:2] + ["--host-ratio", "2"]) == 2
+    assert "needs a bounded --capacity" in capsys.readouterr().err
