@@ -1,0 +1,39 @@
+"""The Eviction lab's host tier section: three requests through SGLang's HiCache, the tree
+coloured by tier at each step, the demotion and the load back in words. Not a page:
+eviction.py calls `section()`.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import scenarios.hosttier as ht
+from app_pages._shell import presenter, say
+from viz.hosttier import event_line, served_line, tier_tree_dot
+
+
+@st.cache_resource(max_entries=1)
+def _walk() -> list[ht.TierStep]:
+    return ht.run_walk()
+
+
+def section() -> None:
+    st.subheader("The host tier (HiCache): evicted KV is demoted to host, then loaded back")
+    st.caption(f"SGLang 0.5.23 with --enable-hierarchical-cache, --hicache-ratio {ht.RATIO:g}, "
+               f"write-through: a device of {ht.DEVICE} tokens, a host pool of twice that. "
+               "Blue: on the device only; green: on the device with a host copy; orange: on "
+               "the host only (demoted).")
+    steps = _walk()
+    k = st.radio("request", range(len(steps)), format_func=lambda i: steps[i].title,
+                 horizontal=True, key="eviction.hosttier.step")
+    step = steps[k]
+    say("markdown", f"**{served_line(step)}**")
+    left, right = st.columns([3, 2])
+    with left:
+        st.graphviz_chart(tier_tree_dot(step.nodes), height=220 if presenter() else 300)
+    with right:
+        m = st.columns(2)
+        m[0].metric("device free", f"{step.device_free:,} tok")
+        m[1].metric("host used", f"{step.host_used:,} tok")
+        lines = [x for x in (event_line(e) for e in step.events) if x]
+        say("markdown", "\n".join(f"- {x}" for x in lines) or "nothing moved")
