@@ -220,6 +220,15 @@ class HostLeafEvicted(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class HostCopyReclaimed(Event):
+    """Write-back host eviction freed the host copy of a node still on the device (SGLang's
+    _reclaim_full_host_duplicates): the node is device-only again."""
+
+    node_id: int
+    num_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
 class KVLoadedBack(Event):
     """A host hit was loaded back: these host-only nodes (root side first) got device slots."""
 

@@ -138,3 +138,33 @@ def test_simulate_splits_mooncake_hits_by_tier(capsys):
     assert runs[2]["host_hit"] > 0
     assert radix_main(argv[:2] + ["--host-ratio", "2"]) == 2
     assert "needs a bounded --capacity" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("policy", ["write_through", "write_through_selective", "write_back"])
+def test_the_events_rebuild_every_node_and_tier(policy):
+    """Random requests over shared prefixes (device 48, host 61 or 48, page 1 or 4): after each
+    one, the tier events alone (TierModel) give the cache's nodes, parents, sizes and
+    residency, so every demotion, drop, backup, reclaim, load and restore is an event."""
+    import random
+
+    from radix.hosttier.tiermodel import Residency, TierModel
+
+    moved = [0, 0]
+    for page, host in ((1, 61), (4, 48)):
+        rng = random.Random(7)
+        sink = ev.ListSink()
+        c = HostTierCache(SlotAllocator(48, page_size=page), host, policy, page, sink=sink,
+                          load_back_threshold=4)
+        model = TierModel()
+        roots = [[rng.randrange(3) for _ in range(rng.randrange(4, 16))] for _ in range(6)]
+        for _ in range(60):
+            prompt = rng.choice(roots) + [rng.randrange(3) for _ in range(rng.randrange(1, 12))]
+            serve_request(c, prompt, [rng.randrange(3)])
+            model.apply_all(sink.events)
+            sink.events.clear()
+            want = {n.id: Residency(n.parent.id, len(n.key), n.value is not None,
+                                    n.host_value is not None)
+                    for n in c.nodes() if n.parent is not None}
+            assert model.nodes == want
+        moved = [moved[0] + c.counts().demoted, moved[1] + c.counts().loaded_back]
+    assert all(moved), moved  # both moves happened

@@ -130,10 +130,12 @@ class TierMoves:
             below.append(d)
             stack.extend(d.children.values())
         for d in reversed(below):
+            n = len(d.host_value)
             self.host.free(d.host_value)
             d.host_value = None
             self.host_leaves.discard(d)
             self._remove(d)
+            self._emit(ev.HostLeafEvicted(d.id, d.parent.id, n))
         return self._delete_device_leaf(x, "host_pressure")
 
     # ------------------------------------------------------------------------ host eviction
@@ -177,6 +179,7 @@ class TierMoves:
                 freed += len(x.host_value)
                 self._counts["reclaimed"] += len(x.host_value)
                 self.host.free(x.host_value)
+                self._emit(ev.HostCopyReclaimed(x.id, len(x.host_value)))
                 x.host_value = None
                 swept.append(x.id)
         for i in swept:
