@@ -4,7 +4,8 @@ the rest (evicting the device shortfall), insert the whole sequence (duplicates 
 locked prefix on), unlock, free the unaligned tail. `serve_request` returns where the prompt's
 tokens came from: the device, the host (loaded back) or nowhere (computed).
 
-Leaves out: chunked prefill, batching (requests run one at a time), retraction.
+Leaves out: chunked prefill, batching (requests run one at a time), retraction, the admission
+budget around the load (PrefillAdder.prepare_load_back and its host-locked reclaim).
 """
 
 from __future__ import annotations
