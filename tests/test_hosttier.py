@@ -144,7 +144,8 @@ def test_simulate_splits_mooncake_hits_by_tier(capsys):
 def test_the_events_rebuild_every_node_and_tier(policy):
     """Random requests over shared prefixes (device 48, host 61 or 48, page 1 or 4): after each
     one, the tier events alone (TierModel) give the cache's nodes, parents, sizes and
-    residency, so every demotion, drop, backup, reclaim, load and restore is an event."""
+    residency, so every demotion, drop, backup, reclaim, load and restore is an event; and the
+    cache's invariants hold."""
     import random
 
     from radix.hosttier.tiermodel import Residency, TierModel
@@ -166,5 +167,6 @@ def test_the_events_rebuild_every_node_and_tier(policy):
                                     n.host_value is not None)
                     for n in c.nodes() if n.parent is not None}
             assert model.nodes == want
+            c.check_invariants()
         moved = [moved[0] + c.counts().demoted, moved[1] + c.counts().loaded_back]
     assert all(moved), moved  # both moves happened

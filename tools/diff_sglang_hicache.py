@@ -112,6 +112,7 @@ def run(usg, core: str, seed: int, page: int, policy: str, write: str, num: int)
         assert sg.sizes() == (ours.evictable_size_, ours.protected_size_,
                               ours.allocator.available_size(), ours.host.available_size()), \
             f"{where}: sizes SGLang {sg.sizes()}"
+        ours.check_invariants()
         STATS["requests"] += 1
         STATS["host_hits"] += got.host_hit > 0
         for k, v in zip(("demoted", "loaded", "host_evicted", "dropped"), moved, strict=True):

@@ -3,8 +3,9 @@
 Follows unified_radix_cache.py and unified_cache/unified_tree_core.py with the FULL component
 only (a standard full-attention model) and `--hicache-host-memory-mode cache`. This file holds
 the tree: match (walking device and host-only nodes), insert (restoring host-only nodes from
-the request's fresh slots, counting hits, write-through backups), splits, device and host locks.
-The moves between tiers (evict, demote, backup, load back, host eviction) are in moves.py.
+the request's fresh slots, counting hits, write-through backups) and splits. Locks and
+`check_invariants` are in locks.py; the moves between tiers (evict, demote, backup, load back,
+host eviction) in moves.py.
 
     device only ──backup──> both ──demote (device eviction)──> host only ──host eviction──> gone
          ^                    ^                                    │
@@ -31,6 +32,7 @@ from radix.hosttier.capacity import (
     check_policy,
     write_through_threshold,
 )
+from radix.hosttier.locks import TierLocks
 from radix.hosttier.moves import TierMoves
 from radix.hosttier.node import HostInsert, HostMatch, HostNode
 from radix.tokens import frozen
@@ -42,7 +44,7 @@ from radix.tree.radix_cache import LogicalClock
 CHUNK = 64  # tokens compared per slice when an edge does not match whole
 
 
-class HostTierCache(TierMoves):
+class HostTierCache(TierLocks, TierMoves):
     """A radix tree over a device pool (`allocator`) and a host pool of `host_tokens`.
 
     Write-through, nothing cached: one insert of 4 tokens backs them up at once (threshold 1).
@@ -227,67 +229,6 @@ class HostTierCache(TierMoves):
         self._refresh(child)
         self._track_duplicate(new)
         return new
-
-    # ------------------------------------------------------------------------------- locks
-
-    def inc_lock_ref(self, node: HostNode) -> int:
-        """Device lock: the host-only segment at the bottom is counted without moving tokens,
-        then the device path to the root; returns the tokens moved to protected."""
-        x, root, moved = node, self.root_node, 0
-        while x is not root and x.value is None:
-            x.lock_ref += 1
-            x = x.parent
-        while x is not root:
-            if x.lock_ref == 0:
-                moved += len(x.value)
-            x.lock_ref += 1
-            self.device_leaves.discard(x)
-            x = x.parent
-        self.evictable_size_ -= moved
-        self.protected_size_ += moved
-        self._refresh(node)
-        return moved
-
-    def dec_lock_ref(self, node: HostNode) -> None:
-        x, root = node, self.root_node
-        while x is not root:
-            if x.lock_ref <= 0:
-                raise ValueError(f"dec_lock_ref: node {x.id} is not locked")
-            if x.lock_ref == 1 and x.value is not None:
-                self.evictable_size_ += len(x.value)
-                self.protected_size_ -= len(x.value)
-            x.lock_ref -= 1
-            if x.lock_ref == 0:
-                self._refresh(x)
-            x = x.parent
-        self._refresh(node)
-
-    def inc_host_lock_ref(self, node: HostNode) -> tuple[HostNode, int] | None:
-        """Pins one node's host copy (the anchor; a later split extends the segment upward).
-        Under write-through a node without a host copy is not pinned (None)."""
-        if node.host_value is None and not self.is_write_back:
-            return None
-        if not node.host_anchor:
-            node.host_anchor = self._next_anchor
-            self._next_anchor += 1
-        node.host_lock_ref += 1
-        self._refresh(node)
-        self._emit(ev.HostLockChanged(node.id, node.host_lock_ref, +1))
-        return node, node.host_anchor
-
-    def dec_host_lock_ref(self, receipt: tuple[HostNode, int] | None) -> None:
-        if receipt is None:
-            return
-        node, anchor = receipt
-        while True:
-            if node.host_value is None and not self.is_write_back:
-                return
-            node.host_lock_ref -= 1
-            self._refresh(node)
-            self._emit(ev.HostLockChanged(node.id, node.host_lock_ref, -1))
-            if node.host_anchor == anchor:
-                return
-            node = node.parent
 
     # ------------------------------------------------------------------------------ helpers
 
