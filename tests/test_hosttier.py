@@ -170,3 +170,36 @@ def test_the_events_rebuild_every_node_and_tier(policy):
             c.check_invariants()
         moved = [moved[0] + c.counts().demoted, moved[1] + c.counts().loaded_back]
     assert all(moved), moved  # both moves happened
+
+
+def test_device_only_is_the_plain_radix_cache():
+    """Oracle: with a host pool of 0 nothing is ever backed up, so the host-tier cache must hit
+    exactly what RadixCache (unified flavor) hits on the same requests, request by request:
+    the customer-support example (26 requests with their replies) at a device of 3,274 tokens,
+    its longest request, where 51,750 prompt tokens hit and 11,336 are evicted on the way."""
+    from radix.hosttier.replay import _units
+    from radix.traces import load_trace
+    from radix.tree.radix_cache import RadixCache
+
+    _, reqs = _units(load_trace("examples/traces/customer_support.jsonl.gz"))
+    size = max(len(u) + len(r) for u, r, _ in reqs)
+    ours = HostTierCache(SlotAllocator(size), 0)
+    alloc = SlotAllocator(size)
+    plain = RadixCache(allocator=alloc)
+    hits = 0
+    for prompt, reply, _ in reqs:
+        got = serve_request(ours, prompt, reply)
+        m = plain.match_prefix(prompt[:-1])
+        plain.inc_lock_ref(m.last_node)
+        tokens, prefix = prompt + reply, m.slot_ids
+        short = len(tokens) - len(prefix) - alloc.available_size()
+        if short > 0:
+            plain.evict(short)
+        row = list(prefix) + alloc.alloc(len(tokens) - len(prefix))
+        done = plain.insert(tokens, row)
+        alloc.free(row[len(prefix):done.prefix_len])
+        plain.dec_lock_ref(m.last_node)
+        assert (got.device_hit, got.host_hit) == (m.prefix_len, 0)
+        hits += m.prefix_len
+    assert (size, hits, ours.counts().dropped_unbacked) == (3274, 51750, 11336)
+    assert ours.evictable_size_ == plain.evictable_size()
