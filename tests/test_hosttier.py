@@ -138,6 +138,8 @@ def test_simulate_splits_mooncake_hits_by_tier(capsys):
     assert runs[2]["host_hit"] > 0
     assert radix_main(argv[:2] + ["--host-ratio", "2"]) == 2
     assert "needs a bounded --capacity" in capsys.readouterr().err
+    assert radix_main(argv[:4] + ["--host-ratio", "2", "--page-size", "16"]) == 2
+    assert "--page-size cannot apply" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("policy", ["write_through", "write_through_selective", "write_back"])

@@ -42,6 +42,12 @@ def run(args: argparse.Namespace, trace: Any) -> int:
 
     if args.capacity is None:
         raise InputError("--host-ratio needs a bounded --capacity (the device pool, tokens)")
+    unused = [flag for flag, on in (("--page-size", args.page_size != 1),
+                                    ("--no-cache", args.no_cache),
+                                    ("--chunk", args.chunk is not None)) if on]
+    if unused:
+        raise InputError(f"--host-ratio runs requests whole, one at a time, at page 1 "
+                         f"(radix/hosttier/replay.py): {', '.join(unused)} cannot apply")
     try:
         runs = compare_host_tiers(trace, args.capacity, args.host_ratio, args.write_policy,
                                   args.eviction)
