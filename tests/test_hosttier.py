@@ -205,3 +205,30 @@ def test_device_only_is_the_plain_radix_cache():
         hits += m.prefix_len
     assert (size, hits, ours.counts().dropped_unbacked) == (3274, 51750, 11336)
     assert ours.evictable_size_ == plain.evictable_size()
+
+
+def test_cluster_splits_each_replicas_hits_by_tier(tmp_path, capsys):
+    """A = 1..12, B = 101..112, then A again, 100 s apart; each replica's device pool 16
+    tokens, host 2x = 32 + 1 padding page = 33. One replica: B's 12 tokens need A's slots;
+    with no host A is dropped and the second A misses all 12; with the host, A was backed up at
+    insert (write_through), is demoted, and its match of A[:-1] finds 11 tokens on the host,
+    at least the load-back threshold (10), so they are loaded back (B is demoted for room).
+    Two replicas, round robin: A, B, A go to replicas 0, 1, 0, so the second A finds its 11
+    tokens still on replica 0's device, host or not.
+    (device, host, miss) over the 36 prompt tokens: N=1 (0, 0, 36) and (0, 11, 25);
+    N=2 (11, 0, 25) twice."""
+    path = tmp_path / "aba.jsonl"
+    rows = [("a1", 0.0, range(1, 13)), ("b", 100.0, range(101, 113)),
+            ("a2", 200.0, range(1, 13))]
+    path.write_text("".join(json.dumps({"rid": r, "arrival": t, "tokens": list(toks),
+                                        "output_len": 1}) + "\n" for r, t, toks in rows))
+    argv = ["cluster", str(path), "--replicas", "1,2", "--router", "round-robin",
+            "--capacity", "16", "--host-ratio", "2"]
+    assert radix_main(argv + ["--json"]) == 0
+    got = [[(t["device_hit"], t["host_hit"], t["miss"]) for t in r["host_tier"]]
+           for r in json.loads(capsys.readouterr().out)]
+    assert got == [[(0, 0, 36), (0, 11, 25)], [(11, 0, 25), (11, 0, 25)]]
+    assert radix_main(argv) == 0
+    assert "2 round-robin     host 2x" in capsys.readouterr().out
+    assert radix_main(argv[:6] + ["--host-ratio", "2"]) == 2
+    assert "needs a bounded --capacity" in capsys.readouterr().err
