@@ -27,7 +27,7 @@ def section() -> None:
     k = st.radio("request", range(len(steps)), format_func=lambda i: steps[i].title,
                  horizontal=True, key="eviction.hosttier.step")
     step = steps[k]
-    say("markdown", f"**{served_line(step)}**")
+    say("markdown", served_line(step), bold="Served.")
     left, right = st.columns([3, 2])
     with left:
         st.graphviz_chart(tier_tree_dot(step.nodes), height=220 if presenter() else 300)

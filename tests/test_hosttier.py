@@ -232,3 +232,20 @@ def test_cluster_splits_each_replicas_hits_by_tier(tmp_path, capsys):
     assert "2 round-robin     host 2x" in capsys.readouterr().out
     assert radix_main(argv[:6] + ["--host-ratio", "2"]) == 2
     assert "needs a bounded --capacity" in capsys.readouterr().err
+
+
+def test_tour_frames_rebuild_each_requests_tree_from_its_events():
+    """run_frames (scenarios/hosttier.py): the tree after each request's last move, rebuilt from
+    the events alone, is the cache's own tree after that request (run_walk), node for node;
+    the moves in order are A inserted, backed up; A demoted, B inserted, backed up; A split,
+    B demoted, A's 5 tokens loaded back, A's last token restored."""
+    from scenarios.hosttier import run_frames, run_walk
+
+    frames, steps = run_frames(), run_walk()
+    for k, step in enumerate(steps):
+        last = [f for f in frames if f.request == k][-1]
+        assert last.nodes == step.nodes
+    assert [(type(f.event).__name__, f.moved) for f in frames[1:]] == [
+        ("NodeInserted", (1,)), ("KVBackedUp", (1,)), ("NodeDemoted", (1,)),
+        ("NodeInserted", (2,)), ("KVBackedUp", (2,)), ("NodeSplit", (3, 1)),
+        ("NodeDemoted", (2,)), ("KVLoadedBack", (3,)), ("DeviceRestored", (1,))]

@@ -15,8 +15,19 @@ TIER_COLOURS = {"device": "#1f77b4", "both": "#2ca02c", "host": "#ff7f0e", "root
 TIER_WORDS = {"device": "device only", "both": "device + host copy", "host": "host only"}
 
 
-def tier_tree_dot(nodes: list[Any]) -> str:
-    """Top-down tree, one box per node labelled with its tokens, filled by tier."""
+MOVED_COLOUR = "#d62728"  # the outline of the nodes a Tour frame's event moved
+
+
+def tier_tree_dot(nodes: list[Any], moved: tuple[int, ...] = ()) -> str:
+    """Top-down tree, one box per node labelled with its tokens, filled by tier; the nodes in
+    `moved` (the frame's event touched them) get a thick red outline.
+
+    >>> from types import SimpleNamespace as N
+    >>> root, leaf = N(id=0, parent=None), N(id=1, parent=0, tokens=(1, 2), tier="host")
+    >>> dot = tier_tree_dot([root, leaf], (1,))
+    >>> "host only" in dot, "penwidth=4" in dot
+    (True, True)
+    """
     g = graphviz.Digraph("tiers", graph_attr={"rankdir": "TB", "bgcolor": "transparent"},
                          node_attr={"shape": "box", "style": "filled,rounded",
                                     "fontname": "DejaVu Sans", "fontsize": "14"})
@@ -25,9 +36,10 @@ def tier_tree_dot(nodes: list[Any]) -> str:
             g.node(f"n{n.id}", label="root", fillcolor=TIER_COLOURS["root"])
             continue
         label = " ".join(map(str, n.tokens))
-        g.node(f"n{n.id}", label=f"{label}\n{TIER_WORDS[n.tier]}",
+        edge = {"color": MOVED_COLOUR, "penwidth": "4"} if n.id in moved else {}
+        g.node(f"n{n.id}", label=f"#{n.id}: {label}\n{TIER_WORDS[n.tier]}",
                fillcolor=TIER_COLOURS[n.tier], fontcolor="white" if n.tier != "both" else "black",
-               tooltip=f"node #{n.id}: {len(n.tokens)} tokens, {TIER_WORDS[n.tier]}")
+               tooltip=f"node #{n.id}: {len(n.tokens)} tokens, {TIER_WORDS[n.tier]}", **edge)
         g.edge(f"n{n.parent}", f"n{n.id}")
     return g.source
 
@@ -64,3 +76,10 @@ def served_line(step: Any) -> str:
     s = step.served
     return (f"{step.title}: {s.device_hit:,} tokens from the device, {s.host_hit:,} loaded "
             f"back from host, {s.miss:,} computed")
+
+
+def frame_line(frame: Any, steps: list[Any]) -> str:
+    """The Tour's sentence for one frame of run_frames() (scenarios/hosttier.py)."""
+    if frame.event is None:
+        return "The cache is empty: device and host pools free."
+    return f"{steps[frame.request].title}: {event_line(frame.event)}"
