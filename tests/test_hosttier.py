@@ -232,6 +232,9 @@ def test_cluster_splits_each_replicas_hits_by_tier(tmp_path, capsys):
     assert "2 round-robin     host 2x" in capsys.readouterr().out
     assert radix_main(argv[:6] + ["--host-ratio", "2"]) == 2
     assert "needs a bounded --capacity" in capsys.readouterr().err
+    assert radix_main(["cluster", "examples/traces/mooncake_excerpt.jsonl", "--replicas", "1",
+                       "--router", "round-robin", "--capacity", "100", "--host-ratio", "2"]) == 2
+    assert "--capacity: capacity 100 is under one 512-token unit" in capsys.readouterr().err
 
 
 def test_tour_frames_rebuild_each_requests_tree_from_its_events():

@@ -105,8 +105,11 @@ def _pair(trace: Any, n: int, router: str, cfg: SimConfig,
                            keep_decisions=bool(args.host_ratio))
     out = res.summary()
     if args.host_ratio:
-        runs = cluster_host_tiers(trace, res.decisions, n, args.capacity, args.host_ratio,
-                                  args.write_policy)
+        try:
+            runs = cluster_host_tiers(trace, res.decisions, n, args.capacity, args.host_ratio,
+                                      args.write_policy)
+        except ValueError as exc:  # a device pool under one Mooncake block
+            raise InputError(f"--capacity: {exc}") from None
         out["host_tier"] = [r._asdict() for r in runs]
     return out
 
