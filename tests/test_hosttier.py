@@ -207,6 +207,16 @@ def test_device_only_is_the_plain_radix_cache():
     assert ours.evictable_size_ == plain.evictable_size()
 
 
+def _aba(tmp_path):
+    """Chat A (tokens 1..12), chat B (101..112), chat A again, 100 s apart."""
+    path = tmp_path / "aba.jsonl"
+    rows = [("a1", 0.0, range(1, 13)), ("b", 100.0, range(101, 113)),
+            ("a2", 200.0, range(1, 13))]
+    path.write_text("".join(json.dumps({"rid": r, "arrival": t, "tokens": list(toks),
+                                        "output_len": 1}) + "\n" for r, t, toks in rows))
+    return path
+
+
 def test_cluster_splits_each_replicas_hits_by_tier(tmp_path, capsys):
     """A = 1..12, B = 101..112, then A again, 100 s apart; each replica's device pool 16
     tokens, host 2x = 32 + 1 padding page = 33. One replica: B's 12 tokens need A's slots;
@@ -217,11 +227,7 @@ def test_cluster_splits_each_replicas_hits_by_tier(tmp_path, capsys):
     tokens still on replica 0's device, host or not.
     (device, host, miss) over the 36 prompt tokens: N=1 (0, 0, 36) and (0, 11, 25);
     N=2 (11, 0, 25) twice."""
-    path = tmp_path / "aba.jsonl"
-    rows = [("a1", 0.0, range(1, 13)), ("b", 100.0, range(101, 113)),
-            ("a2", 200.0, range(1, 13))]
-    path.write_text("".join(json.dumps({"rid": r, "arrival": t, "tokens": list(toks),
-                                        "output_len": 1}) + "\n" for r, t, toks in rows))
+    path = _aba(tmp_path)
     argv = ["cluster", str(path), "--replicas", "1,2", "--router", "round-robin",
             "--capacity", "16", "--host-ratio", "2"]
     assert radix_main(argv + ["--json"]) == 0
@@ -252,3 +258,20 @@ def test_tour_frames_rebuild_each_requests_tree_from_its_events():
         ("NodeInserted", (1,)), ("KVBackedUp", (1,)), ("NodeDemoted", (1,)),
         ("NodeInserted", (2,)), ("KVBackedUp", (2,)), ("NodeSplit", (3, 1)),
         ("NodeDemoted", (2,)), ("KVLoadedBack", (3,)), ("DeviceRestored", (1,))]
+
+
+def test_configs_splits_the_page1_configurations_by_tier(tmp_path, capsys):
+    """configs --host-ratio on the A, B, A trace (device 16, host 33): both page-1
+    configurations (LRU and SLRU: A is the only leaf to evict for B, B the only one for A's
+    load back) give device only (0, 0, 36) and host 2x (0, 11, 25), as the cluster test's
+    one replica; page 16 and the disabled cache are left out, saying why."""
+    argv = ["configs", str(_aba(tmp_path)), "--capacity", "16", "--host-ratio", "2",
+            "--jobs", "1"]
+    assert radix_main(argv + ["--json"]) == 0
+    tiers = json.loads(capsys.readouterr().out)["host_tier"]
+    for name in ("fcfs+lru+page1", "lpm+slru"):
+        assert [(t["device_hit"], t["host_hit"], t["miss"]) for t in tiers[name]] == [
+            (0, 0, 36), (0, 11, 25)]
+    assert tiers["page16"].startswith("left out") and tiers["no-cache"].startswith("left out")
+    assert radix_main(argv + ["--chunk", "8"]) == 2
+    assert "no --chunk" in capsys.readouterr().err

@@ -2,7 +2,9 @@
 
 Runs the trace through radix/hosttier (replay.py) with the device pool alone and then with a
 host pool of each ratio (--hicache-ratio's meaning), and prints the hits split into device /
-host (loaded back, priced over PCIe) / miss. Leaves out: the scheduler (see replay.py).
+host (loaded back, priced over PCIe) / miss. `configs --host-ratio` does the same for the
+configurations the host tier models (page 1, cache on: their eviction policies; `config_tiers`).
+Leaves out: the scheduler (see replay.py).
 """
 
 from __future__ import annotations
@@ -61,3 +63,44 @@ def run(args: argparse.Namespace, trace: Any) -> int:
           f"{args.eviction}; requests one at a time (radix/hosttier/replay.py); seconds are "
           "derived, not measured (Llama-3-8B on H100, PCIe 50 GB/s)")
     return 0
+
+
+def config_tiers(args: argparse.Namespace, trace: Any,
+                 configs: Any) -> dict[str, list[dict[str, Any]] | str]:
+    """`configs --host-ratio`: per configuration, device only and each host ratio (the replay
+    runs its eviction policy; scheduling order does not matter one request at a time), or why
+    the host tier leaves it out (page size above 1, the cache disabled)."""
+    from radix.cli import InputError
+    from radix.hosttier.replay import compare_host_tiers
+
+    if args.capacity is None or args.chunk is not None:
+        raise InputError("--host-ratio needs a bounded --capacity (the device pool, tokens) and "
+                         "no --chunk (radix/hosttier/replay.py runs requests whole)")
+    out: dict[str, list[dict[str, Any]] | str] = {}
+    for name, over in configs:
+        if over.get("disable_cache") or over.get("page_size", 1) != 1:
+            out[name] = "left out: the host tier replay runs page 1 with the cache on"
+            continue
+        try:
+            runs = compare_host_tiers(trace, args.capacity, args.host_ratio, args.write_policy,
+                                      over.get("eviction", "lru"))
+        except ValueError as exc:
+            raise InputError(f"--capacity: {exc}") from None
+        out[name] = [r._asdict() for r in runs]
+    return out
+
+
+def config_tier_table(tiers: dict[str, list[dict[str, Any]] | str]) -> str:
+    """One line per configuration and tier set: prompt tokens from device / host / computed."""
+    lines = [f"{'host tier':<16}{'tiers':<14}{'device':>8}{'host':>8}{'miss':>8}"
+             f"{'loaded back':>13}"]
+    for name, runs in tiers.items():
+        if isinstance(runs, str):
+            lines.append(f"{name:<16}{runs}")
+            continue
+        for t in runs:
+            p = t["prompt_tokens"] or 1
+            lines.append(f"{name:<16}{t['name']:<14}{t['device_hit'] / p:>8.1%}"
+                         f"{t['host_hit'] / p:>8.1%}{t['miss'] / p:>8.1%}"
+                         f"{t['loaded_back']:>13,}")
+    return "\n".join(lines)
