@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 import scenarios.eviction as lab
-from app_pages import _tlru
+from app_pages import _hosttier, _tlru
 from app_pages._player import Player
 from app_pages._shell import long_caption, max_scale, presenter, say, tree_height
 from radix.runs.costs import LABEL, CostModel
@@ -155,3 +155,4 @@ if state.num_live:
                "ref_cnt > 0. The tree frees whole leaves (overshoot); vLLM frees 16-token "
                "blocks from the head of its free queue.")
 _tlru.section()
+_hosttier.section()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+import scenarios.hosttier as ht
+from app_pages import _tour_hosttier
 from app_pages._player import Player
 from app_pages._shell import long_caption, max_scale, presenter, say, tree_height
 from radix.runs.costs import LABEL
@@ -33,17 +35,23 @@ def _tour(name: str):
     return run, tl, cursors, build_owners(run.log.steps)
 
 
+TITLES = {**{w: walk.title for w, walk in WALKS.items()}, ht.TOUR_WALK: ht.TOUR_TITLE}
 if "tour.walk" not in st.session_state:
     st.session_state["tour.walk"] = st.query_params.get("walk", "three-requests")
-    if st.session_state["tour.walk"] not in WALKS:
+    if st.session_state["tour.walk"] not in TITLES:
         st.session_state["tour.walk"] = "three-requests"
 name = st.session_state["tour.walk"]
-run, tl, cursors, owners = _tour(name)
 head = st.columns([3, 2])
-head[0].title(WALKS[name].title)
-head[1].selectbox("walk", list(WALKS), key="tour.walk", label_visibility="collapsed",
-                  format_func=lambda w: WALKS[w].title.removeprefix("Tour: "))
+head[0].title(TITLES[name])
+head[1].selectbox("walk", list(TITLES), key="tour.walk", label_visibility="collapsed",
+                  format_func=lambda w: TITLES[w].removeprefix("Tour: "))
 st.query_params["walk"] = name
+if name == ht.TOUR_WALK:  # the host tier: its own cache and player (app_pages/_tour_hosttier.py)
+    long_caption(ht.TOUR_ABOUT + " Blue: device only; green: device + host copy; orange: host "
+                 "only. The red outline: the node(s) the event moved.")
+    _tour_hosttier.show()
+    st.stop()
+run, tl, cursors, owners = _tour(name)
 long_caption(WALKS[name].about + " Each request: match_prefix, inc_lock_ref, insert, "
              "dec_lock_ref, as SGLang's scheduler does; vLLM's block cache takes the same calls.")
 

@@ -32,6 +32,8 @@ from radix.cluster import ROUTERS as CLUSTER_ROUTERS
 from radix.cluster import Decision, Load, RouteRequest, make_router
 from radix.cluster.sim import ClusterResult, simulate_cluster
 from radix.events import EventSink, ListSink
+from radix.hosttier import HostTierCache, TierCounts, host_token_capacity
+from radix.hosttier.replay import TierRun, compare_host_tiers
 from radix.request import Req
 from radix.runs.compare import compare
 from radix.runs.costs import CostModel
@@ -78,4 +80,6 @@ __all__ = [
     # the cluster (radix/cluster/)
     "CLUSTER_ROUTERS", "make_router", "RouteRequest", "Load", "Decision", "simulate_cluster",
     "ClusterResult",
+    # the host tier (radix/hosttier/)
+    "HostTierCache", "TierCounts", "host_token_capacity", "compare_host_tiers", "TierRun",
 ]

@@ -166,6 +166,86 @@ class CacheReset(Event):
     """reset(): the tree is empty again."""
 
 
+# --- the host tier (radix/hosttier/): SGLang 0.5.23's HiCache over the unified cache ----------
+
+
+@dataclass(frozen=True, slots=True)
+class KVBackedUp(Event):
+    """A device node's KV was copied to host slots (write-through at insert, write-back just
+    before a demotion): the node now has both copies."""
+
+    node_id: int
+    num_tokens: int
+    host_slot_ids: tuple[int, ...]
+    reason: str  # "write_through" | "write_back"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDemoted(Event):
+    """Device eviction kept a backed-up node as host-only: its device slots were freed."""
+
+    node_id: int
+    num_tokens: int
+    slot_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceLeafDropped(Event):
+    """Device eviction deleted a node that had no host copy (its KV is lost): reason
+    "write_through_unbacked" (not yet hit enough) or "host_pressure" (write-back, host full)."""
+
+    node_id: int
+    parent_id: int
+    num_tokens: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRestored(Event):
+    """An insert walked onto a host-only node and gave it the request's freshly computed
+    device slots (SGLang's _unevict_node_on_insert): the node is on both tiers again."""
+
+    node_id: int
+    num_tokens: int
+    slot_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HostLeafEvicted(Event):
+    """Host eviction deleted a host-only leaf and freed its host slots."""
+
+    node_id: int
+    parent_id: int
+    num_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class HostCopyReclaimed(Event):
+    """Write-back host eviction freed the host copy of a node still on the device (SGLang's
+    _reclaim_full_host_duplicates): the node is device-only again."""
+
+    node_id: int
+    num_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class KVLoadedBack(Event):
+    """A host hit was loaded back: these host-only nodes (root side first) got device slots."""
+
+    node_ids: tuple[int, ...]
+    num_tokens: int
+    slot_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HostLockChanged(Event):
+    """A host lock was taken (+1) or released (-1) on node_id (the anchor of its segment)."""
+
+    node_id: int
+    host_lock_ref: int  # the value after the change
+    delta: int
+
+
 # --- vLLM's KV cache events (vllm/distributed/kv_events.py), emitted by BlockPool -----------------
 
 

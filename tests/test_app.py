@@ -281,3 +281,27 @@ def test_trace_long_block_replay_waits_for_the_button(monkeypatch):
         "show vLLM's block pool after 40 requests (replays 40 requests")
     at.button(key="trace.blocks_go").click().run()
     assert plain(at.subheader[1].value).startswith("Block cache after 40 of 40 requests")
+
+
+def test_tour_host_tier_walk_demotes_then_loads_back():
+    """?walk=host-tier: scenarios/hosttier.py's chats one tier event at a time (10 frames: the
+    empty cache, then A inserted, backed up; A demoted, B inserted, backed up; A split 5 + 1,
+    B demoted, A's 5 loaded back, A's last token restored). Frame 3 is the demotion (node #1
+    outlined, host only); frame 8 is the load back onto node #3 (A's
+    first 5 tokens, on both tiers now) while #1 (A's last token) and #2 (B) are host only."""
+    at = page("tour")
+    at.query_params["walk"], at.query_params["step"] = "host-tier", "3"
+    at.run()
+    assert not at.exception
+    assert texts(at.info) == ["chat B: node #1 demoted: its 6 device slots freed, its host copy "
+                              "kept"]
+    dot = at.get("graphviz_chart")[0].proto.spec
+    assert re.search(r'n1 \[label="#1: 1 2 3 4 5 6\nhost only"[^]]*penwidth=4', dot)
+    at.slider(key="tour.host-tier.scrub.3").set_value(8).run()
+    assert texts(at.info) == ["chat A again: loaded back from host: 5 tokens onto node(s) #3"]
+    m = metrics(at)
+    assert (m["device only"], m["device + host copy"], m["host only"]) == (
+        "0 node(s)", "1 node(s)", "2 node(s)")
+    at.button(key="tour.host-tier.b_end").click().run()
+    shown = " ".join(texts(at.markdown))
+    assert "chat A again: 0 tokens from the device, 5 loaded back from host, 1 computed" in shown

@@ -95,3 +95,27 @@ def test_tlru_widgets_drive_the_section_and_the_lab():
     at.number_input(key="eviction.tlru.threshold").set_value(512).run()
     assert not at.exception
     assert "must exceed next_prompt_estimate 512" in plain(at.error[0].value)
+
+
+def test_host_tier_section_demotes_then_loads_back():
+    """scenarios/hosttier.py's walk (device 8, host 17, write-through): request 2 (chat B)
+    demotes chat A's 6 tokens to host; request 3 (chat A again) loads 5 back from host (the
+    match of A[:-1] splits A 5 + 1), demotes B to make room and computes 1 token; the move
+    slider starts on the request's last move, its node outlined."""
+    at = page("eviction").run()
+    at.radio(key="eviction.hosttier.step").set_value(1).run()
+    shown = " ".join(plain(m.value) for m in at.markdown)
+    assert "chat B: 0 tokens from the device, 0 loaded back from host, 6 computed" in shown
+    assert "node #1 demoted: its 6 device slots freed, its host copy kept" in shown
+    at.radio(key="eviction.hosttier.step").set_value(2).run()
+    assert not at.exception
+    shown = " ".join(plain(m.value) for m in at.markdown)
+    assert "chat A again: 0 tokens from the device, 5 loaded back from host, 1 computed" in shown
+    assert "loaded back from host: 5 tokens onto node(s) #3" in shown
+    assert metrics(at)["host used"] == "12 tok"
+    # the move slider starts on the request's last move (of split, demote B, load back,
+    # restore): A's last token (#1) restored on the device, outlined; B (#2) host only
+    assert at.select_slider(key="eviction.hosttier.move.2").value == 3
+    dot = at.get("graphviz_chart")[-1].proto.spec
+    assert 'n1 [label="#1: 6\ndevice + host copy" color="#d62728"' in dot
+    assert '#2: 7 8 9 10 11 12\nhost only"' in dot

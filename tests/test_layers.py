@@ -24,6 +24,7 @@ RANKS = {
     "engine": 30, "examples": 31,
     "radix.__main__": 7, "radix": 7,  # radix/__init__.py: the public surface
     "radix.cli": 6, "radix.cluster": 5.5,  # the cluster: above runs and watch, below cli
+    "radix.hosttier": 5.2,  # the host tier: a tree of its own, priced by runs.costs
     "radix.runs": 5, "radix.watch": 5, "radix.traces": 4, "radix.sched": 3,
     "radix.why": 5,  # prompt diffs and miss causes (radix/why/): reads traces, runs caches
     "radix.tree": 2, "radix.blocks": 2,

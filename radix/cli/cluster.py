@@ -4,7 +4,10 @@ Each (replicas, router) pair replays the trace through that many simulated engin
 router (radix/cluster/sim.py) and reports, per pair: the prompt-token hit rate (tree and vLLM
 blocks) overall and per replica, the load spread (max / mean busy time), TTFT p50 / p99,
 throughput (tokens / simulated second) and the router's decisions by reason. Seconds come from
-the cost model (derived, not measured). Leaves out: per-request rows (`--json` has the totals).
+the cost model (derived, not measured). `--host-ratio 2,4` adds SGLang's host tier (HiCache) to
+every replica and prints, per pair, the hits split device / host (loaded back) / miss, device
+only against each ratio (radix/cluster/hosttier.py). Leaves out: per-request rows (`--json`
+has the totals).
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ import argparse
 import json
 from typing import Any
 
-from radix.cli import InputError
+from radix.cli import InputError, hosttier
 from radix.cluster import ROUTERS
+from radix.cluster.hosttier import cluster_host_tiers
 from radix.cluster.sim import simulate_cluster
 from radix.runs.sim import SimConfig
 from radix.traces import TraceError, load_trace
@@ -34,6 +38,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--route-block", type=int, default=None,
                    help="tokens per routing block (default: 512 for Mooncake, else 16)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    hosttier.add_options(p)
     p.set_defaults(func=run_cluster)
 
 
@@ -79,15 +84,48 @@ def run_cluster(args: argparse.Namespace) -> int:
     cfg = sim_config(args.capacity, args.page_size, args.block_size)
     if args.route_block is not None and args.route_block < 1:
         raise InputError(f"--route-block must be >= 1, got {args.route_block}")
-    results = [simulate_cluster(trace, n, router, cfg, block_size=args.route_block).summary()
-               for n in args.replicas for router in args.router]
+    if args.host_ratio and (args.capacity is None or args.page_size != 1):
+        raise InputError("--host-ratio needs a bounded --capacity (each replica's device pool, "
+                         "tokens) and --page-size 1 (radix/hosttier/replay.py runs page 1)")
+    results = [_pair(trace, n, router, cfg, args) for n in args.replicas for router in args.router]
     if args.json:
         print(json.dumps(results, indent=1))
         return 0
     print(table(results))
+    if args.host_ratio:
+        print(host_table(results, args.write_policy))
     cap = "unbounded" if args.capacity is None else f"{args.capacity:,} tokens"
     print(f"capacity per replica {cap}; seconds are {results[0]['totals']['cost_label']}")
     return 0
+
+
+def _pair(trace: Any, n: int, router: str, cfg: SimConfig,
+          args: argparse.Namespace) -> dict[str, Any]:
+    res = simulate_cluster(trace, n, router, cfg, block_size=args.route_block,
+                           keep_decisions=bool(args.host_ratio))
+    out = res.summary()
+    if args.host_ratio:
+        try:
+            runs = cluster_host_tiers(trace, res.decisions, n, args.capacity, args.host_ratio,
+                                      args.write_policy)
+        except ValueError as exc:  # a device pool under one Mooncake block
+            raise InputError(f"--capacity: {exc}") from None
+        out["host_tier"] = [r._asdict() for r in runs]
+    return out
+
+
+def host_table(results: list[dict[str, Any]], write_policy: str) -> str:
+    """Per pair and tier configuration: prompt tokens from the device / the host / computed."""
+    lines = [f"host tier ({write_policy}; each replica's requests one at a time, routed as "
+             "above):", f"{'N':>3} {'router':<16}{'tiers':<14}{'device':>8}{'host':>8}"
+             f"{'miss':>8}{'loaded back':>13}{'load s':>8}"]
+    for r in results:
+        for t in r["host_tier"]:
+            p = t["prompt_tokens"] or 1
+            lines.append(f"{r['replicas']:>3} {r['router']:<16}{t['name']:<14}"
+                         f"{t['device_hit'] / p:>8.1%}{t['host_hit'] / p:>8.1%}"
+                         f"{t['miss'] / p:>8.1%}{t['loaded_back']:>13,}{t['load_s']:>8.2f}")
+    return "\n".join(lines)
 
 
 def table(results: list[dict[str, Any]]) -> str:

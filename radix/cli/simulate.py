@@ -3,7 +3,8 @@
 `simulate` replays a trace through the scheduler (policy, admission, decode steps), the radix
 tree and vLLM's block cache, priced by the Llama-3-8B/H100 cost model (derived, not measured).
 `configs` runs the four server configurations of DESIGN.md side by side: FCFS + LRU + page 1
-(baseline); LPM + SLRU; page size 16; cache disabled. Sizes are real tokens.
+(baseline); LPM + SLRU; page size 16; cache disabled. Sizes are real tokens. `--host-ratio`
+adds the host tier's device / host / miss split for the page-1 configurations (cli/hosttier.py).
 Leaves out: per-step traces (use the engine's event log).
 """
 
@@ -13,6 +14,7 @@ import argparse
 import json
 from typing import Any
 
+from radix.cli import hosttier
 from radix.cli.options import (
     add_capacity,
     add_limits,
@@ -48,6 +50,7 @@ def register(subparsers: Any) -> None:
     sim.add_argument("--eviction", default="lru", help="lru, mru, fifo, filo, lfu, priority, slru")
     sim.add_argument("--page-size", type=int, default=1)
     sim.add_argument("--no-cache", action="store_true", help="every match empty (the control)")
+    hosttier.add_options(sim)
     sim.set_defaults(func=run_simulate)
     cfg = subparsers.add_parser("configs", help="the four configurations of DESIGN.md")
     _common(cfg)
@@ -56,6 +59,7 @@ def register(subparsers: Any) -> None:
     # 2 cores: 17 s against 19-20 s)
     cfg.add_argument("--jobs", type=parse_jobs, default=len(CONFIGS),
                      help="worker processes (default: one per configuration; 1: in this one)")
+    hosttier.add_options(cfg)
     cfg.set_defaults(func=run_configs)
 
 
@@ -75,6 +79,8 @@ def _config(args: argparse.Namespace, **overrides: Any):
 
 def run_simulate(args: argparse.Namespace) -> int:
     trace = load_request_trace(args, "simulate")
+    if args.host_ratio:
+        return hosttier.run(args, trace)
     result = simulate(trace, _config(args, policy=args.policy, eviction=args.eviction,
                                      page_size=args.page_size, disable_cache=args.no_cache))
     if args.json:
@@ -102,11 +108,15 @@ def run_simulate(args: argparse.Namespace) -> int:
 def run_configs(args: argparse.Namespace) -> int:
     trace = load_request_trace(args, "configs")
     configs = [(name, _config(args, **over)) for name, over in CONFIGS]
+    tiers = hosttier.config_tiers(args, trace, CONFIGS) if args.host_ratio else None
     results = [(name, r.totals) for name, r in simulate_many(trace, configs, args.jobs)]
     if args.json:
-        print(json.dumps(dict(results), indent=1))
+        print(json.dumps(dict(results) if tiers is None else {**dict(results), "host_tier": tiers},
+                         indent=1))
         return 0
     print(_table(results))
+    if tiers is not None:
+        print(hosttier.config_tier_table(tiers))
     print(f"capacity {capacity_label(args.capacity)}; budget {args.budget:,}; seconds are "
           f"{results[0][1]['cost_label']}")
     return 0

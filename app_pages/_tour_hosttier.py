@@ -1,0 +1,53 @@
+"""The Tour's host tier walk: scenarios/hosttier.py's three chats one tier event at a time, the
+tree coloured by tier (device / device + host / host), the node each event moves outlined in
+red: chat A backed up, demoted when chat B needs its slots, loaded back when A returns. Not a
+page: tour.py calls `show()` when the walk is scenarios.hosttier.TOUR_WALK.
+Leaves out: vLLM's blocks beside it (vLLM 0.33's CPU offloading is a connector, not its
+prefix cache) and the slides export (the tree here is a graphviz picture).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import scenarios.hosttier as ht
+from app_pages._player import Player
+from app_pages._shell import presenter, say
+from viz.hosttier import TIER_WORDS, event_line, frame_line, served_line, tier_tree_dot
+
+
+@st.cache_resource(max_entries=1)
+def _walk() -> tuple[list[ht.TierStep], list[ht.TierFrame]]:
+    return ht.run_walk(), ht.run_frames()
+
+
+def show() -> None:
+    steps, frames = _walk()
+    player = Player("tour.host-tier", len(frames), page="tour")
+    player.buttons()
+
+    def _show(i: int, _duration_ms: int) -> None:
+        f = frames[i]
+        if not presenter():
+            st.markdown(f"**Event {i} / {len(frames) - 1}**")
+        say("info", frame_line(f, steps))
+        left, right = st.columns([3, 2])
+        with left:
+            st.graphviz_chart(tier_tree_dot(f.nodes, f.moved),
+                              height=220 if presenter() else 300)
+        with right:
+            tiers = [n.tier for n in f.nodes if n.parent is not None]
+            m = st.columns(3)
+            for col, tier in zip(m, ("device", "both", "host")):
+                col.metric(TIER_WORDS[tier], f"{tiers.count(tier)} node(s)")
+            if f.request >= 0 and _last_of_request(frames, i):
+                say("markdown", served_line(steps[f.request]), bold="Served.")
+            done = [event_line(g.event) for g in frames[1:i + 1] if g.request == f.request]
+            if done:
+                say("caption", "So far for this request: " + "; ".join(done))
+
+    player.frames(_show)
+
+
+def _last_of_request(frames: list[ht.TierFrame], i: int) -> bool:
+    return i + 1 == len(frames) or frames[i + 1].request != frames[i].request

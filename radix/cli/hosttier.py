@@ -1,0 +1,106 @@
+"""`python -m radix simulate TRACE --capacity N --host-ratio 2,4,8`: the host tier (HiCache).
+
+Runs the trace through radix/hosttier (replay.py) with the device pool alone and then with a
+host pool of each ratio (--hicache-ratio's meaning), and prints the hits split into device /
+host (loaded back, priced over PCIe) / miss. `configs --host-ratio` does the same for the
+configurations the host tier models (page 1, cache on: their eviction policies; `config_tiers`).
+Leaves out: the scheduler (see replay.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from radix.hosttier.capacity import WRITE_POLICIES
+
+
+def parse_ratios(text: str) -> list[float]:
+    """`2,4,8` -> [2.0, 4.0, 8.0]; each must be a number > 0."""
+    out = []
+    for part in text.split(","):
+        try:
+            r = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part!r} is not a number") from None
+        if not r > 0:
+            raise argparse.ArgumentTypeError(f"{part!r} must be > 0")
+        out.append(r)
+    return out
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host-ratio", type=parse_ratios, default=None, metavar="R[,R...]",
+                   help="add SGLang's host tier (HiCache) at these host/device ratios and "
+                        "compare with the device alone (needs a bounded --capacity)")
+    p.add_argument("--write-policy", choices=WRITE_POLICIES, default="write_through",
+                   help="the host tier's write policy (--hicache-write-policy)")
+
+
+def run(args: argparse.Namespace, trace: Any) -> int:
+    from radix.cli import InputError
+    from radix.hosttier.replay import compare_host_tiers, tier_table
+
+    if args.capacity is None:
+        raise InputError("--host-ratio needs a bounded --capacity (the device pool, tokens)")
+    unused = [flag for flag, on in (("--page-size", args.page_size != 1),
+                                    ("--no-cache", args.no_cache),
+                                    ("--chunk", args.chunk is not None)) if on]
+    if unused:
+        raise InputError(f"--host-ratio runs requests whole, one at a time, at page 1 "
+                         f"(radix/hosttier/replay.py): {', '.join(unused)} cannot apply")
+    try:
+        runs = compare_host_tiers(trace, args.capacity, args.host_ratio, args.write_policy,
+                                  args.eviction)
+    except ValueError as exc:
+        raise InputError(f"--capacity: {exc}") from None
+    if args.json:
+        print(json.dumps([r._asdict() for r in runs], indent=1))
+        return 0
+    print(tier_table(runs))
+    print(f"device {args.capacity:,} tokens; write policy {args.write_policy}; eviction "
+          f"{args.eviction}; requests one at a time (radix/hosttier/replay.py); seconds are "
+          "derived, not measured (Llama-3-8B on H100, PCIe 50 GB/s)")
+    return 0
+
+
+def config_tiers(args: argparse.Namespace, trace: Any,
+                 configs: Any) -> dict[str, list[dict[str, Any]] | str]:
+    """`configs --host-ratio`: per configuration, device only and each host ratio (the replay
+    runs its eviction policy; scheduling order does not matter one request at a time), or why
+    the host tier leaves it out (page size above 1, the cache disabled)."""
+    from radix.cli import InputError
+    from radix.hosttier.replay import compare_host_tiers
+
+    if args.capacity is None or args.chunk is not None:
+        raise InputError("--host-ratio needs a bounded --capacity (the device pool, tokens) and "
+                         "no --chunk (radix/hosttier/replay.py runs requests whole)")
+    out: dict[str, list[dict[str, Any]] | str] = {}
+    for name, over in configs:
+        if over.get("disable_cache") or over.get("page_size", 1) != 1:
+            out[name] = "left out: the host tier replay runs page 1 with the cache on"
+            continue
+        try:
+            runs = compare_host_tiers(trace, args.capacity, args.host_ratio, args.write_policy,
+                                      over.get("eviction", "lru"))
+        except ValueError as exc:
+            raise InputError(f"--capacity: {exc}") from None
+        out[name] = [r._asdict() for r in runs]
+    return out
+
+
+def config_tier_table(tiers: dict[str, list[dict[str, Any]] | str]) -> str:
+    """One line per configuration and tier set: prompt tokens from device / host / computed."""
+    lines = [f"{'host tier':<16}{'tiers':<14}{'device':>8}{'host':>8}{'miss':>8}"
+             f"{'loaded back':>13}"]
+    for name, runs in tiers.items():
+        if isinstance(runs, str):
+            lines.append(f"{name:<16}{runs}")
+            continue
+        for t in runs:
+            p = t["prompt_tokens"] or 1
+            lines.append(f"{name:<16}{t['name']:<14}{t['device_hit'] / p:>8.1%}"
+                         f"{t['host_hit'] / p:>8.1%}{t['miss'] / p:>8.1%}"
+                         f"{t['loaded_back']:>13,}")
+    return "\n".join(lines)

@@ -1,0 +1,179 @@
+"""Differential check of radix/hosttier against SGLang 0.5.23's UnifiedRadixCache with HiCache on
+(not a test).
+
+SGLang's cache is built on CPU as tools/sglang_unified.py builds it (FULL component, Rust or
+Python TreeCore), then given what `init_hicache` would give it, with only the transfers stubbed:
+a controller whose `write` takes host slots from a host index pool and whose `load` takes device
+slots from the device allocator, each acked at once (synchronous transfers), and a host pool
+group that frees host slots. Everything else is SGLang's own code: match in HiCache mode,
+init_load_back / load_back with its threshold, evict_for_alloc with demotion, write-back backup
+or drop, evict_host with duplicate reclaim, host locks, insert with restore and write-through.
+
+Each request runs SGLang's scheduler steps on both sides (ours: radix.hosttier.serve_request):
+match prompt[:-1], init_load_back (+ loading_check), lock, evict the allocation shortfall,
+allocate, insert the whole sequence (prev_prefix_len = the locked prefix; + writing_check),
+unlock, free the tail. Compared after every request: the hit split (device / loaded back),
+the tree (per node: device slot ids, host residency and length, lock_ref, host_lock_ref; with
+the Python core also hit counts and priorities), device slots freed, evicted / demoted /
+loaded / host-evicted token counts, sizes, free device and host tokens.
+
+    python tools/diff_sglang_hicache.py /tmp/sgl/ex --seeds 20 --requests 120
+    python tools/diff_sglang_hicache.py /tmp/sgl/ex --break-rule no_demote   # must mismatch
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from hicache_stubs import SGSide, sg_shape  # noqa: E402
+from sglang_unified import CORES, load_unified  # noqa: E402
+from wheels import run_seeds  # noqa: E402
+
+from radix.allocator import SlotAllocator  # noqa: E402
+from radix.hosttier import HostTierCache, host_token_capacity  # noqa: E402
+from radix.hosttier.requests import serve_request  # noqa: E402
+
+POLICIES = ("lru", "lfu", "slru", "priority", "tlru")
+WRITE = ("write_through", "write_through_selective", "write_back")
+STATS = {"requests": 0, "host_hits": 0, "loaded": 0, "demoted": 0, "host_evicted": 0,
+         "dropped": 0}
+
+
+def our_shape(node, rich: bool, root: bool = True, rust: bool = False) -> tuple:
+    """(device slots, host copy, lock_ref, host_lock_ref, [hit count, priority,] children); the
+    Rust core's readers give the host copy as a flag and no host lock refs."""
+    slots = () if root or node.value is None else tuple(node.value)
+    if rust:
+        host = None if root else node.host_value is not None
+    else:
+        host = None if root or node.host_value is None else len(node.host_value)
+    kids = tuple(sorted((our_shape(c, rich, False, rust) for c in node.children.values()),
+                        key=repr))
+    hlock = None if root or rust else node.host_lock_ref
+    head = (slots, host, None if root else node.lock_ref, hlock)
+    return head + ((node.hit_count, node.priority) if rich and not root else ()) + (kids,)
+
+
+def workload(rng: random.Random, size: int, page: int):
+    """Requests over a few shared prefixes and a few follow-ups each, so prompts come back
+    after they were pushed out of the device."""
+    roots = [[rng.randrange(4) for _ in range(rng.randrange(4, size // 3))] for _ in range(3)]
+    tails = [[rng.randrange(4) for _ in range(rng.randrange(1, size // 4))] for _ in range(6)]
+    while True:
+        prompt = rng.choice(roots) + rng.choice(tails) + [rng.randrange(4)] * rng.randrange(2)
+        prompt = prompt[: size - 8]
+        yield prompt, [rng.randrange(4) for _ in range(rng.randrange(0, 4))], rng.randrange(3)
+
+
+def run(usg, core: str, seed: int, page: int, policy: str, write: str, num: int) -> int:
+    rng = random.Random(seed * 31 + page)
+    size = rng.randrange(40, 160) if page == 1 else rng.randrange(6, 15) * page
+    host = host_token_capacity(size, rng.choice((1.0, 2.0, 4.0)), page)
+    config = ({"threshold": rng.randrange(0, 40), "next_prompt_estimate": rng.randrange(0, 20)}
+              if policy == "tlru" else {})
+    sg = SGSide(usg, core, size, host, page, policy, write, config)
+    ours = HostTierCache(SlotAllocator(size, page_size=page), host, write, page, policy, config)
+    ours_freed: list[int] = []
+    free = ours.allocator.free
+    ours.allocator.free = lambda ids: (ours_freed.extend(ids), free(ids))[1]
+    label = f"{core} core, page {page}, {policy}, {write}, seed {seed} ({size}/{host} slots)"
+    gen = workload(rng, size, page)
+    before = ours.counts()
+    for i in range(num):
+        prompt, output, prio = next(gen)
+        where = f"{label}, request {i}"
+        got_sg = sg.serve(prompt, output, prio)
+        got = serve_request(ours, prompt, output, prio)
+        assert got_sg == tuple(got[:3]), f"{where}: hits (device, host, miss) SGLang {got_sg}, " \
+                                         f"ours {tuple(got[:3])}"
+        now = ours.counts()
+        moved = (now.demoted - before.demoted, now.loaded_back - before.loaded_back,
+                 now.host_evicted + now.reclaimed - before.host_evicted - before.reclaimed,
+                 now.dropped_unbacked + now.dropped_host_pressure
+                 - before.dropped_unbacked - before.dropped_host_pressure)
+        sg_moved = sg.moved()
+        assert sg_moved == moved, f"{where}: (demoted, loaded, host evicted, dropped) " \
+                                  f"SGLang {sg_moved}, ours {moved}"
+        before = now
+        assert sg.freed == ours_freed, f"{where}: freed\n SGLang {sg.freed}\n ours {ours_freed}"
+        sg.freed.clear()
+        ours_freed.clear()
+        rich = core == "python"
+        a, b = sg_shape(sg, rich), our_shape(ours.root_node, rich, rust=core == "rust")
+        assert a == b, f"{where}: trees differ\n  SGLang {a}\n  ours   {b}"
+        assert sg.sizes() == (ours.evictable_size_, ours.protected_size_,
+                              ours.allocator.available_size(), ours.host.available_size()), \
+            f"{where}: sizes SGLang {sg.sizes()}"
+        ours.check_invariants()
+        STATS["requests"] += 1
+        STATS["host_hits"] += got.host_hit > 0
+        for k, v in zip(("demoted", "loaded", "host_evicted", "dropped"), moved, strict=True):
+            STATS[k] += v
+    return num
+
+
+def _break_no_demote() -> None:
+    """Device eviction drops backed-up leaves instead of demoting them."""
+    from radix.hosttier import moves
+    moves.TierMoves._demote = lambda self, x: self._delete_device_leaf(x, "host_pressure")
+
+
+def _break_threshold() -> None:
+    """write_through_selective backs up on the first hit, as write_through does."""
+    from radix.hosttier import cache, capacity
+    cache.write_through_threshold = lambda policy: 1
+    capacity.write_through_threshold = cache.write_through_threshold
+
+
+def _break_load_threshold() -> None:
+    """Loads back host hits of any length (SGLang declines those under 10 tokens)."""
+    from radix.hosttier import cache
+    cache.LOAD_BACK_THRESHOLD = 1
+    init = cache.HostTierCache.__init__
+    cache.HostTierCache.__init__ = lambda self, *a, **k: init(self, *a, **k) or setattr(
+        self, "load_back_threshold", 1)
+
+
+BREAKS = {"no_demote": _break_no_demote, "threshold": _break_threshold,
+          "load_threshold": _break_load_threshold}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("root", type=Path, help="folder holding the unpacked sglang package")
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--requests", type=int, default=120, help="requests per run")
+    ap.add_argument("--cores", default=",".join(CORES))
+    ap.add_argument("--policies", default=",".join(POLICIES))
+    ap.add_argument("--writes", default=",".join(WRITE))
+    ap.add_argument("--pages", default="1,16")
+    ap.add_argument("--break-rule", choices=tuple(BREAKS), help="flip one rule in ours")
+    args = ap.parse_args()
+    if args.break_rule:
+        BREAKS[args.break_rule]()
+    if not (args.root / "sglang/srt/mem_cache/unified_radix_cache.py").exists():
+        ap.error(f"{args.root}: no sglang/srt/mem_cache/unified_radix_cache.py there")
+    usg = load_unified(args.root)
+    failed = 0
+    for core, write, policy, page in itertools.product(
+            args.cores.split(","), args.writes.split(","), args.policies.split(","),
+            [int(x) for x in args.pages.split(",")]):
+        reqs, fails = run_seeds(lambda seed, c=core, w=write, po=policy, pg=page: run(
+            usg, c, seed, pg, po, w, args.requests), [(s,) for s in range(args.seeds)])
+        failed += fails
+        print(f"{core:6} core  {write:24} page {page:2}  {policy:8}  {reqs:6,} requests  "
+              f"{fails} mismatching runs of {args.seeds}", flush=True)
+    print("exercised:", ", ".join(f"{k} {v:,}" for k, v in STATS.items()))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(SimpleNamespace(main=main).main())
