@@ -25,6 +25,7 @@ from radix.sched.admission import (
     alloc_for_decode,
     alloc_for_extend,
     check_decode_mem,
+    evict_shortfall,
     match_for_admission,
     retract_decode,
 )
@@ -258,6 +259,7 @@ class Scheduler:
     def _run_decode(self, evicted_before: int) -> StepReport:
         cfg = self.config
         retracted: list[Req] = []
+        cached = self.tree_cache.total_size()  # check_decode_mem evicts too: counted below
         if not check_decode_mem(self.tree_cache, self.allocator, self.running):
             kept, retracted, ratio = retract_decode(self.tree_cache, self.allocator,
                                                     self.running, self.sink)
@@ -270,7 +272,10 @@ class Scheduler:
         else:
             self.new_token_ratio = decay_ratio(self.new_token_ratio, 1, cfg)
         reqs = self.running
-        self.evicted_tokens += alloc_for_decode(self.tree_cache, self.allocator, reqs)
+        alloc_for_decode(self.tree_cache, self.allocator, reqs)
+        # nothing is inserted before here (a retraction inserts nothing), so what left the
+        # tree was evicted: check_decode_mem's, the retraction's and alloc_for_decode's
+        self.evicted_tokens += cached - self.tree_cache.total_size()
         if self.shadow is not None:
             for req in reqs:
                 self.shadow.on_decode(req)
@@ -319,9 +324,7 @@ class Scheduler:
             if k > 1:
                 steps = self.runner.decode_span(reqs, k, until, context=ledger.context)
         if not steps:
-            fits = free >= n * page and free >= ledger.estimate_tokens() and (
-                self.shadow is None or ledger.blocks_needed(1) <= self.shadow.num_free_blocks)
-            if not fits:  # eviction, retraction or a dropped request: one by one
+            if not self._step_fits(n * page):  # retraction or a short block pool: one by one
                 ledger.settle_all()
                 report = self._run_decode(evicted_before)
                 for req in self.running:
@@ -344,6 +347,25 @@ class Scheduler:
         return StepReport("decode", list(map(_RID, reqs)), [steps] * n, [0] * n,
                           now - start, now, [r.rid for r in done], [],
                           self.evicted_tokens - evicted_before, steps)
+
+    def _step_fits(self, pages_tokens: int) -> bool:
+        """Whether one decode step of the ledger's batch fits, after the evictions _run_decode
+        would make first: check_decode_mem's (the shortfall of the step's estimate), then
+        alloc_for_decode's (of a page per request, `pages_tokens`), same sizes, same order.
+        The tree's evictable leaves are not the deferred rows (those are locked), so the
+        evictions need no row settled. False when the evictions cannot free enough (then
+        _run_decode retracts; its own evictions find nothing more) or the shadow's block pool
+        is short (its evictions read rows one by one)."""
+        ledger, tree, alloc = self.ledger, self.tree_cache, self.allocator
+        if self.shadow is not None and ledger.blocks_needed(1) > self.shadow.num_free_blocks:
+            return False
+        need = ledger.estimate_tokens()
+        if alloc.available_size() < max(need, pages_tokens):
+            self.evicted_tokens += evict_shortfall(tree, alloc, need)
+            if alloc.available_size() < need:
+                return False
+            self.evicted_tokens += evict_shortfall(tree, alloc, pages_tokens)
+        return alloc.available_size() >= pages_tokens
 
     def _run_decode_span(self, steps: int, seconds: float) -> StepReport:
         """`steps` decode steps at once, already priced by the runner (radix/sched/span.py)."""
