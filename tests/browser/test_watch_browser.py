@@ -88,7 +88,7 @@ def test_watch_engine_serve_and_see_a_prompt_land(engine_url, server, page, tmp_
     assert page.locator("[data-testid=stException]").count() == 0
     # the page refreshes every second, and a second prompt reruns it all: over 6 s of that no
     # chart or tree goes blank (#24)
-    page.evaluate("(span) => { window.rlDrawn = (%s)(span); }" % WATCH_DRAWN, ms(6_000))
+    page.evaluate("(span) => { window.rlDrawn = (" + WATCH_DRAWN + ")(span); }", ms(6_000))
     page.get_by_role("button", name="send", exact=True).click()
     drawn = page.evaluate("() => window.rlDrawn")
     assert drawn["runs"] >= 2 and drawn["least"] == drawn["first"] >= 4, drawn
