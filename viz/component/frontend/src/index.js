@@ -10,8 +10,8 @@
 // the layout's estimate is widened to fit it (no clipped label). An edge's line stops short of
 // its label and resumes under it (no line through the text). With min_font_px (presenter
 // mode: 14) the fitted view never scales the smallest label under that size: a tree too big
-// for the host at that scale is shown around its highlighted nodes (or its root), and a drag
-// pans to the rest. The host div carries data-nodes,
+// for the host at that scale is shown around its highlighted nodes (or its newest node), and a
+// drag pans to the rest. The host div carries data-nodes,
 // data-draw-ms (data in -> elements in place), data-settle-ms (-> transition ended),
 // data-animating and data-renders for tests and the benchmark (a state value would rerun the
 // script on every draw).
@@ -136,10 +136,13 @@ function fitBox(state, scene) {
   return [clamp(fx, vw, w), clamp(fy, vh, h), vw, vh];
 }
 
-// the middle of the highlighted nodes (a role set), else of the root (the first node)
+// the middle of the highlighted nodes (a role set), else the newest node (the highest id n<id>:
+// the radix tree numbers its nodes as it makes them), else the first
 function focusOf(scene) {
   const marked = scene.nodes.filter((n) => n.role);
-  const pick = marked.length ? marked : scene.nodes.slice(0, 1);
+  const num = (n) => (/^n\d+$/.test(n.id) ? Number(n.id.slice(1)) : -1);
+  const newest = scene.nodes.reduce((a, n) => (a && num(a) >= num(n) ? a : n), null);
+  const pick = marked.length ? marked : newest ? [newest] : [];
   if (!pick.length) return [0, 0];
   const xs = pick.map((n) => n.x), ys = pick.map((n) => n.y);
   return [(Math.min(...xs) + Math.max(...xs)) / 2, (Math.min(...ys) + Math.max(...ys)) / 2];
