@@ -44,7 +44,8 @@ def view_data(scene: dict[str, Any], height: int = 420, duration_ms: int = 400,
     may be scaled up (presenter mode: more) and the smallest label size on screen (presenter
     mode: 14 px; a bigger tree is then shown around its highlighted nodes, else its newest;
     0: fit it all)."""
-    sig = hashlib.blake2b(json.dumps(scene, sort_keys=True).encode(), digest_size=8).hexdigest()
+    view = [scene, int(height), float(max_scale), float(min_font_px)]  # a new fit redraws too
+    sig = hashlib.blake2b(json.dumps(view, sort_keys=True).encode(), digest_size=8).hexdigest()
     return {"scene": scene, "sig": sig, "height": int(height), "duration_ms": int(duration_ms),
             "max_scale": float(max_scale), "min_font_px": float(min_font_px)}
 
