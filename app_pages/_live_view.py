@@ -15,7 +15,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages._shell import max_scale, presenter, say, tree_height
+from app_pages._shell import max_scale, min_font_px, presenter, say, tree_height
 from radix.runs.costs import LABEL
 from viz.blocks import block_grid_figure, grid_caption
 from viz.component import tree_view
@@ -83,7 +83,7 @@ def _tree(session: Any) -> None:
         lines = told_lines(session.tree.told(1), session.tree.owners())
         history.append((snap.step, scene, lines[-1].split(": ", 1)[-1] if lines else ""))
     clicked = tree_view(scene, key="live.tree", height=tree_height(340), duration_ms=300,
-                        max_scale=max_scale())
+                        max_scale=max_scale(), min_font_px=min_font_px())
     if clicked is not None:
         st.session_state["live.selected"] = clicked
     node = snap.by_id().get(st.session_state.get("live.selected"))

@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages._shell import max_scale, presenter, say, tree_height
+from app_pages._shell import max_scale, min_font_px, presenter, say, tree_height
 from viz.blocks import block_grid_figure, grid_caption
 from viz.classroom import ask_rows, room_counts, status_line
 from viz.component import tree_view
@@ -90,7 +90,7 @@ def _draw(view: dict[str, Any]) -> None:
         st.caption(view["tree"])
         if view["scene"] is not None:
             tree_view(view["scene"], key="classroom.tree", height=tree_height(320),
-                      duration_ms=300, max_scale=max_scale())
+                      duration_ms=300, max_scale=max_scale(), min_font_px=min_font_px())
         else:  # in the tree's place, so an emptied tree does not linger beside "0 nodes"
             st.info("The tree is empty: the first question starts it.")
     with right:

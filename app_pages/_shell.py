@@ -3,7 +3,9 @@
 Presenter mode (a toggle above every page, kept in the URL as `presenter=1`) sets larger type,
 tighter margins and taller pictures, and hides long captions, so the tree and the block view stay
 above the fold on a 1280x800 projector. `say` is the pages' one way to put text that may hold
-user strings into an alert or caption: it escapes it (viz/escape.py). `shell` also runs the
+user strings into an alert or caption: it escapes it (viz/escape.py). Streamlit's running
+indicator is moved to the bottom right corner (in the header it covered the toggle while a page
+ran). `shell` also runs the
 sweep of app_pages/_serve.py. Not a page: app.py does not list it.
 """
 
@@ -31,6 +33,9 @@ SHARED_CSS = """<style>
   white-space: normal !important; }
 .st-key-shell-presenter { position: fixed; top: 0.6rem; right: 8.5rem; z-index: 999991;
   width: auto !important; }
+[data-testid="stStatusWidget"] { position: fixed; top: auto; bottom: 0.5rem; right: 0.5rem;
+  z-index: 999990; background: white; border-radius: 0.5rem; padding: 0 0.25rem;
+  box-shadow: 0 0 0.3rem rgba(0, 0, 0, 0.25); }
 </style>"""
 
 
@@ -86,6 +91,12 @@ def tree_height(normal: int) -> int:
 def max_scale() -> float:
     """How far the tree view may scale a small tree up: more in presenter mode."""
     return 2.4 if presenter() else 1.5
+
+
+def min_font_px() -> float:
+    """The tree view's smallest label on screen: 14 px on a projector (a bigger tree is shown
+    around what is highlighted and pans), else 0 (the whole tree fits, however small)."""
+    return 14.0 if presenter() else 0.0
 
 
 def link_int(name: str, default: int, lo: int, hi: int) -> int:

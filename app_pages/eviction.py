@@ -7,7 +7,7 @@ import streamlit as st
 import scenarios.eviction as lab
 from app_pages import _hosttier, _tlru
 from app_pages._player import Player
-from app_pages._shell import long_caption, max_scale, presenter, say, tree_height
+from app_pages._shell import long_caption, max_scale, min_font_px, presenter, say, tree_height
 from radix.runs.costs import LABEL, CostModel
 from radix.tree.eviction import POLICIES
 from viz.blocks import block_grid_figure, grid_caption
@@ -90,7 +90,7 @@ def _show(k: int, duration_ms: int) -> None:
     left, right = st.columns([3, 2])
     with left:
         tree_view(frame.scene, key="eviction.tree", height=tree_height(400),
-                  duration_ms=duration_ms, max_scale=max_scale())
+                  duration_ms=duration_ms, max_scale=max_scale(), min_font_px=min_font_px())
         m = st.columns(3)
         m[0].metric("freed so far", f"{frame.freed:,} tok")
         m[1].metric("evictable", f"{frame.evictable:,} tok")

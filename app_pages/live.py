@@ -18,7 +18,7 @@ from app_pages._serve import live_sessions
 from app_pages._shell import long_caption, presenter, say, session_id
 from engine.model import DEFAULT_NAME, cache_root, load_model
 from scenarios.chats import SCENARIOS, SYSTEM
-from scenarios.live import LiveSession
+from scenarios.live import LiveSession, own_process_service
 from viz.live import measured_label
 
 
@@ -83,7 +83,7 @@ session: LiveSession | None = st.session_state.get("live.session")
 if session is None or reset:
     if session is not None:
         session.close()  # stops its engine thread before the new one starts
-    session = LiveSession(loaded, no_cache=no_cache)
+    session = LiveSession(loaded, no_cache=no_cache, service_factory=own_process_service)
 elif session.closed or session.no_cache != no_cache:
     # a fresh engine (empty tree); earlier rows stay. Closed: the registry swept this session
     # while its browser was disconnected, and it came back.

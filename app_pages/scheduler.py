@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages._shell import long_caption, max_scale, presenter, say, tree_height
+from app_pages._shell import long_caption, max_scale, min_font_px, presenter, say, tree_height
 from radix.runs.costs import LABEL, CostModel
 from scenarios.scheduler import (
     FALLBACK_LEN,
@@ -68,7 +68,8 @@ left, right = st.columns([3, 2])
 with left:
     st.markdown(f"**The tree the sort matched against: {shown}'s match in blue**")
     tree_view(tree_scene(sort.tree, highlight={i: "matched" for i in path}),
-              key="scheduler.tree", height=tree_height(300), max_scale=max_scale())
+              key="scheduler.tree", height=tree_height(300), max_scale=max_scale(),
+              min_font_px=min_font_px())
 with right:
     chain = [lk.block_id for lk in request_chain(sort.blocks, sort.prompts[shown]) if lk.block_id]
     st.plotly_chart(block_grid_figure(sort.blocks, columns=32, chain_ids=chain,

@@ -7,7 +7,7 @@ import streamlit as st
 import scenarios.hosttier as ht
 from app_pages import _tour_hosttier
 from app_pages._player import Player
-from app_pages._shell import long_caption, max_scale, presenter, say, tree_height
+from app_pages._shell import long_caption, max_scale, min_font_px, presenter, say, tree_height
 from radix.runs.costs import LABEL
 from scenarios.tour import (
     WALKS,
@@ -102,7 +102,7 @@ def _tree(frame, duration_ms: int) -> None:
     # 335: with a two-line step sentence (a unified split's), the numbers row stays above the
     # fold at 1280x800 in presenter mode (tests/browser/test_presenter.py)
     clicked = tree_view(scene, key="tour.tree", height=tree_height(335), duration_ms=duration_ms,
-                        max_scale=max_scale())
+                        max_scale=max_scale(), min_font_px=min_font_px())
     if clicked is not None:
         st.session_state["tour.selected"] = clicked
     long_caption(flavor_line(run.flavor))

@@ -2,7 +2,8 @@
 
 A backend is a runner (radix/sched/scheduler.py's `Runner`: `extend`, `decode`), the pool its
 slots come from, the clock the scheduler reads, and the few facts `submit` checks a request
-against. `ModelBackend` is the model on its paged KV pool (engine/runner.py, wall clock);
+against. `ModelBackend` is the model on its paged KV pool (engine/runner.py, wall clock), on
+the loop's thread; engine/remote.py's `ProcessBackend` runs the same forward in its own process;
 `SimBackend` is radix's SimRunner (priced for Llama-3-8B on an H100, derived, not measured) on
 a SlotAllocator and a simulated clock: no model is loaded and nothing is computed, every reply
 is REPLY's tokens, and `step_s` paces the loop so a classroom sees it change at a visible rate.
@@ -44,6 +45,9 @@ class Backend(Protocol):
     def finished(self, rid: str) -> None:
         """The request `rid` is answered (finished, failed or cancelled)."""
 
+    def close(self) -> None:
+        """The loop has ended: release what the backend holds (engine/remote.py: its process)."""
+
 
 class ModelBackend:
     """The loaded model on a KV pool of `capacity_tokens` slots (one a token)."""
@@ -63,6 +67,9 @@ class ModelBackend:
         pass
 
     def finished(self, rid: str) -> None:
+        pass
+
+    def close(self) -> None:
         pass
 
 
@@ -91,6 +98,9 @@ class SimBackend:
 
     def finished(self, rid: str) -> None:
         self.replies.pop(rid, None)
+
+    def close(self) -> None:
+        pass
 
 
 def simulated(step_s: float = 0.0) -> Callable[..., SimBackend]:

@@ -28,7 +28,7 @@ from radix.sched.scheduler import StepOutput
 MAX_TOKENS_PER_FORWARD = 8192  # an extend batch above this runs as several forwards (memory)
 
 
-class _Batch(NamedTuple):
+class Batch(NamedTuple):
     token_ids: list[list[int]]  # new tokens of each request
     start_pos: list[int]  # position of each request's first new token (its prefix length)
     slot_ids: list[list[int]]  # KV slots of positions 0..start_pos+len(new)-1, per request
@@ -52,7 +52,7 @@ class ModelRunner:
         start = time.perf_counter()
         groups, logits = _split_by_tokens(reqs, prefix_lens), []
         for group in groups:
-            logits.append(self._forward(_Batch(
+            logits.append(self.forward(Batch(
                 [reqs[i].fill_ids[prefix_lens[i]:] for i in group],
                 [prefix_lens[i] for i in group],
                 [reqs[i].slot_ids[:len(reqs[i].fill_ids)] for i in group])))
@@ -69,15 +69,16 @@ class ModelRunner:
             if len(r.slot_ids) != len(r.all_ids):
                 raise ValueError(f"{r.rid}: decode needs one slot per token, "
                                  f"has {len(r.slot_ids)} for {len(r.all_ids)}")
-        self.last_logits = self._forward(_Batch(
+        self.last_logits = self.forward(Batch(
             [[r.output_ids[-1]] for r in reqs],
             [len(r.all_ids) - 1 for r in reqs],
             [list(r.slot_ids) for r in reqs]))
         return StepOutput(self._sample(self.last_logits, reqs), self._elapsed(start))
 
     @torch.inference_mode()
-    def _forward(self, batch: _Batch) -> torch.Tensor:
-        """Runs the new tokens of every request in one pass; returns last-token logits [B, V]."""
+    def forward(self, batch: Batch) -> torch.Tensor:
+        """Runs the new tokens of every request in one pass; returns last-token logits [B, V]
+        (engine/remote.py runs this in the model's own process)."""
         core = self.model.model
         lens = [len(t) for t in batch.token_ids]
         flat = [t for toks in batch.token_ids for t in toks]
@@ -135,7 +136,7 @@ class ModelRunner:
 class _Context:
     """Index tensors shared by every layer of one forward."""
 
-    def __init__(self, batch: _Batch, lens: list[int], device: torch.device) -> None:
+    def __init__(self, batch: Batch, lens: list[int], device: torch.device) -> None:
         self.lens, self.start_pos = lens, batch.start_pos
         self.offsets = [0, *_cumsum(lens)]
         self.slots = [torch.tensor(s, dtype=torch.long, device=device) for s in batch.slot_ids]

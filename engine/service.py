@@ -225,6 +225,7 @@ class EngineService:
             with self._lock:
                 self._ended = True
             self._answer_all(RuntimeError("this engine service is closed; start a new one"))
+            self.backend.close()
 
     def _run(self) -> None:
         stopping = False

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scenarios.changes import RoomTree
-from scenarios.live import LiveSession
+from scenarios.live import LiveSession, own_process_service
 from scenarios.room import MakeSession, Room, RoomError, RoomLimits
 
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read off a projector
@@ -129,12 +129,11 @@ ROOMS = Classroom()  # the process's rooms
 
 
 def model_sessions(loaded: Any, capacity_tokens: int | None = None) -> MakeSession:
-    """Room engines on a loaded model (its weights shared by every room), each keeping at most
-    20,000 events and 200 finished requests however long the lesson."""
-    from engine.service import EngineService  # here: a simulated room needs no torch
-
+    """Room engines on a loaded model (its weights shared by every room; each room's forward in
+    its own process, scenarios/live.py), each keeping at most 20,000 events and 200 finished
+    requests however long the lesson."""
     cap = capacity_tokens or ROOMS.limits.capacity_tokens
-    factory = functools.partial(EngineService, max_events=20_000, max_history=200)
+    factory = functools.partial(own_process_service, max_events=20_000, max_history=200)
     return lambda tree: LiveSession(loaded, cap, tree=tree, service_factory=factory)
 
 

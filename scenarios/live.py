@@ -176,6 +176,15 @@ class Progress(NamedTuple):
     ahead_tokens: int  # prompt tokens those still have to prefill
 
 
+def own_process_service(*args: Any, **kw: Any) -> Any:
+    """An EngineService whose model forward runs in a process of its own (engine/remote.py):
+    the app's engines, so the page's Python does not slow their forward (#24 item 5)."""
+    from engine.remote import ProcessBackend  # here: torch only once a real engine starts
+    from engine.service import EngineService
+
+    return EngineService(*args, **kw, backend=ProcessBackend)
+
+
 class LiveSession:
     """`submit` prompts, call `poll()` on every page run, read `requests` and `tree`."""
 

@@ -135,7 +135,8 @@ def _ranks(depth: Mapping[str, int], box: Mapping[str, float], label: Mapping[st
 def place(boxes: Sequence[Box], lines: Sequence[Line], rankdir: str = "TB") -> dict[str, Any]:
     """The scene the browser draws: `{"rankdir", "width", "height", "nodes": [{id, x, y, w, h,
     label, fill, stroke, stroke_width, dashed, tooltip, role}], "edges": [{id, source, target,
-    label, label_x, label_y, stroke, stroke_width}]}`, x/y the centres in px.
+    label, label_x, label_y, label_w, label_h, stroke, stroke_width}]}`, x/y the centres in px
+    (label_w/h: the label's estimated box, which the browser keeps its edge's line out of).
 
     A root with one 3-token child (TB): the child's box "#1  r=0" is 7 x 11 x 0.62 + 14 =
     61.7 px wide, wider than its edge label "3 tok" newline "[1 2 3]" (7 x 9 x 0.62 + 4 = 43.1),
@@ -179,6 +180,7 @@ def place(boxes: Sequence[Box], lines: Sequence[Line], rankdir: str = "TB") -> d
                   else (x, y - size[head][1] / 2 - RANK_GAP - lh / 2))
         out_edges.append({"id": ln.id, "source": tail, "target": head, "label": ln.label,
                           "label_x": round(lx, 1), "label_y": round(ly, 1),
+                          "label_w": round(lw, 1), "label_h": round(lh, 1),
                           "stroke": ln.stroke, "stroke_width": ln.stroke_width})
     breadth = sum(bands[r] for r in roots)
     width, height = (total, breadth) if lr else (breadth, total)

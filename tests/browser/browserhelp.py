@@ -52,19 +52,21 @@ CLIPPED = """() => {
   return out;
 }"""
 # Text too small for a projector, and plotly's toolbar over a button: plotly text under 12 px
-# (legends, titles, ticks, labels), tree labels drawn under 12 px tall (the view scales the
-# SVG), and any toolbar (.modebar, present though faded until hovered) whose box meets an
-# updatemenu button or a Streamlit button.
+# (legends, titles, ticks, labels), tree labels (nodes' and edges') drawn under 14 px (their
+# font size times the view's scale on screen), and any toolbar (.modebar, present though faded
+# until hovered) whose box meets an updatemenu button or a Streamlit button.
 ILLEGIBLE = """() => {
   const out = [];
   document.querySelectorAll("[data-testid=stPlotlyChart] svg text").forEach((t) => {
     const px = parseFloat(getComputedStyle(t).fontSize);
     if (t.textContent.trim() && px < 12) out.push(`plotly ${px}px: ${t.textContent}`);
   });
-  document.querySelectorAll(".radixlens-tree g.node text").forEach((t) => {
-    const h = t.getBoundingClientRect().height / (t.querySelectorAll("tspan").length || 1);
-    if (h > 0 && h < 12) out.push(`tree ${h.toFixed(1)}px: ${t.textContent}`);
-  });
+  document.querySelectorAll(".radixlens-tree g.node text, .radixlens-tree g.edge text")
+    .forEach((t) => {
+      const px = parseFloat(t.getAttribute("font-size")) * t.getScreenCTM().a;
+      if (t.textContent.trim() && t.getBoundingClientRect().height > 0 && px < 13.95)
+        out.push(`tree ${px.toFixed(1)}px: ${t.textContent}`);
+    });
   const meets = (a, b) => a.width && b.width && a.left < b.right && b.left < a.right
     && a.top < b.bottom && b.top < a.bottom;
   const buttons = [...document.querySelectorAll(".updatemenu-button, [data-testid=stButton]")];
@@ -72,6 +74,23 @@ ILLEGIBLE = """() => {
     if (meets(m.getBoundingClientRect(), b.getBoundingClientRect()))
       out.push(`toolbar over ${b.textContent}`);
   }));
+  return out;
+}"""
+
+# Edge lines drawn through edge labels: points along every tree edge's path (every 2 px on
+# screen) that fall inside a label's box (shrunk 1 px), as "edge id: label".
+THROUGH = """() => {
+  const out = [], labels = [...document.querySelectorAll(".radixlens-tree g.edge text")]
+    .filter((t) => t.textContent.trim()).map((t) => [t, t.getBoundingClientRect()]);
+  document.querySelectorAll(".radixlens-tree g.edge path").forEach((p) => {
+    const m = p.getScreenCTM(), len = p.getTotalLength(), step = 2 / (m.a || 1);
+    for (let s = 0; s <= len; s += step) {
+      const q = p.getPointAtLength(s), x = m.a * q.x + m.e, y = m.d * q.y + m.f;
+      const hit = labels.find(([, r]) => x > r.left + 1 && x < r.right - 1 && y > r.top + 1
+        && y < r.bottom - 1);
+      if (hit) { out.push(`${p.parentNode.id}: ${hit[0].textContent}`); break; }
+    }
+  });
   return out;
 }"""
 

@@ -15,6 +15,7 @@ from browserhelp import (
     CLIPPED,
     DRAWN,
     ILLEGIBLE,
+    THROUGH,
     TREE,
     alert,
     click_and_redraw,
@@ -44,7 +45,22 @@ def _clipped(pg) -> list[str]:
 
 
 def _illegible(pg) -> list[str]:
-    return pg.evaluate(ILLEGIBLE)
+    """Tree labels under 14 px, plotly text under 12, toolbars over buttons, and edge lines
+    drawn through their labels (#24 item 4)."""
+    return pg.evaluate(ILLEGIBLE) + pg.evaluate(THROUGH)
+
+
+# Every frame while the script runs: where Streamlit's running indicator is, and whether it
+# meets the presenter toggle's label (#24 item 8: it covered the toggle).
+WATCH_STATUS = """() => { window.rlStatus = []; const look = () => {
+  const s = document.querySelector("[data-testid=stStatusWidget]");
+  const t = document.querySelector(".st-key-shell-presenter label");
+  if (s && t && s.getBoundingClientRect().width) {
+    const a = s.getBoundingClientRect(), b = t.getBoundingClientRect();
+    window.rlStatus.push(a.left < b.right && b.left < a.right && a.top < b.bottom
+                         && b.top < a.bottom);
+  }
+  requestAnimationFrame(look); }; look(); }"""
 
 
 def test_deep_link_restores_a_step_in_presenter_mode(server, projector, tmp_path):
@@ -79,11 +95,16 @@ def _walk(pg, hops: int, ref: str) -> list[str]:
 
 def test_lock_walk_of_five_hops_hop_by_hop(server, projector, tmp_path):
     """The multi-turn walk at u000-t5's inc_lock_ref (step 22): five clicks of next show five
-    hops, each a different node highlighted as a lock with r=1, in view, ending at the root;
-    its dec_lock_ref (step 24) walks the same five back to r=0."""
+    hops, each a different node highlighted as a lock with r=1, in view (the tree is taller
+    than the view at 14 px labels: it follows the highlight), ending at the root; its
+    dec_lock_ref (step 24) walks the same five back to r=0. While the page runs, Streamlit's
+    running indicator is seen and never over the presenter toggle."""
     _open(projector, server, "/tour?walk=multi-turn&step=22&k=0")
     assert alert(projector).startswith("step 22: u000-t5 calls inc_lock_ref")
+    projector.evaluate(WATCH_STATUS)
     hops = _walk(projector, 5, "r=1")
+    seen = projector.evaluate("() => window.rlStatus")
+    assert seen and not any(seen), "the running indicator must not cover the toggle"
     assert len(set(hops)) == 5 and "the last hop below the root" in alert(projector)
     assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "lock_walk.png", full=False)

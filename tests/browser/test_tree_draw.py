@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("playwright")
 
+from browserhelp import ILLEGIBLE, THROUGH  # noqa: E402
 from machine import ms  # noqa: E402
 
 from radix.tree.radix_cache import RadixCache  # noqa: E402
@@ -61,3 +62,28 @@ def test_click_returns_node_id_and_split_keeps_ids(bundle_page):
     assert page.text_content("g.edge#e1 text") == "1 tok[3]"
     page.click("g.node#n3")
     assert page.evaluate("() => window.rlClicked") == 3
+
+
+def test_edges_skirt_labels_and_presenter_labels_stay_14px(bundle_page):
+    """#24 item 4. Root -> [1..8] -> 24 leaves of 2 tokens (labels "8 tok" / "2 tok" and their
+    ids), TB then LR: no edge path passes through an edge label. Drawn with min_font_px=14 (as
+    presenter mode asks), every node and edge label is >= 14 px on screen and the highlighted
+    leaf (the last one) is inside the view; without it the same tree fits the 1,400 px host
+    only with labels under 14 px (the edge labels at 9 units x a scale under 1.56)."""
+    page = bundle_page
+    c = RadixCache()
+    for i in range(24):
+        c.insert([*range(1, 9), 100 + i, 200 + i])
+    last = max(n.id for n in c.snapshot().nodes)
+    for rankdir in ("TB", "LR"):
+        draw_step(page, view_data(tree_scene(c.snapshot(), rankdir=rankdir), 400, 50))
+        assert page.evaluate(THROUGH) == [], rankdir
+    scene = tree_scene(c.snapshot(), highlight={last: "new"})
+    draw_step(page, view_data(scene, 400, 50))
+    assert page.evaluate(ILLEGIBLE) != []  # fitted whole: too small for a projector
+    draw_step(page, view_data(scene, 400, 50, min_font_px=14))
+    assert page.evaluate(ILLEGIBLE) == []
+    box = page.locator(f"g.node#n{last}").bounding_box()
+    host = page.locator(".radixlens-tree").bounding_box()
+    assert host["x"] <= box["x"] and box["x"] + box["width"] <= host["x"] + host["width"]
+    assert host["y"] <= box["y"] and box["y"] + box["height"] <= host["y"] + host["height"]

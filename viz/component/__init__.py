@@ -38,17 +38,20 @@ def _component() -> Any:
 
 
 def view_data(scene: dict[str, Any], height: int = 420, duration_ms: int = 400,
-              max_scale: float = 1.5) -> dict[str, Any]:
+              max_scale: float = 1.5, min_font_px: float = 0.0) -> dict[str, Any]:
     """The component's data for a laid-out scene: the scene, its signature (the browser skips a
-    rerun that sends the same tree), the height, the transition time and how far a small tree
-    may be scaled up (presenter mode: more)."""
-    sig = hashlib.blake2b(json.dumps(scene, sort_keys=True).encode(), digest_size=8).hexdigest()
+    rerun that sends the same tree), the height, the transition time, how far a small tree
+    may be scaled up (presenter mode: more) and the smallest label size on screen (presenter
+    mode: 14 px; a bigger tree is then shown around its highlighted nodes, else its newest;
+    0: fit it all)."""
+    view = [scene, int(height), float(max_scale), float(min_font_px)]  # a new fit redraws too
+    sig = hashlib.blake2b(json.dumps(view, sort_keys=True).encode(), digest_size=8).hexdigest()
     return {"scene": scene, "sig": sig, "height": int(height), "duration_ms": int(duration_ms),
-            "max_scale": float(max_scale)}
+            "max_scale": float(max_scale), "min_font_px": float(min_font_px)}
 
 
 def tree_view(scene: dict[str, Any], *, key: str, height: int = 420, duration_ms: int = 400,
-              max_scale: float = 1.5) -> int | None:
+              max_scale: float = 1.5, min_font_px: float = 0.0) -> int | None:
     """Draws `scene` (animated from this key's previous one); returns the clicked node id, if any.
 
     The click is a trigger value: it is the node id on the rerun right after the click and None
@@ -57,7 +60,7 @@ def tree_view(scene: dict[str, Any], *, key: str, height: int = 420, duration_ms
     mount = _component()
     result = mount(
         key=key,
-        data=view_data(scene, height, duration_ms, max_scale),
+        data=view_data(scene, height, duration_ms, max_scale, min_font_px),
         height=int(height),
         on_clicked_change=lambda: None,
     )

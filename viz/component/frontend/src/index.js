@@ -7,7 +7,11 @@
 // ones fade out; unchanged elements are not touched at all. A click on a node sends its id back
 // to Python as the trigger value `clicked`. Wheel zooms, drag pans, double click fits; labels
 // are not drawn while they would be under 4 px on screen; a box whose text came out wider than
-// the layout's estimate is widened to fit it (no clipped label). The host div carries data-nodes,
+// the layout's estimate is widened to fit it (no clipped label). An edge's line stops short of
+// its label and resumes under it (no line through the text). With min_font_px (presenter
+// mode: 14) the fitted view never scales the smallest label under that size: a tree too big
+// for the host at that scale is shown around its highlighted nodes (or its newest node), and a
+// drag pans to the rest. The host div carries data-nodes,
 // data-draw-ms (data in -> elements in place), data-settle-ms (-> transition ended),
 // data-animating and data-renders for tests and the benchmark (a state value would rerun the
 // script on every draw).
@@ -19,6 +23,8 @@ const PAD = 8;
 const MAX_SCALE = 1.5; // default: a small tree (a lone root too) is not blown up past this
 const FALLBACK_W = 700; // px assumed while the host is not laid out (a hidden tab reads 0)
 const MIN_FONT_PX = 4; // smaller on screen: labels and arrowheads are not drawn (unreadable)
+const NODE_FONT = 11, EDGE_FONT = 9; // label sizes in scene units (viz/layout.py's)
+const LABEL_GAP = 2; // scene units between an edge label's box and its line
 const states = new WeakMap();
 
 function stateFor(parentElement) {
@@ -69,7 +75,7 @@ function stateFor(parentElement) {
 function setView(state, view) {
   state.view = view;
   state.svg.attr("viewBox", view.join(" "));
-  state.svg.classed("rl-small", viewScale(state, view)[0] * 9 < MIN_FONT_PX);
+  state.svg.classed("rl-small", viewScale(state, view)[0] * EDGE_FONT < MIN_FONT_PX);
 }
 
 // px per scene unit and the left offset, as preserveAspectRatio="xMidYMin meet" draws it
@@ -113,14 +119,33 @@ function enableZoom(state) {
 }
 
 // the whole scene, widened (centred) or lengthened so it is never scaled past MAX_SCALE; a host
-// not laid out yet counts as FALLBACK_W wide and its style height high
+// not laid out yet counts as FALLBACK_W wide and its style height high. With a minimum label
+// size the scale does not go under minFontPx / EDGE_FONT: the view is then the host's size at
+// that scale, centred on the focus (focusOf) and kept inside the scene.
 function fitBox(state, scene) {
   const w = scene.width + 2 * PAD, h = scene.height + 2 * PAD, host = state.host;
   const max = state.maxScale || MAX_SCALE;
-  const cw = (host.clientWidth || FALLBACK_W) / max;
-  const ch = (host.clientHeight || parseFloat(host.style.height) || 0) / max;
-  const W = Math.max(w, cw), H = Math.max(h, ch);
-  return [-PAD - (W - w) / 2, -PAD, W, H];
+  const hw = host.clientWidth || FALLBACK_W;
+  const hh = host.clientHeight || parseFloat(host.style.height) || 0;
+  const W = Math.max(w, hw / max), H = Math.max(h, hh / max);
+  const kMin = (state.minFontPx || 0) / EDGE_FONT;
+  if (!kMin || !hh || Math.min(hw / W, hh / H) >= kMin) return [-PAD - (W - w) / 2, -PAD, W, H];
+  const vw = hw / kMin, vh = hh / kMin, [fx, fy] = focusOf(scene);
+  const clamp = (c, size, total) => (size >= total ? -PAD - (size - total) / 2
+    : Math.min(Math.max(c - size / 2, -PAD), total - PAD - size));
+  return [clamp(fx, vw, w), clamp(fy, vh, h), vw, vh];
+}
+
+// the middle of the highlighted nodes (a role set), else the newest node (the highest id n<id>:
+// the radix tree numbers its nodes as it makes them), else the first
+function focusOf(scene) {
+  const marked = scene.nodes.filter((n) => n.role);
+  const num = (n) => (/^n\d+$/.test(n.id) ? Number(n.id.slice(1)) : -1);
+  const newest = scene.nodes.reduce((a, n) => (a && num(a) >= num(n) ? a : n), null);
+  const pick = marked.length ? marked : newest ? [newest] : [];
+  if (!pick.length) return [0, 0];
+  const xs = pick.map((n) => n.x), ys = pick.map((n) => n.y);
+  return [(Math.min(...xs) + Math.max(...xs)) / 2, (Math.min(...ys) + Math.max(...ys)) / 2];
 }
 
 const place = (n, scale = 1) => `translate(${n.x},${n.y}) scale(${scale})`;
@@ -129,13 +154,21 @@ const nodeStyle = (n) => [n.w, n.h, n.label, n.fill, n.stroke, n.stroke_width, n
   n.tooltip, n.role].join("|");
 const edgeStyle = (e) => [e.label, e.label_x, e.label_y, e.stroke, e.stroke_width].join("|");
 
-function edgePath(a, b, lr) {
+// a curve from a to the near side of the edge's label box `d` (label_x/y, label_w/h; none:
+// to b), then a straight piece from its far side to b: the line never crosses the label. The
+// same commands every time, so a transition interpolates any two of them.
+function edgePath(a, b, lr, d) {
+  const lw = (d && d.label_w) || 0, lh = (d && d.label_h) || 0;
   if (lr) {
-    const x1 = a.x + a.w / 2, x2 = b.x - b.w / 2, m = (x1 + x2) / 2;
-    return `M${x1},${a.y}C${m},${a.y},${m},${b.y},${x2},${b.y}`;
+    const x1 = a.x + a.w / 2, x2 = b.x - b.w / 2;
+    const near = lw ? Math.max(x1, d.label_x - lw / 2 - LABEL_GAP) : x2;
+    const far = lw ? Math.min(x2, d.label_x + lw / 2 + LABEL_GAP) : x2, m = (x1 + near) / 2;
+    return `M${x1},${a.y}C${m},${a.y},${m},${b.y},${near},${b.y}M${far},${b.y}L${x2},${b.y}`;
   }
-  const y1 = a.y + a.h / 2, y2 = b.y - b.h / 2, m = (y1 + y2) / 2;
-  return `M${a.x},${y1}C${a.x},${m},${b.x},${m},${b.x},${y2}`;
+  const y1 = a.y + a.h / 2, y2 = b.y - b.h / 2;
+  const near = lh ? Math.max(y1, d.label_y - lh / 2 - LABEL_GAP) : y2;
+  const far = lh ? Math.min(y2, d.label_y + lh / 2 + LABEL_GAP) : y2, m = (y1 + near) / 2;
+  return `M${a.x},${y1}C${a.x},${m},${b.x},${m},${b.x},${near}M${b.x},${far}L${b.x},${y2}`;
 }
 
 // a label wider than its box (the layout estimates text widths): widen the box around it
@@ -169,7 +202,8 @@ function drawNodes(state, scene, t, moveAll) {
   enter.append("title");
   enter.append("rect");
   enter.append("text").attr("text-anchor", "middle").attr("dominant-baseline", "central")
-    .attr("font-family", "DejaVu Sans, sans-serif").attr("font-size", 11).attr("fill", "#222");
+    .attr("font-family", "DejaVu Sans, sans-serif").attr("font-size", NODE_FONT)
+    .attr("fill", "#222");
   enter.transition(t).attr("transform", (d) => place(d));
   sel.each(function (d) {
     const old = this.__prevNode;
@@ -199,14 +233,16 @@ function drawEdges(state, scene, byId, t, moveAll) {
   const enter = sel.enter().append("g").attr("class", "edge").attr("id", (d) => d.id);
   enter.append("path").attr("fill", "none").attr("marker-end", "url(#radixlens-arrow)")
     .attr("d", (d) => { const a = byId.get(d.source); return edgePath(a, a, lr); });
-  enter.append("text").attr("text-anchor", "middle").attr("font-size", 9)
+  // centred on label_y, as the layout's box for it (alphabetic baselines sit ~0.35 em higher)
+  enter.append("text").attr("text-anchor", "middle").attr("dominant-baseline", "central")
+    .attr("font-size", EDGE_FONT)
     .attr("font-family", "DejaVu Sans, sans-serif").attr("fill", "#333")
     .attr("stroke", "white").attr("stroke-width", 3).attr("stroke-linejoin", "round")
     .attr("paint-order", "stroke").style("opacity", 0);
   enter.select("text").transition(t).style("opacity", 1);
   enter.merge(sel).each(function (d) {
     const g = select(this);
-    const path = edgePath(byId.get(d.source), byId.get(d.target), lr);
+    const path = edgePath(byId.get(d.source), byId.get(d.target), lr, d);
     if (moveAll || this.__prevPath !== path) {
       g.select("path").transition(t).attr("d", path);
       this.__prevPath = path;
@@ -269,5 +305,6 @@ export default function (component) {
   state.lastSig = data.sig;
   if (data.height) state.host.style.height = `${data.height}px`;
   if (data.max_scale) state.maxScale = Number(data.max_scale);
+  state.minFontPx = Number(data.min_font_px || 0);
   draw(state, scene, Number(data.duration_ms ?? 400));
 }
