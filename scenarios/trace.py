@@ -273,20 +273,43 @@ def _replay_requests(out: TraceReplay, session_id: str, budget: Budget, live: in
         progress(1.0, "done")
 
 
+# a request's steps in SGLang's flow (run_tree), in order: its lookup, its lock, then its end
+LIFECYCLE = ("looked up", "admitted", "ended")
+
+
+def _request_step(events: list[ev.Event], stage: int) -> str:
+    """What a request's step did, from its typed events and its place in the request's flow
+    (`stage`, an index of LIFECYCLE). The end is "finished" when it holds the insert's
+    HitCounted (cache_finished_req emits one even when nothing new is inserted), else
+    "rejected" (the unlock of a prompt that found no room: LockChanged -1 hops, or none at the
+    root). A lookup (PrefixMatched, none for an empty key) and a lock (LockChanged +1, none at
+    the root) may hold no event at all, so those two are told by their place.
+
+    >>> _request_step([ev.StepStarted(5, "x", "R1"), ev.StepEnded(5, "x")], 2)
+    'rejected'
+    >>> _request_step([ev.StepStarted(5, "x", "R1"), ev.HitCounted((1,), 0, True)], 2)
+    'finished'
+    """
+    if stage < 2:
+        return LIFECYCLE[stage]
+    return "finished" if any(isinstance(e, ev.HitCounted) for e in events) else "rejected"
+
+
 def _index(out: TraceReplay) -> None:
-    """One pass over the log: each request's steps, the last step of each, its tree match."""
-    log, owners, last = out.log, {}, {}
+    """One pass over the log's typed events: each request's steps, the last step of each, its
+    tree match (the PrefixMatched of its lookup; a finish re-matches too, which is not it)."""
+    log, owners, last, stage = out.log, {}, {}, {}
     index: dict[str, list[Found]] = {}
-    names = {"match_prefix": "looked up", "inc_lock_ref": "admitted",
-             "cache_finished_req": "finished", "dec_lock_ref": "rejected"}
     for step in range(log.num_steps):
         events = log.events_of(step)
-        first = events[0]
-        rid = first.rid
+        rid = events[0].rid
+        what = None
         if rid is not None:
             last[rid] = step
-            if first.op in names:
-                index.setdefault(rid, []).append(Found(names[first.op], step))
+            at = stage.get(rid, 0)
+            what = _request_step(events, at)
+            stage[rid] = (at + 1) % len(LIFECYCLE)
+            index.setdefault(rid, []).append(Found(what, step))
         for e in events:
             if isinstance(e, ev.NodeInserted) and rid is not None:
                 owners[e.node_id] = rid
@@ -295,7 +318,7 @@ def _index(out: TraceReplay) -> None:
             elif isinstance(e, ev.NodeEvicted) and e.node_id in owners:
                 index.setdefault(owners.pop(e.node_id), []).append(
                     Found(f"evicted (leaf #{e.node_id}, {e.num_tokens:,} tokens)", step))
-            elif isinstance(e, ev.PrefixMatched) and first.op == "match_prefix" and rid:
+            elif isinstance(e, ev.PrefixMatched) and what == "looked up" and rid:
                 out.matches[rid] = e.prefix_len
     out.index, out.ends = index, sorted(last.values())
 
