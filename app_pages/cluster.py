@@ -8,7 +8,6 @@ from app_pages._shell import link_int, long_caption, presenter, say
 from radix.cluster import ROUTERS
 from radix.cluster.sweep_html import figures
 from radix.runs.costs import LABEL
-from radix.traces import TraceError, load_trace
 from scenarios.routing import (
     NOTE,
     REPLICAS,
@@ -16,6 +15,7 @@ from scenarios.routing import (
     classroom_trace,
     compare_routers,
     run_routing,
+    upload_trace,
 )
 from scenarios.routing_steps import change_note, step_changes
 from scenarios.trace import digest
@@ -28,8 +28,6 @@ from viz.routing import (
     routing_figure,
     scores_rows,
 )
-
-MAX_UPLOAD_REQUESTS = 300  # an uploaded trace is drawn request by request: keep it small
 
 st.title("Cluster")
 long_caption("N replicas of the simulated engine (each its own radix tree and pool) behind one "
@@ -55,13 +53,9 @@ else:
         st.stop()
     data = upload.getvalue()
     try:
-        trace = load_trace(data)
-    except TraceError as exc:
+        trace = upload_trace(data)
+    except ValueError as exc:  # TraceError among them: the line and the field
         say("error", f"{upload.name}: {exc}")
-        st.stop()
-    if trace.format not in ("request", "mooncake") or len(trace.requests) > MAX_UPLOAD_REQUESTS:
-        say("error", f"{upload.name}: the Cluster page draws request or Mooncake traces of at "
-                     f"most {MAX_UPLOAD_REQUESTS} requests (`python -m radix cluster` takes any)")
         st.stop()
     ident = ("upload", digest(data))
 

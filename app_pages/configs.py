@@ -7,8 +7,8 @@ import streamlit as st
 from app_pages._serve import jobs, wait_for
 from app_pages._shell import long_caption, say
 from radix.runs.costs import LABEL
-from radix.traces import TraceError, load_trace
-from scenarios.configs import SCENARIOS, run_configs, scenario_trace
+from radix.traces import TraceError
+from scenarios.configs import SCENARIOS, run_configs, workload_trace
 from scenarios.jobs import QueueFull
 from scenarios.trace import digest
 from viz.configs import config_table, hit_rate_figure, prefilled_figure
@@ -28,23 +28,23 @@ budget = c[1].number_input("prefill budget per round (tokens)", 1, 1_000_000, 16
 
 if source == "a scenario":
     name = st.selectbox("scenario (examples/workloads.py)", list(SCENARIOS), key="configs.scenario")
-    ident, load, label = ("scenario", name), (lambda: scenario_trace(name)), "workload"
+    what, data, label = ("scenario", name), b"", "workload"
 elif source == "the Mooncake excerpt":
-    ident, load, label = ("mooncake",), (lambda: scenario_trace("Mooncake excerpt")), "workload"
+    what, data, label = ("mooncake",), b"", "workload"
 else:
     upload = st.file_uploader("request or Mooncake trace", key="configs.upload")
     if upload is None:
         st.info("Upload a request or Mooncake trace (JSONL, optionally .gz).")
         st.stop()
     data = upload.getvalue()
-    ident, load, label = ("upload", digest(data)), (lambda: load_trace(data)), upload.name
+    what, label = ("upload", digest(data)), upload.name
 
-ident = (*ident, int(capacity), int(budget))
+ident = (*what, int(capacity), int(budget))
 if st.session_state.get("configs.ident") != ident:
     cap, prefill = int(capacity) or None, int(budget)
 
-    def work(progress, cancel):
-        trace = load()
+    def work(progress, cancel, what=what, data=data):  # this run's choice, bound now
+        trace = workload_trace(what, data)
         return len(trace.requests), run_configs(trace, cap, prefill, progress)
 
     try:

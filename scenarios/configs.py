@@ -50,6 +50,19 @@ def scenario_trace(label: str) -> Trace:
     return Trace("request", reqs, input_lens=[len(r.token_ids) for r in reqs])
 
 
+def workload_trace(what: tuple[str, ...], data: bytes = b"") -> Trace:
+    """The Configurations page's workload: `what` is ("scenario", a SCENARIOS label),
+    ("mooncake",) for the excerpt, or ("upload", its digest) with the uploaded bytes `data`
+    (TraceError names the line and field)."""
+    if what[0] == "scenario":
+        return scenario_trace(what[1])
+    if what[0] == "mooncake":
+        return scenario_trace("Mooncake excerpt")
+    if what[0] == "upload":
+        return load_trace(data)
+    raise ValueError(f"unknown workload {what[0]!r}")
+
+
 def run_configs(trace: Trace, capacity: int | None = None, max_prefill_tokens: int = 16_384,
                 progress: Progress | None = None) -> list[ConfigRun]:
     """The four configurations over `trace`; `capacity` in tokens (None: room for everything).

@@ -13,7 +13,7 @@ request's prompt (scenarios/routing_steps.py says what a step changed). At
 most MAX_FRAMES are kept: a longer upload keeps every `stride`-th request's from the first (and
 the last), and a step between shows the one before it. The classroom lowers cache-aware's
 balance thresholds to its size (abs 2, rel 1.5; sgl-router's defaults are 64 and 1.5), and says
-so. Leaves out: drawing (viz/routing.py).
+so. `upload_trace` loads and bounds an upload. Leaves out: drawing (viz/routing.py).
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from radix.cluster import ROUTERS, CacheAwareConfig
 from radix.cluster.sim import simulate_cluster
 from radix.cluster.sweep import Grid, grid_cells, sweep_serial
 from radix.runs.sim import SimConfig
-from radix.traces import Trace, TraceRequest
+from radix.traces import Trace, TraceRequest, load_trace
 
 REPLICAS = 3
+MAX_UPLOAD_REQUESTS = 300  # an uploaded trace is drawn request by request: keep it small
 MAX_FRAMES = 120  # tree snapshots kept per run (an upload of up to 300 requests keeps keyframes)
 SYSTEM = tuple(range(1, 33))  # 32 tokens: 2 blocks of 16
 CONVERSATIONS = "ABCD"
@@ -88,6 +89,17 @@ class RoutingRun(NamedTuple):
     def frame_at(self, index: int) -> Frame:
         """The kept frame at or just before request `index` (0-based; request 0's is kept)."""
         return max((f for f in self.frames if f.after <= index), key=lambda f: f.after)
+
+
+def upload_trace(data: bytes) -> Trace:
+    """An uploaded trace for the Cluster page. TraceError (a ValueError naming the line and
+    field) for a bad file; ValueError for a trace of another format or of more than
+    MAX_UPLOAD_REQUESTS requests."""
+    trace = load_trace(data)
+    if trace.format not in ("request", "mooncake") or len(trace.requests) > MAX_UPLOAD_REQUESTS:
+        raise ValueError(f"the Cluster page draws request or Mooncake traces of at most "
+                         f"{MAX_UPLOAD_REQUESTS} requests (`python -m radix cluster` takes any)")
+    return trace
 
 
 def run_routing(trace: Trace, router: str, replicas: int = REPLICAS) -> RoutingRun:

@@ -3,8 +3,19 @@ router's view) and what each step changed (scenarios/routing_steps.py)."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 import scenarios.routing as routing
-from scenarios.routing import SYSTEM, classroom_trace, run_routing
+from radix.traces import TraceError
+from scenarios.routing import (
+    MAX_UPLOAD_REQUESTS,
+    SYSTEM,
+    classroom_trace,
+    run_routing,
+    upload_trace,
+)
 from scenarios.routing_steps import change_note, step_changes
 from viz.routing import replica_tree_dot
 
@@ -121,3 +132,16 @@ def test_evicted_nodes_are_drawn_as_ghosts():
     ghosts = [g.id for g in change.gone]
     assert f"g{ghosts[0]} [label=-128 " in dot and f"n0 -> g{ghosts[0]}" in dot
     assert f"g{ghosts[0]} -> g{ghosts[1]}" in dot and dot.count('class="rl-gone"') == 4
+
+
+def test_upload_trace_names_the_line_and_bounds_the_size():
+    """A good two-line request trace loads; a bad second line is a TraceError naming line 2; one
+    request over MAX_UPLOAD_REQUESTS is refused, saying the bound."""
+    def lines(n):
+        return "".join(json.dumps({"rid": f"r{i}", "arrival": i, "tokens": [1, 2, i],
+                                   "output_len": 1}) + "\n" for i in range(n)).encode()
+    assert [r.rid for r in upload_trace(lines(2)).requests] == ["r0", "r1"]
+    with pytest.raises(TraceError, match="line 2"):
+        upload_trace(lines(1) + b'{"rid": "x", "tokens": "no"}\n')
+    with pytest.raises(ValueError, match=f"at most {MAX_UPLOAD_REQUESTS} requests"):
+        upload_trace(lines(MAX_UPLOAD_REQUESTS + 1))

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from radix.runs.sim import CONFIGS
-from scenarios.configs import LABELS, SCENARIOS, run_configs, scenario_trace
+from radix.traces import TraceError
+from scenarios.configs import LABELS, SCENARIOS, run_configs, scenario_trace, workload_trace
 from viz.configs import config_table, cumulative, hit_rate_figure, prefilled_figure
 
 WALK = "three-request walk (3)"
@@ -44,3 +47,14 @@ def test_every_scenario_loads():
         trace = scenario_trace(label)
         assert trace.format == "request" and len(trace.requests) >= 3
     assert len(scenario_trace("Mooncake excerpt").requests) == 200
+
+
+def test_workload_trace_for_each_source():
+    """The page's three sources: a scenario (the three-request walk: 3 requests), the Mooncake
+    excerpt (its file), an upload's bytes (one request); a bad upload names line and field."""
+    assert len(workload_trace(("scenario", "three-request walk (3)")).requests) == 3
+    assert workload_trace(("mooncake",)).format == "mooncake"
+    up = b'{"rid": "u", "arrival": 0, "tokens": [1, 2], "output_len": 1}\n'
+    assert [r.rid for r in workload_trace(("upload", "d"), up).requests] == ["u"]
+    with pytest.raises(TraceError, match='line 1, field "tokens"'):
+        workload_trace(("upload", "d"), b'{"rid": "u", "arrival": 0, "tokens": 3}\n')
