@@ -4,10 +4,11 @@ Request and Mooncake traces go through SGLang's per-request flow (`radix.runs.co
 match capped at input_len - 1, lock, allocate with eviction, finish) into an EventLog checked
 after every request, and through vLLM's (`run_blocks`) into block keyframes (blockframes.py);
 requests are expanded one at a time, and the log keeps token ids and slots compact (compact.py),
-so a 4,000-request Mooncake trace fits a session's memory budget (budget.py). An index answers
-"where was request X admitted, finished, evicted". A KV-events recording is folded as `radix
-watch --read` folds it (scenarios/kvrecording.py). Op logs run op by op (radix.runs.ops):
-one that fails keeps the tree of its last good step, the failing op and the rule it broke.
+so a 4,000-request Mooncake trace fits a session's memory budget (budget.py). An index built from
+the typed events answers "where was request X admitted, finished, evicted". A KV-events
+recording is folded as `radix watch --read` folds it (scenarios/kvrecording.py). Op logs run
+op by op (radix.runs.ops): one that fails keeps the tree of its last good step, the failing op
+and the rule it broke.
 This module is the app's only user of radix.runs.compare. Leaves out: batching (Scheduler page).
 """
 
@@ -278,18 +279,10 @@ LIFECYCLE = ("looked up", "admitted", "ended")
 
 
 def _request_step(events: list[ev.Event], stage: int) -> str:
-    """What a request's step did, from its typed events and its place in the request's flow
-    (`stage`, an index of LIFECYCLE). The end is "finished" when it holds the insert's
-    HitCounted (cache_finished_req emits one even when nothing new is inserted), else
-    "rejected" (the unlock of a prompt that found no room: LockChanged -1 hops, or none at the
-    root). A lookup (PrefixMatched, none for an empty key) and a lock (LockChanged +1, none at
-    the root) may hold no event at all, so those two are told by their place.
-
-    >>> _request_step([ev.StepStarted(5, "x", "R1"), ev.StepEnded(5, "x")], 2)
-    'rejected'
-    >>> _request_step([ev.StepStarted(5, "x", "R1"), ev.HitCounted((1,), 0, True)], 2)
-    'finished'
-    """
+    """What a request's step did, from its typed events and its place (`stage`) in LIFECYCLE. A
+    lookup (PrefixMatched; none for an empty key) and a lock (LockChanged +1; none at the root)
+    may hold no event, so their place tells them. The end is "finished" when it holds the
+    insert's HitCounted (emitted even when nothing is new), else "rejected" (an unlock)."""
     if stage < 2:
         return LIFECYCLE[stage]
     return "finished" if any(isinstance(e, ev.HitCounted) for e in events) else "rejected"
