@@ -16,15 +16,3 @@ def pytest_ignore_collect(collection_path, config):
         return True
     return None
 
-
-def pytest_configure(config):
-    """Under pytest-xdist (`-n 2`, the README's test command) each worker's torch gets its share
-    of the cores: torch's OpenMP pool otherwise spins one thread per core in every worker, and
-    two oversubscribed pools on two cores slow the engine tests several-fold. Set before any
-    test imports torch (collection never does)."""
-    import os
-
-    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
-    if workers:
-        share = max(1, (os.cpu_count() or 1) // int(workers))
-        os.environ.setdefault("OMP_NUM_THREADS", str(share))
