@@ -76,14 +76,18 @@ def build_owners(steps: Iterable[Sequence[ev.Event]]) -> dict[int, str]:
     {1: 'R1'}
     """
     owners: dict[int, str] = {}
-    for events in steps:
+    started, inserted, split = ev.StepStarted, ev.NodeInserted, ev.NodeSplit
+    for events in steps:  # exact classes (events are final), compared by identity: the hot loop
         rid = None
         for e in events:
-            if isinstance(e, ev.StepStarted) and rid is None:
-                rid = e.rid
-            elif isinstance(e, ev.NodeInserted) and rid:
-                owners[e.node_id] = rid
-            elif isinstance(e, ev.NodeSplit) and e.node_id in owners:
+            kind = e.__class__
+            if kind is started:
+                if rid is None:
+                    rid = e.rid
+            elif kind is inserted:
+                if rid:
+                    owners[e.node_id] = rid
+            elif kind is split and e.node_id in owners:
                 owners[e.new_node_id] = owners[e.node_id]
     return owners
 

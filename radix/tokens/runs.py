@@ -36,14 +36,21 @@ class TokenRuns(Sequence):
     __slots__ = ("_starts", "_ends", "_hash")
 
     def __init__(self, runs: Iterable[tuple[int, int]] = ()) -> None:
-        self._starts: list[int] = []  # first value of each run
-        self._ends: list[int] = []  # cumulative end offset of each run (exclusive)
-        self._hash: int | None = None
-        for start, length in runs:
+        starts: list[int] = []  # first value of each run
+        ends: list[int] = []  # cumulative end offset of each run (exclusive)
+        n, after = 0, None  # the length so far; the value that would continue the last run
+        for start, length in runs:  # _append_runs one run at a time, inlined (hot: from_blocks)
             if length < 0:
                 raise ValueError(f"a run has a negative length: ({start}, {length})")
             if length:
-                _append_runs(self._starts, self._ends, [start], [length])
+                n += length
+                if start == after:
+                    ends[-1] = n
+                else:
+                    starts.append(start)
+                    ends.append(n)
+                after = start + length
+        self._starts, self._ends, self._hash = starts, ends, None
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -84,8 +91,21 @@ class TokenRuns(Sequence):
         >>> TokenRuns.from_blocks([7, 8, 3], 512, 1100)  # 7 and 8 make one run; 3 keeps 76
         TokenRuns([(3584, 1024), (1536, 76)])
         """
-        runs = ((h * block_size, block_size) for h in block_ids)
-        return cls(runs)[:length]
+        if block_size <= 0:  # the general path names the bad length
+            return cls((h * block_size, block_size) for h in block_ids)[:length]
+        starts: list[int] = []
+        ends: list[int] = []
+        n, after = 0, None  # as __init__ does, one block at a time (hot: every trace line)
+        for h in block_ids:
+            start = h * block_size
+            n += block_size
+            if start == after:
+                ends[-1] = n
+            else:
+                starts.append(start)
+                ends.append(n)
+            after = start + block_size
+        return cls._raw(starts, ends)[:length]
 
     @classmethod
     def concat(cls, parts: Sequence[Sequence[int]]) -> TokenRuns:
