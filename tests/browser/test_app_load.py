@@ -5,7 +5,7 @@ no engine is left. The full version with its figures is benchmarks/app_load.py."
 
 from __future__ import annotations
 
-import sys
+import importlib.util
 
 import pytest
 from browserhelp import ROOT
@@ -14,8 +14,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.engine]
 
 
 def test_three_sessions_two_rounds_memory_comes_back(tmp_path, browser):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from app_load import run
+    # loaded from its file: benchmarks/ on sys.path would shadow the engine package (its
+    # engine.py) for every later import, and for the engine's spawned model process
+    spec = importlib.util.spec_from_file_location("app_load", ROOT / "benchmarks" / "app_load.py")
+    app_load = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(app_load)
+    run = app_load.run
 
     out = run(sessions=3, rounds=2, num_requests=20, live=True, workdir=tmp_path, light=True,
               browser=browser)  # the session's Chromium: one sync Playwright per process
