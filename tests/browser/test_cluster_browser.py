@@ -29,6 +29,9 @@ MARKS = """() => [...document.querySelectorAll("[data-testid=stGraphVizChart] sv
 })"""
 
 
+SETTLED = "() => document.getAnimations().every((a) => a.playState !== 'running')"
+
+
 def test_cluster_page_in_presenter_mode(server, projector, tmp_path):
     projector.goto(f"{server}/cluster?presenter=1")
     wait_drawn(projector)
@@ -43,6 +46,8 @@ def test_cluster_page_in_presenter_mode(server, projector, tmp_path):
         box = charts.nth(i).bounding_box()
         assert box is not None and box["y"] + box["height"] <= 800, f"chart {i} below the fold"
     assert in_viewport(projector, "[data-testid=stGraphVizChart] >> nth=3")
+    # new nodes grow in from a fifth of their size (rl-grow, 0.9 s): measure once grown
+    projector.wait_for_function(SETTLED, timeout=ms(30_000))
     assert projector.evaluate(GRAPHVIZ_SMALL) == []
     assert projector.evaluate(ILLEGIBLE) == [] and projector.evaluate(CLIPPED) == []
     assert "imbalanced" in projector.locator("[data-testid=stMain]").inner_text()
@@ -74,5 +79,7 @@ def _to_the_first_step(projector):
     for i in range(4):
         box = charts.nth(i).bounding_box()
         assert box is not None and box["y"] + box["height"] <= 800, f"chart {i} below the fold"
+    # new nodes grow in from a fifth of their size (rl-grow, 0.9 s): measure once grown
+    projector.wait_for_function(SETTLED, timeout=ms(30_000))
     assert projector.evaluate(GRAPHVIZ_SMALL) == []
     assert projector.evaluate(ILLEGIBLE) == [] and projector.evaluate(CLIPPED) == []
