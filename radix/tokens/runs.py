@@ -91,21 +91,8 @@ class TokenRuns(Sequence):
         >>> TokenRuns.from_blocks([7, 8, 3], 512, 1100)  # 7 and 8 make one run; 3 keeps 76
         TokenRuns([(3584, 1024), (1536, 76)])
         """
-        if block_size <= 0:  # the general path names the bad length
-            return cls((h * block_size, block_size) for h in block_ids)[:length]
-        starts: list[int] = []
-        ends: list[int] = []
-        n, after = 0, None  # as __init__ does, one block at a time (hot: every trace line)
-        for h in block_ids:
-            start = h * block_size
-            n += block_size
-            if start == after:
-                ends[-1] = n
-            else:
-                starts.append(start)
-                ends.append(n)
-            after = start + block_size
-        return cls._raw(starts, ends)[:length]
+        # __init__ merges adjacent blocks into runs and names a bad (negative) length
+        return cls((h * block_size, block_size) for h in block_ids)[:length]
 
     @classmethod
     def concat(cls, parts: Sequence[Sequence[int]]) -> TokenRuns:
