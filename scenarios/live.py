@@ -121,8 +121,8 @@ class LiveTree:
     def _path(self, node_id: int) -> PathBefore:
         nodes, out = self._model.nodes, {}
         while node_id in nodes and node_id not in out:
-            out[node_id] = dataclasses.replace(nodes[node_id])
-            node_id = nodes[node_id].parent
+            node = out[node_id] = copy.copy(nodes[node_id])  # its key and parent as they are now
+            node_id = None if node.parent is None else node.parent.id
         return PathBefore(out)
 
     def _flush(self, rid: str | None, wall: float) -> None:

@@ -68,7 +68,7 @@ def test_compact_log_keeps_the_replay_law():
     assert log.nbytes > 0
     # a step rebuilt from a keyframe keeps the compact sequences (a keyframe's copy once lost
     # the compact model and expanded every later leaf into a list of ints)
-    kinds = {type(r.token_ids) for step in range(log.num_steps + 1)
+    kinds = {type(r.key.token_ids) for step in range(log.num_steps + 1)
              for nid, r in log.model_at(step).nodes.items() if nid}
     assert kinds and not kinds & {list, tuple}, kinds
 

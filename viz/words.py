@@ -93,21 +93,22 @@ def build_owners(steps: Iterable[Sequence[ev.Event]]) -> dict[int, str]:
 
 
 def depth_tokens(model: TreeModel, node_id: int) -> int:
-    """Tokens on the path from the root down to the end of `node_id`'s edge."""
-    total = 0
-    while node_id in model.nodes and node_id != 0:
-        rec = model.nodes[node_id]
-        total += len(rec.token_ids)
-        node_id = rec.parent
+    """Tokens on the path from the root down to the end of `node_id`'s edge (looked up by id
+    in `model.nodes` hop by hop, so a PathBefore's copies are read, not the live nodes)."""
+    total, nodes = 0, model.nodes
+    while node_id in nodes and node_id != 0:
+        node = nodes[node_id]
+        total += len(node.key)
+        node_id = node.parent.id
     return total
 
 
 def hops_to_root(model: TreeModel, node_id: int) -> int:
     """Nodes from `node_id` up to the root, the root excluded (a lock walk's length)."""
-    n = 0
-    while node_id in model.nodes and node_id != 0:
+    n, nodes = 0, model.nodes
+    while node_id in nodes and node_id != 0:
         n += 1
-        node_id = model.nodes[node_id].parent
+        node_id = nodes[node_id].parent.id
     return n
 
 
@@ -131,7 +132,7 @@ def split_line(e: ev.NodeSplit, before: Any, owners: Mapping[int, str], rid: str
     old = before.nodes[e.node_id]
     at = depth_tokens(before, e.parent_id) + e.split_len
     owner = owners.get(e.node_id)
-    rest = len(old.token_ids) - e.split_len
+    rest = len(old.key) - e.split_len
     if boundary:
         return (f"{_who(rid)} splits its own leaf #{e.node_id} at the prompt boundary, token "
                 f"{at:,}: {e.split_len:,} prompt + {rest:,} output token{'s' * (rest != 1)} "

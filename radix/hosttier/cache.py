@@ -38,7 +38,7 @@ from radix.hosttier.node import HostInsert, HostMatch, HostNode
 from radix.tokens import frozen
 from radix.tree.eviction import get_strategy, tlru_new_node, tlru_split
 from radix.tree.key import RadixKey, page_at
-from radix.tree.node import ROOT_PRIORITY, concat_values
+from radix.tree.node import ROOT_PRIORITY, attach, concat_values
 from radix.tree.radix_cache import LogicalClock
 
 CHUNK = 64  # tokens compared per slice when an edge does not match whole
@@ -190,10 +190,9 @@ class HostTierCache(TierLocks, TierMoves):
         t = self.clock()
         leaf = HostNode(self._next_id, key, value, t, priority)
         self._next_id += 1
-        leaf.parent = parent
+        attach(parent, leaf, self.page_size)
         if self._tlru:
             tlru_new_node(leaf, parent)
-        parent.children[key.child_key(self.page_size)] = leaf
         self._nodes[leaf.id] = leaf
         self.evictable_size_ += len(value)
         self._emit(ev.NodeInserted(leaf.id, parent.id, frozen(key.token_ids), frozen(value),

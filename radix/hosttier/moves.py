@@ -18,6 +18,7 @@ from typing import Any
 
 from radix import events as ev
 from radix.hosttier.node import HostMatch, HostNode, TierCounts
+from radix.tree.node import detach
 
 
 class TierMoves:
@@ -254,7 +255,7 @@ class TierMoves:
     # ------------------------------------------------------------------------------ reading
 
     def _remove(self: Any, x: HostNode) -> None:
-        del x.parent.children[x.key.child_key(self.page_size)]
+        detach(x, self.page_size)
         del self._nodes[x.id]
         self.duplicates.pop(x.id, None)
         self.device_leaves.discard(x)

@@ -9,7 +9,7 @@ Leaves out: nothing of a cache's private state is read here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import Protocol
 
 from radix.tokens import frozen
@@ -28,13 +28,34 @@ class Inspectable(Protocol):
     def check_invariants(self) -> None: ...
 
 
+def tree_states(root: TreeNode, leaves: Container[TreeNode],
+                page_size: int) -> tuple[NodeState, ...]:
+    """The tree under `root` as NodeStates, pre-order, siblings sorted by child key (default
+    namespace first, then by first page); `leaves` holds the evictable leaves. The one snapshot
+    walk: RadixCache.snapshot and the replay model's (radix/tree/replay.py) both run it."""
+    ps = page_size
+
+    def order(n: TreeNode) -> tuple:
+        k = n.key
+        return child_sort_key(tuple(k.token_ids[:ps]), k.extra_key, k.cache_salt, ps)
+
+    out: list[NodeState] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        out.append(node_state(node, node in leaves))
+        stack.extend(sorted(node.children.values(), key=order, reverse=True))
+    return tuple(out)
+
+
 def node_state(node: TreeNode, evictable: bool) -> NodeState:
-    """One node as plain data (a NodeState)."""
+    """One node as plain data (a NodeState); its sequences frozen (a compact one stays
+    compact)."""
     return NodeState(
         id=node.id,
         parent=None if node.parent is None else node.parent.id,
         token_ids=frozen(node.key.token_ids),
-        slot_ids=tuple(node.value),
+        slot_ids=frozen(node.value),
         lock_ref=node.lock_ref,
         hit_count=node.hit_count,
         last_access_time=node.last_access_time,

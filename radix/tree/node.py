@@ -68,6 +68,49 @@ class TreeNode:
         return f"TreeNode(id={self.id}, len={len(self.key)}, lock_ref={self.lock_ref})"
 
 
+def split_edge(child: TreeNode, new_id: int, split_len: int, time: float,
+               page_size: int) -> TreeNode:
+    """Cuts child's edge after split_len tokens and returns the new upper node: the one split
+    of the tree, run by RadixCache's walk and by the replay model's NodeSplit.
+
+        parent -- child[0:split_len + rest]   becomes   parent -- new[0:split_len] -- child
+
+    The new node (both its times `time`) takes the edge's first split_len tokens and slots
+    (sliced copies), child's lock_ref, hit_count and priority (it stands for the same
+    requests) and child's slot in the parent's dict (the order is kept).
+
+    >>> root = TreeNode(0, RadixKey([]), [], 0.0)
+    >>> a = TreeNode(1, RadixKey([5, 6, 7]), [0, 1, 2], 1.0); attach(root, a, 1)
+    >>> new = split_edge(a, 2, 1, 3.0, 1)
+    >>> new.key.token_ids, new.value, a.key.token_ids, a.parent is new, root.children[5] is new
+    ([5], [0], [6, 7], True, True)
+    """
+    new = TreeNode(new_id, child.key[:split_len], child.value[:split_len], time)
+    new.parent = parent = child.parent
+    new.lock_ref, new.hit_count, new.priority = child.lock_ref, child.hit_count, child.priority
+    child.key = child.key[split_len:]
+    child.value = child.value[split_len:]
+    child.guarded_key = None  # its edge changed (and it is no longer a first edge)
+    child.parent = new
+    new.children = {child.key.child_key(page_size): child}
+    parent.children[new.key.child_key(page_size)] = new  # same dict slot, so the order is kept
+    return new
+
+
+def attach(parent: TreeNode, node: TreeNode, page_size: int) -> None:
+    """Hangs `node` under `parent`, filed under its child key (a new leaf's one link)."""
+    node.parent = parent
+    parent.children[node.key.child_key(page_size)] = node
+
+
+def detach(node: TreeNode, page_size: int) -> TreeNode:
+    """Takes `node` out of its parent's children (an evicted leaf); returns the parent. The
+    node keeps its parent link, so its path can still be read."""
+    parent = node.parent
+    del parent.children[node.key.child_key(page_size)]
+    return parent
+
+
 class MatchResult:
     """What match_prefix found: `slot_ids` (KV slots of the matched prefix, in token order),
     `last_node` (the deepest node of the match; the root when nothing matched) and `prefix_len`

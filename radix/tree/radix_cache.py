@@ -32,18 +32,20 @@ from radix.tokens import TokenRuns, frozen
 from radix.tokens.prefix import PrefixProbe, gallop_match
 from radix.tree import unified
 from radix.tree.eviction import EvictionHeap, get_strategy, tlru_new_node, tlru_split
-from radix.tree.inspect import InvariantError, child_sort_key, format_tree, node_state
+from radix.tree.inspect import InvariantError, format_tree, tree_states
 from radix.tree.key import RadixKey, page_at
 from radix.tree.node import (
     ROOT_PRIORITY,
     EvictResult,
     InsertResult,
     MatchResult,
-    NodeState,
     TreeNode,
     TreeSnapshot,
+    attach,
     concat_values,
     count_hits,
+    detach,
+    split_edge,
 )
 
 FLAVORS = ("classic", "unified")  # radix_cache.RadixCache, or 0.5.23's UnifiedRadixCache
@@ -383,29 +385,16 @@ class RadixCache:
         return self._probe.starts_with(tok, guarded)
 
     def _split_node(self, child: TreeNode, split_len: int, t: float) -> TreeNode:
-        """Cuts child's edge after split_len tokens; returns the new prefix node (parent side).
-
-            parent -- child[0:split_len + rest]   becomes   parent -- new[0:split_len] -- child
-
-        The new node inherits lock_ref, hit_count and priority (it stands for the same
-        requests); values are sliced copies; sizes and the leaf set do not change.
+        """Cuts child's edge after split_len tokens (node.split_edge, the replay model's split
+        too); returns the new prefix node (parent side). Sizes and the leaf set do not change.
         subtle: the new node reads the clock itself (SGLang's TreeNode constructor reads
         time.monotonic()), so it is younger than the walk's time `t`, which the child keeps.
         """
-        ps = self.page_size
         created = self.clock()
-        new = TreeNode(self._next_id, child.key[:split_len], child.value[:split_len], created)
+        new = split_edge(child, self._next_id, split_len, created, self.page_size)
         self._next_id += 1
-        new.parent = parent = child.parent
-        new.lock_ref, new.hit_count, new.priority = child.lock_ref, child.hit_count, child.priority
         if self._tlru:
             tlru_split(new, child, split_len)
-        child.key = child.key[split_len:]
-        child.guarded_key = None  # its edge changed (and it is no longer a first edge)
-        child.value = child.value[split_len:]
-        child.parent = new
-        new.children = {child.key.child_key(ps): child}
-        parent.children[new.key.child_key(ps)] = new  # same dict slot, so the order is kept
         self._nodes[new.id] = new
         if self.flavor == "unified":  # the new node keeps the child's age (radix/tree/unified.py)
             unified.split_times(self, new, child)
@@ -417,10 +406,10 @@ class RadixCache:
         t = self.clock()  # a new node reads the clock itself, as in SGLang (see _split_node)
         leaf = TreeNode(self._next_id, key, value, t)
         self._next_id += 1
-        leaf.parent, leaf.priority = parent, priority
+        leaf.priority = priority
+        attach(parent, leaf, self.page_size)
         if self._tlru:
             tlru_new_node(leaf, parent)
-        parent.children[key.child_key(self.page_size)] = leaf
         self._nodes[leaf.id] = leaf
         self.evictable_size_ += len(key)
         self._record_new_leaf(leaf)
@@ -454,8 +443,7 @@ class RadixCache:
         return EvictResult(num_evicted, evicted)
 
     def _delete_leaf(self, node: TreeNode) -> None:
-        parent = node.parent
-        del parent.children[node.key.child_key(self.page_size)]
+        parent = detach(node, self.page_size)
         del self._nodes[node.id]
         self._leaves.discard(node)
         self.evictable_size_ -= len(node.key)
@@ -742,20 +730,9 @@ class RadixCache:
     def snapshot(self) -> TreeSnapshot:
         """The tree as plain immutable data for drawing and comparing: nodes in pre-order,
         siblings sorted by child key (default namespace first, then by first page)."""
-        out: list[NodeState] = []
-        leaves, ps = self._leaves.leaves, self.page_size
-
-        def order(n: TreeNode):
-            k = n.key
-            return child_sort_key(tuple(k.token_ids[:ps]), k.extra_key, k.cache_salt, ps)
-
-        stack = [self.root_node]
-        while stack:
-            node = stack.pop()
-            out.append(node_state(node, node in leaves))
-            stack.extend(sorted(node.children.values(), key=order, reverse=True))
-        return TreeSnapshot(tuple(out), ps, self.evictable_size_, self.protected_size_,
-                            self.num_steps)
+        ps = self.page_size
+        return TreeSnapshot(tree_states(self.root_node, self._leaves.leaves, ps), ps,
+                            self.evictable_size_, self.protected_size_, self.num_steps)
 
     def pretty_print(self, decode: Callable[[list[int]], str] | None = None,
                      show_hits: bool = False, mark_leaves: bool = False, file=None, *,

@@ -1,51 +1,38 @@
 """Rebuilding a radix tree from its events alone (the replay law).
 
-`TreeModel` is a plain record of a tree that changes only by `apply(event)`. Fed the events of a
-run from an empty cache, it ends equal to the cache's own `snapshot()`: tests/test_events.py
-checks this after every step of random runs. The event log (radix/tree/eventlog.py) uses it to
-rebuild any step from a keyframe.
-Leaves out: block-cache events (radix/blocks/snapshot.py is the block pool's own view).
+`TreeModel` is a tree of the cache's own TreeNodes changed only by `apply(event)`, through the
+cache's own mutation code: a split is node.split_edge, a new leaf node.attach, an eviction
+node.detach, hits node.count_hits; its snapshot is inspect.tree_states (RadixCache.snapshot's
+walk). Fed a run's events from an empty cache, it ends equal to the cache's `snapshot()`
+(tests/test_events.py, after every step of random runs). The event log (eventlog.py) rebuilds
+any step from a keyframe with it; the live page (scenarios/live.py) follows an engine's tree.
+Leaves out: the cache's clock, eviction heap, size counters and allocator (the events carry
+their results: times, leaf-set changes, lock counts); block-cache events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 
 from radix import events as ev
-from radix.tokens import frozen
-from radix.tree.inspect import child_sort_key
-from radix.tree.node import ROOT_PRIORITY, NodeState, TreeSnapshot, count_hits
+from radix.tree.inspect import tree_states
+from radix.tree.key import RadixKey
+from radix.tree.node import (
+    ROOT_PRIORITY,
+    TreeNode,
+    TreeSnapshot,
+    attach,
+    count_hits,
+    detach,
+    split_edge,
+)
 
-
-@dataclass
-class NodeRecord:
-    parent: int | None
-    token_ids: Sequence[int]  # as the event carried them (a tuple, or a compact sequence);
-    slot_ids: Sequence[int]  # never mutated in place: a split slices them anew
-    lock_ref: int = 0
-    hit_count: int = 0
-    last_access_time: float = 0.0
-    creation_time: float = 0.0
-    priority: int = 0
-    evictable_leaf: bool = False
-    extra_key: str | None = None
-    cache_salt: str | None = None
-    child_ids: list[int] = field(default_factory=list)
-
-
-def _copy_record(r: NodeRecord) -> NodeRecord:
-    """A copy of r sharing its (never mutated) sequences, with its own child list: an event
-    log's keyframe copies every node, so this is dataclasses.replace without its per-field
-    work."""
-    out = object.__new__(NodeRecord)
-    out.__dict__.update(r.__dict__)
-    out.child_ids = list(r.child_ids)
-    return out
+_new = object.__new__
 
 
 class TreeModel:
-    """A tree rebuilt from events.
+    """A tree rebuilt from events: `nodes` (id -> TreeNode, the root 0) and `leaves` (the
+    evictable leaves, as the LeafSetChanged events say).
 
     >>> from radix.events import ListSink
     >>> from radix.tree.radix_cache import RadixCache
@@ -63,15 +50,24 @@ class TreeModel:
         self.reset()
 
     def reset(self) -> None:
-        self.nodes: dict[int, NodeRecord] = {
-            0: NodeRecord(None, [], [], lock_ref=1, priority=ROOT_PRIORITY)
-        }
+        root = TreeNode(0, RadixKey([]), [], 0.0)
+        root.lock_ref, root.priority = 1, ROOT_PRIORITY  # as RadixCache.reset
+        self.nodes: dict[int, TreeNode] = {0: root}
+        self.leaves: set[TreeNode] = set()
         self.step = 0
 
     def copy(self) -> TreeModel:
-        out = TreeModel.__new__(TreeModel)
+        """An independent copy (an event log's keyframe): new nodes, relinked among themselves;
+        keys and values are shared (they are never mutated in place: a split slices anew)."""
+        out = _new(TreeModel)
         out.page_size, out.step = self.page_size, self.step
-        out.nodes = {i: _copy_record(r) for i, r in self.nodes.items()}
+        nodes = out.nodes = {i: _copy_node(n) for i, n in self.nodes.items()}
+        for n in nodes.values():
+            if n.parent is not None:
+                n.parent = nodes[n.parent.id]
+            # subtle: every node gets its own dict, an empty one too (attach fills it in place)
+            n.children = {k: nodes[c.id] for k, c in n.children.items()}
+        out.leaves = {nodes[n.id] for n in self.leaves}
         return out
 
     def apply_all(self, events: Iterable[ev.Event]) -> None:
@@ -84,36 +80,38 @@ class TreeModel:
             handler(self, e)
 
     def snapshot(self) -> TreeSnapshot:
-        nodes, ps = self.nodes, self.page_size
-        out: list[NodeState] = []
         evictable = protected = 0
-        stack = [0]
-        while stack:
-            nid = stack.pop()
-            r = nodes[nid]
-            out.append(_state(nid, r))
+        for nid, n in self.nodes.items():
             if nid:
-                if r.lock_ref:
-                    protected += len(r.token_ids)
+                if n.lock_ref:
+                    protected += len(n.key)
                 else:
-                    evictable += len(r.token_ids)
-            kids = sorted(
-                r.child_ids,
-                key=lambda c: child_sort_key(
-                    tuple(nodes[c].token_ids[:ps]), nodes[c].extra_key, nodes[c].cache_salt, ps
-                ),
-                reverse=True,
-            )
-            stack.extend(kids)
-        return TreeSnapshot(tuple(out), ps, evictable, protected, self.step)
+                    evictable += len(n.key)
+        ps = self.page_size
+        return TreeSnapshot(tree_states(self.nodes[0], self.leaves, ps), ps, evictable,
+                            protected, self.step)
 
 
-def _state(nid: int, r: NodeRecord) -> NodeState:
-    return NodeState(
-        nid, r.parent, frozen(r.token_ids), frozen(r.slot_ids), r.lock_ref, r.hit_count,
-        r.last_access_time, r.creation_time, r.priority, r.evictable_leaf, r.extra_key,
-        r.cache_salt, tuple(r.child_ids),
-    )
+def _copy_node(n: TreeNode) -> TreeNode:
+    """A copy of n sharing its links (relinked by TreeModel.copy): every slot by hand
+    (copy.copy of a slotted object costs several times as much)."""
+    c = _new(TreeNode)
+    c.id, c.children, c.parent, c.key, c.value = n.id, n.children, n.parent, n.key, n.value
+    c.lock_ref, c.locks_held, c.hit_count, c.priority = (n.lock_ref, n.locks_held, n.hit_count,
+                                                         n.priority)
+    c.last_access_time, c.creation_time = n.last_access_time, n.creation_time
+    c.heap_version, c.heap_key, c.guarded_key = n.heap_version, n.heap_key, None
+    c.tlru_cached_prefix_len, c.tlru_history_len = (n.tlru_cached_prefix_len,
+                                                    n.tlru_history_len)
+    return c
+
+
+def _key(token_ids: Sequence[int], extra_key: str | None, cache_salt: str | None) -> RadixKey:
+    """A key over an event's frozen tokens, kept as they are (RadixKey() would copy a tuple
+    into a list; a compact sequence stays compact)."""
+    k = _new(RadixKey)
+    k.token_ids, k.extra_key, k.cache_salt = token_ids, extra_key, cache_salt
+    return k
 
 
 def _touched(m: TreeModel, e: ev.NodesTouched) -> None:
@@ -122,25 +120,17 @@ def _touched(m: TreeModel, e: ev.NodesTouched) -> None:
 
 
 def _split(m: TreeModel, e: ev.NodeSplit) -> None:
-    child, s = m.nodes[e.node_id], e.split_len
-    new = NodeRecord(
-        e.parent_id, child.token_ids[:s], child.slot_ids[:s], child.lock_ref, child.hit_count,
-        e.time, e.time if e.creation_time is None else e.creation_time, child.priority, False,
-        child.extra_key, child.cache_salt, [e.node_id],
-    )
-    child.token_ids, child.slot_ids = child.token_ids[s:], child.slot_ids[s:]
-    child.parent = e.new_node_id
-    siblings = m.nodes[e.parent_id].child_ids
-    siblings[siblings.index(e.node_id)] = e.new_node_id
-    m.nodes[e.new_node_id] = new
+    new = split_edge(m.nodes[e.node_id], e.new_node_id, e.split_len, e.time, m.page_size)
+    if e.creation_time is not None:  # unified: the new node keeps the child's age
+        new.creation_time = e.creation_time
+    m.nodes[new.id] = new
 
 
 def _inserted(m: TreeModel, e: ev.NodeInserted) -> None:
-    m.nodes[e.node_id] = NodeRecord(
-        e.parent_id, e.token_ids, e.slot_ids, 0, 0, e.time, e.time, e.priority, False,
-        e.extra_key, e.cache_salt,
-    )
-    m.nodes[e.parent_id].child_ids.append(e.node_id)
+    leaf = TreeNode(e.node_id, _key(e.token_ids, e.extra_key, e.cache_salt), e.slot_ids, e.time)
+    leaf.priority = e.priority
+    attach(m.nodes[e.parent_id], leaf, m.page_size)
+    m.nodes[leaf.id] = leaf
 
 
 def _hits(m: TreeModel, e: ev.HitCounted) -> None:
@@ -154,16 +144,19 @@ def _lock(m: TreeModel, e: ev.LockChanged) -> None:
 
 
 def _leaves(m: TreeModel, e: ev.LeafSetChanged) -> None:
+    nodes, leaves = m.nodes, m.leaves
     for nid in e.added:
-        m.nodes[nid].evictable_leaf = True
+        leaves.add(nodes[nid])
     for nid in e.removed:
-        if nid in m.nodes:
-            m.nodes[nid].evictable_leaf = False
+        node = nodes.get(nid)
+        if node is not None:
+            leaves.discard(node)
 
 
 def _evicted(m: TreeModel, e: ev.NodeEvicted) -> None:
-    m.nodes[e.parent_id].child_ids.remove(e.node_id)
-    del m.nodes[e.node_id]
+    node = m.nodes.pop(e.node_id)
+    detach(node, m.page_size)
+    m.leaves.discard(node)
 
 
 def _step_ended(m: TreeModel, e: ev.StepEnded) -> None:
