@@ -1,4 +1,4 @@
-"""Every repository path named in a docstring, a comment, the README or CONTRACTS exists.
+"""Every repository path named in a docstring, a comment, the README or docs/*.md exists.
 
 A path is a run like `radix/tree/eventlog.py` or `radix/tokens/` that starts with one of the
 repository's top-level folders; `viz/cluster` (a module named without `.py`) counts when the
@@ -35,7 +35,7 @@ def stale_paths(text: str, root: Path = ROOT) -> list[str]:
 def _sources() -> list[Path]:
     files = [p for p in ROOT.rglob("*.py") if not SKIP & set(p.relative_to(ROOT).parts)
              and p != Path(__file__).resolve()]  # this file names stale paths on purpose
-    return files + [ROOT / "README.md", ROOT / "docs" / "CONTRACTS.md"]
+    return files + [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def test_the_check_finds_a_stale_path():

@@ -172,8 +172,7 @@ def concat_values(values: list[Sequence[int]]) -> Sequence[int]:
 def count_hits(root, path: Sequence, priority: int, first: int) -> None:
     """What an insert leaves on the nodes it went through (SGLang 0.5.23's insert): the root
     and every node of `path` take max(priority); the nodes from `first` on count a hit. The one
-    rule RadixCache's inserts and the replay model's HitCounted both apply (on TreeNodes and on
-    replay.NodeRecords).
+    rule RadixCache's inserts and the replay model's HitCounted both apply.
 
     >>> class N: priority = hit_count = 0
     >>> root, a, b = N(), N(), N(); count_hits(root, [a, b], 2, 1)

@@ -11,8 +11,8 @@ classic flavor, the lifecycles agree except where a split's times matter:
 
 so FIFO and FILO evict differently after a split (found: `--flavor classic`, page 1, fifo
 seed 3 and filo seed 2). T-LRU (eviction.py) exists only in the unified cache.
-Leaves out: SWA and Mamba components, sessions, storage prefetch, the host tier
-(docs/HOST_TIER.md: not built yet).
+Leaves out: SWA and Mamba components, sessions, storage prefetch, the host tier (its own
+sub-package, radix/hosttier/; docs/HOST_TIER.md).
 """
 
 from __future__ import annotations
