@@ -44,27 +44,23 @@ def tree_states(root: TreeNode, leaves: Container[TreeNode],
     while stack:
         node = stack.pop()
         out.append(node_state(node, node in leaves))
-        stack.extend(sorted(node.children.values(), key=order, reverse=True))
+        kids = node.children
+        if len(kids) > 1:
+            stack.extend(sorted(kids.values(), key=order, reverse=True))
+        elif kids:
+            stack.extend(kids.values())
     return tuple(out)
 
 
 def node_state(node: TreeNode, evictable: bool) -> NodeState:
     """One node as plain data (a NodeState); its sequences frozen (a compact one stays
-    compact)."""
+    compact). Positional: a snapshot builds one per node."""
+    key, parent = node.key, node.parent
     return NodeState(
-        id=node.id,
-        parent=None if node.parent is None else node.parent.id,
-        token_ids=frozen(node.key.token_ids),
-        slot_ids=frozen(node.value),
-        lock_ref=node.lock_ref,
-        hit_count=node.hit_count,
-        last_access_time=node.last_access_time,
-        creation_time=node.creation_time,
-        priority=node.priority,
-        evictable_leaf=evictable,
-        extra_key=node.key.extra_key,
-        cache_salt=node.key.cache_salt,
-        child_ids=tuple(c.id for c in node.children.values()),
+        node.id, None if parent is None else parent.id, frozen(key.token_ids),
+        frozen(node.value), node.lock_ref, node.hit_count, node.last_access_time,
+        node.creation_time, node.priority, evictable, key.extra_key, key.cache_salt,
+        tuple([c.id for c in node.children.values()]),
     )
 
 
