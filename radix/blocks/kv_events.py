@@ -1,11 +1,12 @@
 """vLLM 0.33's KV cache events (vllm/distributed/kv_events.py) and their msgpack wire format.
 
-Encoding runs msgspec over our own Structs that mirror vLLM's field for field (names, order,
-defaults, options), so the bytes equal vLLM's: an EventBatch is the array [ts, [events], rank]
-with nil for no rank (omit_defaults does nothing to array_like structs); each event is a map
-tagged {"type": "BlockStored", ...} holding required fields (None as nil) and the defaulted ones
-that are not None; BlockStored's 15 fields make msgspec write a map16 header. The checked-in
-vectors (tests/data/vllm/, made by vLLM's own code) test it byte for byte, both ways.
+Encoding runs msgspec over Structs made from radix/events.py's dataclasses, which mirror
+vLLM's field for field (names, order, defaults; the options here), so the bytes equal vLLM's:
+an EventBatch is the array [ts, [events], rank] with nil for no rank (omit_defaults does
+nothing to array_like structs); each event is a map tagged {"type": "BlockStored", ...} holding
+required fields (None as nil) and the defaulted ones that are not None; BlockStored's 15
+fields make msgspec write a map16 header. The checked-in vectors (tests/data/vllm/, made by
+vLLM's own code) test it byte for byte, both ways.
 Decoding also reads SGLang 0.5.23's variant (no lora_name, medium left out, signed 64-bit
 hashes), the older positional events and bytes hashes; it ignores unknown keys and names the
 field of any bad value. Leaves out: ZMQ framing (topic, sequence number, replay).
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, BinaryIO
 
 import msgpack
@@ -35,7 +36,7 @@ class EventBatch:
     data_parallel_rank: int | None = None
 
 
-# --- the wire structs: vLLM's, field for field ---------------------------------------------------
+# --- the wire structs: vLLM's, field for field (from the dataclasses) -----------------------------
 
 class _Batch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
     ts: float
@@ -47,37 +48,17 @@ class _Event(msgspec.Struct, omit_defaults=True, gc=False, tag=True):
     pass
 
 
-class _Stored(_Event, tag="BlockStored"):
-    block_hashes: list[int | bytes]
-    parent_block_hash: int | bytes | None
-    token_ids: list[int]
-    block_size: int
-    lora_id: int | None
-    medium: str | None
-    lora_name: str | None
-    extra_keys: list[tuple[Any, ...] | None] | None = None
-    group_idx: int | None = None
-    kv_cache_spec_kind: str | None = None
-    kv_cache_spec_sliding_window: int | None = None
-    locality: str | None = None
-    ownership: str | None = None
-    session_id: str | None = None
-    lookahead_token_ids: list[list[int]] | None = None
+def _wire_struct(cls: type) -> type[msgspec.Struct]:
+    """The wire Struct of one of radix/events.py's KV events, made from its dataclass fields
+    (names, order, defaults: vLLM's, field for field), so each event's fields are written once.
+    Untyped: the Structs only encode (decoding reads plain msgpack, batch_from_wire)."""
+    spec = [(f.name, Any) if f.default is MISSING else (f.name, Any, f.default)
+            for f in fields(cls)]
+    return msgspec.defstruct(cls.__name__, spec, bases=(_Event,), tag=cls.__name__,
+                             module=__name__)
 
 
-class _Removed(_Event, tag="BlockRemoved"):
-    block_hashes: list[int | bytes]
-    medium: str | None
-    group_idx: int | None = None
-    locality: str | None = None
-    ownership: str | None = None
-
-
-class _Cleared(_Event, tag="AllBlocksCleared"):
-    pass
-
-
-_WIRE = {BlockStored: _Stored, BlockRemoved: _Removed, AllBlocksCleared: _Cleared}
+_WIRE = {cls: _wire_struct(cls) for cls in (BlockStored, BlockRemoved, AllBlocksCleared)}
 KV_EVENT_TYPES = {cls.__name__: cls for cls in _WIRE}
 _FIELDS = {name: fields(cls) for name, cls in KV_EVENT_TYPES.items()}
 _REQUIRED = {name: [f.name for f in fs if f.default is not None] for name, fs in _FIELDS.items()}
