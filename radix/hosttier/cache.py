@@ -38,7 +38,7 @@ from radix.hosttier.node import HostInsert, HostMatch, HostNode
 from radix.tokens import frozen
 from radix.tree.eviction import get_strategy, tlru_new_node, tlru_split
 from radix.tree.key import RadixKey, page_at
-from radix.tree.node import ROOT_PRIORITY, attach, concat_values
+from radix.tree.node import ROOT_PRIORITY, attach, concat_values, cut_edge
 from radix.tree.radix_cache import LogicalClock
 
 CHUNK = 64  # tokens compared per slice when an edge does not match whole
@@ -207,20 +207,16 @@ class HostTierCache(TierLocks, TierMoves):
         created = self.clock()
         new = HostNode(self._next_id, child.key[:m], None, created, child.priority)
         self._next_id += 1
-        parent = new.parent = child.parent
-        new.hit_count, new.creation_time = child.hit_count, child.creation_time
-        if self._tlru:
-            tlru_split(new, child, m)
-        new.lock_ref, new.host_lock_ref = child.lock_ref, child.host_lock_ref
+        new.creation_time, new.host_lock_ref = child.creation_time, child.host_lock_ref
         new.host_anchor, child.host_anchor = child.host_anchor, 0
         if child.value is not None:
             new.value, child.value = child.value[:m], child.value[m:]
         if child.host_value is not None:
             new.host_value, child.host_value = child.host_value[:m], child.host_value[m:]
-        child.key = child.key[m:]
-        child.parent = new
-        new.children = {child.key.child_key(self.page_size): child}
-        parent.children[new.key.child_key(self.page_size)] = new
+        cut_edge(child, new, self.page_size)  # the tree's own split links (radix/tree/node.py)
+        parent = new.parent
+        if self._tlru:
+            tlru_split(new, child, m)
         self._nodes[new.id] = new
         child.last_access_time = self.clock()
         self._emit(ev.NodeSplit(child.id, new.id, parent.id, m, created, new.creation_time))

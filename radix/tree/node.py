@@ -86,15 +86,24 @@ def split_edge(child: TreeNode, new_id: int, split_len: int, time: float,
     ([5], [0], [6, 7], True, True)
     """
     new = TreeNode(new_id, child.key[:split_len], child.value[:split_len], time)
-    new.parent = parent = child.parent
-    new.lock_ref, new.hit_count, new.priority = child.lock_ref, child.hit_count, child.priority
-    child.key = child.key[split_len:]
     child.value = child.value[split_len:]
     child.guarded_key = None  # its edge changed (and it is no longer a first edge)
+    cut_edge(child, new, page_size)
+    return new
+
+
+def cut_edge(child, new, page_size: int) -> None:
+    """The links of a split, for any node with a key, children and a parent (TreeNode, the host
+    tier's HostNode): `new`, holding the first len(new.key) tokens of child's edge, goes
+    between child and its parent, taking child's lock_ref, hit_count, priority and slot in the
+    parent's dict (the order is kept); child keeps the rest of its edge. Values are the
+    caller's (split_edge slices one; the host tier two, either of which may be gone)."""
+    new.parent = parent = child.parent
+    new.lock_ref, new.hit_count, new.priority = child.lock_ref, child.hit_count, child.priority
+    child.key = child.key[len(new.key):]
     child.parent = new
     new.children = {child.key.child_key(page_size): child}
     parent.children[new.key.child_key(page_size)] = new  # same dict slot, so the order is kept
-    return new
 
 
 def attach(parent: TreeNode, node: TreeNode, page_size: int) -> None:
