@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hicache_stubs import SGSide, sg_shape  # noqa: E402
-from sglang_unified import CORES, load_unified  # noqa: E402
+from sglang_unified import command_line  # noqa: E402
 from wheels import run_seeds  # noqa: E402
 
 from radix.allocator import SlotAllocator  # noqa: E402
@@ -147,21 +147,11 @@ BREAKS = {"no_demote": _break_no_demote, "threshold": _break_threshold,
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("root", type=Path, help="folder holding the unpacked sglang package")
-    ap.add_argument("--seeds", type=int, default=20)
-    ap.add_argument("--requests", type=int, default=120, help="requests per run")
-    ap.add_argument("--cores", default=",".join(CORES))
-    ap.add_argument("--policies", default=",".join(POLICIES))
-    ap.add_argument("--writes", default=",".join(WRITE))
-    ap.add_argument("--pages", default="1,16")
-    ap.add_argument("--break-rule", choices=tuple(BREAKS), help="flip one rule in ours")
-    args = ap.parse_args()
-    if args.break_rule:
-        BREAKS[args.break_rule]()
-    if not (args.root / "sglang/srt/mem_cache/unified_radix_cache.py").exists():
-        ap.error(f"{args.root}: no sglang/srt/mem_cache/unified_radix_cache.py there")
-    usg = load_unified(args.root)
+    def own(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--requests", type=int, default=120, help="requests per run")
+        ap.add_argument("--writes", default=",".join(WRITE))
+
+    args, usg = command_line(__doc__, 20, POLICIES, BREAKS, own)
     failed = 0
     for core, write, policy, page in itertools.product(
             args.cores.split(","), args.writes.split(","), args.policies.split(","),

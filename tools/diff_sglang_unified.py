@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import diff_sglang_requests as dsr  # noqa: E402
-from sglang_unified import CORES, build, load_unified  # noqa: E402
+from sglang_unified import build, command_line  # noqa: E402
 from wheels import run_seeds  # noqa: E402
 
 from radix.allocator import SlotAllocator  # noqa: E402
@@ -248,21 +248,11 @@ BREAKS = {"split_time": _break_split_time, "tlru_history": _break_tlru_history,
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("root", type=Path, help="folder holding the unpacked sglang package")
-    ap.add_argument("--seeds", type=int, default=40)
-    ap.add_argument("--ops", type=int, default=60, help="lifecycle ops per run")
-    ap.add_argument("--cores", default=",".join(CORES))
-    ap.add_argument("--policies", default=",".join(POLICIES))
-    ap.add_argument("--pages", default="1,16")
-    ap.add_argument("--flavor", default="unified", choices=("unified", "classic"))
-    ap.add_argument("--break-rule", choices=tuple(BREAKS), help="flip one rule in ours")
-    args = ap.parse_args()
-    if args.break_rule:
-        BREAKS[args.break_rule]()
-    if not (args.root / "sglang/srt/mem_cache/unified_radix_cache.py").exists():
-        ap.error(f"{args.root}: no sglang/srt/mem_cache/unified_radix_cache.py there")
-    usg = load_unified(args.root)
+    def own(ap: argparse.ArgumentParser) -> None:
+        ap.add_argument("--ops", type=int, default=60, help="lifecycle ops per run")
+        ap.add_argument("--flavor", default="unified", choices=("unified", "classic"))
+
+    args, usg = command_line(__doc__, 40, POLICIES, BREAKS, own)
     dsr.SGReq = SGReq
     failed = 0
     for core, policy, page in itertools.product(args.cores.split(","),

@@ -8,13 +8,17 @@ cache never calls (orjson, pybase64, dill, aiohttp, IPython, partial_json_parser
 inductor modules are imported first, before the hook, so that torch never sees the triton stub.
 `build` makes a cache with the FULL component only (a standard full-attention model) over a
 given TreeCore backend: "rust" (0.5.23's default, the bundled extension) or "python".
+`command_line` is the options the drivers over it share (tools/diff_sglang_unified.py,
+tools/diff_sglang_hicache.py).
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.abc
 import importlib.machinery
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -66,6 +70,28 @@ def load_unified(root: Path) -> SimpleNamespace:
                            base=base_prefix_cache, params=cache_init_params,
                            alloc_base=alloc_base, radix=radix_cache,
                            FULL=component_type.ComponentType.FULL, comp_base=comp_base)
+
+
+def command_line(doc: str, seeds: int, policies: Sequence[str],
+                 breaks: Mapping[str, Callable[[], None]],
+                 own: Callable[[argparse.ArgumentParser], None]) -> tuple[argparse.Namespace,
+                                                                      SimpleNamespace]:
+    """A driver's options parsed: root, --seeds, the driver's `own`, --cores, --policies,
+    --pages, --break-rule (the rule flipped in ours here); then SGLang loaded from root."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("root", type=Path, help="folder holding the unpacked sglang package")
+    ap.add_argument("--seeds", type=int, default=seeds)
+    own(ap)
+    ap.add_argument("--cores", default=",".join(CORES))
+    ap.add_argument("--policies", default=",".join(policies))
+    ap.add_argument("--pages", default="1,16")
+    ap.add_argument("--break-rule", choices=tuple(breaks), help="flip one rule in ours")
+    args = ap.parse_args()
+    if args.break_rule:
+        breaks[args.break_rule]()
+    if not (args.root / "sglang/srt/mem_cache/unified_radix_cache.py").exists():
+        ap.error(f"{args.root}: no sglang/srt/mem_cache/unified_radix_cache.py there")
+    return args, load_unified(args.root)
 
 
 def build(sg: SimpleNamespace, params, core: str):
