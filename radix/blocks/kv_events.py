@@ -38,10 +38,11 @@ class EventBatch:
 
 # --- the wire structs: vLLM's, field for field (from the dataclasses) -----------------------------
 
-class _Batch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
-    ts: float
-    events: list[Any]
-    data_parallel_rank: int | None = None
+def _spec(cls: type) -> list[tuple]:
+    """A dataclass's fields as msgspec.defstruct takes them (names, order, defaults), untyped:
+    the Structs only encode (decoding reads plain msgpack, batch_from_wire)."""
+    return [(f.name, Any) if f.default is MISSING else (f.name, Any, f.default)
+            for f in fields(cls)]
 
 
 class _Event(msgspec.Struct, omit_defaults=True, gc=False, tag=True):
@@ -49,15 +50,14 @@ class _Event(msgspec.Struct, omit_defaults=True, gc=False, tag=True):
 
 
 def _wire_struct(cls: type) -> type[msgspec.Struct]:
-    """The wire Struct of one of radix/events.py's KV events, made from its dataclass fields
-    (names, order, defaults: vLLM's, field for field), so each event's fields are written once.
-    Untyped: the Structs only encode (decoding reads plain msgpack, batch_from_wire)."""
-    spec = [(f.name, Any) if f.default is MISSING else (f.name, Any, f.default)
-            for f in fields(cls)]
-    return msgspec.defstruct(cls.__name__, spec, bases=(_Event,), tag=cls.__name__,
+    """The wire Struct of one of radix/events.py's KV events, made from its dataclass (whose
+    fields are vLLM's, field for field), so each event's fields are written once."""
+    return msgspec.defstruct(cls.__name__, _spec(cls), bases=(_Event,), tag=cls.__name__,
                              module=__name__)
 
 
+_Batch = msgspec.defstruct("_Batch", _spec(EventBatch), array_like=True, omit_defaults=True,
+                           gc=False, module=__name__)
 _WIRE = {cls: _wire_struct(cls) for cls in (BlockStored, BlockRemoved, AllBlocksCleared)}
 KV_EVENT_TYPES = {cls.__name__: cls for cls in _WIRE}
 _FIELDS = {name: fields(cls) for name, cls in KV_EVENT_TYPES.items()}
