@@ -15,13 +15,14 @@ load-back with the forward pass layer by layer; the seconds here are the transfe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from radix import events as ev
 from radix.allocator import SlotAllocator
 from radix.hosttier.cache import HostTierCache
 from radix.hosttier.capacity import host_token_capacity
-from radix.hosttier.requests import serve_request
+from radix.hosttier.requests import Served, serve_request
 from radix.runs.costs import CostModel
 from radix.tokens import is_compact
 from radix.traces.base import Trace
@@ -54,6 +55,11 @@ class TierRun(NamedTuple):
         return self.device_rate + self.host_rate
 
 
+def unit_tokens(trace: Trace) -> int:
+    """Real tokens per unit the replay runs in: 512 for a Mooncake trace, else 1."""
+    return _units(trace)[0]
+
+
 def _units(trace: Trace) -> tuple[int, list[tuple[list[int], list[int], int]]]:
     """(real tokens per unit, [(prompt units, reply units, real prompt tokens)])."""
     if trace.requests and is_compact(trace.requests[0].token_ids):  # Mooncake: block units
@@ -65,8 +71,11 @@ def _units(trace: Trace) -> tuple[int, list[tuple[list[int], list[int], int]]]:
 
 def replay_host_tier(trace: Trace, capacity: int, host_ratio: float | None = None,
                      write_policy: str = "write_through", eviction: str = "lru",
-                     cost: CostModel | None = None) -> TierRun:
-    """One run at a device pool of `capacity` real tokens; host_ratio None: device only."""
+                     cost: CostModel | None = None, *, sink: ev.EventSink | None = None,
+                     on_request: Callable[[int, Served], None] | None = None) -> TierRun:
+    """One run at a device pool of `capacity` real tokens; host_ratio None: device only.
+    `sink` hears the cache's events; `on_request(k, served)` is called after the trace's k-th
+    request with its prompt split in real tokens (explain.py attributes the events by it)."""
     cost = cost or CostModel()
     scale, reqs = _units(trace)
     device = capacity // scale
@@ -74,18 +83,22 @@ def replay_host_tier(trace: Trace, capacity: int, host_ratio: float | None = Non
         raise ValueError(f"capacity {capacity:,} is under one {scale}-token unit")
     host = 0 if host_ratio is None else host_token_capacity(device, host_ratio)
     cache = HostTierCache(SlotAllocator(device, check=False), host, write_policy,
-                          eviction_policy=eviction)
+                          eviction_policy=eviction, sink=sink)
     prompt = dev = hst = miss = rejected = 0
-    for units, reply, n in reqs:
+    for k, (units, reply, n) in enumerate(reqs):
         prompt += n
         if len(units) + len(reply) > device:
             rejected += 1
             miss += n
+            if on_request is not None:
+                on_request(k, Served(0, 0, n, False))
             continue
         got = serve_request(cache, units, reply)
         d, h = min(got.device_hit * scale, n), min(got.host_hit * scale, n)
         h = min(h, n - d)
         dev, hst, miss = dev + d, hst + h, miss + n - d - h
+        if on_request is not None:
+            on_request(k, Served(d, h, n - d - h, got.admitted))
     counts = cache.counts()
     name = "device only" if host_ratio is None else f"host {host_ratio:g}x"
     return TierRun(name, host * scale, prompt, dev, hst, miss, counts.loaded_back * scale,

@@ -1,0 +1,88 @@
+"""`explain --host-ratio`: each prompt split into device hit / host hit / miss, and why each host
+hit was on the host (radix/hosttier/explain.py, cli/hosttier.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from radix.cli import main
+from radix.hosttier.explain import explain_host_tier
+from radix.traces import load_trace
+from radix.traces.base import Trace, TraceRequest
+
+TOKENS = {"a": tuple(range(1, 13)), "b": tuple(range(101, 113)), "c": tuple(range(201, 213))}
+
+
+def _abcab() -> Trace:
+    return Trace("request", [TraceRequest(f"{r}{k}", float(k), TOKENS[r], 1)
+                             for k, r in enumerate("abcab")])
+
+
+def test_each_host_hit_names_the_eviction_that_demoted_it():
+    """Device 24 tokens, host 2x = 48 + 1 padding = 49, write-through (every insert backs its
+    leaf up), LRU; a0, b1, c2 are 12 distinct tokens each, then a3 = a0 and b4 = b1.
+    a0, b1: all miss; together they fill the device (24). c2: 12 short, the LRU device leaf is
+    a0's node 1 (older than b1's): demoted (its host copy kept). a3: the match of A[:-1] splits
+    node 1 into 11 (new node 4) + 1, both host-only: 11 >= the load-back threshold 10, so load
+    back; 11 short, the LRU device leaf is b1's node 2 (c2's is newer): demoted by a3's load
+    back. A's last token is computed; the insert restores node 1 with it (1 host-recomputed).
+    b4 likewise: node 2 splits (new node 5), 11 loaded back, c2's node 3 demoted to make room.
+    (device, host, miss): (0,0,12) x3, (0,11,1) x2; node 4's demotion by c2's allocation, node
+    5's by a3's load back."""
+    e = explain_host_tier(_abcab(), 24, 2.0)
+    assert e.run.host_tokens == 49
+    assert [(r.device_hit, r.host_hit, r.miss) for r in e.requests] == [
+        (0, 0, 12), (0, 0, 12), (0, 0, 12), (0, 11, 1), (0, 11, 1)]
+    assert [r.host_recomputed for r in e.requests] == [0, 0, 0, 1, 1]
+    assert [[tuple(d) for d in r.demotions] for r in e.requests[3:]] == [
+        [(4, 11, "c2", 2, "allocation")], [(5, 11, "a3", 3, "load back")]]
+    assert e.by_cause() == {"allocation": 11, "load back": 11}
+    assert [r.rid for r in e.top()] == ["a3", "b4"]
+
+
+def test_selective_write_through_drops_instead_of_demoting():
+    """The same trace under write_through_selective: a leaf is backed up on its second hit only,
+    so c2's allocation drops a0 (no host copy) and a3 finds nothing on the host: every request
+    misses whole and no demotion is named."""
+    e = explain_host_tier(_abcab(), 24, 2.0, "write_through_selective")
+    assert [(r.device_hit, r.host_hit, r.miss) for r in e.requests] == [(0, 0, 12)] * 5
+    assert all(not r.demotions for r in e.requests) and e.by_cause()["allocation"] == 0
+
+
+def test_mooncake_host_hits_each_have_their_demotions():
+    """The Mooncake excerpt (512-token blocks) at 100 blocks, host 8x: every request's split
+    adds up to its prompt, and the demotions it names account for its whole host hit."""
+    e = explain_host_tier(load_trace("examples/traces/mooncake_excerpt.jsonl"), 51200, 8.0)
+    assert e.run.host_hit > 0
+    for r in e.requests:
+        assert r.device_hit + r.host_hit + r.miss == r.prompt_tokens
+        assert sum(d.tokens for d in r.demotions) == r.host_hit
+        assert all(d.by_index < r.index for d in r.demotions if d.cause == "allocation")
+
+
+def test_cli_explains_host_hits_and_refuses_bad_values(tmp_path, capsys):
+    path = tmp_path / "abcab.jsonl"
+    path.write_text("".join(json.dumps({"rid": r.rid, "arrival": r.arrival,
+                                        "tokens": list(r.token_ids), "output_len": 1}) + "\n"
+                            for r in _abcab().requests))
+    argv = ["explain", str(path), "--capacity", "24", "--no-what-if", "--quiet"]
+    assert main(argv + ["--host-ratio", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "host hit (loaded back) 22 (36.7%)" in text
+    assert "demoted from the device while serving c2 (#2): its allocation evicted it" in text
+    assert main(argv + ["--host-ratio", "2,4", "--json"]) == 0
+    tiers = json.loads(capsys.readouterr().out)["host_tier"]
+    assert [t["run"]["name"] for t in tiers] == ["host 2x", "host 4x"]
+    assert tiers[0]["requests"][4]["demotions"][0]["cause"] == "load back"
+    assert main(argv[:2] + ["--host-ratio", "2", "--quiet", "--no-what-if"]) == 2
+    assert "--host-ratio needs a bounded --capacity" in capsys.readouterr().err
+    assert main(argv + ["--host-ratio", "2", "--page-size", "16"]) == 2
+    assert "--page-size cannot apply" in capsys.readouterr().err
+    assert main(argv + ["--host-ratio", "2", "--eviction", "oldest"]) == 2
+    assert "unknown eviction policy 'oldest'" in capsys.readouterr().err
+    for bad, says in (("0", "'0' must be > 0"), ("2,x", "'x' is not a number")):
+        with pytest.raises(SystemExit):
+            main(argv + ["--host-ratio", bad])
+        assert f"argument --host-ratio: {says}" in capsys.readouterr().err
