@@ -86,3 +86,30 @@ def test_cli_explains_host_hits_and_refuses_bad_values(tmp_path, capsys):
         with pytest.raises(SystemExit):
             main(argv + ["--host-ratio", bad])
         assert f"argument --host-ratio: {says}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("policy, last", [("slru", (0, 3, 1)), ("lru", (3, 0, 1))])
+def test_a_loaded_back_node_keeps_its_hit_count_so_slru_protects_it(policy, last):
+    """Why SLRU's device hit rate can fall when the host tier is added (docs/HOST_TIER.md).
+    Device 12, write-through, load-back threshold 1; P, X, Y, Z, W 4 tokens each, V 8; the
+    requests P X Y Z P W V W. Z evicts P (the LRU leaf; every leaf has hit count 1). P again:
+    with a host of 48, P was demoted; its 3 tokens are loaded back (X evicted for room) and the
+    insert counts the loaded node's second hit, so it is protected (hit count 2 >= 2); with no
+    host, P was dropped, and its recomputed node is new (hit count 1). W fills Y's slots. V
+    needs 8: without a host SLRU evicts Z and P (both probationary, the oldest), keeping W;
+    with the host Z, then W (probationary) before the protected P. So W's return is a device
+    hit of 3 alone and a host hit of 3 (loaded back) with the host: same total, fewer device
+    hits. Under LRU the hit count does not matter: V evicts Z and P either way."""
+    from radix.allocator import SlotAllocator
+    from radix.hosttier import HostTierCache
+    from radix.hosttier.requests import serve_request
+
+    seqs = {"P": range(1, 5), "X": range(11, 15), "Y": range(21, 25), "Z": range(31, 35),
+            "W": range(41, 45), "V": range(51, 59)}
+    got = {}
+    for host in (0, 48):
+        c = HostTierCache(SlotAllocator(12), host, eviction_policy=policy,
+                          load_back_threshold=1)
+        got[host] = [tuple(serve_request(c, list(seqs[r]))[:3]) for r in "PXYZPWVW"]
+    assert got[0][4] == (0, 0, 4) and got[48][4] == (0, 3, 1)  # P again
+    assert got[0][7] == (3, 0, 1) and got[48][7] == last  # W again
