@@ -45,21 +45,42 @@ def test_each_host_hit_names_the_eviction_that_demoted_it():
 def test_selective_write_through_drops_instead_of_demoting():
     """The same trace under write_through_selective: a leaf is backed up on its second hit only,
     so c2's allocation drops a0 (no host copy) and a3 finds nothing on the host: every request
-    misses whole and no demotion is named."""
+    misses whole and no demotion is named. a3's 11 matchable tokens (A[:-1]) were cached by a0
+    and are lost, dropped while serving c2; a3 needs 12 slots and drops b1 (the LRU leaf, also
+    unbacked), so b4 loses 11 to a3."""
     e = explain_host_tier(_abcab(), 24, 2.0, "write_through_selective")
     assert [(r.device_hit, r.host_hit, r.miss) for r in e.requests] == [(0, 0, 12)] * 5
     assert all(not r.demotions for r in e.requests) and e.by_cause()["allocation"] == 0
+    assert [r.lost for r in e.requests] == [0, 0, 0, 11, 11]
+    assert [tuple(r.lost_by) for r in e.requests[3:]] == [
+        ("c2", 2, "dropped (never backed up)", 12), ("a3", 3, "dropped (never backed up)", 12)]
+
+
+def test_a_miss_names_the_host_eviction_that_lost_it():
+    """Host 0.5x of 24 = 12 + 1 padding = 13 tokens, write-through. a0 is backed up (12 of 13
+    used); b1's backup finds 1 free and no host-only leaf to evict, so b1 stays unbacked. c2's
+    allocation demotes a0 (the LRU leaf, backed up), then c2's own backup needs 11 more host
+    tokens and evicts a0's host-only node. a3 finds A on neither tier: 11 lost, evicted from
+    host while serving c2; its allocation drops b1 (unbacked), so b4 loses 11 to a3."""
+    e = explain_host_tier(_abcab(), 24, 0.5)
+    assert e.run.host_tokens == 13
+    assert [(r.host_hit, r.lost) for r in e.requests] == [(0, 0)] * 3 + [(0, 11)] * 2
+    assert [tuple(r.lost_by) for r in e.requests[3:]] == [
+        ("c2", 2, "evicted from host", 12), ("a3", 3, "dropped (never backed up)", 12)]
 
 
 def test_mooncake_host_hits_each_have_their_demotions():
     """The Mooncake excerpt (512-token blocks) at 100 blocks, host 8x: every request's split
-    adds up to its prompt, and the demotions it names account for its whole host hit."""
+    adds up to its prompt, the demotions it names account for its whole host hit, and a
+    request that lost tokens cached before names an earlier request's removal."""
     e = explain_host_tier(load_trace("examples/traces/mooncake_excerpt.jsonl"), 51200, 8.0)
-    assert e.run.host_hit > 0
+    assert e.run.host_hit > 0 and sum(r.lost for r in e.requests) > 0
     for r in e.requests:
         assert r.device_hit + r.host_hit + r.miss == r.prompt_tokens
         assert sum(d.tokens for d in r.demotions) == r.host_hit
         assert all(d.by_index < r.index for d in r.demotions if d.cause == "allocation")
+        assert r.lost + r.host_recomputed <= r.miss and (r.lost > 0) == (r.lost_by is not None)
+        assert r.lost_by is None or r.lost_by.by_index < r.index
 
 
 def test_cli_explains_host_hits_and_refuses_bad_values(tmp_path, capsys):
@@ -72,6 +93,11 @@ def test_cli_explains_host_hits_and_refuses_bad_values(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "host hit (loaded back) 22 (36.7%)" in text
     assert "demoted from the device while serving c2 (#2): its allocation evicted it" in text
+    assert "misses cached before, on neither tier now 0" in text
+    assert main(argv + ["--host-ratio", "0.5"]) == 0
+    text = capsys.readouterr().out
+    assert "on neither tier now 22; dropped (never backed up) 11; evicted from host 11" in text
+    assert "a3           11 tokens: evicted from host while serving c2 (#2)" in text
     assert main(argv + ["--host-ratio", "2,4", "--json"]) == 0
     tiers = json.loads(capsys.readouterr().out)["host_tier"]
     assert [t["run"]["name"] for t in tiers] == ["host 2x", "host 4x"]

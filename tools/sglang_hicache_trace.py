@@ -26,7 +26,7 @@ from hicache_stubs import SGSide  # noqa: E402
 from sglang_unified import CORES, load_unified  # noqa: E402
 
 from radix.hosttier.capacity import WRITE_POLICIES, host_token_capacity  # noqa: E402
-from radix.hosttier.replay import _units, replay_host_tier  # noqa: E402
+from radix.hosttier.replay import replay_host_tier, trace_units  # noqa: E402
 from radix.traces import load_trace  # noqa: E402
 
 
@@ -34,7 +34,7 @@ def sglang_splits(usg, trace, capacity: int, ratio: float | None, core: str, evi
                   write: str) -> list[tuple[int, int, int]]:
     """Each request's (device hit, loaded back, miss) in real tokens, as replay.py counts them,
     through SGLang's cache (ratio None: HiCache off)."""
-    scale, reqs = _units(trace)
+    scale, reqs = trace_units(trace)
     device = capacity // scale
     host = None if ratio is None else host_token_capacity(device, ratio)
     side = SGSide(usg, core, device, host, 1, eviction, write, {})

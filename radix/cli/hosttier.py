@@ -142,6 +142,12 @@ def explain_tier_report(explanations: list[Any], top: int = 10) -> list[str]:
                 f"  host hits demoted by another request's allocation {causes['allocation']:,}"
                 f", by a load back's room {causes['load back']:,}; misses the host held "
                 f"(recomputed: under the load-back threshold or the last token) {recomputed:,}"]
+        lost: dict[str, int] = {}
+        for q in e.requests:
+            if q.lost_by is not None:
+                lost[q.lost_by.cause] = lost.get(q.lost_by.cause, 0) + q.lost
+        out.append(f"  misses cached before, on neither tier now {sum(lost.values()):,}"
+                   + "".join(f"; {c} {n:,}" for c, n in sorted(lost.items())))
         rows = e.top(top)
         if rows:
             out.append("  requests that loaded the most back (and why it was on the host)")
@@ -154,4 +160,11 @@ def explain_tier_report(explanations: list[Any], top: int = 10) -> list[str]:
                 out.append(f"      node {d.node_id} ({d.tokens:,} tokens): demoted from the "
                            f"device while serving {d.by_rid} (#{d.by_index}): {why} evicted "
                            f"it ({e.eviction})")
+        losers = sorted((q for q in e.requests if q.lost_by), key=lambda q: (-q.lost, q.index))
+        if losers:
+            out.append("  requests that lost the most (cached before, on neither tier now)")
+        for q in losers[:top]:
+            by = q.lost_by
+            out.append(f"    {q.rid:<12} {q.lost:,} tokens: {by.cause} while serving "
+                       f"{by.by_rid} (#{by.by_index})")
     return out

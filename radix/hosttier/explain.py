@@ -8,7 +8,10 @@ release, moves.py `load_back`) or room for its new tokens (the allocation). A sp
 record to the new upper node; a KVLoadedBack names the nodes moved, and their records are the
 answer. `host_recomputed` counts miss tokens the host held but that were computed again (under
 the load-back threshold, or the prompt's last token): the insert restored them (DeviceRestored).
-Leaves out: why the other misses missed (the tree's explain buckets answer that).
+`lost` counts miss tokens an earlier request had cached that are on neither tier now, and
+`lost_by` names the removal that took the first of them (losses.py: evicted from host, or
+dropped from the device without a host copy). The rest of a miss was never cached (first seen).
+Leaves out: namespaces (the replay runs token ids alone).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from radix import events as ev
-from radix.hosttier.replay import TierRun, replay_host_tier, unit_tokens
+from radix.hosttier.losses import Loss, LossTracker
+from radix.hosttier.replay import TierRun, replay_host_tier, trace_units
 from radix.hosttier.requests import Served
 from radix.hosttier.tiermodel import TierModel
 from radix.traces.base import Trace
@@ -44,8 +48,10 @@ class TierRequest(NamedTuple):
     host_hit: int  # real tokens loaded back from the host
     miss: int  # real tokens computed
     host_recomputed: int  # of the misses: tokens the host held (restored by the insert)
+    lost: int  # of the misses: tokens cached earlier, on neither tier now
     admitted: bool  # False: larger than the device pool, nothing cached
     demotions: tuple[Demotion, ...]  # why each loaded-back node was on the host, root first
+    lost_by: Loss | None  # the removal that took the first lost token
 
 
 class HostTierExplanation(NamedTuple):
@@ -70,7 +76,8 @@ class HostTierExplanation(NamedTuple):
     def to_json(self) -> dict[str, Any]:
         return {"run": self.run._asdict(), "eviction": self.eviction,
                 "write_policy": self.write_policy, "by_cause": self.by_cause(),
-                "requests": [r._asdict() | {"demotions": [d._asdict() for d in r.demotions]}
+                "requests": [r._asdict() | {"demotions": [d._asdict() for d in r.demotions],
+                                            "lost_by": r.lost_by and r.lost_by._asdict()}
                              for r in self.requests]}
 
 
@@ -78,15 +85,16 @@ class _Recorder:
     """The sink: residency from the events (TierModel), the last demotion of every live node,
     and per request the nodes loaded back and the tokens restored."""
 
-    def __init__(self) -> None:
-        self.model = TierModel()
+    def __init__(self, losses: LossTracker) -> None:
+        self.model, self.losses = TierModel(), losses
         self.demoted: dict[int, tuple[int, str]] = {}  # node id -> (request index, cause)
         self.index = 0  # the request being served
         self.loading = False  # between a load back's host lock and its load or release
         self.loaded: list[tuple[int, int]] = []  # this request's (node id, tokens) loaded
-        self.restored = 0  # this request's tokens restored by its insert
+        self.restored: list[tuple[int, int]] = []  # this request's restored nodes' spans
 
     def emit(self, e: ev.Event) -> None:
+        self.losses.apply(e, self.index)
         if isinstance(e, ev.HostLockChanged):
             self.loading = e.delta > 0  # only load_back takes host locks in serve_request
         elif isinstance(e, ev.NodeDemoted):
@@ -97,7 +105,7 @@ class _Recorder:
             self.loading = False
             self.loaded += [(i, self.model.nodes[i].num_tokens) for i in e.node_ids]
         elif isinstance(e, ev.DeviceRestored):
-            self.restored += e.num_tokens
+            self.restored.append(self.losses.span(e.node_id))
         elif isinstance(e, ev.DeviceLeafDropped | ev.HostLeafEvicted):
             self.demoted.pop(e.node_id, None)
         self.model.apply(e)
@@ -112,7 +120,7 @@ def explain_host_tier(trace: Trace, capacity: int, host_ratio: float,
     Device 24, host 2x (49), write-through, LRU; A, B, C 12 distinct tokens each, then A, B:
     A and B fill the device; C's allocation evicts the LRU leaf A (backed up at insert:
     demoted); A's match of A[:-1] finds 11 tokens on host (>= the threshold 10), and loading
-    them evicts B; B in turn finds 11 on host and its load evicts C.
+    them evicts B; B in turn finds 11 on host and its load evicts C. Nothing is lost.
     >>> from radix.traces.base import TraceRequest
     >>> toks = {"a": range(1, 13), "b": range(101, 113), "c": range(201, 213)}
     >>> t = Trace("request", [TraceRequest(f"{r}{k}", float(k), tuple(toks[r]), 1)
@@ -122,19 +130,30 @@ def explain_host_tier(trace: Trace, capacity: int, host_ratio: float,
     [(0, 11, 1), (0, 11, 1)]
     >>> [(d.by_rid, d.cause) for r in e.requests[3:] for d in r.demotions]
     [('c2', 'allocation'), ('a3', 'load back')]
+    >>> sum(r.lost for r in e.requests)
+    0
     """
     if not host_ratio > 0:
         raise ValueError(f"host_ratio must be > 0, got {host_ratio!r}")
-    scale, rec, rows = unit_tokens(trace), _Recorder(), []
+    scale, units = trace_units(trace)
+    rids = [r.rid for r in trace.requests]
+    rec = _Recorder(LossTracker([u + reply for u, reply, _ in units],
+                                [len(u) for u, _, _ in units], rids))
+    rows: list[TierRequest] = []
 
     def served(k: int, got: Served) -> None:
-        req = trace.requests[k]
-        demotions = tuple(Demotion(i, n * scale, trace.requests[rec.demoted[i][0]].rid,
-                                   *rec.demoted[i]) for i, n in rec.loaded)
-        rows.append(TierRequest(req.rid, k, got.device_hit + got.host_hit + got.miss,
-                                got.device_hit, got.host_hit, got.miss,
-                                min(rec.restored * scale, got.miss), got.admitted, demotions))
-        rec.index, rec.loaded, rec.restored, rec.loading = k + 1, [], 0, False
+        demotions = tuple(Demotion(i, n * scale, rids[rec.demoted[i][0]], *rec.demoted[i])
+                          for i, n in rec.loaded)
+        restored = min(sum(b - a for a, b in rec.restored) * scale, got.miss)
+        lost, by = 0, None
+        if got.admitted:
+            lost, by = rec.losses.lost(k, (got.device_hit + got.host_hit) // scale, rec.restored)
+            rec.losses.served(k)
+        rows.append(TierRequest(rids[k], k, got.device_hit + got.host_hit + got.miss,
+                                got.device_hit, got.host_hit, got.miss, restored,
+                                min(lost * scale, got.miss - restored), got.admitted,
+                                demotions, by))
+        rec.index, rec.loaded, rec.restored, rec.loading = k + 1, [], [], False
 
     run = replay_host_tier(trace, capacity, host_ratio, write_policy, eviction, sink=rec,
                            on_request=served)

@@ -55,13 +55,9 @@ class TierRun(NamedTuple):
         return self.device_rate + self.host_rate
 
 
-def unit_tokens(trace: Trace) -> int:
-    """Real tokens per unit the replay runs in: 512 for a Mooncake trace, else 1."""
-    return _units(trace)[0]
-
-
-def _units(trace: Trace) -> tuple[int, list[tuple[list[int], list[int], int]]]:
-    """(real tokens per unit, [(prompt units, reply units, real prompt tokens)])."""
+def trace_units(trace: Trace) -> tuple[int, list[tuple[list[int], list[int], int]]]:
+    """(real tokens per unit, [(prompt units, reply units, real prompt tokens)]): a Mooncake
+    trace in its 512-token blocks (hash ids), a request trace in tokens."""
     if trace.requests and is_compact(trace.requests[0].token_ids):  # Mooncake: block units
         return BLOCK_TOKENS, [(hash_ids(r.token_ids), [], len(r.token_ids))
                               for r in trace.requests]
@@ -77,7 +73,7 @@ def replay_host_tier(trace: Trace, capacity: int, host_ratio: float | None = Non
     `sink` hears the cache's events; `on_request(k, served)` is called after the trace's k-th
     request with its prompt split in real tokens (explain.py attributes the events by it)."""
     cost = cost or CostModel()
-    scale, reqs = _units(trace)
+    scale, reqs = trace_units(trace)
     device = capacity // scale
     if device < 1:
         raise ValueError(f"capacity {capacity:,} is under one {scale}-token unit")
