@@ -23,7 +23,6 @@ from radix import events as ev
 from radix.hosttier.losses import Loss, LossTracker
 from radix.hosttier.replay import TierRun, replay_host_tier, trace_units
 from radix.hosttier.requests import Served
-from radix.hosttier.tiermodel import TierModel
 from radix.traces.base import Trace
 
 CAUSES = ("allocation", "load back")
@@ -82,11 +81,11 @@ class HostTierExplanation(NamedTuple):
 
 
 class _Recorder:
-    """The sink: residency from the events (TierModel), the last demotion of every live node,
-    and per request the nodes loaded back and the tokens restored."""
+    """The sink: node places and removals (LossTracker), the last demotion of every live node,
+    and per request the nodes loaded back and the spans restored."""
 
     def __init__(self, losses: LossTracker) -> None:
-        self.model, self.losses = TierModel(), losses
+        self.losses = losses
         self.demoted: dict[int, tuple[int, str]] = {}  # node id -> (request index, cause)
         self.index = 0  # the request being served
         self.loading = False  # between a load back's host lock and its load or release
@@ -103,12 +102,11 @@ class _Recorder:
             self.demoted[e.new_node_id] = self.demoted[e.node_id]
         elif isinstance(e, ev.KVLoadedBack):
             self.loading = False
-            self.loaded += [(i, self.model.nodes[i].num_tokens) for i in e.node_ids]
+            self.loaded += [(i, self.losses.num_units(i)) for i in e.node_ids]
         elif isinstance(e, ev.DeviceRestored):
             self.restored.append(self.losses.span(e.node_id))
         elif isinstance(e, ev.DeviceLeafDropped | ev.HostLeafEvicted):
             self.demoted.pop(e.node_id, None)
-        self.model.apply(e)
 
 
 def explain_host_tier(trace: Trace, capacity: int, host_ratio: float,
@@ -148,11 +146,11 @@ def explain_host_tier(trace: Trace, capacity: int, host_ratio: float,
         lost, by = 0, None
         if got.admitted:
             lost, by = rec.losses.lost(k, (got.device_hit + got.host_hit) // scale, rec.restored)
+            lost = min(lost * scale, got.miss - restored)
             rec.losses.served(k)
         rows.append(TierRequest(rids[k], k, got.device_hit + got.host_hit + got.miss,
                                 got.device_hit, got.host_hit, got.miss, restored,
-                                min(lost * scale, got.miss - restored), got.admitted,
-                                demotions, by))
+                                lost, got.admitted, demotions, by if lost else None))
         rec.index, rec.loaded, rec.restored, rec.loading = k + 1, [], [], False
 
     run = replay_host_tier(trace, capacity, host_ratio, write_policy, eviction, sink=rec,

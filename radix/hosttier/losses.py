@@ -68,6 +68,10 @@ class LossTracker:
         """A live node's [start, end) along its path."""
         return self.place[node_id][1:]
 
+    def num_units(self, node_id: int) -> int:
+        lo, hi = self.span(node_id)
+        return hi - lo
+
     def served(self, index: int) -> None:
         """Request `index` cached its whole sequence."""
         seq = self.seqs[index]
