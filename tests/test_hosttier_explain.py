@@ -92,7 +92,8 @@ def test_cli_explains_host_hits_and_refuses_bad_values(tmp_path, capsys):
     assert main(argv + ["--host-ratio", "2"]) == 0
     text = capsys.readouterr().out
     assert "host hit (loaded back) 22 (36.7%)" in text
-    assert "demoted from the device while serving c2 (#2): its allocation evicted it" in text
+    assert ("11 tokens (node 4): demoted from the device while serving c2 (#2): its allocation "
+            "evicted it (lru)") in text
     assert "misses cached before, on neither tier now 0" in text
     assert main(argv + ["--host-ratio", "0.5"]) == 0
     text = capsys.readouterr().out

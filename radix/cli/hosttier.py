@@ -154,12 +154,7 @@ def explain_tier_report(explanations: list[Any], top: int = 10) -> list[str]:
         for q in rows:
             out.append(f"    {q.rid:<12} device {q.device_hit:,}, host {q.host_hit:,}, "
                        f"miss {q.miss:,}")
-            for d in q.demotions:
-                why = ("its allocation" if d.cause == "allocation"
-                       else "loading its own host hit back")
-                out.append(f"      node {d.node_id} ({d.tokens:,} tokens): demoted from the "
-                           f"device while serving {d.by_rid} (#{d.by_index}): {why} evicted "
-                           f"it ({e.eviction})")
+            out += [f"      {line} ({e.eviction})" for line in _demotion_lines(q.demotions)]
         losers = sorted((q for q in e.requests if q.lost_by), key=lambda q: (-q.lost, q.index))
         if losers:
             out.append("  requests that lost the most (cached before, on neither tier now)")
@@ -167,4 +162,21 @@ def explain_tier_report(explanations: list[Any], top: int = 10) -> list[str]:
             by = q.lost_by
             out.append(f"    {q.rid:<12} {q.lost:,} tokens: {by.cause} while serving "
                        f"{by.by_rid} (#{by.by_index})")
+    return out
+
+
+def _demotion_lines(demotions: Any) -> list[str]:
+    """One line per (request served, cause) of a request's loaded-back nodes, in load order:
+    "11 tokens (node 4): demoted from the device while serving c2 (#2): its allocation evicted
+    it"; more nodes are counted, the first three named."""
+    groups: dict[tuple, list[Any]] = {}
+    for d in demotions:
+        groups.setdefault((d.by_index, d.by_rid, d.cause), []).append(d)
+    out = []
+    for (index, rid, cause), ds in groups.items():
+        ids = ", ".join(str(d.node_id) for d in ds[:3]) + (", …" if len(ds) > 3 else "")
+        nodes = f"node {ids}" if len(ds) == 1 else f"{len(ds)} nodes: {ids}"
+        why = "its allocation" if cause == "allocation" else "loading its own host hit back"
+        out.append(f"{sum(d.tokens for d in ds):,} tokens ({nodes}): demoted from the device "
+                   f"while serving {rid} (#{index}): {why} evicted it")
     return out
