@@ -26,7 +26,7 @@ from hicache_stubs import SGSide  # noqa: E402
 from sglang_unified import CORES, load_unified  # noqa: E402
 
 from radix.hosttier.capacity import WRITE_POLICIES, host_token_capacity  # noqa: E402
-from radix.hosttier.replay import replay_host_tier, trace_units  # noqa: E402
+from radix.hosttier.replay import load_back_units, replay_host_tier, trace_units  # noqa: E402
 from radix.traces import load_trace  # noqa: E402
 
 
@@ -38,6 +38,7 @@ def sglang_splits(usg, trace, capacity: int, ratio: float | None, core: str, evi
     device = capacity // scale
     host = None if ratio is None else host_token_capacity(device, ratio)
     side = SGSide(usg, core, device, host, 1, eviction, write, {})
+    side.tree.load_back_threshold = load_back_units(scale)  # init_hicache's 10 tokens
     out = []
     for units, reply, n in reqs:
         if len(units) + len(reply) > device:

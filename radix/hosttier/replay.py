@@ -5,7 +5,8 @@ model (`CostModel.prefill_seconds`, `CostModel.load_back_seconds`).
 Requests run one at a time in arrival order through `serve_request` (requests.py), FCFS, write
 policy write_through unless told. A Mooncake trace runs in its 512-token block units (its hash
 ids are the keys; capacities are divided by 512; a hit or a load counts whole blocks, and the
-last block, whole or partial, is always computed since the match stops before the last unit);
+last block, whole or partial, is always computed since the match stops before the last unit;
+SGLang's load-back threshold of 10 tokens is then 1 block, since a block is 512 tokens);
 a request trace runs in tokens, with its recorded reply inserted after the prompt.
 "Device only" is the same cache with a host pool of 0 tokens: nothing is ever backed up, so
 every device eviction drops its KV, as a cache without HiCache does.
@@ -21,7 +22,7 @@ from typing import NamedTuple
 from radix import events as ev
 from radix.allocator import SlotAllocator
 from radix.hosttier.cache import HostTierCache
-from radix.hosttier.capacity import host_token_capacity
+from radix.hosttier.capacity import LOAD_BACK_THRESHOLD, host_token_capacity
 from radix.hosttier.requests import Served, serve_request
 from radix.runs.costs import CostModel
 from radix.tokens import is_compact
@@ -65,6 +66,14 @@ def trace_units(trace: Trace) -> tuple[int, list[tuple[list[int], list[int], int
                for r in trace.requests]
 
 
+def load_back_units(scale: int) -> int:
+    """SGLang's load-back threshold (LOAD_BACK_THRESHOLD tokens) in units of `scale` tokens:
+    a host hit of k units is k x scale tokens, loaded when that is at least 10, so the
+    threshold is ceil(10 / scale) units. `load_back_units(1)` is 10, `load_back_units(512)` 1.
+    """
+    return -(-LOAD_BACK_THRESHOLD // scale)
+
+
 def replay_host_tier(trace: Trace, capacity: int, host_ratio: float | None = None,
                      write_policy: str = "write_through", eviction: str = "lru",
                      cost: CostModel | None = None, *, sink: ev.EventSink | None = None,
@@ -79,7 +88,8 @@ def replay_host_tier(trace: Trace, capacity: int, host_ratio: float | None = Non
         raise ValueError(f"capacity {capacity:,} is under one {scale}-token unit")
     host = 0 if host_ratio is None else host_token_capacity(device, host_ratio)
     cache = HostTierCache(SlotAllocator(device, check=False), host, write_policy,
-                          eviction_policy=eviction, sink=sink)
+                          eviction_policy=eviction, sink=sink,
+                          load_back_threshold=load_back_units(scale))
     prompt = dev = hst = miss = rejected = 0
     for k, (units, reply, n) in enumerate(reqs):
         prompt += n
