@@ -140,3 +140,24 @@ def test_a_loaded_back_node_keeps_its_hit_count_so_slru_protects_it(policy, last
         got[host] = [tuple(serve_request(c, list(seqs[r]))[:3]) for r in "PXYZPWVW"]
     assert got[0][4] == (0, 0, 4) and got[48][4] == (0, 3, 1)  # P again
     assert got[0][7] == (3, 0, 1) and got[48][7] == last  # W again
+
+
+def test_a_one_block_host_hit_is_loaded_back(tmp_path):
+    """A Mooncake trace runs in 512-token blocks, so SGLang's load-back threshold of 10 tokens
+    is one block (replay.load_back_units). Hash ids [1, 2], [3, 4], [1, 2] of 1,024 tokens
+    each, a device of 2 blocks, host 2x (4 + 1 padding = 5 blocks, 2,560 tokens): the second
+    request's allocation demotes the first; the third matches its first block (the match
+    stops before the last) on the host, one block >= the threshold: 512 tokens loaded back,
+    the node (split off as node 3) demoted while serving mc-2 (#1)."""
+    from radix.hosttier.replay import load_back_units
+
+    assert (load_back_units(1), load_back_units(512), load_back_units(3)) == (10, 1, 4)
+    path = tmp_path / "mc.jsonl"
+    path.write_text("".join(json.dumps({"timestamp": 1000 * k, "input_length": 1024,
+                                        "output_length": 1, "hash_ids": ids}) + "\n"
+                            for k, ids in enumerate(([1, 2], [3, 4], [1, 2]))))
+    e = explain_host_tier(load_trace(str(path)), 1024, 2.0)
+    assert e.run.host_tokens == 2560
+    assert [(r.device_hit, r.host_hit, r.miss) for r in e.requests] == [
+        (0, 0, 1024), (0, 0, 1024), (0, 512, 512)]
+    assert [tuple(d) for d in e.requests[2].demotions] == [(3, 512, "mc-2", 1, "allocation")]
