@@ -108,7 +108,10 @@ def test_cli_explains_host_hits_and_refuses_bad_values(tmp_path, capsys):
     assert main(argv + ["--host-ratio", "2", "--page-size", "16"]) == 2
     assert "--page-size cannot apply" in capsys.readouterr().err
     assert main(argv + ["--host-ratio", "2", "--eviction", "oldest"]) == 2
-    assert "unknown eviction policy 'oldest'" in capsys.readouterr().err
+    assert "--eviction: unknown eviction policy 'oldest'" in capsys.readouterr().err
+    assert main(["explain", "examples/traces/mooncake_excerpt.jsonl", "--capacity", "100",
+                 "--host-ratio", "2", "--no-what-if", "--quiet"]) == 2
+    assert "--capacity: capacity 100 is under one 512-token unit" in capsys.readouterr().err
     for bad, says in (("0", "'0' must be > 0"), ("2,x", "'x' is not a number")):
         with pytest.raises(SystemExit):
             main(argv + ["--host-ratio", bad])

@@ -111,6 +111,7 @@ def explain_tiers(args: argparse.Namespace, trace: Any) -> list[Any]:
     or an InputError naming the option that cannot apply."""
     from radix.cli import InputError
     from radix.hosttier.explain import explain_host_tiers
+    from radix.tree.eviction import get_strategy
 
     if args.capacity is None:
         raise InputError("--host-ratio needs a bounded --capacity (the device pool, tokens)")
@@ -120,10 +121,14 @@ def explain_tiers(args: argparse.Namespace, trace: Any) -> list[Any]:
         raise InputError(f"--host-ratio runs requests whole, one at a time, at page 1 "
                          f"(radix/hosttier/replay.py): {', '.join(unused)} cannot apply")
     try:
+        get_strategy(args.eviction)
+    except ValueError as exc:
+        raise InputError(f"--eviction: {exc}") from None
+    try:
         return explain_host_tiers(trace, args.capacity, args.host_ratio, args.write_policy,
                                   args.eviction)
     except ValueError as exc:
-        raise InputError(f"--capacity / --eviction: {exc}") from None
+        raise InputError(f"--capacity: {exc}") from None
 
 
 def explain_tier_report(explanations: list[Any], top: int = 10) -> list[str]:
