@@ -17,7 +17,8 @@
 // script on every draw). Optional node fields: `text` (label colour; default #222), `move` (a
 // tier move: "demote" / "backup" send a `move_fill` copy of the box down toward the host,
 // "load" / "restore" bring one up from below; the box's fill fades from its old colour to the
-// new one) shown as data-move; the host counts the moves played in data-moves.
+// new one) shown as data-move; the host counts the moves played in data-moves and names the
+// last in data-last-move ("n3 load #1f77b4").
 import { select } from "d3-selection";
 import "d3-transition";
 
@@ -249,6 +250,7 @@ function playMove(state, g, d, t) {
   ghost.transition(t).attr("transform", `translate(0,${dir > 0 ? shift : 0})`)
     .style("opacity", 0).remove();
   state.host.dataset.moves = String(Number(state.host.dataset.moves || 0) + 1);
+  state.host.dataset.lastMove = `${d.id} ${d.move} ${d.move_fill || d.fill}`;
 }
 
 function drawEdges(state, scene, byId, t, moveAll) {
