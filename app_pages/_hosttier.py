@@ -1,6 +1,7 @@
 """The Eviction lab's host tier section: three requests through SGLang's HiCache, the tree
-coloured by tier at each step, the demotion and the load back in words; a slider steps through
-the request's tier moves one at a time (the moved node outlined), ending on the request's end.
+coloured by tier at each step (the animated tree view), the demotion and the load back in
+words; a slider steps through the request's tier moves one at a time (the moved node outlined
+and its move played), ending on the request's end.
 Not a page: eviction.py calls `section()`.
 """
 
@@ -9,8 +10,9 @@ from __future__ import annotations
 import streamlit as st
 
 import scenarios.hosttier as ht
-from app_pages._shell import presenter, say
-from viz.hosttier import event_line, served_line, tier_tree_dot
+from app_pages._shell import max_scale, min_font_px, presenter, say
+from viz.component import tree_view
+from viz.hosttier import TIER_LEGEND, event_line, served_line, tier_scene
 
 
 @st.cache_resource(max_entries=1)
@@ -22,8 +24,7 @@ def section() -> None:
     st.subheader("The host tier (HiCache): evicted KV is demoted to host, then loaded back")
     st.caption(f"SGLang 0.5.23 with --enable-hierarchical-cache, --hicache-ratio {ht.RATIO:g}, "
                f"write-through: a device of {ht.DEVICE} tokens, a host pool of twice that. "
-               "Blue: on the device only; green: on the device with a host copy; orange: on "
-               "the host only (demoted). Red outline: the node(s) the chosen move touched.")
+               + TIER_LEGEND)
     steps, frames = _walk()
     k = st.radio("request", range(len(steps)), format_func=lambda i: steps[i].title,
                  horizontal=True, key="eviction.hosttier.step")
@@ -39,7 +40,9 @@ def section() -> None:
                                  format_func=lambda i: type(mine[i].event).__name__)
         f = mine[j]
         say("caption", event_line(f.event) or "")
-        st.graphviz_chart(tier_tree_dot(f.nodes, f.moved), height=220 if presenter() else 300)
+        tree_view(tier_scene(f.nodes, f.moved, f.event), key="eviction.hosttier.tree",
+                  height=220 if presenter() else 300, max_scale=max_scale(),
+                  min_font_px=min_font_px())
     with right:
         m = st.columns(2)
         m[0].metric("device free", f"{step.device_free:,} tok")

@@ -1,9 +1,11 @@
 """The Tour's host tier walk: scenarios/hosttier.py's three chats one tier event at a time, the
-tree coloured by tier (device / device + host / host), the node each event moves outlined in
-red: chat A backed up, demoted when chat B needs its slots, loaded back when A returns. Not a
-page: tour.py calls `show()` when the walk is scenarios.hosttier.TOUR_WALK.
+tree coloured by tier (device / device + host / host) in the animated tree view, the node each
+event moves outlined in red and its move played (a demotion's copy slides down to the host, a
+load back's rises to the device): chat A backed up, demoted when chat B needs its slots, loaded
+back when A returns. Not a page: tour.py calls `show()` when the walk is
+scenarios.hosttier.TOUR_WALK.
 Leaves out: vLLM's blocks beside it (vLLM 0.33's CPU offloading is a connector, not its
-prefix cache) and the slides export (the tree here is a graphviz picture).
+prefix cache) and the slides export.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import streamlit as st
 
 import scenarios.hosttier as ht
 from app_pages._player import Player
-from app_pages._shell import presenter, say
-from viz.hosttier import TIER_WORDS, event_line, frame_line, served_line, tier_tree_dot
+from app_pages._shell import max_scale, min_font_px, presenter, say
+from viz.component import tree_view
+from viz.hosttier import TIER_LEGEND, TIER_WORDS, event_line, frame_line, served_line, tier_scene
 
 
 @st.cache_resource(max_entries=1)
@@ -26,15 +29,18 @@ def show() -> None:
     player = Player("tour.host-tier", len(frames), page="tour")
     player.buttons()
 
-    def _show(i: int, _duration_ms: int) -> None:
+    def _show(i: int, duration_ms: int) -> None:
         f = frames[i]
         if not presenter():
             st.markdown(f"**Event {i} / {len(frames) - 1}**")
         say("info", frame_line(f, steps))
         left, right = st.columns([3, 2])
         with left:
-            st.graphviz_chart(tier_tree_dot(f.nodes, f.moved),
-                              height=220 if presenter() else 300)
+            tree_view(tier_scene(f.nodes, f.moved, f.event), key="tour.host-tier.tree",
+                      height=220 if presenter() else 300, duration_ms=duration_ms,
+                      max_scale=max_scale(), min_font_px=min_font_px())
+            if not presenter():
+                st.caption(TIER_LEGEND)
         with right:
             tiers = [n.tier for n in f.nodes if n.parent is not None]
             m = st.columns(3)

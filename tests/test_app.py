@@ -283,22 +283,34 @@ def test_trace_long_block_replay_waits_for_the_button(monkeypatch):
     assert plain(at.subheader[1].value).startswith("Block cache after 40 of 40 requests")
 
 
+def _tier_nodes(at: AppTest, key: str) -> dict[str, dict]:
+    """The tier tree's scene nodes by id, from the tree component whose key ends in `key`."""
+    drawn = [c for c in at.get("bidi_component") if c.proto.id.endswith(key)]
+    return {n["id"]: n for n in json.loads(drawn[0].proto.json)["scene"]["nodes"]}
+
+
 def test_tour_host_tier_walk_demotes_then_loads_back():
     """?walk=host-tier: scenarios/hosttier.py's chats one tier event at a time (10 frames: the
     empty cache, then A inserted, backed up; A demoted, B inserted, backed up; A split 5 + 1,
     B demoted, A's 5 loaded back, A's last token restored). Frame 3 is the demotion (node #1
-    outlined, host only); frame 8 is the load back onto node #3 (A's
-    first 5 tokens, on both tiers now) while #1 (A's last token) and #2 (B) are host only."""
+    outlined, host only, its move "demote" for the tree view to play); frame 8 is the load back
+    onto node #3 (A's first 5 tokens, on both tiers now: green, move "load") while #1 (A's last
+    token) and #2 (B) are host only (orange)."""
     at = page("tour")
     at.query_params["walk"], at.query_params["step"] = "host-tier", "3"
     at.run()
     assert not at.exception
     assert texts(at.info) == ["chat B: node #1 demoted: its 6 device slots freed, its host copy "
                               "kept"]
-    dot = at.get("graphviz_chart")[0].proto.spec
-    assert re.search(r'n1 \[label="#1: 1 2 3 4 5 6\nhost only"[^]]*penwidth=4', dot)
+    n1 = _tier_nodes(at, "tour.host-tier.tree")["n1"]
+    assert (n1["label"], n1["fill"], n1["stroke"], n1["move"]) == (
+        "#1: 1 2 3 4 5 6\nhost only", "#ff7f0e", "#d62728", "demote")
     at.slider(key="tour.host-tier.scrub.3").set_value(8).run()
     assert texts(at.info) == ["chat A again: loaded back from host: 5 tokens onto node(s) #3"]
+    nodes = _tier_nodes(at, "tour.host-tier.tree")
+    assert [(i, n["fill"], n.get("move")) for i, n in nodes.items()] == [
+        ("n0", "#eeeeee", None), ("n1", "#ff7f0e", None), ("n2", "#ff7f0e", None),
+        ("n3", "#2ca02c", "load")]
     m = metrics(at)
     assert (m["device only"], m["device + host copy"], m["host only"]) == (
         "0 node(s)", "1 node(s)", "2 node(s)")

@@ -4,6 +4,8 @@ evict(300); the block side; the design question; errors follow the settings; the
 
 from __future__ import annotations
 
+import json
+
 from apphelp import metrics, page, plain
 
 KEY = "eviction.lru.2.LabState(num_live=384, rag_reads=2, rag_priority=1).300"
@@ -116,6 +118,9 @@ def test_host_tier_section_demotes_then_loads_back():
     # the move slider starts on the request's last move (of split, demote B, load back,
     # restore): A's last token (#1) restored on the device, outlined; B (#2) host only
     assert at.select_slider(key="eviction.hosttier.move.2").value == 3
-    dot = at.get("graphviz_chart")[-1].proto.spec
-    assert 'n1 [label="#1: 6\ndevice + host copy" color="#d62728"' in dot
-    assert '#2: 7 8 9 10 11 12\nhost only"' in dot
+    drawn = [c for c in at.get("bidi_component") if c.proto.id.endswith("eviction.hosttier.tree")]
+    nodes = {n["id"]: n for n in json.loads(drawn[0].proto.json)["scene"]["nodes"]}
+    assert (nodes["n1"]["label"], nodes["n1"]["stroke"], nodes["n1"]["move"]) == (
+        "#1: 6\ndevice + host copy", "#d62728", "restore")
+    assert (nodes["n2"]["label"], nodes["n2"]["fill"]) == ("#2: 7 8 9 10 11 12\nhost only",
+                                                           "#ff7f0e")

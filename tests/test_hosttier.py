@@ -179,11 +179,11 @@ def test_device_only_is_the_plain_radix_cache():
     exactly what RadixCache (unified flavor) hits on the same requests, request by request:
     the customer-support example (26 requests with their replies) at a device of 3,274 tokens,
     its longest request, where 51,750 prompt tokens hit and 11,336 are evicted on the way."""
-    from radix.hosttier.replay import _units
+    from radix.hosttier.replay import trace_units
     from radix.traces import load_trace
     from radix.tree.radix_cache import RadixCache
 
-    _, reqs = _units(load_trace("examples/traces/customer_support.jsonl.gz"))
+    _, reqs = trace_units(load_trace("examples/traces/customer_support.jsonl.gz"))
     size = max(len(u) + len(r) for u, r, _ in reqs)
     ours = HostTierCache(SlotAllocator(size), 0)
     alloc = SlotAllocator(size)

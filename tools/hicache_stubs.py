@@ -5,7 +5,8 @@ Stubbed: only the transfers and pools that need a GPU or pinned memory. `Control
 HybridCacheController: `write` takes host slots (None when the host pool is short), `load` takes
 device slots from the device allocator, and each appends its ack at once (a finished event
 whose synchronize() does nothing). `HostGroup` stands for the host pool group (frees host slots).
-`SGSide.hicache` sets what `init_hicache` sets. Everything the tree decides is SGLang's code.
+`SGSide.hicache` sets what `init_hicache` sets (a host of None: HiCache off, the plain
+device-only cache). Everything the tree decides is SGLang's code.
 """
 
 from __future__ import annotations
@@ -76,19 +77,21 @@ class HostGroup:
 class SGSide:
     """One SGLang cache with HiCache, and the scheduler steps of one request at a time."""
 
-    def __init__(self, usg, core: str, size: int, host: int, page: int, policy: str,
+    def __init__(self, usg, core: str, size: int, host: int | None, page: int, policy: str,
                  write: str, config: dict) -> None:
         self.usg, self.core, self.page = usg, core, page
         self.freed: list[int] = []
         self.alloc = make_allocator_class(usg.alloc_base)(SlotAllocator(size, page_size=page),
                                                      self.freed)
-        self.host = HostPool(host)
+        self.host = HostPool(host or 0)
         params = usg.params.CacheInitParams(
             disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=self.alloc,
             page_size=page, eviction_policy=policy, eviction_policy_config=config or None)
         self.tree = usg.UnifiedRadixCache(replace(params, tree_components=(usg.FULL,),
                                                   tree_core_backend=core))
-        self.hicache(write)
+        self.enabled = host is not None  # None: HiCache off (a device-only server)
+        if self.enabled:
+            self.hicache(write)
         self._moved = [0, 0, 0, 0]
         self._wrap()
 
@@ -147,9 +150,11 @@ class SGSide:
         m = t.match_prefix(base.MatchPrefixParams(key=key))
         req = SimpleNamespace(last_node=m.last_device_node, rid="r", swa_host_hit_length=0,
                               mamba_host_hit_length=0, kv=SimpleNamespace(mamba_pool_idx=None))
-        loaded, node = t.init_load_back(base.InitLoadBackParams(
-            best_match_node=m.best_match_node, host_hit_length=m.host_hit_length, req=req))
-        t.loading_check(finish_count=len(t.cache_controller.ack_load_queue))
+        loaded, node = 0, m.last_device_node  # HiCache off: the scheduler loads nothing
+        if self.enabled:
+            loaded, node = t.init_load_back(base.InitLoadBackParams(
+                best_match_node=m.best_match_node, host_hit_length=m.host_hit_length, req=req))
+            t.loading_check(finish_count=len(t.cache_controller.ack_load_queue))
         prefix = t.path_device_indices(node).tolist()
         lock = t.inc_lock_ref(node).to_dec_params()
         tokens = list(prompt) + list(output)
@@ -166,7 +171,8 @@ class SGSide:
         t.insert(base.InsertParams(key=u.radix.RadixKey(array("q", tokens[:n])),
                                    value=torch.tensor(row[:n], dtype=torch.int64),
                                    priority=priority, prev_prefix_len=len(prefix)))
-        t.writing_check(finish_count=len(t.cache_controller.ack_write_queue))
+        if self.enabled:
+            t.writing_check(finish_count=len(t.cache_controller.ack_write_queue))
         t.dec_lock_ref(node, lock)
         if n < len(row):
             self.alloc.free(torch.tensor(row[n:], dtype=torch.int64))

@@ -1,47 +1,65 @@
 """Pictures and words for the host tier walk (scenarios/hosttier.py): the tree with each node
-coloured by where its KV lives, and one sentence per tier event. Follows SGLang 0.5.23's
-HiCache vocabulary (backup, demote, load back). Reads a walk only.
+coloured by where its KV lives, as a scene for the animated tree view (viz/component: a
+demotion's copy slides down to the host, a load back's rises to the device, the box's colour
+fades to its new tier), and one sentence per tier event. Follows SGLang 0.5.23's HiCache
+vocabulary (backup, demote, load back). Reads a walk only.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import graphviz
-
 from radix import events as ev
+from viz.layout import Box, Line, place
 
 TIER_COLOURS = {"device": "#1f77b4", "both": "#2ca02c", "host": "#ff7f0e", "root": "#eeeeee"}
 TIER_WORDS = {"device": "device only", "both": "device + host copy", "host": "host only"}
+MOVED_COLOUR = "#d62728"  # the outline of the nodes a frame's event moved
+TIER_LEGEND = ("Blue: on the device only; green: on the device with a host copy; orange: on "
+               "the host only (demoted). Red outline: the node(s) the move touched.")
+# a tier event -> the tree view's move (viz/component: "demote" / "backup" go down to the
+# host, "load" / "restore" come up to the device) and the colour of the KV that travels
+MOVES = {ev.NodeDemoted: ("demote", "host"), ev.KVBackedUp: ("backup", "host"),
+         ev.KVLoadedBack: ("load", "device"), ev.DeviceRestored: ("restore", "device")}
+MAX_TOKENS_SHOWN = 8
 
 
-MOVED_COLOUR = "#d62728"  # the outline of the nodes a Tour frame's event moved
+def tier_box(n: Any, moved: bool) -> Box:
+    """One node's box: "#id: tokens" over its tier in words, filled by tier, outlined in red
+    when the frame's event moved it (role "moved")."""
+    if n.parent is None:
+        return Box(f"n{n.id}", "root", TIER_COLOURS["root"], "#555555", 1.0, False, "root", "")
+    shown = " ".join(map(str, n.tokens[:MAX_TOKENS_SHOWN]))
+    shown += " …" if len(n.tokens) > MAX_TOKENS_SHOWN else ""
+    stroke, width = (MOVED_COLOUR, 3.0) if moved else ("#555555", 1.0)
+    return Box(f"n{n.id}", f"#{n.id}: {shown}\n{TIER_WORDS[n.tier]}", TIER_COLOURS[n.tier],
+               stroke, width, False, f"node #{n.id}: {len(n.tokens)} tokens, "
+               f"{TIER_WORDS[n.tier]}", "moved" if moved else "")
 
 
-def tier_tree_dot(nodes: list[Any], moved: tuple[int, ...] = ()) -> str:
-    """Top-down tree, one box per node labelled with its tokens, filled by tier; the nodes in
-    `moved` (the frame's event touched them) get a thick red outline.
+def tier_scene(nodes: list[Any], moved: tuple[int, ...] = (), event: ev.Event | None = None
+               ) -> dict[str, Any]:
+    """The laid-out scene (viz/layout.py) of a walk's tree, top-down; each node dict also
+    carries `text` (label colour: white on blue and orange), and the nodes in `moved` carry
+    `move` / `move_fill` when `event` is a tier move (MOVES), which the browser animates.
 
     >>> from types import SimpleNamespace as N
     >>> root, leaf = N(id=0, parent=None), N(id=1, parent=0, tokens=(1, 2), tier="host")
-    >>> dot = tier_tree_dot([root, leaf], (1,))
-    >>> "host only" in dot, "penwidth=4" in dot
-    (True, True)
+    >>> s = tier_scene([root, leaf], (1,), ev.NodeDemoted(1, 2, (5, 6)))
+    >>> leaf = s["nodes"][1]; leaf["label"], leaf["fill"], leaf["stroke"], leaf["move"]
+    ('#1: 1 2\\nhost only', '#ff7f0e', '#d62728', 'demote')
     """
-    g = graphviz.Digraph("tiers", graph_attr={"rankdir": "TB", "bgcolor": "transparent"},
-                         node_attr={"shape": "box", "style": "filled,rounded",
-                                    "fontname": "DejaVu Sans", "fontsize": "14"})
-    for n in nodes:
-        if n.parent is None:
-            g.node(f"n{n.id}", label="root", fillcolor=TIER_COLOURS["root"])
-            continue
-        label = " ".join(map(str, n.tokens))
-        edge = {"color": MOVED_COLOUR, "penwidth": "4"} if n.id in moved else {}
-        g.node(f"n{n.id}", label=f"#{n.id}: {label}\n{TIER_WORDS[n.tier]}",
-               fillcolor=TIER_COLOURS[n.tier], fontcolor="white" if n.tier != "both" else "black",
-               tooltip=f"node #{n.id}: {len(n.tokens)} tokens, {TIER_WORDS[n.tier]}", **edge)
-        g.edge(f"n{n.parent}", f"n{n.id}")
-    return g.source
+    boxes = [tier_box(n, n.id in moved) for n in nodes]
+    lines = [Line(f"e{n.id}", f"n{n.parent}", f"n{n.id}", "", "#777777", 1.2)
+             for n in nodes if n.parent is not None]
+    scene = place(boxes, lines, "TB")
+    move, travels = MOVES.get(type(event), ("", ""))
+    tiers = {f"n{n.id}": getattr(n, "tier", "root") for n in nodes}
+    for d in scene["nodes"]:
+        d["text"] = "#222222" if tiers[d["id"]] in ("both", "root") else "#ffffff"
+        if move and d["role"] == "moved":
+            d["move"], d["move_fill"] = move, TIER_COLOURS[travels]
+    return scene
 
 
 def event_line(e: ev.Event) -> str | None:

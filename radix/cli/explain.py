@@ -3,6 +3,8 @@
 Runs `radix.runs.explain.explain` (a watched simulator run, then the what-ifs) and prints the
 buckets side by side, the prefixes that saved the most, the requests that lost the most, and
 the what-if tables; `--json` prints everything, every request's buckets included.
+`--host-ratio 2,4` adds the host tier (HiCache): each request's prompt split into device hit /
+host hit (loaded back) / miss, and why each host hit was on the host (cli/hosttier.py).
 Leaves out: charts (the app draws them from the same data).
 """
 
@@ -13,6 +15,7 @@ import json
 import os
 from typing import Any
 
+from radix.cli import hosttier
 from radix.cli.options import (
     StderrProgress,
     add_capacity,
@@ -54,6 +57,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--top", type=int, default=10, help="prefixes and requests to list")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    hosttier.add_options(p)
     p.set_defaults(func=run)
 
 
@@ -62,10 +66,17 @@ def run(args: argparse.Namespace) -> int:
     cfg = SimConfig(policy=args.policy, eviction=args.eviction, page_size=args.page_size,
                     block_size=args.block_size, capacity=args.capacity,
                     max_prefill_tokens=args.budget, chunked_prefill_size=args.chunk)
+    tiers = hosttier.explain_tiers(args, trace) if args.host_ratio else []
     progress = None if args.quiet else StderrProgress("explain")
     result = explain(trace, cfg, what_if=not args.no_what_if, capacities=args.capacities,
                      top=args.top, progress=progress, jobs=args.jobs)
-    print(json.dumps(result.to_json(), indent=1) if args.json else format_report(result))
+    if args.json:
+        out = result.to_json()
+        if tiers:
+            out["host_tier"] = [t.to_json() for t in tiers]
+        print(json.dumps(out, indent=1))
+    else:
+        print("\n".join([format_report(result), *hosttier.explain_tier_report(tiers, args.top)]))
     return 0
 
 

@@ -5,7 +5,8 @@ model (`CostModel.prefill_seconds`, `CostModel.load_back_seconds`).
 Requests run one at a time in arrival order through `serve_request` (requests.py), FCFS, write
 policy write_through unless told. A Mooncake trace runs in its 512-token block units (its hash
 ids are the keys; capacities are divided by 512; a hit or a load counts whole blocks, and the
-last block, whole or partial, is always computed since the match stops before the last unit);
+last block, whole or partial, is always computed since the match stops before the last unit;
+SGLang's load-back threshold of 10 tokens is then 1 block, since a block is 512 tokens);
 a request trace runs in tokens, with its recorded reply inserted after the prompt.
 "Device only" is the same cache with a host pool of 0 tokens: nothing is ever backed up, so
 every device eviction drops its KV, as a cache without HiCache does.
@@ -15,13 +16,14 @@ load-back with the forward pass layer by layer; the seconds here are the transfe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from radix import events as ev
 from radix.allocator import SlotAllocator
 from radix.hosttier.cache import HostTierCache
-from radix.hosttier.capacity import host_token_capacity
-from radix.hosttier.requests import serve_request
+from radix.hosttier.capacity import LOAD_BACK_THRESHOLD, host_token_capacity
+from radix.hosttier.requests import Served, serve_request
 from radix.runs.costs import CostModel
 from radix.tokens import is_compact
 from radix.traces.base import Trace
@@ -54,8 +56,9 @@ class TierRun(NamedTuple):
         return self.device_rate + self.host_rate
 
 
-def _units(trace: Trace) -> tuple[int, list[tuple[list[int], list[int], int]]]:
-    """(real tokens per unit, [(prompt units, reply units, real prompt tokens)])."""
+def trace_units(trace: Trace) -> tuple[int, list[tuple[list[int], list[int], int]]]:
+    """(real tokens per unit, [(prompt units, reply units, real prompt tokens)]): a Mooncake
+    trace in its 512-token blocks (hash ids), a request trace in tokens."""
     if trace.requests and is_compact(trace.requests[0].token_ids):  # Mooncake: block units
         return BLOCK_TOKENS, [(hash_ids(r.token_ids), [], len(r.token_ids))
                               for r in trace.requests]
@@ -63,29 +66,45 @@ def _units(trace: Trace) -> tuple[int, list[tuple[list[int], list[int], int]]]:
                for r in trace.requests]
 
 
+def load_back_units(scale: int) -> int:
+    """SGLang's load-back threshold (LOAD_BACK_THRESHOLD tokens) in units of `scale` tokens:
+    a host hit of k units is k x scale tokens, loaded when that is at least 10, so the
+    threshold is ceil(10 / scale) units. `load_back_units(1)` is 10, `load_back_units(512)` 1.
+    """
+    return -(-LOAD_BACK_THRESHOLD // scale)
+
+
 def replay_host_tier(trace: Trace, capacity: int, host_ratio: float | None = None,
                      write_policy: str = "write_through", eviction: str = "lru",
-                     cost: CostModel | None = None) -> TierRun:
-    """One run at a device pool of `capacity` real tokens; host_ratio None: device only."""
+                     cost: CostModel | None = None, *, sink: ev.EventSink | None = None,
+                     on_request: Callable[[int, Served], None] | None = None) -> TierRun:
+    """One run at a device pool of `capacity` real tokens; host_ratio None: device only.
+    `sink` hears the cache's events; `on_request(k, served)` is called after the trace's k-th
+    request with its prompt split in real tokens (explain.py attributes the events by it)."""
     cost = cost or CostModel()
-    scale, reqs = _units(trace)
+    scale, reqs = trace_units(trace)
     device = capacity // scale
     if device < 1:
         raise ValueError(f"capacity {capacity:,} is under one {scale}-token unit")
     host = 0 if host_ratio is None else host_token_capacity(device, host_ratio)
     cache = HostTierCache(SlotAllocator(device, check=False), host, write_policy,
-                          eviction_policy=eviction)
+                          eviction_policy=eviction, sink=sink,
+                          load_back_threshold=load_back_units(scale))
     prompt = dev = hst = miss = rejected = 0
-    for units, reply, n in reqs:
+    for k, (units, reply, n) in enumerate(reqs):
         prompt += n
         if len(units) + len(reply) > device:
             rejected += 1
             miss += n
+            if on_request is not None:
+                on_request(k, Served(0, 0, n, False))
             continue
         got = serve_request(cache, units, reply)
         d, h = min(got.device_hit * scale, n), min(got.host_hit * scale, n)
         h = min(h, n - d)
         dev, hst, miss = dev + d, hst + h, miss + n - d - h
+        if on_request is not None:
+            on_request(k, Served(d, h, n - d - h, got.admitted))
     counts = cache.counts()
     name = "device only" if host_ratio is None else f"host {host_ratio:g}x"
     return TierRun(name, host * scale, prompt, dev, hst, miss, counts.loaded_back * scale,

@@ -87,3 +87,46 @@ def test_edges_skirt_labels_and_presenter_labels_stay_14px(bundle_page):
     host = page.locator(".radixlens-tree").bounding_box()
     assert host["x"] <= box["x"] and box["x"] + box["width"] <= host["x"] + host["width"]
     assert host["y"] <= box["y"] and box["y"] + box["height"] <= host["y"] + host["height"]
+
+
+def test_tier_moves_recolour_and_travel(bundle_page):
+    """#20: the host tier walk's frames (scenarios/hosttier.py) in the tree view. Frame 2: chat
+    A's node #1 backed up (green: device + host copy). Frame 3: #1 demoted, drawn with a 20 s
+    transition: right after the draw its box is still fading (not orange yet), a copy of it in
+    the host's orange is sliding down, and the host counts the move. Frames 4-7 end the fade
+    (the next style change sets the colour). Frame 8: #3 (A's first 5 tokens) loaded back, a
+    copy in the device's blue rising into it; when the transition ends #3 is green and its
+    copy gone; #1 and #2 stay orange, their labels white."""
+    from scenarios.hosttier import run_frames
+    from viz.hosttier import tier_scene
+
+    page, frames = bundle_page, run_frames()
+    host = "document.querySelector('.radixlens-tree')"
+    fill = "(i) => document.querySelector(`g.node#${i} > rect:not(.rl-move)`).getAttribute('fill')"
+
+    def show(k: int, duration: int, settle: bool = True) -> None:
+        f = frames[k]
+        out = draw_step(page, view_data(tier_scene(f.nodes, f.moved, f.event), 300, duration),
+                        wait_settle=False)
+        assert out["error"] is None and out["nodes"] == len(f.nodes)
+        if settle:
+            page.wait_for_function(f"() => {host}.dataset.animating === '0'")
+
+    show(2, 50)
+    moves = page.evaluate(f"() => Number({host}.dataset.moves || 0)")
+    assert page.evaluate(fill, "n1") in ("#2ca02c", "rgb(44, 160, 44)")
+    show(3, 20_000, settle=False)
+    assert page.get_attribute("g.node#n1", "data-move") == "demote"
+    assert page.evaluate(fill, "n1") not in ("#ff7f0e", "rgb(255, 127, 14)")  # still fading
+    assert page.get_attribute("g.node#n1 rect.rl-move", "fill") == "#ff7f0e"
+    assert page.evaluate(f"() => Number({host}.dataset.moves)") == moves + 1
+    for k in range(4, 8):
+        show(k, 50)
+    assert page.evaluate(fill, "n1") == "#ff7f0e"
+    show(8, 300)
+    assert page.get_attribute("g.node#n3", "data-move") == "load"
+    assert page.evaluate(f"() => {host}.dataset.lastMove") == "n3 load #1f77b4"
+    assert page.evaluate(fill, "n3") == "rgb(44, 160, 44)"
+    assert page.locator("g.node#n3 rect.rl-move").count() == 0
+    assert [page.evaluate(fill, i) for i in ("n1", "n2")] == ["#ff7f0e"] * 2
+    assert page.get_attribute("g.node#n2 text", "fill") == "#ffffff"

@@ -14,7 +14,11 @@
 // drag pans to the rest. The host div carries data-nodes,
 // data-draw-ms (data in -> elements in place), data-settle-ms (-> transition ended),
 // data-animating and data-renders for tests and the benchmark (a state value would rerun the
-// script on every draw).
+// script on every draw). Optional node fields: `text` (label colour; default #222), `move` (a
+// tier move: "demote" / "backup" send a `move_fill` copy of the box down toward the host,
+// "load" / "restore" bring one up from below; the box's fill fades from its old colour to the
+// new one) shown as data-move; the host counts the moves played in data-moves and names the
+// last in data-last-move ("n3 load #1f77b4").
 import { select } from "d3-selection";
 import "d3-transition";
 
@@ -26,6 +30,7 @@ const MIN_FONT_PX = 4; // smaller on screen: labels and arrowheads are not drawn
 const NODE_FONT = 11, EDGE_FONT = 9; // label sizes in scene units (viz/layout.py's)
 const LABEL_GAP = 2; // scene units between an edge label's box and its line
 const states = new WeakMap();
+const MOVE_DIR = { demote: 1, backup: 1, load: -1, restore: -1 }; // +1: down, to the host
 
 function stateFor(parentElement) {
   let state = states.get(parentElement);
@@ -151,7 +156,7 @@ function focusOf(scene) {
 const place = (n, scale = 1) => `translate(${n.x},${n.y}) scale(${scale})`;
 // what decides a node's or an edge's look (everything but its place)
 const nodeStyle = (n) => [n.w, n.h, n.label, n.fill, n.stroke, n.stroke_width, n.dashed,
-  n.tooltip, n.role].join("|");
+  n.tooltip, n.role, n.text, n.move, n.move_fill].join("|");
 const edgeStyle = (e) => [e.label, e.label_x, e.label_y, e.stroke, e.stroke_width].join("|");
 
 // a curve from a to the near side of the edge's label box `d` (label_x/y, label_w/h; none:
@@ -215,14 +220,37 @@ function drawNodes(state, scene, t, moveAll) {
     const key = nodeStyle(d);
     if (this.__prevStyle === key) return;
     this.__prevStyle = key;
-    const g = select(this).attr("data-role", d.role || null);
+    const g = select(this).attr("data-role", d.role || null).attr("data-move", d.move || null);
     g.select("title").text(d.tooltip);
-    g.select("rect").attr("x", -d.w / 2).attr("y", -d.h / 2).attr("width", d.w)
-      .attr("height", d.h).attr("rx", 4).attr("fill", d.fill).attr("stroke", d.stroke)
+    const rect = g.select("rect").attr("x", -d.w / 2).attr("y", -d.h / 2).attr("width", d.w)
+      .attr("height", d.h).attr("rx", 4).attr("stroke", d.stroke)
       .attr("stroke-width", d.stroke_width).attr("stroke-dasharray", d.dashed ? "4,2" : null);
+    const before = this.__prevFill;
+    this.__prevFill = d.fill;
+    if (MOVE_DIR[d.move] && before && before !== d.fill) {
+      rect.attr("fill", before).transition(t).attr("fill", d.fill);
+    } else rect.interrupt("radixlens").attr("fill", d.fill);
+    g.select("text").attr("fill", d.text || "#222");
     lines(d.label, g.select("text"), 0, 0, 13);
     fitText(g, d);
+    if (MOVE_DIR[d.move]) playMove(state, g, d, t);
   }).each(function (d) { this.__prevNode = d; });
+}
+
+// a tier move: a copy of the box (move_fill) slides down (to the host) or up from below (to
+// the device), fading; removed when its transition ends (a node's next move replaces it)
+function playMove(state, g, d, t) {
+  const dir = MOVE_DIR[d.move], shift = 1.4 * d.h;
+  g.selectAll("rect.rl-move").remove();
+  const ghost = g.insert("rect", "text").attr("class", "rl-move")
+    .attr("x", -d.w / 2).attr("y", -d.h / 2).attr("width", d.w).attr("height", d.h)
+    .attr("rx", 4).attr("fill", d.move_fill || d.fill).attr("stroke", "none")
+    .style("pointer-events", "none").style("opacity", 0.85)
+    .attr("transform", `translate(0,${dir > 0 ? 0 : shift})`);
+  ghost.transition(t).attr("transform", `translate(0,${dir > 0 ? shift : 0})`)
+    .style("opacity", 0).remove();
+  state.host.dataset.moves = String(Number(state.host.dataset.moves || 0) + 1);
+  state.host.dataset.lastMove = `${d.id} ${d.move} ${d.move_fill || d.fill}`;
 }
 
 function drawEdges(state, scene, byId, t, moveAll) {
