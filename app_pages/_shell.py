@@ -99,6 +99,19 @@ def min_font_px() -> float:
     return 14.0 if presenter() else 0.0
 
 
+PRESENTER_PAGE_PX = 1100  # the page's content width on a 1280 px projector (wide layout)
+COLUMN_GAP_PX = 16  # between st.columns
+
+
+def presenter_tree_px(share: float, height: int) -> tuple[float, float] | None:
+    """Presenter mode: the tree view's size in px when its column takes `share` of the page's
+    width and it is `height` px tall (what fit_tree_scene folds to); None otherwise. A wider
+    projector folds more than it needs; a narrower one pans (the view keeps 14 px labels)."""
+    if not presenter():
+        return None
+    return (PRESENTER_PAGE_PX - COLUMN_GAP_PX) * share, float(height)
+
+
 def link_int(name: str, default: int, lo: int, hi: int) -> int:
     """An int URL parameter clamped to lo..hi (default when absent or not a number)."""
     raw = st.query_params.get(name)
