@@ -94,9 +94,23 @@ def max_scale() -> float:
 
 
 def min_font_px() -> float:
-    """The tree view's smallest label on screen: 14 px on a projector (a bigger tree is shown
-    around what is highlighted and pans), else 0 (the whole tree fits, however small)."""
+    """The tree view's smallest label on screen: 14 px on a projector (the Tour folds a bigger
+    tree to fit, presenter_tree_px; what still does not fit is shown around what is
+    highlighted and pans), else 0 (the whole tree fits, however small)."""
     return 14.0 if presenter() else 0.0
+
+
+PRESENTER_PAGE_PX = 1100  # the page's content width on a 1280 px projector (wide layout)
+COLUMN_GAP_PX = 16  # between st.columns
+
+
+def presenter_tree_px(share: float, height: int) -> tuple[float, float] | None:
+    """Presenter mode: the tree view's size in px when its column takes `share` of the page's
+    width and it is `height` px tall (what fit_tree_scene folds to); None otherwise. A wider
+    projector folds more than it needs; a narrower one pans (the view keeps 14 px labels)."""
+    if not presenter():
+        return None
+    return (PRESENTER_PAGE_PX - COLUMN_GAP_PX) * share, float(height)
 
 
 def link_int(name: str, default: int, lo: int, hi: int) -> int:

@@ -12,11 +12,12 @@ from typing import Any
 import streamlit as st
 
 from app_pages._shell import say
-from viz.cluster import grid_caption, prefix_tree_scene, worker_grid_figure
+from viz.cluster import grid_caption, prefix_tree_scene
 from viz.component import tree_view
 from viz.escape import esc_md
 from viz.recording import recording_rows, recording_text
 from viz.trace import kv_events_summary
+from viz.watch_charts import chart_height, worker_grid_chart
 
 
 def show_kv_recording(r: Any) -> None:
@@ -29,8 +30,9 @@ def show_kv_recording(r: Any) -> None:
         view = source.view
         st.markdown(f"**{esc_md(view.name)}**: the pool at the end of the recording")
         say("caption", grid_caption(view))
-        st.plotly_chart(worker_grid_figure(view), key=f"trace.kv_grid.{i}",
-                        config={"displayModeBar": False})
+        grid = worker_grid_chart(view)
+        st.echarts_chart(grid, key=f"trace.kv_grid.{i}", height=chart_height(grid),
+                         renderer="svg")
         if view.runs:
             tree_view(prefix_tree_scene(view), key=f"trace.kv_tree.{i}", height=360,
                       duration_ms=0)

@@ -7,7 +7,15 @@ import streamlit as st
 import scenarios.hosttier as ht
 from app_pages import _tour_hosttier
 from app_pages._player import Player
-from app_pages._shell import long_caption, max_scale, min_font_px, presenter, say, tree_height
+from app_pages._shell import (
+    long_caption,
+    max_scale,
+    min_font_px,
+    presenter,
+    presenter_tree_px,
+    say,
+    tree_height,
+)
 from radix.runs.costs import LABEL
 from scenarios.tour import (
     WALKS,
@@ -22,7 +30,7 @@ from scenarios.tour import (
 from viz.blocks import block_grid_figure, grid_caption, lookup_line, queue_line, request_chain
 from viz.component import tree_view
 from viz.flavor import flavor_line
-from viz.scene import tree_scene
+from viz.scene import fit_tree_scene, tree_scene
 from viz.timeline import Timeline
 from viz.words import build_owners, node_line
 
@@ -98,7 +106,9 @@ def _tree(frame, duration_ms: int) -> None:
     highlight = dict(frame.highlight)
     if selected is not None and selected not in highlight:
         highlight[selected] = "selected"
-    scene = tree_scene(frame.snapshot, highlight=highlight)
+    box = presenter_tree_px(0.6, tree_height(335))  # the left of columns [3, 2]
+    scene = (fit_tree_scene(frame.snapshot, *box, min_font_px(), highlight=highlight) if box
+             else tree_scene(frame.snapshot, highlight=highlight))
     # 335: with a two-line step sentence (a unified split's), the numbers row stays above the
     # fold at 1280x800 in presenter mode (tests/browser/test_presenter.py)
     clicked = tree_view(scene, key="tour.tree", height=tree_height(335), duration_ms=duration_ms,

@@ -9,15 +9,9 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from app_pages._shell import say
 from scenarios.sessions import SessionRegistry
 from scenarios.watch import WatchSession, discover, http_json
-from viz.cluster import (
-    grid_caption,
-    overlap_figure,
-    prefix_tree_scene,
-    rates_figure,
-    status_rows,
-    worker_grid_figure,
-)
+from viz.cluster import grid_caption, prefix_tree_scene, status_rows
 from viz.component import tree_view
+from viz.watch_charts import chart_height, overlap_chart, rates_chart, worker_grid_chart
 
 POLL_S = 1.0
 SIDE_BY_SIDE = 3  # workers drawn in one row; more go on to the next
@@ -116,6 +110,13 @@ except ValueError as exc:
     say("error", exc)
 
 
+def _chart(option: dict, key: str) -> None:
+    """An ECharts chart redrawn in place on every refresh (keyed: its element id stays, so
+    the frontend calls setOption on the same chart; a changed plotly figure is a new element,
+    blank until drawn: viz/watch_charts.py)."""
+    st.echarts_chart(option, key=key, height=chart_height(option), renderer="svg")
+
+
 @st.fragment(run_every=POLL_S)
 def _live() -> None:
     if session.error:
@@ -131,11 +132,10 @@ def _live() -> None:
     scored = st.session_state.get("watch.scored")
     if scored and views and views[0].block_size:
         text, tokens = scored
-        st.plotly_chart(overlap_figure([v.name for v in views], session.overlaps(tokens),
-                                       len(tokens) // views[0].block_size),
-                        key="watch.overlap", config={"displayModeBar": False})
+        _chart(overlap_chart([v.name for v in views], session.overlaps(tokens),
+                             len(tokens) // views[0].block_size), "watch.overlap")
         say("caption", f"{text[:80]!r}: {len(tokens)} tokens (chat template included).")
-    st.plotly_chart(rates_figure(views), key="watch.rates", config={"displayModeBar": False})
+    _chart(rates_chart(views), "watch.rates")
     # side by side (comparing workers is the point), SIDE_BY_SIDE to a row
     for i, view in enumerate(views):
         if i % SIDE_BY_SIDE == 0:
@@ -145,8 +145,7 @@ def _live() -> None:
             say("caption", grid_caption(view))
             if view.status.last_error:
                 say("warning", f"last malformed frame: {view.status.last_error}")
-            st.plotly_chart(worker_grid_figure(view), key=f"watch.grid.{i}",
-                            config={"displayModeBar": False})
+            _chart(worker_grid_chart(view), f"watch.grid.{i}")
             if view.runs:
                 tree_view(prefix_tree_scene(view, session.decode), key=f"watch.tree.{i}",
                           height=360, duration_ms=300)

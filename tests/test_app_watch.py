@@ -19,7 +19,8 @@ from engine.kv_publisher import ZmqEventPublisher
 from radix.blocks.kv_events import EventBatch
 from radix.events import BlockRemoved, BlockStored
 from scenarios.watch import WatchSession, api_base
-from viz.cluster import grid_snapshot, prefix_tree_scene, rates_figure, worker_grid_figure
+from viz.cluster import grid_snapshot, prefix_tree_scene
+from viz.watch_charts import chart_height, rates_chart, worker_grid_chart
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = str(ROOT / "app_pages" / "watch.py")
@@ -96,16 +97,21 @@ def test_pictures_of_a_watched_worker(publisher):
         (1, "cached_free"), (2, "cached_free"), (3, "cached_free"), (4, "cached_free"),
         (5, "unreachable")]
     assert snap.blocks[3].parent == 1  # block 4's parent (hash 1) is cell 1
-    fig = worker_grid_figure(view)
-    assert "stored by batch seq 1" in fig.data[0].text[0][3]
-    names = [t.name for t in fig.data[1:] if t.showlegend is not False]
+    grid = worker_grid_chart(view)
+    cells = grid["series"][0]["data"]  # [column, row, state]: 0 cached, 1 unreachable
+    assert [c["value"] for c in cells] == [[0, 0, 0], [1, 0, 0], [2, 0, 0], [3, 0, 0],
+                                           [4, 0, 1]]
+    assert "stored by batch seq 1" in cells[3]["name"]
+    names = [p["label"] for p in grid["visualMap"]["pieces"]]
     assert names == ["cached (stored, not removed)", "unreachable (an ancestor was removed)"]
+    assert chart_height(grid) == 200  # one row
     scene = prefix_tree_scene(view)
     labels = sorted(n["label"] for n in scene["nodes"])
     assert labels == ["1 blk", "1 blk", "1 blk", "2 blk", "root"]
     folded = prefix_tree_scene(view, max_children=1)
     assert any(n["label"].startswith("+") for n in folded["nodes"])
-    assert len(rates_figure([view]).data) == 2
+    assert [s["name"] for s in rates_chart([view])["series"]] == [
+        f"{view.name.removeprefix('tcp://')} stored", f"{view.name.removeprefix('tcp://')} removed"]
 
 
 def test_api_base_adds_the_scheme_and_v1():

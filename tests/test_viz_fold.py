@@ -8,7 +8,7 @@ import pytest
 from radix.tree.eventlog import EventLog
 from radix.tree.radix_cache import RadixCache
 from viz.live import live_scene
-from viz.scene import fold_tree, tree_scene
+from viz.scene import fit_tree_scene, fits, fold_tree, tree_scene
 from viz.trace import step_highlight, text_head
 
 
@@ -125,3 +125,46 @@ def test_live_scene_folds_and_keeps_the_selection():
     assert (drawn, folded) == (13, 8)
     assert "n1" in _drawn(scene) and "n9" not in _drawn(scene)
     assert next(n for n in scene["nodes"] if n["id"] == "n1")["stroke"] == "#000000"
+
+
+def test_fits_is_the_padded_scene_at_the_label_scale():
+    """A 200 x 100 scene at 14 px labels (edge labels are 9 units: scale 14 / 9): (200 + 16) x
+    14 / 9 = 336 px wide, (100 + 16) x 14 / 9 = 180.4 px tall."""
+    scene = {"width": 200, "height": 100}
+    assert fits(scene, 336, 181, 14) and not fits(scene, 335, 181, 14)
+    assert not fits(scene, 336, 180, 14)
+
+
+def test_presenter_fit_folds_just_enough_and_keeps_the_highlight():
+    """A root with 20 children (child i holds i tokens): unfolded it is wider than a 500 x 400
+    px view at 14 px labels, so children fold (8, 4, 2, 1 per node, in turn) until it fits: the
+    result fits, the highlighted child 3 (small: never among the largest) is drawn with its role,
+    the rest fold into "m0", and the step before (twice the children) does not fit. A view
+    big enough for all of it gets the tree unfolded."""
+    snap = _fan(20).snapshot()
+    whole = fit_tree_scene(snap, 10_000, 10_000, 14, highlight={3: "new"})
+    assert len(_drawn(whole)) == 21 and fits(whole, 10_000, 10_000, 14)
+    assert not fits(whole, 500, 400, 14)
+    scene = fit_tree_scene(snap, 500, 400, 14, highlight={3: "new"})
+    assert fits(scene, 500, 400, 14) and "m0" in _drawn(scene)
+    assert next(n for n in scene["nodes"] if n["id"] == "n3")["role"] == "new"
+    shown = len([i for i in _drawn(scene) if i.startswith("n")]) - 1  # children, not the root
+    wider = tree_scene(snap, highlight={3: "new"}, max_children=shown * 2)
+    assert shown < 8 and not fits(wider, 500, 400, 14)
+
+
+def test_presenter_fit_caps_depth_when_one_child_a_node_is_still_too_tall():
+    """A chain of 8 nodes (each insert extends the last by 2 tokens), 9 ranks with the root:
+    a rank is 66 units (a 20-unit box, two 12-unit gaps, a 22-unit two-line edge label), so
+    nodes down to depth 4 plus the stub are 352 units tall: (352 + 16) x 14 / 9 = 572 px, over
+    a 500 px view; down to depth 3, 286 units: 470 px, inside. So nodes 0-3 are drawn and 4-8
+    fold into "+1 more (5 nodes)" under node 3; the highlighted node 2 is among those drawn."""
+    c = RadixCache()
+    for n in range(1, 9):
+        c.insert(list(range(2 * n)))
+    snap = c.snapshot()
+    assert len(snap.nodes) == 9
+    scene = fit_tree_scene(snap, 600, 500, 14, highlight={2: "new"})
+    assert fits(scene, 600, 500, 14)
+    assert _drawn(scene) == ["n0", "n1", "n2", "n3", "m3"]
+    assert _label(scene, "m3").startswith("+1 more (5 nodes)")

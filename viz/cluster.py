@@ -1,7 +1,7 @@
 """Pictures of a watched cluster: each worker's blocks, its prefix tree, overlaps and rates.
 
 Reads `WorkerView`s (scenarios/watch.py: plain copies of what a watcher rebuilt from KV
-events) and never touches a socket. The block grid is viz/blocks.py's, fed a
+events) and never touches a socket. The block grid (viz/watch_charts.py draws it) is a
 `BlockPoolSnapshot` whose cells are the cached blocks in storage order (events carry no block
 ids or ref counts, so a cell is "cached" or "unreachable", never "in use" or "free"); the tree is
 a scene for viz/component's tree view (viz/layout.py), one node per run of blocks
@@ -14,10 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import plotly.graph_objects as go
-
 from radix.blocks.snapshot import BlockPoolSnapshot, BlockState
-from viz.blocks import SHORT_LABELS, block_grid_figure, drawn_blocks, short_hash
+from viz.blocks import short_hash
 from viz.layout import Box, Line, place
 
 Decode = Callable[[list[int]], "str | None"]
@@ -39,33 +37,6 @@ def grid_snapshot(view: Any) -> BlockPoolSnapshot:
     n = len(states)
     return BlockPoolSnapshot(states, view.block_size or 16, n + 1, 0, n,
                              len(view.unreachable), view.status.applied)
-
-
-def worker_grid_figure(view: Any, columns: int = 32) -> go.Figure:
-    """viz/blocks.py's grid with the watch's legend and hovers (events carry no ref counts)."""
-    snap = grid_snapshot(view)
-    fig = block_grid_figure(snap, columns=columns)
-    shown = drawn_blocks(snap)
-    texts = []
-    for start in range(0, len(shown), columns):
-        row = [_hover(view.blocks[cell.id - 1], cell) for cell in shown[start:start + columns]]
-        texts.append(row + [""] * (columns - len(row)))
-    if texts:
-        fig.data[0].text = texts
-    legend = {SHORT_LABELS[k]: v for k, v in WATCH_LABELS.items()}
-    for trace in fig.data[1:]:
-        if trace.name in legend:
-            trace.name = legend[trace.name]
-        elif trace.name in (SHORT_LABELS["in_use"], SHORT_LABELS["free"]):
-            trace.showlegend = False
-    return fig
-
-
-def _hover(block: Any, cell: Any) -> str:
-    tokens = list(block.token_ids[:8])
-    return (f"block #{cell.id}: {WATCH_LABELS[cell.state]}<br>hash {short_hash(cell.hash)}, "
-            f"parent {'-' if cell.parent is None else '#' + str(cell.parent)}<br>stored by "
-            f"batch seq {block.seq}<br>tokens {tokens}{'…' if len(block.token_ids) > 8 else ''}")
 
 
 def grid_caption(view: Any) -> str:
@@ -121,38 +92,6 @@ def prefix_tree_scene(view: Any, decode: Decode | None = None,
     return place(boxes, lines)
 
 
-def overlap_figure(names: Sequence[str], overlaps: Sequence[int], prompt_blocks: int) -> go.Figure:
-    """The KV-aware router's view of one prompt: leading blocks of it each worker holds."""
-    fig = go.Figure(go.Bar(
-        x=list(overlaps), y=[_short(n) for n in names], orientation="h",
-        marker_color=[PALETTE[i % len(PALETTE)] for i in range(len(names))],
-        text=[f"{o} of {prompt_blocks} blocks" for o in overlaps], textposition="auto"))
-    fig.update_layout(height=80 + 40 * len(names), margin={"l": 10, "r": 10, "t": 30, "b": 30},
-                      title={"text": "prompt blocks each worker holds (overlap score)",
-                             "font": {"size": 12}},
-                      xaxis={"range": [0, max(prompt_blocks, 1)], "title": "blocks"})
-    return fig
-
-
-def rates_figure(views: Sequence[Any]) -> go.Figure:
-    """Stored (solid) and removed (dashed) blocks per second per worker, over time."""
-    fig = go.Figure()
-    for i, view in enumerate(views):
-        color = PALETTE[i % len(PALETTE)]
-        t0 = view.rates[-1].start if view.rates else 0.0
-        xs = [b.start - t0 for b in view.rates]
-        fig.add_trace(go.Scatter(x=xs, y=[b.stored_per_s for b in view.rates], mode="lines",
-                                 name=f"{_short(view.name)} stored", line={"color": color}))
-        fig.add_trace(go.Scatter(x=xs, y=[b.removed_per_s for b in view.rates], mode="lines",
-                                 name=f"{_short(view.name)} removed",
-                                 line={"color": color, "dash": "dash"}))
-    fig.update_layout(height=260, margin={"l": 40, "r": 10, "t": 30, "b": 40},
-                      title={"text": "blocks per second", "font": {"size": 12}},
-                      xaxis={"title": "seconds (0 = now)"}, yaxis={"rangemode": "tozero"},
-                      legend={"orientation": "h", "y": -0.3})
-    return fig
-
-
 RECENT_BINS = 5  # the table's rates: the mean of the last 5 one-second bins
 
 
@@ -177,9 +116,4 @@ def status_rows(views: Sequence[Any]) -> list[dict[str, Any]]:
              "malformed": v.status.malformed} for v in views]
 
 
-def _short(name: str) -> str:
-    return name.removeprefix("tcp://")
-
-
-__all__ = ["grid_caption", "grid_snapshot", "overlap_figure", "prefix_tree_scene",
-           "rates_figure", "status_rows", "worker_grid_figure"]
+__all__ = ["grid_caption", "grid_snapshot", "prefix_tree_scene", "status_rows"]

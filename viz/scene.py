@@ -5,7 +5,8 @@ so each edge is labelled with its token count and a preview; each node shows its
 evictable leaves (lock_ref 0, no children) are dashed and green, locked nodes blue. Node `n<id>`
 and edge `e<child id>` keep their ids across snapshots, so the browser animates a split or an
 eviction in place. Big trees fold (`fold_tree`): at most `max_children` children per node are
-drawn, the rest become one summary node `m<parent id>` counted from the full snapshot.
+drawn, the rest become one summary node `m<parent id>` counted from the full snapshot;
+`fit_tree_scene` folds just enough for a view size and label size (presenter mode).
 `tree_scene` lays the items out (viz/layout.py) as named fields for the browser; viz/dot.py
 writes the same items as DOT for the download. Leaves out: page boundaries inside an edge.
 """
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from radix.tree.node import TreeSnapshot
-from viz.layout import Box, Line, place
+from viz.layout import EDGE_FONT, Box, Line, place
 from viz.words import FILL_CACHED, FILL_EVICTABLE, FILL_PROTECTED, ROLES
 
 Decode = Callable[[list[int]], str]
@@ -206,6 +207,42 @@ def tree_scene(snapshot: TreeSnapshot, *, rankdir: str = "TB", **items: Any) -> 
     """The laid-out scene of `tree_items(snapshot, **items)` (viz/layout.py's `place`)."""
     boxes, lines = tree_items(snapshot, **items)
     return place(boxes, lines, rankdir)
+
+
+VIEW_PAD = 8.0  # scene units the tree view keeps around a scene (viz/component's PAD)
+FIT_CHILDREN = (8, 4, 2, 1)  # max_children tried in turn, then depth caps from the deepest
+
+
+def fits(scene: Mapping[str, Any], width_px: float, height_px: float, min_font_px: float) -> bool:
+    """Whether the tree view can show all of `scene` with its smallest label (an edge's, 9
+    scene units) at `min_font_px`: the padded scene times min_font_px / 9 inside the host.
+    A 200 x 100 scene at 14 px: 216 x 116 units x 1.556 = 336 x 180 px."""
+    k = min_font_px / EDGE_FONT
+    return ((scene["width"] + 2 * VIEW_PAD) * k <= width_px
+            and (scene["height"] + 2 * VIEW_PAD) * k <= height_px)
+
+
+def fit_tree_scene(snapshot: TreeSnapshot, width_px: float, height_px: float,
+                   min_font_px: float, **items: Any) -> dict[str, Any]:
+    """`tree_scene` folded just enough to fit a `width_px` x `height_px` tree view with every
+    label >= `min_font_px` (presenter mode): the whole tree if it fits, else at most 8, 4, 2,
+    then 1 children per node, then depth caps from the deepest level up; highlighted and
+    `keep` nodes and their ancestors are always drawn (fold_tree). When nothing fits, the
+    most folded scene (the view then pans around its highlight)."""
+    scene = tree_scene(snapshot, **items)
+    if fits(scene, width_px, height_px, min_font_px):
+        return scene
+    depth: dict[int, int] = {}
+    for node in snapshot.nodes:  # parents come before their children
+        depth[node.id] = depth.get(node.parent, -1) + 1
+    caps = [(c, None) for c in FIT_CHILDREN]
+    caps += [(1, d) for d in range(max(depth.values(), default=0) - 1, 0, -1)]
+    for max_children, max_depth in caps:
+        scene = tree_scene(snapshot, **{**items, "max_children": max_children,
+                                        "max_depth": max_depth})
+        if fits(scene, width_px, height_px, min_font_px):
+            break
+    return scene
 
 
 def match_path(snapshot: TreeSnapshot, token_ids: Sequence[int]) -> list[int]:

@@ -23,6 +23,7 @@ DRAWN = """() => {
                (c) => (c.querySelector(".radixlens-tree") || {dataset: {}})
                              .dataset.animating === "0")
     && every("[data-testid=stPlotlyChart]", (c) => c.querySelector(".main-svg"))
+    && every("[data-testid=stEChartsChart]", (c) => c.querySelector("svg path"))
     && every("[data-testid=stGraphVizChart]", (c) => c.querySelector("svg"))
     && every("[data-testid=stDataFrame]", (c) => c.querySelector("canvas, table"));
 }"""

@@ -80,6 +80,18 @@ def test_deep_link_restores_a_step_in_presenter_mode(server, projector, tmp_path
     shoot(projector, tmp_path, "tour_presenter.png", full=False)
 
 
+# True when the tree view shows a fold stub (node m<id>) and every drawn node lies inside its
+# host; else what was outside and what was drawn.
+FOLDED_TO_FIT = """(() => {
+  const host = document.querySelector(".radixlens-tree"), r = host.getBoundingClientRect();
+  const nodes = [...host.querySelectorAll("g.node")].map((g) => [g.id, g.getBoundingClientRect()]);
+  const out = nodes.filter(([, b]) => b.left < r.left - 1 || b.right > r.right + 1
+    || b.top < r.top - 1 || b.bottom > r.bottom + 1).map(([id]) => id);
+  return nodes.some(([id]) => id.startsWith("m")) && out.length === 0
+    || JSON.stringify({out, ids: nodes.map(([id]) => id)});
+})()"""
+
+
 def _walk(pg, hops: int, ref: str) -> list[str]:
     """Clicks next `hops` times; each frame (once the tree has drawn it) highlights one node as
     a lock, reading `ref`, in view; returns their ids."""
@@ -108,6 +120,10 @@ def test_lock_walk_of_five_hops_hop_by_hop(server, projector, tmp_path):
     # does, it is never over the toggle
     assert not any(seen or []), "the running indicator must not cover the toggle"
     assert len(set(hops)) == 5 and "the last hop below the root" in alert(projector)
+    # at 14 px the whole path is taller than the view: the tree folds (a "+N more" stub) until
+    # what is drawn fits, rather than panning around the highlight (#24 item 4)
+    folded = projector.evaluate(FOLDED_TO_FIT)
+    assert folded is True, folded
     assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "lock_walk.png", full=False)
     _open(projector, server, "/tour?walk=multi-turn&step=24&k=0")

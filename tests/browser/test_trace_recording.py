@@ -34,7 +34,7 @@ def test_a_recording_draws_its_final_pool_and_tree(server, page, tmp_path):
     page.locator(".radixlens-tree g.node").nth(1).wait_for(timeout=ms(60_000))
     wait_drawn(page)
     assert page.locator(".radixlens-tree g.node").count() == 2
-    assert page.locator("[data-testid=stPlotlyChart]").count() == 1  # the block grid
+    assert page.locator("[data-testid=stEChartsChart]").count() == 1  # the block grid
     text = page.inner_text("[data-testid=stMain]")
     assert "3 blocks of 2 tokens cached" in text and "2026-12-02 00:06:40" in text
     assert "e+09" not in text

@@ -25,11 +25,14 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
 
 
-# For `span` ms, every frame: how many plotly charts and trees are painted (an svg with content);
-# the fewest seen, the count at the start, and how many fragment refreshes ran meanwhile.
+# For `span` ms, every frame: how many charts (ECharts with the SVG renderer, or plotly) and
+# trees are painted (an svg with content); the fewest seen, the count at the start, and how many
+# fragment refreshes ran meanwhile.
 WATCH_DRAWN = """(span) => new Promise((done) => {
-  const painted = () => [...document.querySelectorAll("[data-testid=stPlotlyChart]")]
-    .filter((c) => c.querySelector(".main-svg") && c.getBoundingClientRect().height > 0).length
+  const shown = (sel, inner) => [...document.querySelectorAll(sel)]
+    .filter((c) => c.querySelector(inner) && c.getBoundingClientRect().height > 0).length;
+  const painted = () => shown("[data-testid=stEChartsChart]", "svg path")
+    + shown("[data-testid=stPlotlyChart]", ".main-svg")
     + [...document.querySelectorAll(".radixlens-tree")]
       .filter((t) => t.querySelector("g.node") && t.getBoundingClientRect().height > 0).length;
   const app = document.querySelector("[data-testid=stApp]"), t0 = performance.now();
@@ -87,13 +90,17 @@ def test_watch_engine_serve_and_see_a_prompt_land(engine_url, server, page, tmp_
     assert max(held) >= 1
     assert page.locator("[data-testid=stException]").count() == 0
     # the page refreshes every second, and a second prompt reruns it all: over 6 s of that no
-    # chart or tree goes blank (#24)
+    # chart or tree goes blank, not for one frame (#24 item 8: the plotly rates chart was
+    # remounted blank on most refreshes). Sent under 4x CPU throttling, where the plotly page
+    # failed every run (4 of 4; 4 of 4 unthrottled too)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Emulation.setCPUThrottlingRate", {"rate": 4})
     page.evaluate("(span) => { window.rlDrawn = (" + WATCH_DRAWN + ")(span); }", ms(6_000))
     page.get_by_role("button", name="send", exact=True).click()
     drawn = page.evaluate("() => window.rlDrawn")
+    cdp.send("Emulation.setCPUThrottlingRate", {"rate": 1})
     assert drawn["runs"] >= 2 and drawn["first"] >= 4, drawn
-    if drawn["least"] < drawn["first"]:  # seen in a full run: one chart blank for a frame
-        pytest.xfail(f"#24 item 8, open: a chart went blank during a refresh ({drawn})")
+    assert drawn["least"] == drawn["first"], drawn
     # both workers side by side: their grids drawn in one row (tabs hid all but one, #24)
     grids = [page.locator(f".st-key-watch-grid-{i}").bounding_box() for i in (0, 1)]
     assert all(g is not None and g["width"] > 0 for g in grids), grids
