@@ -1,0 +1,104 @@
+"""The Trace debugger's block view on a long trace: the button to the pool drawn (issue 27's
+< 15 s), CPU seconds, two checkouts.
+
+Each round runs, in a fresh subprocess per checkout (the order alternating round by round), the
+page `app_pages/trace.py` under Streamlit's AppTest: the upload of TRACE (default: Mooncake's
+public synthetic trace, examples/traces/mooncake_synthetic_trace.jsonl.gz, 3,993 requests) and
+its summary (timed apart), then the click on "show vLLM's block pool" (past 2,000 requests the
+block view waits for it): every block keyframe replayed, the pool after the last request drawn.
+CPU time of the process and of its finished children (the block replay may run in a worker
+process), not wall time: the shared machine's load moves wall time by several times. Prints
+each checkout's medians and whether the pages drew the same thing (every element's proto; left
+out: the memory caption and the download buttons' random file ids).
+
+    python benchmarks/block_view.py [TRACE] [--base OTHER_ROOT] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "examples" / "traces" / "mooncake_synthetic_trace.jsonl.gz"
+
+CODE = r"""
+import hashlib, json, re, resource, sys, time
+sys.path.insert(0, ".")
+from streamlit.testing.v1 import AppTest
+
+def cpu():
+    own = time.process_time()
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own + kids.ru_utime + kids.ru_stime
+
+data = open(sys.argv[1], "rb").read()
+at = AppTest.from_file("app_pages/trace.py", default_timeout=3600)
+at.run()
+t0 = cpu()
+at.file_uploader(key="trace.upload").set_value(("trace.jsonl", data, "text/plain")).run()
+from app_pages._serve import holdings
+state = holdings().get(at.session_state["trace.sid"], "trace")
+if state.get("job") is not None:
+    assert state["job"].wait(3600)
+at.run()
+t1 = cpu()
+at.button(key="trace.blocks_go").click().run()
+t2 = cpu()
+lines = []
+def walk(node):
+    proto = getattr(node, "proto", None)
+    if proto is not None:
+        text = str(proto)
+        if "Memory (estimated)" not in text:
+            lines.append(type(node).__name__ + " " + text)
+    for child in getattr(node, "children", {}).values():
+        walk(child)
+walk(at._tree)
+out = re.sub(r'deferred_file_id: "[0-9a-f]+"', 'deferred_file_id: "-"', "\n".join(lines))
+drawn = any("Block cache after" in line for line in lines)
+print(json.dumps({"summary_cpu_s": t1 - t0, "blocks_cpu_s": t2 - t1, "pool_drawn": drawn,
+                  "sha": hashlib.sha256(out.encode()).hexdigest()[:16],
+                  "exception": [str(e.value) for e in at.exception]}))
+"""
+
+
+def one(root: Path, trace: Path) -> dict:
+    done = subprocess.run([sys.executable, "-c", CODE, str(trace)], cwd=root, check=True,
+                          capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace", nargs="?", type=Path, default=SAMPLE)
+    ap.add_argument("--base", type=Path, help="a checkout to compare with")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = args.trace.resolve()
+        if trace.suffix == ".gz":
+            plain = Path(tmp) / trace.stem
+            plain.write_bytes(gzip.decompress(trace.read_bytes()))
+            trace = plain
+        roots = {"this": ROOT} | ({"other": args.base.resolve()} if args.base else {})
+        runs: dict[str, list[dict]] = {name: [] for name in roots}
+        for r in range(args.rounds):
+            for name in (list(roots) if r % 2 == 0 else list(roots)[::-1]):
+                runs[name].append(one(roots[name], trace))
+                print(name, runs[name][-1], flush=True)
+    for name, outs in runs.items():
+        print(f"{name}: summary {statistics.median(o['summary_cpu_s'] for o in outs):.2f} "
+              f"CPU-s, block view {statistics.median(o['blocks_cpu_s'] for o in outs):.2f} "
+              f"CPU-s (medians of {len(outs)}), pool drawn: {all(o['pool_drawn'] for o in outs)}")
+    print("same page drawn:", len({o["sha"] for outs in runs.values() for o in outs}) == 1)
+
+
+if __name__ == "__main__":
+    main()
