@@ -4,11 +4,23 @@ Collecting a module's doctests imports it. A module without an example, or one t
 torch or transformers, is passed over here (tests/doctest_rule.py says which and why; the
 latter's examples run as tests/test_doctests_torch.py), so collecting the suite imports neither
 torch nor transformers. Test files themselves are collected as always.
+
+torch runs one thread in the tests and in every process they start (the Streamlit server, the
+engine's model process, `engine serve`), through OMP_NUM_THREADS, set before anything imports
+torch. The suite shares two cores with the Streamlit server and Chromium; torch's OpenMP threads
+wait for each other at every op, so one preempted thread stalls all of them: the real-model
+test `test_pool_too_small_retracts_...` took 174 s with torch's default two threads and 12.8 s
+with one, on the same loaded machine, one run each. The tests check text, logits and counts,
+never speed, and compare runs made under the same setting.
 """
 
 from __future__ import annotations
 
-from tests.doctest_rule import skipped_at_collection
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from tests.doctest_rule import skipped_at_collection  # noqa: E402
 
 
 def pytest_ignore_collect(collection_path, config):
