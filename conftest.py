@@ -2,7 +2,7 @@
 
 Collecting a module's doctests imports it. A module without an example, or one that imports
 torch or transformers, is passed over here (tests/doctest_rule.py says which and why; the
-latter's examples run as tests/test_doctests_torch.py), so collecting the suite imports neither
+latter's examples run as tests/docs/test_doctests_torch.py), so collecting the suite imports neither
 torch nor transformers. Test files themselves are collected as always.
 
 torch runs one thread in the tests and in every process they start (the Streamlit server, the

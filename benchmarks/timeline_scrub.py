@@ -1,7 +1,7 @@
 """Scrubbing a long tree event log: the time of one Timeline frame at 10,000+ steps.
 
-Builds the log tests/test_viz.py scrubs (inserts of keys sharing prefixes, matches, an evict every
-50 inserts, a keyframe every 64 steps), then times `Timeline.frame` at random steps and at the
+Builds the log tests/viz/test_viz.py scrubs (inserts of keys sharing prefixes, matches, an evict
+every 50 inserts, a keyframe every 64 steps), then times `Timeline.frame` at random steps and at the
 worst case (the last micro-event of the step just before a keyframe: 63 steps of replay). The
 target (issue 13): under a second per move. The test checks the bound that makes it so (steps
 replayed per frame <= keyframe_every); this script measures the time. Prints JSON, then a table.

@@ -19,7 +19,7 @@ from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
 from radix.cluster import ROUTERS as SHARED_ROUTERS
 
 # engine/cluster.py's routers (the shared ones and its old names), named here so that
-# `serve --help` needs no torch (engine.cluster imports it); tests/test_engine_cli.py checks
+# `serve --help` needs no torch (engine.cluster imports it); tests/engine/test_engine_cli.py checks
 # that the two agree
 ROUTERS = SHARED_ROUTERS + ("prefix", "round_robin")
 

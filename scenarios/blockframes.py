@@ -100,8 +100,8 @@ class BlockFrames:
 
     - the summary (stats, rejected requests, one LookupRecord and the eviction count after
       each request) is one pass of the block-extent cache (radix/blocks/extents.py: the same
-      hits, evictions and lookups as the per-block pool, tests/test_extents.py), at the cost
-      of extents: on a 12,031-request conversation trace ~2 s against ~17 s per block;
+      hits, evictions and lookups as the per-block pool, tests/radix/blocks/test_extents.py), at the
+      cost of extents: on a 12,031-request conversation trace ~2 s against ~17 s per block;
     - the per-block pool (block ids, hashes, free-queue order: what the block view draws)
       is replayed only when a step asks for it, `every` requests at a time, keeping a
       keyframe at each multiple of `every` it passes; `keyframes_built` says how far it got.

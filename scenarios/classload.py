@@ -5,8 +5,8 @@ with the room's code, each once the last is answered, polling the room every `po
 (the page's refresh, at a fixed rate). When the version moved it notes how long ago the first
 change it had not seen happened (change -> seen latency) and checks that every prompt it sees
 carries its room's code (isolation; the tree's texts too, once at the end). Used by
-tests/test_classroom.py and benchmarks/classroom_load.py. Leaves out: browsers (AppTest and
-Playwright cover the page).
+tests/scenarios/test_classroom.py and benchmarks/classroom_load.py. Leaves out: browsers (AppTest
+and Playwright cover the page).
 """
 
 from __future__ import annotations

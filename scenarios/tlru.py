@@ -90,8 +90,8 @@ def run_tlru(threshold: int = THRESHOLD, next_prompt: int = NEXT_PROMPT,
              to_free: int = TO_FREE) -> TLRURun:
     """The same tree under LRU and under T-LRU, then evict(to_free) on each.
 
-    Defaults (4,096, Q 512; derivation in tests/test_scenarios_tlru.py): A's 7,488-token leaf
-    is the oldest, so LRU pops it; T-LRU pops the TEL-safe B (700) and C's turn 2 (2,500).
+    Defaults (4,096, Q 512; derivation in tests/scenarios/test_scenarios_tlru.py): A's 7,488-token
+    leaf is the oldest, so LRU pops it; T-LRU pops the TEL-safe B (700) and C's turn 2 (2,500).
     """
     check_params(threshold, next_prompt, to_free)
     popped = {}

@@ -5,9 +5,9 @@ scenarios/, viz/, examples/), and collecting a module's doctests imports the mod
 collection (conftest.py at the root) passes over a module that has no example (`>>>`): there is
 nothing to collect and importing it would only cost time; and over a module whose import imports
 torch or transformers (itself or through a project module it imports at its top; seconds on an
-idle machine, a minute on a loaded one, paid by every run, even `pytest tests/test_tree.py`):
-its examples run in tests/test_doctests_torch.py instead, as a test, so torch is imported only
-by a run that selects it.
+idle machine, a minute on a loaded one, paid by every run, even `pytest
+tests/radix/tree/test_tree.py`): its examples run in tests/docs/test_doctests_torch.py instead, as a
+test, so torch is imported only by a run that selects it.
 """
 
 from __future__ import annotations
@@ -86,6 +86,6 @@ def skipped_at_collection(path: Path) -> bool:
 
 
 def torch_examples() -> list[Path]:
-    """The modules whose examples tests/test_doctests_torch.py runs."""
+    """The modules whose examples tests/docs/test_doctests_torch.py runs."""
     return sorted(p for d in DOCTEST_DIRS for p in (ROOT / d).rglob("*.py")
                   if "frontend" not in p.parts and has_examples(p) and imports_torch(p))

@@ -2,7 +2,7 @@
 
 Ports are the operating system's choice (0): the server prints its URL and its publishers'
 endpoints before "ready", and the tests read them from those lines. Used by
-tests/test_engine_serve.py and tests/browser/test_watch_browser.py.
+tests/engine/test_engine_serve.py and tests/browser/test_watch_browser.py.
 """
 
 from __future__ import annotations

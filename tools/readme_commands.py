@@ -4,9 +4,9 @@ Which commands: every line of a fenced code block marked bash/sh/shell, and the 
 unmarked block that start like a command (python, .venv/bin/..., bash, source: an unmarked block
 may be a diagram). A line starting with `#` is a comment (the `#   kv events ...` output lines
 too), and so is a trailing `  # ...`. JSON blocks are data, not commands (the op-trace example
-is loaded by tests/test_readme_commands.py). Commands in the prose (inline code: the benchmarks'
-and tools' invocations, quoted with their figures) are checked, not run: they must use an
-interpreter that exists after `bash scripts/setup.sh` (`.venv/bin/python`, or `python` where the
+is loaded by tests/docs/test_readme_commands.py). Commands in the prose (inline code: the
+benchmarks' and tools' invocations, quoted with their figures) are checked, not run: they must use
+an interpreter that exists after `bash scripts/setup.sh` (`.venv/bin/python`, or `python` where the
 README says it means the project's environment; never a bare `python3`, which outside .venv
 lacks the packages) and name a script or module that exists. Running them is the benchmarks'
 business (minutes each, some with the reference wheels).
@@ -48,13 +48,13 @@ SKIPS = [
      "them on a clean clone"),
     (r"streamlit run app\.py", "a server that runs until stopped (the browser tests serve the "
      "app on a free port)"),
-    (r"engine serve", "a server that runs until stopped (tests/test_engine_serve.py starts "
+    (r"engine serve", "a server that runs until stopped (tests/engine/test_engine_serve.py starts "
      "one)"),
     (r"radix watch (tcp://|\.\.\.)", "needs a running server (the line above) to watch"),
     (r"radix watch --read", "needs a recording made by watching a server"),
     (r"llama3_8b\.json", "needs a GPU with ~20 GiB free (Llama-3-8B's shape)"),
-    (r"--model PATH", "needs a Hugging Face checkpoint of the user's (tests/test_engine_model.py "
-     "makes a tiny one)"),
+    (r"--model PATH", "needs a Hugging Face checkpoint of the user's "
+     "(tests/engine/test_engine_model.py makes a tiny one)"),
     (r"/tmp/(sgl|vllm)", "needs the reference wheels unpacked at /tmp/sgl/ex, /tmp/vllm/ex"),
     (r"\bcuda\b|--device cuda", "needs a GPU"),
 ]

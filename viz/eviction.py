@@ -6,7 +6,7 @@ and at most `MAX_DRAWN` conversations (the ones the call pops first, then a mix 
 live ones) and folds the rest into one summary node `+N more` counted from the full snapshot.
 The drawn set is chosen once per run, so node ids stay put and each pop animates in place.
 Every sentence is built from the state it describes (S's lock_ref and children, what is still
-protected, whether anything runs), and tests/test_viz_eviction.py sweeps the settings to hold
+protected, whether anything runs), and tests/viz/test_viz_eviction.py sweeps the settings to hold
 each one to its frame. Reads a `scenarios.eviction.EvictionRun` (duck-typed: viz never imports
 scenarios). Leaves out: clicks on the summary node.
 """

@@ -1,5 +1,6 @@
 """vLLM's block cache at the cost of extents, not blocks: BlockCacheManager's hits, evictions,
-free-queue order and sizes (tests/test_extents.py holds them equal) for millions of tokens.
+free-queue order and sizes (tests/radix/blocks/test_extents.py holds them equal) for millions of
+tokens.
 
 A `Segment` is a run of blocks caching chain positions [lo, hi) of one trie node (trie.py: a
 position is a block hash), one ref_cnt for all. vLLM's free queue holds unhashed blocks at its

@@ -6,8 +6,8 @@ prompt already had (a conversation's next turn repeats the last one): the same c
 hashes. `HashMemo` keeps them on a prefix trie (trie.py, which never splits or forgets) by
 namespace (LoRA, cache_salt: what enters the hash besides the tokens) and hashes only the
 rest. Exact: a hash is reused only where the tokens and namespace from the start agree
-(tests/test_block_manager.py holds memo and no memo equal). Costs a trie node per distinct
-branch and a reference per distinct block. Follows nothing upstream.
+(tests/radix/blocks/test_block_manager.py holds memo and no memo equal). Costs a trie node per
+distinct branch and a reference per distinct block. Follows nothing upstream.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `TierModel.apply(event)` keeps, per live node, (parent id, tokens, on device, on host), from
 NodeInserted, NodeSplit and the tier events (radix.events: KVBackedUp, NodeDemoted,
 DeviceLeafDropped, HostLeafEvicted, HostCopyReclaimed, KVLoadedBack, DeviceRestored).
-tests/test_hosttier.py holds it equal to the cache after every request of random runs, so
+tests/radix/test_hosttier.py holds it equal to the cache after every request of random runs, so
 every tier move is an event. Leaves out: locks, hit counts and times (the tree's own
 TreeModel, radix/tree/replay.py, rebuilds those for RadixCache).
 """

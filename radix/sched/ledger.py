@@ -14,8 +14,8 @@ before anything that reads it one by one (retraction, an eviction, a short block
 Exact, not an estimate: the free-slot count and the block pool's queue change at each step as
 step-by-step decoding changes them (the blocks are popped at the step, in the same number; a
 pop reads only the queue's head), and a settled request holds the same ids it would have (a
-run allocator grows each row in place; tests/test_ledger.py holds runs with and without the
-ledger equal). Only with a run allocator (compact rows), a priced runner and no event sink.
+run allocator grows each row in place; tests/radix/sched/test_ledger.py holds runs with and without
+the ledger equal). Only with a run allocator (compact rows), a priced runner and no event sink.
 Leaves out: requests decoding at different rates (speculative decoding).
 """
 

@@ -4,9 +4,9 @@
 cache's own mutation code: a split is node.split_edge, a new leaf node.attach, an eviction
 node.detach, hits node.count_hits; its snapshot is inspect.tree_states (RadixCache.snapshot's
 walk). Fed a run's events from an empty cache, it ends equal to the cache's `snapshot()`
-(tests/test_events.py, after every step of random runs). The event log (eventlog.py) rebuilds
-any step from a keyframe with it; the live page (scenarios/live.py) follows an engine's tree.
-Leaves out: the cache's clock, eviction heap, size counters and allocator (the events carry
+(tests/radix/tree/test_events.py, after every step of random runs). The event log (eventlog.py)
+rebuilds any step from a keyframe with it; the live page (scenarios/live.py) follows an engine's
+tree. Leaves out: the cache's clock, eviction heap, size counters and allocator (the events carry
 their results: times, leaf-set changes, lock counts); block-cache events.
 """
 

@@ -1,0 +1,104 @@
+"""scenarios/explain.py and viz/explain.py: the Trace debugger's explainer panel below the page:
+the budget it holds, cancel, each bucket's requests and the replay step each one maps to."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from radix.runs.explain import BUCKETS
+from radix.traces import load_trace
+from scenarios.budget import Budget, BudgetError
+from scenarios.explain import (
+    KEPT_PER_REQUEST,
+    WHAT,
+    estimate,
+    examples,
+    run_explain,
+    run_what_ifs,
+    step_of,
+)
+from scenarios.trace import Cancelled, replay
+from viz.explain import bucket_figure, bucket_rows, capacity_figure, loser_rows, prefix_rows
+
+TRACES = Path(__file__).resolve().parents[2] / "examples" / "traces"
+A = list(range(1, 41))
+ROWS = [{"rid": "a", "arrival": 0, "tokens": A, "output_len": 2},
+        {"rid": "b", "arrival": 9, "tokens": A, "output_len": 2},
+        {"rid": "c", "arrival": 18, "tokens": list(range(100, 110)), "output_len": 1}]
+DATA = "".join(json.dumps(r) + "\n" for r in ROWS).encode()
+
+
+def test_buckets_examples_and_the_steps_they_link_to():
+    """a and b share 40 tokens (b comes after a finished), c is its own. Tree: b hits 39, the
+    last-token cap 1; first seen: a's 40 + c's 10. The hit bucket's example is b (39), whose
+    lookup is log step 4 (reset, a's match, lock, finish): the tree after it is step 5; for
+    the block cache, the tree after b's finish (log step 6): 7. The budget holds the kept
+    result's bytes afterwards."""
+    budget = Budget(2**30, 2**31)
+    r = replay(DATA, "abc.jsonl", session_id="s", budget=budget)
+    x = run_explain(r.trace, r.digest, r.capacity, session_id="s", budget=budget)
+    e = x.explanation
+    assert e.prompt_tokens == 90
+    for side in ("tree", "blocks"):
+        assert sum(e.totals[side].values()) == 90
+    assert [(ex.rid, ex.tokens) for ex in x.examples["tree"]["hit"]] == [("b", 39)]
+    assert [(ex.rid, ex.tokens) for ex in x.examples["tree"]["first_seen"]] == [
+        ("a", 40), ("c", 10)]
+    assert step_of(r, "b", "tree") == 5 and step_of(r, "b", "blocks") == 7
+    assert step_of(r, "nobody", "tree") is None
+    assert budget._held["s"][WHAT] == KEPT_PER_REQUEST * 3
+
+
+def test_examples_are_the_largest_first_per_bucket():
+    """A hand-made explanation: the examples of a bucket are its requests with tokens in it,
+    the largest first, ties in trace order, at most `top`."""
+    from types import SimpleNamespace as NS
+
+    zero = dict.fromkeys(BUCKETS, 0)
+    reqs = [NS(rid=f"r{i}", tree=zero | {"hit": n, "first_seen": 10 - n}) for i, n in
+            enumerate([3, 0, 7, 3, 5])]
+    e = NS(totals={"tree": {}}, requests=reqs)
+    got = examples(e, top=3)["tree"]
+    assert [x.rid for x in got["hit"]] == ["r2", "r4", "r0"]
+    assert [x.rid for x in got["first_seen"]] == ["r1", "r0", "r3"]
+    assert got["evicted"] == []
+
+
+def test_refused_by_the_budget_and_cancelled_hold_nothing():
+    """A budget smaller than the estimate refuses with the figures; a cancelled run stops at
+    its first progress report and releases its reservation."""
+    trace = load_trace(DATA)
+    small = Budget(estimate(trace) - 1, 2**31)
+    with pytest.raises(BudgetError, match="trace explain needs"):
+        run_explain(trace, "d", 1_000_000, session_id="s", budget=small)
+    assert small.usage("s").session == 0
+    budget, stop = Budget(2**30, 2**31), threading.Event()
+    stop.set()
+    with pytest.raises(Cancelled):
+        run_explain(trace, "d", 1_000_000, session_id="s", budget=budget, cancel=stop)
+    assert budget.usage("s").session == 0
+
+
+def test_what_ifs_fill_in_with_progress_and_figures_carry_units():
+    """The what-ifs of the Mooncake excerpt: >= 8 capacities plus unbounded, page sizes 1, 16,
+    64, namespaces on/off; progress only rises and ends at 1. The figures and tables draw."""
+    trace = load_trace(TRACES / "mooncake_excerpt.jsonl")
+    x = run_explain(trace, "d", 1_000_000, budget=Budget(2**30, 2**31))
+    seen: list[float] = []
+    run_what_ifs(trace, x, progress=lambda f, _t: seen.append(f))
+    w = x.explanation.what_if
+    assert len(w["capacity"]) >= 9 and [p["page_size"] for p in w["page_size"]] == [1, 16, 64]
+    assert seen == sorted(seen) and 0 < seen[-1] <= 1
+    fig = capacity_figure(w["capacity"], x.explanation.working_set)
+    assert fig.layout.xaxis.type == "log" and len(fig.data) == 2
+    rows = bucket_rows(x.explanation)
+    assert rows["bucket"][-1] == "all prompt tokens"
+    assert rows["radix tree (SGLang)"][-1] == f"{x.explanation.prompt_tokens:,} tokens"
+    assert {t.name for t in bucket_figure(x.explanation).data} >= {"hit"}
+    prefixes = prefix_rows(x.explanation.top_prefixes["tree"], mooncake=True)
+    assert prefixes and "first hash ids" in prefixes[0]
+    assert all(r["lost"] for r in loser_rows(x.explanation.top_losers["tree"], "tree"))
