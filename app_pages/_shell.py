@@ -113,6 +113,14 @@ def presenter_tree_px(share: float, height: int) -> tuple[float, float] | None:
     return (PRESENTER_PAGE_PX - COLUMN_GAP_PX) * share, float(height)
 
 
+def presenter_fit(share: float, height: int) -> tuple[float, float, float] | None:
+    """Presenter mode: (width px, height px, smallest label px) of a tree view in a column
+    taking `share` of the page, for the scene builders that fold to fit (fit_tree_scene);
+    None otherwise."""
+    box = presenter_tree_px(share, height)
+    return None if box is None else (*box, min_font_px())
+
+
 def link_int(name: str, default: int, lo: int, hi: int) -> int:
     """An int URL parameter clamped to lo..hi (default when absent or not a number)."""
     raw = st.query_params.get(name)

@@ -1,0 +1,127 @@
+"""Presenter mode's folding on the Eviction lab, Live, Classroom and Scheduler trees (#24 item 4):
+each page's scene builder, given the presenter's view size, folds through viz/scene.py's one
+fit_tree_scene until every label keeps 14 px. Known answers on small inputs, no browser.
+
+The views (app_pages/_shell.py's presenter_tree_px): the tree's column is 0.6 of a 1,100 px
+page less one 16 px gap, 650.4 px wide; tree_height(h) is h x 1.15 tall. At 14 px labels (edge
+labels are 9 scene units) a scene fits when (width + 16) x 14 / 9 <= 650.4, i.e. it is at most
+402.1 units wide.
+"""
+
+from __future__ import annotations
+
+from app_pages._room_view import fitted_scene
+from radix.tree.radix_cache import RadixCache
+from scenarios.eviction import run_eviction
+from scenarios.scheduler import sort_queue
+from viz.eviction import drawn_conversations, lab_frame
+from viz.live import live_scene
+from viz.scene import fits, tree_scene
+from viz.scheduler import match_scene
+from viz.timeline import Timeline
+
+WIDE = (1_100 - 16) * 0.6  # 650.4 px
+
+
+def _fit(height: int) -> tuple[float, float, float]:
+    return WIDE, height * 1.15, 14.0
+
+
+def _ids(scene: dict) -> list[str]:
+    return [n["id"] for n in scene["nodes"]]
+
+
+def _node(scene: dict, ident: str) -> dict:
+    return next(n for n in scene["nodes"] if n["id"] == ident)
+
+
+def _fan(n: int) -> RadixCache:
+    """A root with n children: child i (i = 1..n) holds i tokens [i, 0, 0, ...], node id i."""
+    c = RadixCache()
+    for i in range(1, n + 1):
+        c.insert([i] + [0] * (i - 1))
+    return c
+
+
+def test_eviction_lab_folds_to_rag_the_picked_leaf_and_the_summary():
+    """Default state (400 conversations, the 16 oldest finished: ids 3..18), mru, frame 1: the
+    pick of conv-015 (#18). Unfolded (LR, RAG + 8 conversations + summary) it is 618 units
+    wide, too wide for the 650.4 x 460 px view. Folded (top-down): root, S, RAG, #18 (role
+    evicted) and S's summary: 401 children - RAG - #18 = 399 folded, 384 live (locked) and
+    16 - 1 = 15 finished (evictable leaves), one count a line. Frame 0 draws #18 too (first in
+    drawn_conversations' pop order), so the pick and the pop animate in place."""
+    run = run_eviction("mru")
+    tl = Timeline(run.log)
+    fit = _fit(400)
+    whole = lab_frame(run, tl, 1).scene
+    assert (whole["rankdir"], len(whole["nodes"])) == ("LR", 12) and not fits(whole, *fit)
+    scene = lab_frame(run, tl, 1, fit).scene
+    assert fits(scene, *fit) and scene["rankdir"] == "TB"
+    assert _ids(scene) == ["n0", "n2", "n1", "n18", "m2"]
+    assert _node(scene, "n18")["role"] == "evicted"
+    assert _node(scene, "m2")["label"] == "+399 more\n384 locked\n15 evictable leaves"
+    assert _ids(lab_frame(run, tl, 0, fit).scene) == _ids(scene)
+
+
+def test_eviction_lab_folds_just_enough_for_a_wider_view():
+    """Same frame, wider views fold less: at 846 px 4 children a node fit (RAG and #18, #17,
+    #16, the first three in drawn_conversations' pop order); at 1,301 px 8 a node (RAG and 7
+    conversations); at 1,951 px all 8 drawn conversations and RAG, as without a fit."""
+    run = run_eviction("mru")
+    tl = Timeline(run.log)
+    assert drawn_conversations(run)[:3] == [18, 17, 16]
+    four = lab_frame(run, tl, 1, (846.0, 460.0, 14.0)).scene
+    assert sorted(_ids(four)) == sorted(["n0", "n2", "n1", "n18", "n17", "n16", "m2"])
+    eight = lab_frame(run, tl, 1, (1_301.0, 460.0, 14.0)).scene
+    assert len(_ids(eight)) == 3 + 7 + 1 and fits(eight, 1_301.0, 460.0, 14.0)
+    every = lab_frame(run, tl, 1, (1_951.0, 460.0, 14.0)).scene
+    assert {f"n{i}" for i in drawn_conversations(run)} <= set(_ids(every))
+
+
+def test_live_scene_folds_to_fit_and_keeps_the_selection():
+    """20 leaves of 1..20 tokens ("20 tok" newline "[20 0 0 0 0…]" under each), the Live view
+    650.4 x 391 px: 12 a node (the page's default) and 2 a node are too wide at 14 px, so one
+    child a node is drawn, the largest (#20), and 19 fold into "+19 more"; drawn + folded =
+    21. A selected leaf (#1, the smallest) is kept beside it."""
+    snap = _fan(20).snapshot()
+    fit = _fit(340)
+    assert not fits(tree_scene(snap, max_children=2), *fit)
+    scene, drawn, folded = live_scene(snap, None, None, 12, fit)
+    assert _ids(scene) == ["n0", "n20", "m0"] and (drawn, folded) == (2, 19)
+    assert _node(scene, "m0")["label"] == "+19 more\n19 evictable leaves" and fits(scene, *fit)
+    scene, drawn, folded = live_scene(snap, None, 1, 12, fit)
+    assert _ids(scene) == ["n0", "n1", "n20", "m0"] and (drawn, folded) == (3, 18)
+    assert _node(scene, "n1")["role"] == "selected"
+    assert live_scene(snap, None, None, 12)[1:] == (13, 8)  # no fit: as before
+
+
+def test_classroom_presenter_scene_is_built_once_per_version():
+    """The Classroom's shared view keeps its snapshot; a presenter's folded tree is
+    live_scene's with the fit, built by the first presenter and reused by the next; another
+    view size rebuilds it."""
+    shared = {"snapshot": _fan(20).snapshot(), "decode": None}
+    fit = _fit(320)
+    first = fitted_scene(shared, fit)
+    assert first == live_scene(shared["snapshot"], None, None, 12, fit)[0]
+    assert fitted_scene(shared, fit) is first
+    wider = fitted_scene(shared, (2_000.0, 368.0, 14.0))
+    assert wider is not first and len(wider["nodes"]) > len(first["nodes"])
+
+
+def test_scheduler_match_scene_keeps_the_path_and_folds_the_rest():
+    """LPM, 24 waiting: the tree is root -> S (#6, 512 tok) -> F (#2, 1,543) -> four histories
+    (#1, #3, #4, #5), plus #7 (50 tok) under S: 516 units wide, too wide for 650.4 x 345 px.
+    q006 (warm S+F) matches #6, #2: both drawn as matched, #7 and the four histories fold into
+    "m6" and "m2", and it fits in width (one child a node is still 4 ranks: too tall, so depth
+    caps follow, but a kept path is never cut: the view pans down to it). q000 (cold) matches
+    nothing: capped at S, its 6 nodes below in one "+2 more (6 nodes)", all inside the view."""
+    sort = sort_queue("lpm", 24, 32, 32)
+    fit = _fit(300)
+    assert not fits(match_scene(sort.tree, sort.prompts["q006"]), *fit)
+    warm = match_scene(sort.tree, sort.prompts["q006"], fit)
+    assert _ids(warm) == ["n0", "n6", "n2", "m6", "m2"]
+    assert [_node(warm, i)["role"] for i in ("n6", "n2")] == ["matched", "matched"]
+    assert (warm["width"] + 16) * 14 / 9 <= WIDE
+    cold = match_scene(sort.tree, sort.prompts["q000"], fit)
+    assert _ids(cold) == ["n0", "n6", "m6"] and fits(cold, *fit)
+    assert _node(cold, "m6")["label"].startswith("+2 more (6 nodes)")
