@@ -94,8 +94,8 @@ def max_scale() -> float:
 
 
 def min_font_px() -> float:
-    """The tree view's smallest label on screen: 14 px on a projector (the Tour folds a bigger
-    tree to fit, presenter_tree_px; what still does not fit is shown around what is
+    """The tree view's smallest label on screen: 14 px on a projector (a page folds a bigger
+    tree to fit, presenter_fit; what still does not fit is shown around what is
     highlighted and pans), else 0 (the whole tree fits, however small)."""
     return 14.0 if presenter() else 0.0
 

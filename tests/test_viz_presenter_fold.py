@@ -16,7 +16,7 @@ from scenarios.eviction import run_eviction
 from scenarios.scheduler import sort_queue
 from viz.eviction import drawn_conversations, lab_frame
 from viz.live import live_scene
-from viz.scene import fits, tree_scene
+from viz.scene import fits, fold_tree, tree_scene
 from viz.scheduler import match_scene
 from viz.timeline import Timeline
 
@@ -125,3 +125,12 @@ def test_scheduler_match_scene_keeps_the_path_and_folds_the_rest():
     cold = match_scene(sort.tree, sort.prompts["q000"], fit)
     assert _ids(cold) == ["n0", "n6", "m6"] and fits(cold, *fit)
     assert _node(cold, "m6")["label"].startswith("+2 more (6 nodes)")
+
+
+def test_prefer_ranks_after_keep_and_before_size():
+    """A root with 10 children of 1..10 tokens, 3 a node: by size 10, 9, 8; prefer [2, 5]
+    puts 2 and 5 first, then the largest (10); kept 7 comes before both: 7, 2, 5."""
+    snap = _fan(10).snapshot()
+    assert fold_tree(snap, 3).drawn == {0, 10, 9, 8}
+    assert fold_tree(snap, 3, prefer=[2, 5]).drawn == {0, 2, 5, 10}
+    assert fold_tree(snap, 3, keep=[7], prefer=[2, 5]).drawn == {0, 7, 2, 5}
