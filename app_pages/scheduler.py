@@ -11,7 +11,6 @@ from app_pages._shell import (
     presenter,
     presenter_fit,
     say,
-    tree_height,
 )
 from radix.runs.costs import LABEL, CostModel
 from scenarios.scheduler import (
@@ -28,6 +27,8 @@ from scenarios.scheduler import (
 from viz.blocks import block_grid_figure, request_chain
 from viz.component import tree_view
 from viz.scheduler import burst_figure, match_scene, queue_figure
+
+PRESENTER_TREE_PX = 405
 
 
 @st.cache_resource(max_entries=16, show_spinner="sorting the waiting queue…")
@@ -73,9 +74,12 @@ shown = c[4].selectbox("request whose match to show", [r.rid for r in order], ke
 left, right = st.columns([3, 2])
 with left:
     st.markdown(f"**The tree the sort matched against: {shown}'s match in blue**")
-    fit = presenter_fit(0.6, tree_height(300))
-    tree_view(match_scene(sort.tree, sort.prompts[shown], fit), key="scheduler.tree",
-              height=tree_height(300), max_scale=max_scale(), min_font_px=min_font_px())
+    # presenter: a match three levels deep and its fold stubs at 14 px labels, (244 + 16) x
+    # 14 / 9 = 404.4 px tall (tests/test_viz_presenter_fold.py); still above the fold
+    height = PRESENTER_TREE_PX if presenter() else 300
+    tree_view(match_scene(sort.tree, sort.prompts[shown], presenter_fit(0.6, height)),
+              key="scheduler.tree", height=height, max_scale=max_scale(),
+              min_font_px=min_font_px())
 with right:
     chain = [lk.block_id for lk in request_chain(sort.blocks, sort.prompts[shown]) if lk.block_id]
     st.plotly_chart(block_grid_figure(sort.blocks, columns=32, chain_ids=chain,

@@ -110,21 +110,27 @@ def test_classroom_presenter_scene_is_built_once_per_version():
 
 def test_scheduler_match_scene_keeps_the_path_and_folds_the_rest():
     """LPM, 24 waiting: the tree is root -> S (#6, 512 tok) -> F (#2, 1,543) -> four histories
-    (#1, #3, #4, #5), plus #7 (50 tok) under S: 516 units wide, too wide for 650.4 x 345 px.
-    q006 (warm S+F) matches #6, #2: both drawn as matched, #7 and the four histories fold into
-    "m6" and "m2", and it fits in width (one child a node is still 4 ranks: too tall, so depth
-    caps follow, but a kept path is never cut: the view pans down to it). q000 (cold) matches
-    nothing: capped at S, its 6 nodes below in one "+2 more (6 nodes)", all inside the view."""
+    (#1 120, #3 260, #4 400, #5 610 tok), plus #7 (50 tok) under S: 516 units wide, too wide
+    for the Scheduler's presenter view, 650.4 x 405 px (app_pages/scheduler.py); 2 a node is
+    still 456.6 units wide. One a node: S keeps F and #7 (a single leftover is drawn, not
+    folded), F keeps its largest, #5, and folds #1, #3, #4 (120 + 260 + 400 = 780 tok): 4
+    ranks, 231 units tall, (231 + 16) x 14 / 9 = 384.2 px <= 405 (not <= the old 345). q021
+    (first offered) matches #6, #2, #5, all drawn as matched; q003 matches #1, the smallest
+    history, drawn in #5's place; q000 (cold) matches nothing."""
     sort = sort_queue("lpm", 24, 32, 32)
-    fit = _fit(300)
-    assert not fits(match_scene(sort.tree, sort.prompts["q006"]), *fit)
-    warm = match_scene(sort.tree, sort.prompts["q006"], fit)
-    assert _ids(warm) == ["n0", "n6", "n2", "m6", "m2"]
-    assert [_node(warm, i)["role"] for i in ("n6", "n2")] == ["matched", "matched"]
-    assert (warm["width"] + 16) * 14 / 9 <= WIDE
+    fit = (WIDE, 405.0, 14.0)
+    assert not fits(match_scene(sort.tree, sort.prompts["q021"]), *fit)
+    assert not fits(tree_scene(sort.tree, max_children=2), *fit)
+    warm = match_scene(sort.tree, sort.prompts["q021"], fit)
+    assert _ids(warm) == ["n0", "n6", "n2", "n5", "n7", "m2"] and fits(warm, *fit)
+    assert [_node(warm, i)["role"] for i in ("n6", "n2", "n5")] == ["matched"] * 3
+    assert next(e for e in warm["edges"] if e["id"] == "em2")["label"] == "780 tok"
+    assert not fits(warm, WIDE, 345.0, 14.0)
+    other = match_scene(sort.tree, sort.prompts["q003"], fit)
+    assert _ids(other) == ["n0", "n6", "n2", "n1", "n7", "m2"] and fits(other, *fit)
+    assert _node(other, "n1")["role"] == "matched"
     cold = match_scene(sort.tree, sort.prompts["q000"], fit)
-    assert _ids(cold) == ["n0", "n6", "m6"] and fits(cold, *fit)
-    assert _node(cold, "m6")["label"].startswith("+2 more (6 nodes)")
+    assert _ids(cold) == _ids(warm) and {n["role"] for n in cold["nodes"]} == {""}
 
 
 def test_prefer_ranks_after_keep_and_before_size():

@@ -151,9 +151,13 @@ def test_policies_pop_different_leaves(server, projector):
 def test_scheduler_shows_tree_and_blocks(server, projector, tmp_path):
     """The tree whose matches decide LPM's order (the first offered request's path in blue)
     and vLLM's pool beside it, both in view at 1280 x 800; the queue chart's before -> after
-    buttons are not under plotly's toolbar."""
+    buttons are not under plotly's toolbar. At 14 px the tree folds (a "+N more" stub) until
+    all of it, root to the matched leaf, lies inside the view (#24 item 4; old code: the root
+    above the view, panned)."""
     _open(projector, server, "/scheduler")
     assert projector.locator(f"{TREE} g.node[data-role=matched]").count() >= 2
+    folded = projector.evaluate(FOLDED_TO_FIT)
+    assert folded is True, folded
     grid = "[data-testid=stPlotlyChart]:has-text(\"vLLM's pool\")"
     projector.wait_for_selector(grid, timeout=ms(60_000))
     assert in_viewport(projector, TREE) and in_viewport(projector, grid)
