@@ -15,7 +15,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages._shell import max_scale, min_font_px, presenter, say, tree_height
+from app_pages._shell import max_scale, min_font_px, presenter, presenter_fit, say, tree_height
 from radix.runs.costs import LABEL
 from viz.blocks import block_grid_figure, grid_caption
 from viz.component import tree_view
@@ -64,11 +64,12 @@ def show_session(session: Any, polling: bool, measured: str) -> None:
 def _tree(session: Any) -> None:
     snap = session.tree.snapshot()
     selected = st.session_state.get("live.selected")
+    fit = presenter_fit(0.6, tree_height(340))  # the left of columns [3, 2]
     cached = st.session_state.get("live.scene")
-    if cached is None or cached[0] != (snap.step, session.tree.num_events, selected):
-        scene = live_scene(snap, session.decode, selected, MAX_CHILDREN)
+    if cached is None or cached[0] != (snap.step, session.tree.num_events, selected, fit):
+        scene = live_scene(snap, session.decode, selected, MAX_CHILDREN, fit)
         cached = st.session_state["live.scene"] = ((snap.step, session.tree.num_events,
-                                                    selected), *scene)
+                                                    selected, fit), *scene)
     _, scene, drawn, folded = cached
     st.caption(f"Tree: {len(snap.nodes) - 1} nodes, {snap.total_size:,} tokens cached "
                f"({snap.protected_size:,} locked by running requests)."

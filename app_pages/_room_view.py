@@ -3,7 +3,8 @@
 Not a page (app.py does not list it). One fragment reruns every REFRESH_S seconds: it takes in
 the engine's news (`room.pump()`) and rebuilds the tree's scene, the grid and the table only when
 the room's version moved; otherwise it redraws what it kept. Everyone in a room sees the same
-pictures; a student's own prompts carry a star.
+pictures; a student's own prompts carry a star. A presenter's tree is folded to keep 14 px
+labels (`fitted_scene`, from the same snapshot), once per version for every presenter.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages._shell import max_scale, min_font_px, presenter, say, tree_height
+from app_pages._shell import max_scale, min_font_px, presenter, presenter_fit, say, tree_height
 from viz.blocks import block_grid_figure, grid_caption
 from viz.classroom import ask_rows, room_counts, status_line
 from viz.component import tree_view
@@ -40,12 +41,16 @@ def show_room(room: Any, sid: str) -> None:
             _SHARED.pop(room.code, None)
             return
         version = room.pump()
+        fit = presenter_fit(0.6, tree_height(320))  # the left of columns [3, 2]
         kept = st.session_state.get("classroom.view")
-        if kept is None or kept[0] != (room.code, version):
-            view = dict(shared_view(room, version))
+        if kept is None or kept[0] != (room.code, version, fit):
+            shared = shared_view(room, version)
+            view = dict(shared)
+            if fit is not None and view["scene"] is not None:
+                view["scene"] = fitted_scene(shared, fit)
             view["rows"] = ask_rows(view["asks"], room.session.text, mine=sid,
                                     states=view["states"])
-            kept = st.session_state["classroom.view"] = ((room.code, version), view)
+            kept = st.session_state["classroom.view"] = ((room.code, version, fit), view)
         _draw(kept[1])
 
     _view()
@@ -57,6 +62,17 @@ def shared_view(room: Any, version: int) -> dict[str, Any]:
         held = _SHARED.get(room.code)
         if held is None or held[0] < version:
             held = _SHARED[room.code] = (version, _build(room))
+        return held[1]
+
+
+def fitted_scene(shared: dict[str, Any], fit: tuple[float, float, float]) -> dict[str, Any]:
+    """The shared view's tree folded to fit a presenter's view (live_scene's `fit`), from the
+    same snapshot as the rest of the view; built once per version for every presenter."""
+    with _SHARED_LOCK:
+        held = shared.get("fitted")
+        if held is None or held[0] != fit:
+            scene = live_scene(shared["snapshot"], shared["decode"], None, MAX_CHILDREN, fit)[0]
+            held = shared["fitted"] = (fit, scene)
         return held[1]
 
 
@@ -73,7 +89,7 @@ def _build(room: Any) -> dict[str, Any]:
         "told": lines[-1] if lines else "No events yet: ask a question.",
         "tree": (f"Tree: {len(snap.nodes) - 1} nodes, {snap.total_size:,} tokens cached "
                  f"({snap.protected_size:,} locked by running requests)."),
-        "scene": scene,
+        "scene": scene, "snapshot": snap, "decode": session.decode,
         "grid": None if blocks is None else (
             block_grid_figure(blocks, columns=24, stop_text="vLLM's block pool, same requests"),
             grid_caption(blocks)),

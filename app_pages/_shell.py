@@ -94,8 +94,8 @@ def max_scale() -> float:
 
 
 def min_font_px() -> float:
-    """The tree view's smallest label on screen: 14 px on a projector (the Tour folds a bigger
-    tree to fit, presenter_tree_px; what still does not fit is shown around what is
+    """The tree view's smallest label on screen: 14 px on a projector (a page folds a bigger
+    tree to fit, presenter_fit; what still does not fit is shown around what is
     highlighted and pans), else 0 (the whole tree fits, however small)."""
     return 14.0 if presenter() else 0.0
 
@@ -111,6 +111,14 @@ def presenter_tree_px(share: float, height: int) -> tuple[float, float] | None:
     if not presenter():
         return None
     return (PRESENTER_PAGE_PX - COLUMN_GAP_PX) * share, float(height)
+
+
+def presenter_fit(share: float, height: int) -> tuple[float, float, float] | None:
+    """Presenter mode: (width px, height px, smallest label px) of a tree view in a column
+    taking `share` of the page, for the scene builders that fold to fit (fit_tree_scene);
+    None otherwise."""
+    box = presenter_tree_px(share, height)
+    return None if box is None else (*box, min_font_px())
 
 
 def link_int(name: str, default: int, lo: int, hi: int) -> int:

@@ -7,7 +7,15 @@ import streamlit as st
 import scenarios.eviction as lab
 from app_pages import _hosttier, _tlru
 from app_pages._player import Player
-from app_pages._shell import long_caption, max_scale, min_font_px, presenter, say, tree_height
+from app_pages._shell import (
+    long_caption,
+    max_scale,
+    min_font_px,
+    presenter,
+    presenter_fit,
+    say,
+    tree_height,
+)
 from radix.runs.costs import LABEL, CostModel
 from radix.tree.eviction import POLICIES
 from viz.blocks import block_grid_figure, grid_caption
@@ -83,7 +91,7 @@ blk = _blocks(state, int(to_free))
 
 
 def _show(k: int, duration_ms: int) -> None:
-    frame = lab_frame(run, tl, k)
+    frame = lab_frame(run, tl, k, presenter_fit(0.6, tree_height(400)))  # columns [3, 2]
     st.markdown(f"**Radix tree (SGLang), {policy}: frame {frame.k} / {frame.num_frames - 1}**")
     say("info", frame.line)
     long_caption(flavor_line(run.flavor))

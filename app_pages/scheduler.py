@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages._shell import long_caption, max_scale, min_font_px, presenter, say, tree_height
+from app_pages._shell import (
+    long_caption,
+    max_scale,
+    min_font_px,
+    presenter,
+    presenter_fit,
+    say,
+)
 from radix.runs.costs import LABEL, CostModel
 from scenarios.scheduler import (
     FALLBACK_LEN,
@@ -19,8 +26,9 @@ from scenarios.scheduler import (
 )
 from viz.blocks import block_grid_figure, request_chain
 from viz.component import tree_view
-from viz.scene import match_path, tree_scene
-from viz.scheduler import burst_figure, queue_figure
+from viz.scheduler import burst_figure, match_scene, queue_figure
+
+PRESENTER_TREE_PX = 405
 
 
 @st.cache_resource(max_entries=16, show_spinner="sorting the waiting queue…")
@@ -63,12 +71,14 @@ order = sorted(sort.rows, key=lambda r: r.after)
 shown = c[4].selectbox("request whose match to show", [r.rid for r in order], key="scheduler.show",
                      help="the first offered by default: the tree path it matched, and its "
                           "block chain")
-path = match_path(sort.tree, sort.prompts[shown])
 left, right = st.columns([3, 2])
 with left:
     st.markdown(f"**The tree the sort matched against: {shown}'s match in blue**")
-    tree_view(tree_scene(sort.tree, highlight={i: "matched" for i in path}),
-              key="scheduler.tree", height=tree_height(300), max_scale=max_scale(),
+    # presenter: a match three levels deep and its fold stubs at 14 px labels, (244 + 16) x
+    # 14 / 9 = 404.4 px tall (tests/test_viz_presenter_fold.py); still above the fold
+    height = PRESENTER_TREE_PX if presenter() else 300
+    tree_view(match_scene(sort.tree, sort.prompts[shown], presenter_fit(0.6, height)),
+              key="scheduler.tree", height=height, max_scale=max_scale(),
               min_font_px=min_font_px())
 with right:
     chain = [lk.block_id for lk in request_chain(sort.blocks, sort.prompts[shown]) if lk.block_id]

@@ -5,6 +5,8 @@ frame, and the policies side by side.
 and at most `MAX_DRAWN` conversations (the ones the call pops first, then a mix of finished and
 live ones) and folds the rest into one summary node `+N more` counted from the full snapshot.
 The drawn set is chosen once per run, so node ids stay put and each pop animates in place.
+Presenter mode draws top-down and folds further through viz/scene.py's fit_tree_scene (the
+drawn set ranked first, in its order) until every label keeps 14 px.
 Every sentence is built from the state it describes (S's lock_ref and children, what is still
 protected, whether anything runs), and tests/viz/test_viz_eviction.py sweeps the settings to hold
 each one to its frame. Reads a `scenarios.eviction.EvictionRun` (duck-typed: viz never imports
@@ -16,7 +18,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from radix import events as ev
-from viz.scene import tree_scene
+from viz.scene import fit_tree_scene, tree_scene
 from viz.timeline import Timeline
 
 MAX_DRAWN = 8  # conversation leaves drawn one by one; the rest fold into the summary node
@@ -55,23 +57,34 @@ def drawn_conversations(run: Any) -> list[int]:
     return out
 
 
-def collapsed_scene(run: Any, snapshot: Any, highlight: dict[int, str],
-                    drawn: list[int]) -> dict[str, Any]:
+def collapsed_scene(run: Any, snapshot: Any, highlight: dict[int, str], drawn: list[int],
+                    fit: tuple[float, float, float] | None = None) -> dict[str, Any]:
     """The scene of `snapshot` with the undrawn conversation leaves folded into S's summary
     node (`m<S id>`, counted from the full snapshot); S and RAG are named on their boxes.
+    `fit` (presenter mode: view width and height, smallest label, in px): folded further by
+    viz/scene.py's fit_tree_scene until every label keeps that size; S, RAG and the
+    highlighted leaf stay, the other conversations are dropped from the end of `drawn`.
 
     All 400 live: 8 drawn, the summary says '+392 more' and '392 locked'.
     """
     conv = set(run.conv_ids)
-    keep = [n.id for n in snapshot.nodes if n.id not in conv] + list(drawn)
+    fixed = [n.id for n in snapshot.nodes if n.id not in conv]
     firsts = {n.token_ids[0]: run.names[n.id] for n in snapshot.nodes
               if n.token_ids and n.id in run.names}
     present = {n.id for n in snapshot.nodes}
     names = {i: name for i, name in run.names.items()
              if i in present and not name.startswith("conv-")}
     # LR: the many siblings under S stack down the screen instead of shrinking the picture
-    return tree_scene(snapshot, highlight=highlight, rankdir="LR", max_children=len(drawn) or 1,
-                      keep=keep, decode=lambda ids: firsts.get(ids[0], "…"), names=names)
+    items = {"highlight": highlight, "rankdir": "TB" if fit else "LR", "names": names,
+             "decode": lambda ids: firsts.get(ids[0], "…")}
+    if fit is None:
+        return tree_scene(snapshot, max_children=len(drawn) or 1, keep=fixed + list(drawn),
+                          **items)
+    parents = {n.parent for n in snapshot.nodes if n.id in conv}
+    beside = max((sum(1 for n in snapshot.nodes if n.parent == p and n.id not in conv)
+                  for p in parents), default=0)  # RAG beside the conversations under S
+    return fit_tree_scene(snapshot, *fit, max_children=len(drawn) + beside or 1, keep=fixed,
+                          prefer=drawn, **items)
 
 
 def describe(evicted: list[tuple[int, str, int]]) -> str:
@@ -189,8 +202,10 @@ def _freed(events: list[ev.Event]) -> int:
     return sum(e.num_tokens for e in events if isinstance(e, ev.NodeEvicted))
 
 
-def lab_frame(run: Any, timeline: Timeline, k: int) -> LabFrame:
-    """Frame k, 0 <= k < num_frames(run): the last one is the tree after the call."""
+def lab_frame(run: Any, timeline: Timeline, k: int,
+              fit: tuple[float, float, float] | None = None) -> LabFrame:
+    """Frame k, 0 <= k < num_frames(run): the last one is the tree after the call; `fit`:
+    presenter mode's view size and smallest label (collapsed_scene)."""
     micro = run.log.micro_events(run.evict_step)
     k = max(0, min(k, len(micro) + 1))
     freed = _freed(micro[:k])
@@ -201,7 +216,7 @@ def lab_frame(run: Any, timeline: Timeline, k: int) -> LabFrame:
         snap = timeline.frame(run.evict_step, k).snapshot
         highlight = _pick_highlight(micro[k - 1] if k else None)
         line = first_line(run, snap) if k == 0 else event_line(run, micro[k - 1], freed)
-    scene = collapsed_scene(run, snap, highlight, drawn_conversations(run))
+    scene = collapsed_scene(run, snap, highlight, drawn_conversations(run), fit)
     evictable = snap.evictable_size
     last = micro[k - 1] if 0 < k <= len(micro) else None
     if isinstance(last, ev.NodeEvicted) and last.node_id in snap.by_id():

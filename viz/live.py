@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from radix.runs.costs import CostModel
-from viz.scene import fold_tree, tree_scene
+from viz.scene import fit_tree_scene, tree_scene
 from viz.words import told_line
 
 COLUMNS = ("request", "cache", "status", "prompt tokens", "matched", "prefilled",
@@ -80,14 +80,19 @@ def measured_label(loaded: Any) -> str:
 
 
 def live_scene(snapshot: Any, decode: Callable[[list[int]], str] | None, selected: int | None,
-               max_children: int = 12) -> tuple[dict[str, Any], int, int]:
+               max_children: int = 12, fit: tuple[float, float, float] | None = None
+               ) -> tuple[dict[str, Any], int, int]:
     """(scene, nodes drawn, nodes folded): at most `max_children` children per node, the selected
     node (outlined) and locked ones (running requests) first. A root with 20 leaves, 12 per
-    node: 1 + 12 drawn, 8 folded into one "+8 more" box."""
+    node: 1 + 12 drawn, 8 folded into one "+8 more" box. `fit` (presenter mode: view width and
+    height, smallest label, in px): folded further until every label keeps that size
+    (viz/scene.py's fit_tree_scene)."""
     highlight = {selected: "selected"} if selected is not None else None
-    plan = fold_tree(snapshot, max_children, None, [selected] if selected is not None else [])
-    scene = tree_scene(snapshot, decode=decode, highlight=highlight, max_children=max_children)
-    return scene, len(plan.drawn), len(snapshot.nodes) - len(plan.drawn)
+    items = {"decode": decode, "highlight": highlight, "max_children": max_children}
+    scene = (tree_scene(snapshot, **items) if fit is None
+             else fit_tree_scene(snapshot, *fit, **items))
+    drawn = sum(1 for n in scene["nodes"] if n["id"].startswith("n"))  # not the "m" stubs
+    return scene, drawn, len(snapshot.nodes) - drawn
 
 
 def told_lines(told: list[Any], owners: Mapping[int, str], now: float | None = None

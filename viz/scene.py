@@ -73,11 +73,12 @@ def _subtree_totals(nodes: Sequence[Any]) -> tuple[dict, dict[int, tuple[int, in
 
 
 def fold_tree(snapshot: TreeSnapshot, max_children: int | None = None, max_depth: int | None = None,
-              keep: Iterable[int] = ()) -> FoldPlan:
+              keep: Iterable[int] = (), prefer: Sequence[int] = ()) -> FoldPlan:
     """Which nodes to draw: at most `max_children` children per node, none below `max_depth`
     (the root is depth 0), except the nodes in `keep` and their ancestors, always drawn.
-    A node's children are ranked: kept ones, then locked (lock_ref > 0), then the largest
-    subtrees by tokens, then child order; the rest fold into one `Fold`. A single leftover
+    A node's children are ranked: kept ones, then those in `prefer` (in its order), then
+    locked (lock_ref > 0), then the largest subtrees by tokens, then child order; the rest
+    fold into one `Fold`. A single leftover
     child is drawn instead of folded (its summary would take the same room), except at the
     depth cap.
 
@@ -97,12 +98,13 @@ def fold_tree(snapshot: TreeSnapshot, max_children: int | None = None, max_depth
             must.add(i)
             i = by_id[i].parent
     rank = {n.id: i for i, n in enumerate(nodes)}
+    first = {nid: i for i, nid in reversed(list(enumerate(prefer)))}
 
     def split(children: list[int], limit: int, capped: bool) -> tuple[list[int], Fold | None]:
         if len(children) <= limit:
             return children, None
-        order = sorted(children, key=lambda c: (c not in must, by_id[c].lock_ref == 0,
-                                               -total[c][1], rank[c]))
+        order = sorted(children, key=lambda c: (c not in must, first.get(c, len(first)),
+                                               by_id[c].lock_ref == 0, -total[c][1], rank[c]))
         shown = {c for c in order if c in must} | set(order[:limit])
         hidden = [c for c in children if c not in shown]
         if not hidden or (len(hidden) == 1 and not capped):
@@ -152,7 +154,8 @@ def _edge_line(node: Any, role: str | None, decode: Decode | None,
 
 def _fold_items(fold: Fold) -> tuple[Box, Line]:
     """The summary node and its edge. 88 folded leaves of 3,916 tokens, none locked:
-    label "+88 more" newline "88 evictable leaves" (zero counts left out), edge "3,916 tok"."""
+    label "+88 more" newline "88 evictable leaves" (zero counts left out; each count on its own
+    line, so the box stays narrow), edge "3,916 tok"."""
     more = f"+{fold.num_children:,} more"
     if fold.num_nodes > fold.num_children:
         more += f" ({fold.num_nodes:,} nodes)"
@@ -162,7 +165,7 @@ def _fold_items(fold: Fold) -> tuple[Box, Line]:
             FILL_EVICTABLE if fold.evictable_leaves else FILL_CACHED)
     tooltip = (f"{fold.num_children:,} children of node {fold.parent} not drawn: "
                f"{fold.num_nodes:,} nodes, {fold.tokens:,} tokens")
-    box = Box(f"m{fold.parent}", more + "\n" + (", ".join(counts) or "cached"), fill,
+    box = Box(f"m{fold.parent}", more + "\n" + ("\n".join(counts) or "cached"), fill,
               "#555555", 1.0, not fold.locked, tooltip, "")
     return box, Line(f"em{fold.parent}", f"n{fold.parent}", f"m{fold.parent}",
                      f"{fold.tokens:,} tok", "#777777", 1.2)
@@ -171,10 +174,11 @@ def _fold_items(fold: Fold) -> tuple[Box, Line]:
 def tree_items(snapshot: TreeSnapshot, *, decode: Decode | None = None,
                highlight: Mapping[int, str] | None = None, max_children: int | None = None,
                max_depth: int | None = None, keep: Iterable[int] = (),
-               names: Mapping[int, str] | None = None,
+               prefer: Sequence[int] = (), names: Mapping[int, str] | None = None,
                ids: Callable[[Any], str] | None = None) -> tuple[list[Box], list[Line]]:
     """The boxes and edges to draw, in pre-order; `highlight` maps node id -> a role of ROLES,
-    `names` adds a second label line to some nodes ("system prompt S"), `ids` shows an edge's
+    `names` adds a second label line to some nodes ("system prompt S"), `prefer` ranks some
+    children ahead when a node folds (fold_tree), `ids` shows an edge's
     tokens in place of the token preview (a Mooncake trace's hash ids).
 
     A root with one 3-token child: boxes "root" and "#1  r=0" (dashed: an evictable leaf),
@@ -186,7 +190,7 @@ def tree_items(snapshot: TreeSnapshot, *, decode: Decode | None = None,
             raise ValueError(f"unknown highlight role {role!r}; known: {sorted(ROLES)}")
     plan = None
     if max_children is not None or max_depth is not None:
-        plan = fold_tree(snapshot, max_children, max_depth, [*highlight, *keep])
+        plan = fold_tree(snapshot, max_children, max_depth, [*highlight, *keep], prefer)
     names = names or {}
     boxes, lines = [], []
     for node in snapshot.nodes:

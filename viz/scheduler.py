@@ -4,17 +4,21 @@
 cached match); its two frames, "before" and "after", move each marker (plotly keeps identity by
 `ids`) so a click on play shows LPM building its staircase and the deprioritized requests
 (crosses) sliding to the back. `burst_figure` compares the shared prefix tokens each run
-prefilled, round by round. Fonts are large: these are read from a projector; the play buttons
-sit on the left, clear of plotly's toolbar. Reads scenarios.scheduler's results (duck-typed).
+prefilled, round by round. `match_scene` draws the tree the sort matched against, one
+request's match path highlighted (folded to fit in presenter mode). Fonts are large: these are
+read from a projector; the play buttons sit on the left, clear of plotly's toolbar. Reads
+scenarios.scheduler's results (duck-typed).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import plotly.graph_objects as go
 
 from viz.escape import esc_html
+from viz.scene import fit_tree_scene, match_path, tree_scene
 
 KIND_COLORS = {"warm history": "#1f77b4", "warm S+F": "#4c9be8", "warm S": "#9ecae1",
                "cold doc": "#d62728", "cold short": "#ff9896", "cold unique": "#7f7f7f"}
@@ -78,3 +82,14 @@ def burst_figure(runs: list[Any]) -> go.Figure:
                       yaxis=dict(title="tokens", tickformat=","),
                       margin=dict(l=10, r=10, t=50, b=10))
     return fig
+
+
+def match_scene(tree: Any, prompt: Sequence[int],
+                fit: tuple[float, float, float] | None = None) -> dict[str, Any]:
+    """The tree snapshot `tree` with the nodes a match of `prompt` walks highlighted as
+    "matched"; `fit` (presenter mode: view width and height, smallest label, in px): folded
+    until every label keeps that size (viz/scene.py's fit_tree_scene), the path always drawn."""
+    highlight = {i: "matched" for i in match_path(tree, prompt)}
+    if fit is None:
+        return tree_scene(tree, highlight=highlight)
+    return fit_tree_scene(tree, *fit, highlight=highlight)

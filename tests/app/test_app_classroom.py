@@ -12,6 +12,8 @@ from apphelp import page, plain, texts
 from machine import seconds
 
 from scenarios import classroom as cls
+from viz.live import live_scene
+from viz.scene import fits
 
 
 @pytest.fixture(autouse=True)
@@ -86,6 +88,16 @@ def test_two_rooms_stay_apart_and_the_lecturer_controls():
     assert list(ann.dataframe[0].value["student"]) == ["* Ann *the* [star](http://x)"]
     assert list(lect_a.dataframe[0].value["student"]) == ["Ann *the* [star](http://x)"]
     assert "1 answered" in plain(lect_a.info[0].value)
+    # presenter mode: the lecturer's tree is the room's snapshot folded for the projector
+    lect_a.session_state["shell.presenter"] = True
+    lect_a.run()
+    (_, _, fit), view = lect_a.session_state["classroom.view"]
+    assert not lect_a.exception and fit is not None and fit[2] == 14.0
+    assert view["scene"] == live_scene(view["snapshot"], view["decode"], None, 12, fit)[0]
+    assert fits(view["scene"], *fit)
+    lect_a.session_state["shell.presenter"] = False
+    lect_a.run()
+    assert lect_a.session_state["classroom.view"][0][2] is None
     lect_a.button(key="classroom.pause").click().run()
     # the click's own run already shows the new state: the button reads "resume" (#24 item 3)
     assert lect_a.button(key="classroom.pause").label == "resume"

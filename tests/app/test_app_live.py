@@ -18,6 +18,7 @@ from machine import seconds
 from streamlit.testing.v1 import AppTest
 
 from engine.handles import RequestCancelled
+from viz.scene import fits
 
 PAGE = str(ROOT / "app_pages" / "live.py")
 SYSTEM = "You answer questions about a small shop in one short sentence."
@@ -96,6 +97,11 @@ def test_prompt_runs_then_a_shared_prefix_hits(page):
     assert f"{second['request']} locks #" in narration  # its lock walk, in one line
     grids = [s for s in plotly_specs(page) if s["layout"]["title"]["text"].startswith("vLLM")]
     assert grids, "the block grid beside the tree"
+    page.session_state["shell.presenter"] = True  # the tree folded for a projector
+    page.run()
+    key, scene, drawn, folded = page.session_state["live.scene"]
+    assert not page.exception and key[3] is not None and fits(scene, *key[3])
+    assert drawn + folded == len(page.session_state["live.session"].tree.snapshot().nodes)
 
 
 @pytest.mark.engine

@@ -133,13 +133,17 @@ def test_lock_walk_of_five_hops_hop_by_hop(server, projector, tmp_path):
 
 def test_policies_pop_different_leaves(server, projector):
     """The eviction lab's default at the pop frame (step 2): LRU pops the RAG leaf (#1), LFU
-    the oldest finished conversation (conv-000, #3), MRU the newest (conv-015, #18)."""
+    the oldest finished conversation (conv-000, #3), MRU the newest (conv-015, #18). At 14 px
+    the lab's tree folds (S's "+N more" summary) until all of it lies inside the view, the
+    popped leaf among what is drawn (#24 item 4; old code: LR, 12 boxes, panned)."""
     popped = {}
     for policy in ("lru", "lfu", "mru"):
         _open(projector, server, f"/eviction?policy={policy}&step=2")
         assert alert(projector).startswith("pops "), alert(projector)
         assert in_viewport(projector, f"{TREE} g.node[data-role=evicted]")
         popped[policy] = projector.locator(f"{TREE} g.node[data-role=evicted]").get_attribute("id")
+        folded = projector.evaluate(FOLDED_TO_FIT)
+        assert folded is True, folded
         assert _clipped(projector) == [] and _illegible(projector) == []
     assert popped == {"lru": "n1", "lfu": "n3", "mru": "n18"}
 
@@ -147,9 +151,13 @@ def test_policies_pop_different_leaves(server, projector):
 def test_scheduler_shows_tree_and_blocks(server, projector, tmp_path):
     """The tree whose matches decide LPM's order (the first offered request's path in blue)
     and vLLM's pool beside it, both in view at 1280 x 800; the queue chart's before -> after
-    buttons are not under plotly's toolbar."""
+    buttons are not under plotly's toolbar. At 14 px the tree folds (a "+N more" stub) until
+    all of it, root to the matched leaf, lies inside the view (#24 item 4; old code: the root
+    above the view, panned)."""
     _open(projector, server, "/scheduler")
     assert projector.locator(f"{TREE} g.node[data-role=matched]").count() >= 2
+    folded = projector.evaluate(FOLDED_TO_FIT)
+    assert folded is True, folded
     grid = "[data-testid=stPlotlyChart]:has-text(\"vLLM's pool\")"
     projector.wait_for_selector(grid, timeout=ms(60_000))
     assert in_viewport(projector, TREE) and in_viewport(projector, grid)

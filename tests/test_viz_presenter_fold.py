@@ -1,0 +1,142 @@
+"""Presenter mode's folding on the Eviction lab, Live, Classroom and Scheduler trees (#24 item 4):
+each page's scene builder, given the presenter's view size, folds through viz/scene.py's one
+fit_tree_scene until every label keeps 14 px. Known answers on small inputs, no browser.
+
+The views (app_pages/_shell.py's presenter_tree_px): the tree's column is 0.6 of a 1,100 px
+page less one 16 px gap, 650.4 px wide; tree_height(h) is h x 1.15 tall. At 14 px labels (edge
+labels are 9 scene units) a scene fits when (width + 16) x 14 / 9 <= 650.4, i.e. it is at most
+402.1 units wide.
+"""
+
+from __future__ import annotations
+
+from app_pages._room_view import fitted_scene
+from radix.tree.radix_cache import RadixCache
+from scenarios.eviction import run_eviction
+from scenarios.scheduler import sort_queue
+from viz.eviction import drawn_conversations, lab_frame
+from viz.live import live_scene
+from viz.scene import fits, fold_tree, tree_scene
+from viz.scheduler import match_scene
+from viz.timeline import Timeline
+
+WIDE = (1_100 - 16) * 0.6  # 650.4 px
+
+
+def _fit(height: int) -> tuple[float, float, float]:
+    return WIDE, height * 1.15, 14.0
+
+
+def _ids(scene: dict) -> list[str]:
+    return [n["id"] for n in scene["nodes"]]
+
+
+def _node(scene: dict, ident: str) -> dict:
+    return next(n for n in scene["nodes"] if n["id"] == ident)
+
+
+def _fan(n: int) -> RadixCache:
+    """A root with n children: child i (i = 1..n) holds i tokens [i, 0, 0, ...], node id i."""
+    c = RadixCache()
+    for i in range(1, n + 1):
+        c.insert([i] + [0] * (i - 1))
+    return c
+
+
+def test_eviction_lab_folds_to_rag_the_picked_leaf_and_the_summary():
+    """Default state (400 conversations, the 16 oldest finished: ids 3..18), mru, frame 1: the
+    pick of conv-015 (#18). Unfolded (LR, RAG + 8 conversations + summary) it is 618 units
+    wide, too wide for the 650.4 x 460 px view. Folded (top-down): root, S, RAG, #18 (role
+    evicted) and S's summary: 401 children - RAG - #18 = 399 folded, 384 live (locked) and
+    16 - 1 = 15 finished (evictable leaves), one count a line. Frame 0 draws #18 too (first in
+    drawn_conversations' pop order), so the pick and the pop animate in place."""
+    run = run_eviction("mru")
+    tl = Timeline(run.log)
+    fit = _fit(400)
+    whole = lab_frame(run, tl, 1).scene
+    assert (whole["rankdir"], len(whole["nodes"])) == ("LR", 12) and not fits(whole, *fit)
+    scene = lab_frame(run, tl, 1, fit).scene
+    assert fits(scene, *fit) and scene["rankdir"] == "TB"
+    assert _ids(scene) == ["n0", "n2", "n1", "n18", "m2"]
+    assert _node(scene, "n18")["role"] == "evicted"
+    assert _node(scene, "m2")["label"] == "+399 more\n384 locked\n15 evictable leaves"
+    assert _ids(lab_frame(run, tl, 0, fit).scene) == _ids(scene)
+
+
+def test_eviction_lab_folds_just_enough_for_a_wider_view():
+    """Same frame, wider views fold less: at 846 px 4 children a node fit (RAG and #18, #17,
+    #16, the first three in drawn_conversations' pop order); at 1,301 px 8 a node (RAG and 7
+    conversations); at 1,951 px all 8 drawn conversations and RAG, as without a fit."""
+    run = run_eviction("mru")
+    tl = Timeline(run.log)
+    assert drawn_conversations(run)[:3] == [18, 17, 16]
+    four = lab_frame(run, tl, 1, (846.0, 460.0, 14.0)).scene
+    assert sorted(_ids(four)) == sorted(["n0", "n2", "n1", "n18", "n17", "n16", "m2"])
+    eight = lab_frame(run, tl, 1, (1_301.0, 460.0, 14.0)).scene
+    assert len(_ids(eight)) == 3 + 7 + 1 and fits(eight, 1_301.0, 460.0, 14.0)
+    every = lab_frame(run, tl, 1, (1_951.0, 460.0, 14.0)).scene
+    assert {f"n{i}" for i in drawn_conversations(run)} <= set(_ids(every))
+
+
+def test_live_scene_folds_to_fit_and_keeps_the_selection():
+    """20 leaves of 1..20 tokens ("20 tok" newline "[20 0 0 0 0…]" under each), the Live view
+    650.4 x 391 px: 12 a node (the page's default) and 2 a node are too wide at 14 px, so one
+    child a node is drawn, the largest (#20), and 19 fold into "+19 more"; drawn + folded =
+    21. A selected leaf (#1, the smallest) is kept beside it."""
+    snap = _fan(20).snapshot()
+    fit = _fit(340)
+    assert not fits(tree_scene(snap, max_children=2), *fit)
+    scene, drawn, folded = live_scene(snap, None, None, 12, fit)
+    assert _ids(scene) == ["n0", "n20", "m0"] and (drawn, folded) == (2, 19)
+    assert _node(scene, "m0")["label"] == "+19 more\n19 evictable leaves" and fits(scene, *fit)
+    scene, drawn, folded = live_scene(snap, None, 1, 12, fit)
+    assert _ids(scene) == ["n0", "n1", "n20", "m0"] and (drawn, folded) == (3, 18)
+    assert _node(scene, "n1")["role"] == "selected"
+    assert live_scene(snap, None, None, 12)[1:] == (13, 8)  # no fit: as before
+
+
+def test_classroom_presenter_scene_is_built_once_per_version():
+    """The Classroom's shared view keeps its snapshot; a presenter's folded tree is
+    live_scene's with the fit, built by the first presenter and reused by the next; another
+    view size rebuilds it."""
+    shared = {"snapshot": _fan(20).snapshot(), "decode": None}
+    fit = _fit(320)
+    first = fitted_scene(shared, fit)
+    assert first == live_scene(shared["snapshot"], None, None, 12, fit)[0]
+    assert fitted_scene(shared, fit) is first
+    wider = fitted_scene(shared, (2_000.0, 368.0, 14.0))
+    assert wider is not first and len(wider["nodes"]) > len(first["nodes"])
+
+
+def test_scheduler_match_scene_keeps_the_path_and_folds_the_rest():
+    """LPM, 24 waiting: the tree is root -> S (#6, 512 tok) -> F (#2, 1,543) -> four histories
+    (#1 120, #3 260, #4 400, #5 610 tok), plus #7 (50 tok) under S: 516 units wide, too wide
+    for the Scheduler's presenter view, 650.4 x 405 px (app_pages/scheduler.py); 2 a node is
+    still 456.6 units wide. One a node: S keeps F and #7 (a single leftover is drawn, not
+    folded), F keeps its largest, #5, and folds #1, #3, #4 (120 + 260 + 400 = 780 tok): 4
+    ranks, 231 units tall, (231 + 16) x 14 / 9 = 384.2 px <= 405 (not <= the old 345). q021
+    (first offered) matches #6, #2, #5, all drawn as matched; q003 matches #1, the smallest
+    history, drawn in #5's place; q000 (cold) matches nothing."""
+    sort = sort_queue("lpm", 24, 32, 32)
+    fit = (WIDE, 405.0, 14.0)
+    assert not fits(match_scene(sort.tree, sort.prompts["q021"]), *fit)
+    assert not fits(tree_scene(sort.tree, max_children=2), *fit)
+    warm = match_scene(sort.tree, sort.prompts["q021"], fit)
+    assert _ids(warm) == ["n0", "n6", "n2", "n5", "n7", "m2"] and fits(warm, *fit)
+    assert [_node(warm, i)["role"] for i in ("n6", "n2", "n5")] == ["matched"] * 3
+    assert next(e for e in warm["edges"] if e["id"] == "em2")["label"] == "780 tok"
+    assert not fits(warm, WIDE, 345.0, 14.0)
+    other = match_scene(sort.tree, sort.prompts["q003"], fit)
+    assert _ids(other) == ["n0", "n6", "n2", "n1", "n7", "m2"] and fits(other, *fit)
+    assert _node(other, "n1")["role"] == "matched"
+    cold = match_scene(sort.tree, sort.prompts["q000"], fit)
+    assert _ids(cold) == _ids(warm) and {n["role"] for n in cold["nodes"]} == {""}
+
+
+def test_prefer_ranks_after_keep_and_before_size():
+    """A root with 10 children of 1..10 tokens, 3 a node: by size 10, 9, 8; prefer [2, 5]
+    puts 2 and 5 first, then the largest (10); kept 7 comes before both: 7, 2, 5."""
+    snap = _fan(10).snapshot()
+    assert fold_tree(snap, 3).drawn == {0, 10, 9, 8}
+    assert fold_tree(snap, 3, prefer=[2, 5]).drawn == {0, 2, 5, 10}
+    assert fold_tree(snap, 3, keep=[7], prefer=[2, 5]).drawn == {0, 7, 2, 5}
