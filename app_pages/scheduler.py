@@ -75,7 +75,7 @@ left, right = st.columns([3, 2])
 with left:
     st.markdown(f"**The tree the sort matched against: {shown}'s match in blue**")
     # presenter: a match three levels deep and its fold stubs at 14 px labels, (244 + 16) x
-    # 14 / 9 = 404.4 px tall (tests/test_viz_presenter_fold.py); still above the fold
+    # 14 / 9 = 404.4 px tall (tests/viz/test_viz_presenter_fold.py); still above the fold
     height = PRESENTER_TREE_PX if presenter() else 300
     tree_view(match_scene(sort.tree, sort.prompts[shown], presenter_fit(0.6, height)),
               key="scheduler.tree", height=height, max_scale=max_scale(),
