@@ -150,7 +150,7 @@ def _loads_or_trace_error(data: bytes, fmt: str | None) -> None:
             pass
 
 
-SETTINGS = settings(max_examples=300, deadline=None,
+SETTINGS = settings(max_examples=150, deadline=None,  # new random examples every run
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 

@@ -111,7 +111,7 @@ batches = st.lists(st.one_of(values, st.tuples(scalars | st.floats(0, 1e9),
                                                scalars).map(list)), min_size=1, max_size=3)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 @given(batches)
 def test_random_values_give_a_trace_or_one_trace_error(raw):
     """Random msgpack and JSON values: the loader returns a Trace or raises TraceError only."""
