@@ -70,7 +70,7 @@ def standin(folder: Path) -> Path:
     sys.path.insert(0, str(ROOT))
     from examples.mooncake_conversation import generate, write
     path = folder / "conversation_standin.jsonl"
-    write(generate(), path)
+    write(path, generate())
     return path
 
 
