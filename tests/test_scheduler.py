@@ -143,10 +143,15 @@ def test_prompt_is_cached_right_after_prefill_so_arrivals_during_decode_hit():
 
 
 def test_retraction_keeps_the_tree_consistent_and_every_request_completes():
-    """A pool of 400 slots, four 80-token prompts wanting 60 outputs each (4 x 140 = 560 > 400):
-    decode runs out of slots, requests are retracted (their decode suffix freed, not inserted),
-    re-prefilled later, and all complete with their full output."""
-    reqs = [Req(f"q{i}", [i * 1000 + j for j in range(80)], max_new_tokens=60) for i in range(4)]
+    """A pool of 400 slots, six 80-token prompts wanting 5 and 60 outputs in turn: a failed
+    admission sets batch_is_full; each 5-output request that finishes clears it, and admission
+    resumes on the estimate (0.7 of what the running requests may still generate), which
+    over-admits: decode runs out of slots, requests are retracted (their decode suffix freed,
+    not inserted), re-prefilled later, and all complete with their full output. (Four
+    60-output prompts, which SGLang admits two at a time with nothing leaving early, never
+    retract once batch_is_full is modelled.)"""
+    reqs = [Req(f"q{i}", [i * 1000 + j for j in range(80)], max_new_tokens=60 if i % 2 else 5)
+            for i in range(6)]
     sched, tree, alloc, sink = make(capacity=400, max_prefill_tokens=10**6)
     for r in reqs:
         sched.add_request(r)
@@ -155,7 +160,7 @@ def test_retraction_keeps_the_tree_consistent_and_every_request_completes():
         check_accounting(sched, tree, alloc)
     retracted = [e for e in sink.events if isinstance(e, RequestRetracted)]
     assert retracted and sched.num_retracted == len(retracted)
-    assert all(len(r.output_ids) == 60 for r in reqs)
+    assert all(len(r.output_ids) == r.max_new_tokens for r in reqs)
     assert sum(r.metrics.get("retractions", 0) for r in reqs) == len(retracted)
     assert alloc.num_used == tree.total_size()
 
