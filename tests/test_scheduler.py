@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radix.allocator import SlotAllocator
-from radix.events import ListSink, RequestAdmitted, RequestRetracted
+from radix.events import ListSink, QueueSorted, RequestAdmitted, RequestRetracted
 from radix.request import Req
 from radix.runs.costs import CostModel
 from radix.runs.sim import SimClock, SimRunner
@@ -228,3 +228,38 @@ def test_chunked_prefill_with_the_cache_disabled_continues_where_it_stopped():
     assert [r.extend_lens[0] for r in reports if r.kind == "prefill"] == [512, 512, 512, 480]
     assert req.metrics["prefilled_tokens"] == 2_016 and len(req.output_ids) == 4
     assert alloc.available_size() == 4_096
+
+
+def _flag_run(b_new_tokens):
+    """Two requests in a 100-slot pool under lpm; (steps of each prefill, steps, sorts)."""
+    a = Req("a", list(range(20)), max_new_tokens=10)
+    b = Req("b", list(range(100, 140)), max_new_tokens=b_new_tokens)
+    sched, _tree, _alloc, sink = make(capacity=100, policy="lpm")
+    sched.add_request(a)
+    sched.add_request(b)
+    reports = sched.run_to_completion()
+    prefills = [(i + 1, r.rids) for i, r in enumerate(reports) if r.kind == "prefill"]
+    return prefills, len(reports), sum(isinstance(e, QueueSorted) for e in sink.events)
+
+
+def test_batch_is_full_holds_admission_until_a_request_leaves():
+    """SGLang 0.5.23 sets running_batch.batch_is_full when add_one_req stops on NO_TOKEN with a
+    request admitted, and skips get_new_batch_prefill until one leaves the batch.
+    Pool 100, page 1. Step 1: a needs 20 + 10 + 1 = 31 < 100, admitted (budget offset 31,
+    left 69); b needs 40 + 30 + 1 = 71 >= 69: NO_TOKEN, flag set. Step 2 would admit b without
+    the flag: 80 free (a holds 20 slots) - 0.7 x 9 (a's outputs still to come) = 73.7 > 71.
+    With it, a decodes its 9 remaining tokens (steps 2-10) alone; its finish clears the flag
+    and b is prefilled at step 11, then decodes 29 more: 40 steps, not 31."""
+    prefills, steps, _ = _flag_run(30)
+    assert prefills == [(1, ["a"]), (11, ["b"])]
+    assert steps == 40
+
+
+def test_batch_is_full_skips_the_policy_sort_while_set():
+    """b with 50 new tokens needs 40 + 50 + 1 = 91, more than the pool ever offers while a runs
+    (80 free at most, minus a's estimate), so b is admitted at step 11 either way; but SGLang
+    sorts the queue (lpm matches every waiting prompt) only when admission is tried: at step 1
+    and step 11, 2 sorts, not one per step (11) as before the flag was modelled."""
+    prefills, steps, sorts = _flag_run(50)
+    assert prefills == [(1, ["a"]), (11, ["b"])]
+    assert (steps, sorts) == (60, 2)
