@@ -211,6 +211,8 @@ class Scheduler:
             self.chunked_req = adder.add_chunked_req(self.chunked_req)
         waiting, scanned = self.waiting, 0
         for req in waiting:
+            if adder.budget_state() == AddReqResult.OTHER:
+                break  # a chunk (or a resumed one) spent the pass's budget: no one joins
             if cap is not None and len(running) + len(adder.can_run_list) >= cap:
                 self.batch_is_full = True
             if self.batch_is_full or adder.new_chunked_req is not None:
