@@ -7,7 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radix.allocator import SlotAllocator
-from radix.events import ListSink, QueueSorted, RequestAdmitted, RequestRetracted
+from radix.events import (
+    AdmissionStopped,
+    ListSink,
+    QueueSorted,
+    RequestAdmitted,
+    RequestRetracted,
+)
 from radix.request import Req
 from radix.runs.costs import CostModel
 from radix.runs.sim import SimClock, SimRunner
@@ -263,3 +269,38 @@ def test_batch_is_full_skips_the_policy_sort_while_set():
     prefills, steps, sorts = _flag_run(50)
     assert prefills == [(1, ["a"]), (11, ["b"])]
     assert (steps, sorts) == (60, 2)
+
+
+def test_a_spent_chunk_budget_stops_the_scan_before_matching():
+    """SGLang 0.5.23's admission loop breaks at its top when budget_state() is OTHER ("a spent
+    pass budget admits no one, even before the first candidate"), before matching the next
+    request (found by tools/diff_sglang_batch_full.py). Chunks of 16: a's 48-token prompt goes
+    16, 16, 16; its last chunk (step 3) is not truncated but leaves 16 - 16 = 0 chunk tokens,
+    so b is not even looked at (no AdmissionStopped for b, no flag) and joins at step 4."""
+    a = Req("a", list(range(48)), max_new_tokens=2)
+    b = Req("b", list(range(100, 110)), max_new_tokens=2)
+    sched, _tree, _alloc, sink = make(chunked_prefill_size=16)
+    sched.add_request(a)
+    sched.add_request(b)
+    reports = [sched.step() for _ in range(4)]
+    assert [(r.rids, r.extend_lens) for r in reports] == [
+        (["a"], [16]), (["a"], [16]), (["a"], [16]), (["b"], [10])]
+    assert not [e for e in sink.events if isinstance(e, AdmissionStopped)]
+    assert not sched.batch_is_full
+
+
+def test_max_running_requests_sets_batch_is_full_before_the_sort():
+    """max_running_requests 1: at step 1 a is admitted and the scan reaches b with 0 running +
+    1 admitted >= 1 rows (SGLang: len(can_run_list) >= get_num_allocatable_reqs), so the flag
+    is set. Steps 2-5 decode a's 4 remaining tokens without sorting the queue; a's finish at
+    step 5 clears the flag and b is sorted and admitted at step 6: 2 sorts (6 without the
+    flag, one per step)."""
+    a = Req("a", list(range(10)), max_new_tokens=5)
+    b = Req("b", list(range(100, 110)), max_new_tokens=2)
+    sched, _tree, _alloc, sink = make(policy="lpm", max_running_requests=1)
+    sched.add_request(a)
+    sched.add_request(b)
+    reports = sched.run_to_completion()
+    assert [(r.kind, r.rids) for r in reports[:6]] == [
+        ("prefill", ["a"])] + [("decode", ["a"])] * 4 + [("prefill", ["b"])]
+    assert sum(isinstance(e, QueueSorted) for e in sink.events) == 2
