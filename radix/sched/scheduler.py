@@ -4,8 +4,10 @@ Follows SGLang 0.5.23's `Scheduler.get_next_batch_to_run` (managers/scheduler.py
 batch when admission finds one (prefill first), else one batched decode step of every running
 request; a prompt is checkpointed right after its prefill (`cache_unfinished_req`), so requests
 arriving during its decode already hit; each allocation evicts only the shortfall; retraction
-when a decode step lacks slots. `step(until=t)`: a priced runner may fast-forward decode steps
-(span.py). Leaves out: overlap scheduling, mixed chunks, abort.
+when a decode step lacks slots; `batch_is_full`: after admission stops for want of memory or of
+request rows, no admission is tried (no policy sort, no match) until a request leaves the batch
+(finishes, is retracted, or a chunk's prefill ends). `step(until=t)`: a priced runner may
+fast-forward decode steps (span.py). Leaves out: overlap scheduling, mixed chunks, abort.
 """
 
 from __future__ import annotations
@@ -132,6 +134,8 @@ class Scheduler:
         self.chunked_req: Req | None = None
         self.finished: list[Req] = []
         self.new_token_ratio = config.init_new_token_ratio
+        # SGLang's running_batch.batch_is_full: admission skipped until a request leaves
+        self.batch_is_full = False
         self.notices: list[str] = []  # fallback notices, as they happened
         self.num_retracted = 0
         self.evicted_tokens = 0
@@ -157,7 +161,8 @@ class Scheduler:
     def step(self, until: float | None = None) -> StepReport:
         """One forward: a prefill batch if admission builds one, else a decode step. With
         `until` (the next arrival's time), a run of decode steps in which no request can be
-        admitted, finish early, be retracted or evict may go at once (span.py)."""
+        admitted (none waits, or `batch_is_full`), finish early, be retracted or evict may go
+        at once (span.py)."""
         evicted_before = self.evicted_tokens
         deferred = self._deferred(until)
         adder = self._get_new_batch_prefill()
@@ -166,7 +171,7 @@ class Scheduler:
         if self.running and deferred:
             return self._run_decode_deferred(until if adder is None else None, evicted_before)
         if self.running:
-            if until is not None and adder is None:  # nothing waits: nothing to admit
+            if until is not None and adder is None:  # none waits, or none admitted till one leaves
                 start = self.clock()
                 steps = span_length(self, until)
                 if steps:
@@ -180,14 +185,22 @@ class Scheduler:
     # ----------------------------------------------------------------------------- prefill
 
     def _get_new_batch_prefill(self) -> PrefillAdder | None:
-        cfg = self.config
-        if not self.waiting and self.chunked_req is None:
+        """SGLang 0.5.23's _get_new_batch_prefill_raw. None: no admission tried this step (none
+        waiting, or `batch_is_full` and no chunk to continue)."""
+        cfg, running = self.config, self.running
+        if not running:  # an empty batch has no request left to leave and clear the flag
+            self.batch_is_full = False
+        if (self.batch_is_full or not self.waiting) and self.chunked_req is None:
             return None
-        report = self.policy.calc_priority(self.waiting, self.running)
+        cap = cfg.max_running_requests
+        if cap is not None and self.chunked_req is None and len(running) >= cap:
+            self.batch_is_full = True  # get_num_allocatable_reqs <= 0: before the sort
+            return None
+        report = self.policy.calc_priority(self.waiting, running)
         if report.notice:
             self.notices.append(report.notice)
         ledger = self.ledger
-        adder = PrefillAdder(self.tree_cache, self.allocator, self.running,
+        adder = PrefillAdder(self.tree_cache, self.allocator, running,
                              rem_input_tokens=cfg.max_prefill_tokens,
                              rem_chunk_tokens=cfg.chunked_prefill_size,
                              new_token_ratio=self.new_token_ratio,
@@ -198,14 +211,18 @@ class Scheduler:
             self.chunked_req = adder.add_chunked_req(self.chunked_req)
         waiting, scanned = self.waiting, 0
         for req in waiting:
-            running = len(self.running) + len(adder.can_run_list)
-            if cfg.max_running_requests is not None and running >= cfg.max_running_requests:
-                break
-            if adder.new_chunked_req is not None:
-                break  # one chunked request at a time
+            if adder.budget_state() == AddReqResult.OTHER:
+                break  # a chunk (or a resumed one) spent the pass's budget: no one joins
+            if cap is not None and len(running) + len(adder.can_run_list) >= cap:
+                self.batch_is_full = True
+            if self.batch_is_full or adder.new_chunked_req is not None:
+                break  # (one chunked request at a time)
             scanned += 1
             match_for_admission(self.tree_cache, req)
-            if adder.add_one_req(req) != AddReqResult.CONTINUE:
+            result = adder.add_one_req(req)
+            if result != AddReqResult.CONTINUE:
+                if result == AddReqResult.NO_TOKEN:  # full only if someone will leave
+                    self.batch_is_full = bool(adder.can_run_list or running)
                 break
         if adder.can_run_list:  # admitted requests come from the scanned head of the queue
             admitted = set(map(id, adder.can_run_list))
@@ -235,7 +252,8 @@ class Scheduler:
         now = self.clock()
         finished = []
         for req, token in zip(reqs, out.next_token_ids):
-            if req is self.chunked_req:
+            if req is self.chunked_req:  # SGLang drops it from the merged batch: flag cleared
+                self.batch_is_full = False
                 self.tree_cache.cache_unfinished_req(req, chunked=True)
                 if self.tree_cache.disable:
                     # NOTE: SGLang's ChunkCache makes the computed slots the next chunk's prefix;
@@ -246,6 +264,7 @@ class Scheduler:
             req.metrics.setdefault("ttft", now - req.metrics["arrival"])
             if self._finish_if_done(req, now):
                 finished.append(req.rid)
+                self.batch_is_full = False
             else:
                 self.tree_cache.cache_unfinished_req(req)
                 self.running.append(req)
@@ -265,6 +284,7 @@ class Scheduler:
                                                     self.running, self.sink)
             self.running, self.new_token_ratio = kept, ratio
             self.num_retracted += len(retracted)
+            self.batch_is_full = False  # (retract_decode takes at least one)
             for req in retracted:
                 if self.shadow is not None:
                     self.shadow.on_release(req)
@@ -288,6 +308,8 @@ class Scheduler:
             if self._finish_if_done(req, now):
                 finished.append(req.rid)
         done = set(finished)
+        if done:
+            self.batch_is_full = False
         self.running = [r for r in reqs if r.rid not in done]
         return StepReport("decode", [r.rid for r in reqs], [1] * len(reqs), [0] * len(reqs),
                           out.seconds, now, finished, [r.rid for r in retracted],
@@ -344,6 +366,7 @@ class Scheduler:
             self._finish_if_done(req, now)
         if done:
             self.running = _without(reqs, done)
+            self.batch_is_full = False
         return StepReport("decode", list(map(_RID, reqs)), [steps] * n, [0] * n,
                           now - start, now, [r.rid for r in done], [],
                           self.evicted_tokens - evicted_before, steps)
@@ -373,6 +396,8 @@ class Scheduler:
         apply_span(self, steps)
         finished = [r.rid for r in reqs if self._finish_if_done(r, now)]
         done = set(finished)
+        if done:
+            self.batch_is_full = False
         self.running = [r for r in reqs if r.rid not in done]
         return StepReport("decode", [r.rid for r in reqs], [steps] * len(reqs),
                           [0] * len(reqs), seconds, now, finished, [], 0, steps)

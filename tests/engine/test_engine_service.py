@@ -74,12 +74,13 @@ def _texts(smol, n: int) -> list[list[int]]:
     return [shared[:32] + o[:16] for o in own]
 
 
-def _run(smol, prompts: list[list[int]], capacity: int, disable: bool) -> Scheduler:
+def _run(smol, prompts: list[list[int]], capacity: int, disable: bool,
+         max_new: list[int] | None = None) -> Scheduler:
     pool = KVPool.for_model(smol.model.config, capacity, smol.dtype, "cpu")
     tree = RadixCache(allocator=pool, disable=disable)
     sched = Scheduler(ModelRunner(smol.model, pool), tree, pool)
     for i, p in enumerate(prompts):
-        sched.add_request(Req(f"r{i}", p, max_new_tokens=32))
+        sched.add_request(Req(f"r{i}", p, max_new_tokens=32 if max_new is None else max_new[i]))
     while sched.has_work:
         sched.step()
         tree.check_invariants()
@@ -90,17 +91,19 @@ def _run(smol, prompts: list[list[int]], capacity: int, disable: bool) -> Schedu
 
 
 def test_pool_too_small_retracts_and_still_gives_the_roomy_text(smol):
-    """4 requests of 48 prompt + 32 output tokens need up to 32 + 4 x (16 + 32) = 224 slots at
-    once; a 200-slot pool admits them (SGLang's 0.7 x max_new_tokens estimate), runs out while
-    decoding and retracts one, which re-prefills later. The text must equal a 4,096-slot run's."""
-    prompts = _texts(smol, 4)
-    small = _run(smol, prompts, capacity=200, disable=False)
-    roomy = _run(smol, prompts, capacity=4_096, disable=True)
+    """5 requests of 48 prompt tokens (32 shared) wanting 32, 32, 4, 32, 32 outputs in a
+    160-slot pool: admission stops for memory (batch_is_full); the 4-output request's finish
+    clears the flag and admission resumes on SGLang's estimate (0.7 x the outputs the running
+    requests may still make), which over-admits: decode runs out, one request is retracted and
+    re-prefilled later. The text must equal a 4,096-slot run's."""
+    prompts, max_new = _texts(smol, 5), [32, 32, 4, 32, 32]
+    small = _run(smol, prompts, capacity=160, disable=False, max_new=max_new)
+    roomy = _run(smol, prompts, capacity=4_096, disable=True, max_new=max_new)
     assert small.num_retracted >= 1 and roomy.num_retracted == 0
     by_rid = {r.rid: r.output_ids for r in roomy.finished}
-    assert len(small.finished) == 4
+    assert len(small.finished) == 5
     for req in small.finished:
-        assert len(req.output_ids) == 32 and req.output_ids == by_rid[req.rid]
+        assert len(req.output_ids) == req.max_new_tokens and req.output_ids == by_rid[req.rid]
 
 
 def test_concurrent_callers_all_complete_with_their_metrics(smol):

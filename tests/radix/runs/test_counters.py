@@ -38,18 +38,20 @@ def test_sliding_window_drops_whole_old_steps_but_keeps_the_newest():
 
 
 def test_preempted_relookups_are_apart():
-    """Four 80-token prompts wanting 60 outputs each in a 400-token pool: decode retracts one
-    request, which looks up again with prompt + its outputs. vLLM records that lookup under
-    preempted_* only, so the logged rate is hits / queries of the four first lookups; SGLang
-    drops the re-prefill's tokens (retracted_stain) from its rate."""
-    t = Trace("request", [TraceRequest(f"q{i}", 0.0, tuple(range(i * 1000, i * 1000 + 80)), 60)
-                          for i in range(4)])
+    """Six 80-token prompts wanting 5 and 60 outputs in turn in a 400-token pool (the
+    5-output ones finish early, clear batch_is_full, and admission over-admits on the
+    estimate): decode retracts one request, which looks up again with prompt + its outputs.
+    vLLM records that lookup under preempted_* only, so the logged rate is hits / queries of
+    the six first lookups; SGLang drops the re-prefill's tokens (retracted_stain) from its
+    rate."""
+    t = Trace("request", [TraceRequest(f"q{i}", 0.0, tuple(range(i * 1000, i * 1000 + 80)),
+                                       60 if i % 2 else 5) for i in range(6)])
     r = engine_rates(t, SimConfig(capacity=400, max_prefill_tokens=10**6, policy="fcfs"))
     again = [x for x in r.vllm_lookups if x.preempted]
     assert len(again) == 1 and again[0].num_tokens > 80 and again[0].num_hits > 0
     first = [x for x in r.vllm_lookups if not x.preempted]
-    assert len(first) == 4 and sum(x.num_tokens for x in first) == 320
-    assert r.vllm_logged == sum(x.num_hits for x in first) / 320 == 0.0
+    assert len(first) == 6 and sum(x.num_tokens for x in first) == 480
+    assert r.vllm_logged == sum(x.num_hits for x in first) / 480 == 0.0
     assert sum(s.preempted_hits for s in r.vllm_steps) == again[0].num_hits
     re_batches = [b for b in r.sglang_batches if b.reprocessed_cached]
     assert re_batches and r.sglang_overall == 0.0  # the re-prefill's hit is not counted

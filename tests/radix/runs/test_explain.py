@@ -121,12 +121,14 @@ def test_rejected():
 
 
 def test_recomputed_after_retraction_is_apart():
-    """Four 80-token prompts wanting 60 outputs in a 400-slot pool (4 x 140 > 400): decode runs
-    short and one request is retracted with k outputs. Its prompt was inserted after its
+    """Six 80-token prompts wanting 5 and 60 outputs in turn in a 400-slot pool: the 5-output
+    ones finish early, clearing batch_is_full, and admission over-admits on the estimate, so
+    decode runs short and one request is retracted with k outputs. Its prompt was inserted after its
     prefill, so the tree re-matches it and recomputes the k decode tokens it freed without
     inserting; vLLM kept its full blocks cached, so the block cache recomputes only the
     partial block: (80 + k) - (80 + k - 1) // 16 * 16. Neither enters the buckets."""
-    t = trace(*[(f"q{i}", 0, range(i * 1000, i * 1000 + 80), 60) for i in range(4)])
+    t = trace(*[(f"q{i}", 0, range(i * 1000, i * 1000 + 80), 60 if i % 2 else 5)
+                for i in range(6)])
     cfg = SimConfig(capacity=400, max_prefill_tokens=10**6, policy="fcfs")
     sim = build(t, cfg)
     sim.sched.sink = ListSink()

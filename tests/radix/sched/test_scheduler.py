@@ -7,7 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radix.allocator import SlotAllocator
-from radix.events import ListSink, RequestAdmitted, RequestRetracted
+from radix.events import (
+    AdmissionStopped,
+    ListSink,
+    QueueSorted,
+    RequestAdmitted,
+    RequestRetracted,
+)
 from radix.request import Req
 from radix.runs.costs import CostModel
 from radix.runs.sim import SimClock, SimRunner
@@ -143,10 +149,15 @@ def test_prompt_is_cached_right_after_prefill_so_arrivals_during_decode_hit():
 
 
 def test_retraction_keeps_the_tree_consistent_and_every_request_completes():
-    """A pool of 400 slots, four 80-token prompts wanting 60 outputs each (4 x 140 = 560 > 400):
-    decode runs out of slots, requests are retracted (their decode suffix freed, not inserted),
-    re-prefilled later, and all complete with their full output."""
-    reqs = [Req(f"q{i}", [i * 1000 + j for j in range(80)], max_new_tokens=60) for i in range(4)]
+    """A pool of 400 slots, six 80-token prompts wanting 5 and 60 outputs in turn: a failed
+    admission sets batch_is_full; each 5-output request that finishes clears it, and admission
+    resumes on the estimate (0.7 of what the running requests may still generate), which
+    over-admits: decode runs out of slots, requests are retracted (their decode suffix freed,
+    not inserted), re-prefilled later, and all complete with their full output. (Four
+    60-output prompts, which SGLang admits two at a time with nothing leaving early, never
+    retract once batch_is_full is modelled.)"""
+    reqs = [Req(f"q{i}", [i * 1000 + j for j in range(80)], max_new_tokens=60 if i % 2 else 5)
+            for i in range(6)]
     sched, tree, alloc, sink = make(capacity=400, max_prefill_tokens=10**6)
     for r in reqs:
         sched.add_request(r)
@@ -155,7 +166,7 @@ def test_retraction_keeps_the_tree_consistent_and_every_request_completes():
         check_accounting(sched, tree, alloc)
     retracted = [e for e in sink.events if isinstance(e, RequestRetracted)]
     assert retracted and sched.num_retracted == len(retracted)
-    assert all(len(r.output_ids) == 60 for r in reqs)
+    assert all(len(r.output_ids) == r.max_new_tokens for r in reqs)
     assert sum(r.metrics.get("retractions", 0) for r in reqs) == len(retracted)
     assert alloc.num_used == tree.total_size()
 
@@ -223,3 +234,73 @@ def test_chunked_prefill_with_the_cache_disabled_continues_where_it_stopped():
     assert [r.extend_lens[0] for r in reports if r.kind == "prefill"] == [512, 512, 512, 480]
     assert req.metrics["prefilled_tokens"] == 2_016 and len(req.output_ids) == 4
     assert alloc.available_size() == 4_096
+
+
+def _flag_run(b_new_tokens):
+    """Two requests in a 100-slot pool under lpm; (steps of each prefill, steps, sorts)."""
+    a = Req("a", list(range(20)), max_new_tokens=10)
+    b = Req("b", list(range(100, 140)), max_new_tokens=b_new_tokens)
+    sched, _tree, _alloc, sink = make(capacity=100, policy="lpm")
+    sched.add_request(a)
+    sched.add_request(b)
+    reports = sched.run_to_completion()
+    prefills = [(i + 1, r.rids) for i, r in enumerate(reports) if r.kind == "prefill"]
+    return prefills, len(reports), sum(isinstance(e, QueueSorted) for e in sink.events)
+
+
+def test_batch_is_full_holds_admission_until_a_request_leaves():
+    """SGLang 0.5.23 sets running_batch.batch_is_full when add_one_req stops on NO_TOKEN with a
+    request admitted, and skips get_new_batch_prefill until one leaves the batch.
+    Pool 100, page 1. Step 1: a needs 20 + 10 + 1 = 31 < 100, admitted (budget offset 31,
+    left 69); b needs 40 + 30 + 1 = 71 >= 69: NO_TOKEN, flag set. Step 2 would admit b without
+    the flag: 80 free (a holds 20 slots) - 0.7 x 9 (a's outputs still to come) = 73.7 > 71.
+    With it, a decodes its 9 remaining tokens (steps 2-10) alone; its finish clears the flag
+    and b is prefilled at step 11, then decodes 29 more: 40 steps, not 31."""
+    prefills, steps, _ = _flag_run(30)
+    assert prefills == [(1, ["a"]), (11, ["b"])]
+    assert steps == 40
+
+
+def test_batch_is_full_skips_the_policy_sort_while_set():
+    """b with 50 new tokens needs 40 + 50 + 1 = 91, more than the pool ever offers while a runs
+    (80 free at most, minus a's estimate), so b is admitted at step 11 either way; but SGLang
+    sorts the queue (lpm matches every waiting prompt) only when admission is tried: at step 1
+    and step 11, 2 sorts, not one per step (11) as before the flag was modelled."""
+    prefills, steps, sorts = _flag_run(50)
+    assert prefills == [(1, ["a"]), (11, ["b"])]
+    assert (steps, sorts) == (60, 2)
+
+
+def test_a_spent_chunk_budget_stops_the_scan_before_matching():
+    """SGLang 0.5.23's admission loop breaks at its top when budget_state() is OTHER ("a spent
+    pass budget admits no one, even before the first candidate"), before matching the next
+    request (found by tools/diff_sglang_batch_full.py). Chunks of 16: a's 48-token prompt goes
+    16, 16, 16; its last chunk (step 3) is not truncated but leaves 16 - 16 = 0 chunk tokens,
+    so b is not even looked at (no AdmissionStopped for b, no flag) and joins at step 4."""
+    a = Req("a", list(range(48)), max_new_tokens=2)
+    b = Req("b", list(range(100, 110)), max_new_tokens=2)
+    sched, _tree, _alloc, sink = make(chunked_prefill_size=16)
+    sched.add_request(a)
+    sched.add_request(b)
+    reports = [sched.step() for _ in range(4)]
+    assert [(r.rids, r.extend_lens) for r in reports] == [
+        (["a"], [16]), (["a"], [16]), (["a"], [16]), (["b"], [10])]
+    assert not [e for e in sink.events if isinstance(e, AdmissionStopped)]
+    assert not sched.batch_is_full
+
+
+def test_max_running_requests_sets_batch_is_full_before_the_sort():
+    """max_running_requests 1: at step 1 a is admitted and the scan reaches b with 0 running +
+    1 admitted >= 1 rows (SGLang: len(can_run_list) >= get_num_allocatable_reqs), so the flag
+    is set. Steps 2-5 decode a's 4 remaining tokens without sorting the queue; a's finish at
+    step 5 clears the flag and b is sorted and admitted at step 6: 2 sorts (6 without the
+    flag, one per step)."""
+    a = Req("a", list(range(10)), max_new_tokens=5)
+    b = Req("b", list(range(100, 110)), max_new_tokens=2)
+    sched, _tree, _alloc, sink = make(policy="lpm", max_running_requests=1)
+    sched.add_request(a)
+    sched.add_request(b)
+    reports = sched.run_to_completion()
+    assert [(r.kind, r.rids) for r in reports[:6]] == [
+        ("prefill", ["a"])] + [("decode", ["a"])] * 4 + [("prefill", ["b"])]
+    assert sum(isinstance(e, QueueSorted) for e in sink.events) == 2
