@@ -5,7 +5,8 @@ code passes. So every wait in tests/ (AppTest's default_timeout, Playwright's ti
 future's `.result(timeout=...)`, a server's start) is a base figure for an idle machine times
 `factor()`: a small fixed CPU workload is timed once per test session (the median of 5 runs)
 against its time on an idle core of the 2-core development machine, and the ratio is clipped
-to [1, 10]. A loaded machine (a shared CI runner, eight engineers on two cores) measures 2-6.
+to [1, 10]. A loaded machine (a shared CI runner, eight engineers on two cores) measures 2-6. Under
+pytest-xdist the factor is at least the number of workers.
 `RADIXLENS_SLOW_FACTOR=N` sets the factor instead (still clipped), e.g. to reproduce a run.
 
 What stays out: no test asserts on wall-clock time (a benchmark prints it); waiting for a state
@@ -49,7 +50,11 @@ def factor() -> float:
     forced = os.environ.get("RADIXLENS_SLOW_FACTOR")
     if forced:
         return _clip(float(forced))
-    return _clip(statistics.median(_workload() for _ in range(5)) / REFERENCE_S)
+    measured = statistics.median(_workload() for _ in range(5)) / REFERENCE_S
+    # pytest-xdist's workers share the cores: a worker measures once, often before the others
+    # are busy, so each wait counts at least one share per worker
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    return _clip(max(measured, workers))
 
 
 def seconds(base: float) -> float:
