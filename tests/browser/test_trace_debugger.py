@@ -39,7 +39,7 @@ def test_held_arrow_key_on_the_slider(server, page):
     page.wait_for_function(f"() => {{ const v = ({VALUES})(); return v[0] === v[1]; }}",
                            timeout=ms(60_000))
     # up to 27 reruns, each drawing the tree and the block pool: on a busy runner they took
-    # over a minute (CI, two workers, factor 2)
+    # over a minute (a fresh-clone CI run on a busy machine)
     page.wait_for_selector(IDLE, timeout=ms(120_000))
     assert page.locator("[data-testid=stException]").count() == 0
     box, slider_at = page.evaluate(VALUES)
