@@ -185,11 +185,12 @@ def run(sessions: int = 5, rounds: int = 3, num_requests: int = 120, live: bool 
             "load_seconds": round(load_s, 1)}
 
 
-def _settle(browser, base: str, pid: int) -> float:
-    """Waits past the session TTL, then visits twice (the visit expires the closed sessions;
-    its page run sweeps them), and returns the server's RSS once it stops falling."""
+def _settle(browser, base: str, pid: int, visits: int = 2) -> float:
+    """Waits past the session TTL, then visits `visits` times (the first expires the closed
+    sessions; its page run sweeps them), and returns the server's RSS once it stops falling.
+    benchmarks/trace_memory.py settles through this too."""
     time.sleep(TTL_S + 1)
-    for _ in range(2):
+    for _ in range(visits):
         ctx = browser.new_context()
         pg = ctx.new_page()
         pg.goto(f"{base}/scheduler")

@@ -25,18 +25,14 @@ import sys
 import time
 from pathlib import Path
 
+from app_load import TTL_S, rss_mb
+from app_load import _settle as settle  # this folder: the script's own (sys.path[0])
+
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
-TTL_S = 2
+
 VISITS = 2  # visits after the sessions closed (--visits)
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for {pid}")
 
 
 def start(root: Path, log: Path) -> tuple[subprocess.Popen, str]:
@@ -83,27 +79,6 @@ def upload(browser, base: str, trace: Path) -> tuple[object, float]:
     time.sleep(0.5)
     _idle(pg)
     return ctx, seconds
-
-
-def settle(browser, base: str, pid: int, visits: int = 2) -> float:
-    """Past the TTL, `visits` visits (the first expires the closed sessions, its run sweeps
-    them), then the RSS once it stops falling."""
-    time.sleep(TTL_S + 1)
-    for _ in range(visits):
-        ctx = browser.new_context()
-        pg = ctx.new_page()
-        pg.goto(f"{base}/scheduler")
-        _idle(pg)
-        ctx.close()
-        time.sleep(TTL_S + 1)
-    last = rss_mb(pid)
-    for _ in range(10):
-        time.sleep(0.5)
-        now = rss_mb(pid)
-        if abs(now - last) < 1:
-            return now
-        last = now
-    return last
 
 
 def one(browser, root: Path, trace: Path, sessions: int, log: Path) -> dict:
