@@ -3,13 +3,15 @@
 A Mooncake hash id h stands for the 512 tokens h*512 .. h*512+511, so a 40,000-token prompt is a
 handful of runs, not 40,000 Python ints: `TokenRuns` (runs.py) is the immutable sequence the
 tree, the block-extent cache and the simulator keep, `RunList` its mutable sibling for a
-request's growing rows (output_ids, slot_ids); prefix.py holds the common-prefix walks that
-the tree and both kinds share; ops.py compares and joins either kind; slots.py's RunAllocator
-hands out KV slots as runs.
+request's growing rows (output_ids, slot_ids), with the helpers that compare and join either
+kind; prefix.py holds the common-prefix walks that the tree and both kinds share; slots.py's
+RunAllocator hands out KV slots as runs.
 Follows nothing upstream. Leaves out: per-token storage of any kind.
 """
 
-from radix.tokens.ops import (
+from radix.tokens.runs import (
+    RunList,
+    TokenRuns,
     common_prefix,
     common_prefix_from,
     frozen,
@@ -17,7 +19,6 @@ from radix.tokens.ops import (
     joined,
     mutable_copy,
 )
-from radix.tokens.runs import RunList, TokenRuns
 
 __all__ = ["RunList", "TokenRuns", "common_prefix", "common_prefix_from", "frozen", "is_compact",
            "joined", "mutable_copy"]
