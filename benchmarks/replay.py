@@ -19,8 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from radix.blocks.extents import ExtentBlockManager  # noqa: E402
-from radix.blocks.extents_view import num_unreachable_blocks  # noqa: E402
+from radix.blocks.extents import (
+    ExtentBlockManager,  # noqa: E402
+    num_unreachable_blocks,  # noqa: E402
+)
 from radix.request import Req  # noqa: E402
 from radix.runs.sim import SimConfig, simulate  # noqa: E402
 from radix.tokens import joined  # noqa: E402

@@ -9,6 +9,9 @@ Block i's hash = H(parent hash or NONE_HASH, the block's tokens, extra keys). `h
       extra_keys), protocol=5)); "vllm-sha256-cbor": sha256 of canonical CBOR of the same tuple.
       NONE_HASH = H(seed) with vLLM's seed "vllm-none-hash" (or the PYTHONHASHSEED the engine ran
       with); extra keys tagged as vLLM builds them: ("lora", name, path), ("cache_salt", salt).
+`HashMemo` (at the end) remembers a prompt's hashes on a prefix trie (trie.py), so that a
+prompt hashes only what no earlier prompt with the same namespace had (exact; vLLM hashes every
+full block on arrival; follows nothing upstream).
 Leaves out: multimodal and prompt-embedding keys, lookahead hashing, xxhash (random seed).
 """
 
@@ -16,12 +19,14 @@ from __future__ import annotations
 
 import pickle
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from hashlib import sha256
 from typing import Any
 
 from msgpack import packb
+
+from radix.blocks.trie import PrefixTrie
 
 HASH_ALGOS = ("radixlens", "vllm-sha256", "vllm-sha256-cbor")
 VLLM_NONE_HASH_SEED = "vllm-none-hash"  # vLLM's seed when PYTHONHASHSEED is not set
@@ -266,3 +271,46 @@ def hash_to_int64(block_hash: BlockHash) -> int:
     258
     """
     return int.from_bytes(block_hash[-8:], "big") & _LOW64
+
+
+class HashMemo:
+    """`hashes(tokens, namespace, compute)`: every full block's hash of `tokens`, reusing those
+    of the longest known prefix; `compute(known)` extends a list of the first hashes to all.
+
+    >>> calls = []
+    >>> def compute(tokens):  # a "hash": the tokens up to the block's end
+    ...     def extend(known):
+    ...         n = len(tokens) // 2
+    ...         calls.append(n - len(known))
+    ...         return known + [tuple(tokens[:2 * (i + 1)]) for i in range(len(known), n)]
+    ...     return extend
+    >>> m = HashMemo(block_size=2)
+    >>> m.hashes([1, 2, 3, 4], None, compute([1, 2, 3, 4]))[-1]
+    (1, 2, 3, 4)
+    >>> m.hashes([1, 2, 3, 4, 5, 6], None, compute([1, 2, 3, 4, 5, 6]))[-1], calls
+    ((1, 2, 3, 4, 5, 6), [2, 1])
+    """
+
+    def __init__(self, block_size: int) -> None:
+        self.block_size = block_size
+        self.trie = PrefixTrie(unit=block_size)
+        self._stored: dict[int, list] = {}  # id(trie node) -> hashes of its [d0, d1)
+        self.reused = 0  # hashes taken from the memo
+        self.computed = 0  # hashes computed
+
+    def hashes(self, tokens: Sequence[int], namespace: Hashable,
+               compute: Callable[[list], list]) -> list:
+        num_full = len(tokens) // self.block_size
+        walk = self.trie.walk(tokens, namespace, num_full)
+        known: list = []
+        for node, lo, hi in walk.pieces:
+            stored = self._stored[id(node)]
+            known.extend(stored[lo - node.d0:hi - node.d0])
+        self.reused += len(known)
+        out = compute(known)
+        self.computed += len(out) - walk.pos
+        if walk.pos < num_full:
+            new = self.trie.insert(tokens, namespace, num_full, None, walk)
+            node = new.node
+            self._stored[id(node)] = out[node.d0:node.d1]
+        return out

@@ -13,8 +13,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import NamedTuple
 
-from radix.blocks.hash_memo import HashMemo
-from radix.blocks.hashing import BlockHash, BlockHasher, block_extra_keys, hash_request_tokens
+from radix.blocks.hashing import (
+    BlockHash,
+    BlockHasher,
+    HashMemo,
+    block_extra_keys,
+    hash_request_tokens,
+)
 from radix.blocks.pool import BlockPool, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot, take_snapshot, unreachable_block_ids
 from radix.events import PrefixLookedUp
@@ -68,7 +73,7 @@ class BlockCacheManager:
         self.lora_ids = dict(lora_ids or {})  # LoRA name -> vLLM's adapter id, for BlockStored
         self.requests: dict[str, _ReqBlocks] = {}  # rid -> its blocks, while live
         self.lookups: list[LookupRecord] = []  # one per get_computed_blocks call
-        # a request's hashes reused from earlier prompts with the same prefix (hash_memo.py):
+        # a request's hashes reused from earlier prompts with the same prefix (HashMemo):
         # the same hashes, computed once, for big traces
         self.memo = HashMemo(self.block_size) if hash_memo else None
 

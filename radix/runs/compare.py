@@ -15,8 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from radix.allocator import SlotAllocator
-from radix.blocks.extents import ExtentBlockManager
-from radix.blocks.extents_view import num_unreachable_blocks
+from radix.blocks.extents import ExtentBlockManager, num_unreachable_blocks
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.events import EventSink

@@ -13,7 +13,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any, NamedTuple
 
 from radix import events as ev
-from radix.blocks.extents_view import last_eviction
+from radix.blocks.extents import last_eviction
 from radix.blocks.trie import PrefixTrie, Walk
 from radix.request import Req
 from radix.runs.sim import SimConfig, SimRun, build, run

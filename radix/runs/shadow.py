@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from radix.blocks.extents import ExtentBlockManager
-from radix.blocks.extents_view import num_unreachable_blocks
+from radix.blocks.extents import ExtentBlockManager, num_unreachable_blocks
 from radix.blocks.hashing import BlockHasher
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool

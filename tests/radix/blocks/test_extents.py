@@ -7,8 +7,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radix.blocks.extents import ExtentBlockManager
-from radix.blocks.extents_view import check_invariants, free_queue, num_unreachable_blocks
+from radix.blocks.extents import (
+    ExtentBlockManager,
+    check_invariants,
+    free_queue,
+    num_unreachable_blocks,
+)
 from radix.blocks.hashing import hash_request_tokens
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
@@ -41,7 +45,7 @@ class Pair:
 
 
 def names(pool: BlockPool, pairs: list[Pair]) -> list:
-    """BlockPool's free queue, named like extents_view.free_queue."""
+    """BlockPool's free queue, named like extents.free_queue."""
     by_hash = {}
     bs = pool.block_size
     for p in pairs:

@@ -26,7 +26,7 @@ def run_both(trace: Trace, **cfg):
         if sim.shadow is not None:
             m = sim.shadow.manager
             if sim.shadow.compact:
-                from radix.blocks.extents_view import free_queue
+                from radix.blocks.extents import free_queue
                 shadow = (free_queue(m), m.num_cached_blocks, m.num_evictions)
             else:
                 pool = m.pool
