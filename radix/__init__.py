@@ -44,20 +44,19 @@ from radix.sched.admission import PrefillAdder
 from radix.sched.policy import SchedulePolicy
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.traces import Trace, TraceError, TraceRequest, load_trace
-from radix.tree.eventlog import EventLog
+from radix.tree.eventlog import EventLog, TreeModel
 from radix.tree.eviction import POLICIES as EVICTION_POLICIES
 from radix.tree.inspect import InvariantError, check_invariants, format_tree, snapshot
-from radix.tree.key import RadixKey
 from radix.tree.node import (
     EvictResult,
     InsertResult,
     MatchResult,
     NodeState,
+    RadixKey,
     TreeNode,
     TreeSnapshot,
 )
 from radix.tree.radix_cache import LogicalClock, RadixCache
-from radix.tree.replay import TreeModel
 
 __all__ = [
     # the radix tree (SGLang)

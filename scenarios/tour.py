@@ -26,8 +26,7 @@ from radix.request import Req
 from radix.runs.costs import CostModel
 from radix.traces.base import TraceRequest
 from radix.tree.eventlog import EventLog
-from radix.tree.key import RadixKey
-from radix.tree.node import TreeSnapshot
+from radix.tree.node import RadixKey, TreeSnapshot
 from radix.tree.radix_cache import RadixCache
 
 OPS_PER_REQUEST = 4  # match_prefix, inc_lock_ref, insert, dec_lock_ref

@@ -30,7 +30,7 @@ from wheels import load, mocks, packages, run_seeds, wheel_args, wheel_parser  #
 
 from radix.request import Req  # noqa: E402
 from radix.sched.policy import POLICIES, SchedulePolicy  # noqa: E402
-from radix.tree.key import RadixKey  # noqa: E402
+from radix.tree.node import RadixKey  # noqa: E402
 from radix.tree.radix_cache import RadixCache  # noqa: E402
 
 STATS = {"deprioritized": 0, "fallback": 0, "matched": 0}  # rounds where each one happened

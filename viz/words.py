@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from radix import events as ev
-from radix.tree.replay import TreeModel
+from radix.tree.eventlog import TreeModel
 from viz.flavor import split_time_note
 
 # highlight role -> (pen colour, pen width)

@@ -37,8 +37,7 @@ from radix.hosttier.moves import TierMoves
 from radix.hosttier.node import HostInsert, HostMatch, HostNode
 from radix.tokens import frozen
 from radix.tree.eviction import get_strategy, tlru_new_node, tlru_split
-from radix.tree.key import RadixKey, page_at
-from radix.tree.node import ROOT_PRIORITY, attach, concat_values, cut_edge
+from radix.tree.node import ROOT_PRIORITY, RadixKey, attach, concat_values, cut_edge, page_at
 from radix.tree.radix_cache import LogicalClock
 
 CHUNK = 64  # tokens compared per slice when an edge does not match whole

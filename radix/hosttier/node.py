@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from radix.tree.key import RadixKey
+from radix.tree.node import RadixKey
 
 
 class HostNode:

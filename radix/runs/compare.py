@@ -25,7 +25,7 @@ from radix.runs.reqs import OUTPUT_BASE, is_compact_trace, output_tokens, trace_
 from radix.tokens import is_compact, joined
 from radix.tokens.slots import RunAllocator
 from radix.traces.base import Trace
-from radix.tree.key import RadixKey
+from radix.tree.node import RadixKey
 from radix.tree.radix_cache import RadixCache
 
 __all__ = ["OUTPUT_BASE", "compare", "output_tokens", "run_blocks", "run_tree", "trace_reqs"]

@@ -32,7 +32,7 @@ def tree_states(root: TreeNode, leaves: Container[TreeNode],
                 page_size: int) -> tuple[NodeState, ...]:
     """The tree under `root` as NodeStates, pre-order, siblings sorted by child key (default
     namespace first, then by first page); `leaves` holds the evictable leaves. The one snapshot
-    walk: RadixCache.snapshot and the replay model's (radix/tree/replay.py) both run it."""
+    walk: RadixCache.snapshot and the replay model's (radix/tree/eventlog.py) both run it."""
     ps = page_size
 
     def order(n: TreeNode) -> tuple:

@@ -33,18 +33,19 @@ from radix.tokens.prefix import PrefixProbe, gallop_match
 from radix.tree import unified
 from radix.tree.eviction import EvictionHeap, get_strategy, tlru_new_node, tlru_split
 from radix.tree.inspect import InvariantError, format_tree, tree_states
-from radix.tree.key import RadixKey, page_at
 from radix.tree.node import (
     ROOT_PRIORITY,
     EvictResult,
     InsertResult,
     MatchResult,
+    RadixKey,
     TreeNode,
     TreeSnapshot,
     attach,
     concat_values,
     count_hits,
     detach,
+    page_at,
     split_edge,
 )
 

@@ -180,7 +180,7 @@ def test_scrub_10000_step_log_replays_at_most_a_keyframe_interval(monkeypatch):
     64: any frame applies at most 64 steps (63 from the keyframe + the frame's own micro-events)
     and equals the log's own replay. The worst case is just before a keyframe: step 63 + 64 j
     replays 63 steps. The time is measured by benchmarks/timeline_scrub.py, not here."""
-    from radix.tree.replay import TreeModel
+    from radix.tree.eventlog import TreeModel
 
     log = EventLog(keyframe_every=64)
     c = RadixCache(sink=log)

@@ -11,7 +11,7 @@ from radix.cli import main
 from radix.tokens import TokenRuns
 from radix.traces import load_trace
 from radix.traces.hashview import block_label
-from radix.tree.key import RadixKey
+from radix.tree.node import RadixKey
 from radix.tree.radix_cache import RadixCache
 from viz.scene import tree_items
 from viz.trace import id_labels

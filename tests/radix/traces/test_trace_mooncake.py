@@ -21,7 +21,7 @@ from radix.traces.mooncake import (
     hash_ids,
     load_mooncake,
 )
-from radix.tree.key import RadixKey
+from radix.tree.node import RadixKey
 from radix.tree.radix_cache import RadixCache
 
 TRACES = Path(__file__).resolve().parents[3] / "examples" / "traces"

@@ -12,10 +12,9 @@ from hypothesis import strategies as st
 from radix import events as ev
 from radix.runs.ops import OpRunner
 from radix.traces.ops import Op, OpTrace
-from radix.tree.eventlog import EventLog
+from radix.tree.eventlog import EventLog, TreeModel
 from radix.tree.eviction import POLICIES
 from radix.tree.radix_cache import RadixCache
-from radix.tree.replay import TreeModel
 
 op_st = st.one_of(
     st.tuples(st.just("start"), st.lists(st.integers(0, 2), min_size=1, max_size=16)),

@@ -16,8 +16,8 @@ from radix.sched.admission import (
     retract_decode,
 )
 from radix.traces.ops import parse_ops
+from radix.tree.eventlog import TreeModel
 from radix.tree.radix_cache import RadixCache
-from radix.tree.replay import TreeModel
 
 
 class FreeLog(SlotAllocator):

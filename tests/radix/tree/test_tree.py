@@ -7,7 +7,7 @@ import pytest
 from radix.allocator import SlotAllocator
 from radix.cli.demo import DEMO_KEYS, three_request_keys
 from radix.request import Req
-from radix.tree.key import RadixKey
+from radix.tree.node import RadixKey
 from radix.tree.radix_cache import RadixCache
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from radix import events as ev
 from radix.events import ListSink
-from radix.tree.key import RadixKey
+from radix.tree.node import RadixKey
 from radix.tree.radix_cache import RadixCache
 
 

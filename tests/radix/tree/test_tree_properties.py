@@ -18,7 +18,7 @@ from radix.runs.ops import OpRunner
 from radix.traces.ops import Op, OpTrace
 from radix.tree import radix_cache
 from radix.tree.eviction import POLICIES
-from radix.tree.key import RadixKey
+from radix.tree.node import RadixKey
 from radix.tree.radix_cache import RadixCache
 
 NAMESPACES = (None, "lora-a")

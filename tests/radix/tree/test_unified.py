@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from radix.tree.eventlog import EventLog
+from radix.tree.eventlog import EventLog, TreeModel
 from radix.tree.eviction import get_strategy
 from radix.tree.radix_cache import RadixCache
-from radix.tree.replay import TreeModel
 
 
 def evicted_keys(cache: RadixCache, n: int) -> list[list[int]]:
