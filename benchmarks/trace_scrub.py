@@ -31,7 +31,7 @@ from scenarios.budget import Budget  # noqa: E402
 from scenarios.trace import replay  # noqa: E402
 from viz.blocks import block_grid_figure  # noqa: E402
 from viz.scene import tree_scene  # noqa: E402
-from viz.trace import step_highlight  # noqa: E402
+from viz.words import step_highlight  # noqa: E402
 
 SAMPLES = [ROOT / "examples" / "traces" / "mooncake_synthetic_trace.jsonl",
            Path("/work/shared/traces/mooncake_synthetic_trace.jsonl")]

@@ -3,35 +3,23 @@
 Reads a `scenarios.trace.TraceReplay` (duck-typed). The summary puts both caches side by side in
 the same units: tokens with separators, hit rates in percent, evictions counted in tokens for
 both (the tree frees whole leaves, the block cache 16-token blocks), bytes at Llama-3-8B's
-128 KiB a token (derived); rejected requests are listed with their reason. Big trees: the step's
-roles (viz/words.py) keep what a step touched drawn when the tree folds, and `text_head` cuts
-pretty_print's text for the page (the whole text goes to a download).
+128 KiB a token (derived); rejected requests are listed with their reason. Big trees:
+`text_head` cuts pretty_print's text for the page (the whole text goes to a download); the
+step's roles, narration and caption are viz/words.py's (`step_highlight`, `step_lines`).
 Leaves out: the replay itself (scenarios/trace.py) and drawing (viz/scene.py, viz/blocks.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
-from radix import events as ev
 from radix.runs.costs import CostModel
 from radix.runs.reqs import COMPACT_OUTPUT_BASE, OUTPUT_BASE
 from radix.traces.hashview import block_label
 from viz.recording import span
-from viz.words import build_owners, narrate, step_roles
 
 NA = "-"
-
-
-def step_highlight(events: list[Any], snapshot: Any) -> dict[int, str]:
-    """Node id -> role for what one step did, over the nodes still in `snapshot`.
-
-    insert [1, 2, 3], then insert [1, 2, 4]: node 1 splits into prefix 2 + node 1, leaf 3
-    grows, the insert's hit count touches 2 and 3: {1: "split", 2: "split", 3: "new"}.
-    """
-    return step_roles(events, (n.id for n in snapshot.nodes))
 
 
 def _tokens(n: int | None) -> str:
@@ -169,41 +157,6 @@ def kv_events_summary(trace: Any) -> str:
             f"{sum(len(e.block_hashes) for e in removed):,} blocks, {cleared:,} AllBlocksCleared. "
             "A KV-events recording has block hashes, not requests: no request steps to scrub, "
             "but the pool it ends with, below.")
-
-
-def step_caption(events: list[Any]) -> str:
-    """The step just played, numbered as the step box counts (steps done, from 1): the tree
-    after step 12 shows the cache's step #11 (the cache counts from 0), so
-    'step 12: R5 cache_finished_req (7 events; the cache's step #11)'."""
-    first = events[0]
-    rid = f" {first.rid}" if getattr(first, "rid", None) else ""
-    return (f"step {first.step + 1:,}:{rid} {first.op} ({len(events):,} events; the cache's "
-            f"step #{first.step:,})")
-
-
-def step_lines(log: Any, step: int, owners: dict[int, str] | None = None,
-               max_lines: int = 40) -> list[str]:
-    """The narration of log step `step` (0-based), one line per micro-event that says something
-    (viz/words.py; a finish's prompt-boundary split says so), the first `max_lines` of them.
-    `owners`: node id -> rid (viz.words.build_owners over the log; built here when None)."""
-    events = log.events_of(step)
-    first = events[0]
-    if owners is None:
-        owners = build_owners(log.steps)
-    model = log.model_at(step)
-    micro = log.micro_events(step)
-    key_len = next((e.key_len for e in micro if isinstance(e, ev.PrefixMatched)), None)
-    # numbered as the step box counts (from 1), as step_caption does
-    lines = [narrate(replace(first, step=first.step + 1), model, owners, first.rid)]
-    for k, e in enumerate(micro):
-        if len(lines) >= max_lines:
-            lines.append(f"... {len(micro) - k:,} more events")
-            break
-        if not isinstance(e, ev.NodesTouched | ev.LeafSetChanged):
-            lines.append(narrate(e, model, owners, first.rid, key_len, op=first.op,
-                                 earlier=micro[:k]))
-        model.apply(e)
-    return lines
 
 
 def synthetic_ids_note(snapshot: Any) -> str | None:

@@ -6,12 +6,15 @@ ref_cnt, free queue). `ROLES` gives the colour of each highlight role; `role_of`
 the nodes it highlights; `narrate` says one micro-event given the tree just before it (a
 `TreeModel`, or any object with the same `nodes`), who owns each node and the step's context;
 `lock_walk_line` and `admitted_line` say the Live page's condensed lines; `node_line` a node's
-details (KV slots as slot ranges). Leaves out: the CLI's demo (radix may not import viz).
+details (KV slots as slot ranges); `step_lines`, `step_caption` and `step_highlight` say one step
+of an event log (the Trace debugger's narration, caption and highlight).
+Leaves out: the CLI's demo (radix may not import viz).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from radix import events as ev
@@ -316,3 +319,47 @@ def node_line(node: Any, owner: str | None = None) -> str:
             f"{list(node.token_ids[:6])}; KV slots {slot_ranges(node.slot_ids)}; lock_ref "
             f"{node.lock_ref}, hit_count {node.hit_count}, created t={node.creation_time:g}, last "
             f"access t={node.last_access_time:g}, priority {node.priority}")
+
+
+def step_highlight(events: list[Any], snapshot: Any) -> dict[int, str]:
+    """Node id -> role for what one step did, over the nodes still in `snapshot`.
+
+    insert [1, 2, 3], then insert [1, 2, 4]: node 1 splits into prefix 2 + node 1, leaf 3
+    grows, the insert's hit count touches 2 and 3: {1: "split", 2: "split", 3: "new"}.
+    """
+    return step_roles(events, (n.id for n in snapshot.nodes))
+
+
+def step_caption(events: list[Any]) -> str:
+    """The step just played, numbered as the step box counts (steps done, from 1): the tree
+    after step 12 shows the cache's step #11 (the cache counts from 0), so
+    'step 12: R5 cache_finished_req (7 events; the cache's step #11)'."""
+    first = events[0]
+    rid = f" {first.rid}" if getattr(first, "rid", None) else ""
+    return (f"step {first.step + 1:,}:{rid} {first.op} ({len(events):,} events; the cache's "
+            f"step #{first.step:,})")
+
+
+def step_lines(log: Any, step: int, owners: dict[int, str] | None = None,
+               max_lines: int = 40) -> list[str]:
+    """The narration of log step `step` (0-based), one line per micro-event that says something
+    (`narrate`; a finish's prompt-boundary split says so), the first `max_lines` of them.
+    `owners`: node id -> rid (build_owners over the log; built here when None)."""
+    events = log.events_of(step)
+    first = events[0]
+    if owners is None:
+        owners = build_owners(log.steps)
+    model = log.model_at(step)
+    micro = log.micro_events(step)
+    key_len = next((e.key_len for e in micro if isinstance(e, ev.PrefixMatched)), None)
+    # numbered as the step box counts (from 1), as step_caption does
+    lines = [narrate(replace(first, step=first.step + 1), model, owners, first.rid)]
+    for k, e in enumerate(micro):
+        if len(lines) >= max_lines:
+            lines.append(f"... {len(micro) - k:,} more events")
+            break
+        if not isinstance(e, ev.NodesTouched | ev.LeafSetChanged):
+            lines.append(narrate(e, model, owners, first.rid, key_len, op=first.op,
+                                 earlier=micro[:k]))
+        model.apply(e)
+    return lines

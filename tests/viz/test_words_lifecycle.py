@@ -9,8 +9,7 @@ from radix.request import Req
 from radix.tree.eventlog import EventLog
 from radix.tree.radix_cache import RadixCache
 from viz.timeline import Timeline
-from viz.trace import step_lines
-from viz.words import hit_line, narrate, step_line
+from viz.words import hit_line, narrate, step_line, step_lines
 
 
 def _finished(prompt: list[int], output: list[int]) -> tuple[EventLog, int]:
