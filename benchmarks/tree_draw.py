@@ -2,7 +2,7 @@
 
 The component's built bundle is loaded into a bare local page (viz/component/harness.py, no
 Streamlit); per step: `python` = the scene straight from the snapshot (viz/scene.py, laid out
-by viz/layout.py) + what the wrapper does before sending, `drawn` = data in -> first frame
+there too) + what the wrapper does before sending, `drawn` = data in -> first frame
 painted, `settled` = -> transition ended, `total` = python + settled, frames painted during the
 step. `--legacy BUNDLE` times the old d3-graphviz bundle (it takes DOT, from viz/dot.py, and lays
 it out in WASM; its `settled` is drawn + duration, as it marks no end). Target (issue 6): total

@@ -4,7 +4,7 @@ Reads `WorkerView`s (scenarios/watch.py: plain copies of what a watcher rebuilt 
 events) and never touches a socket. The block grid (viz/watch_charts.py draws it) is a
 `BlockPoolSnapshot` whose cells are the cached blocks in storage order (events carry no block
 ids or ref counts, so a cell is "cached" or "unreachable", never "in use" or "free"); the tree is
-a scene for viz/component's tree view (viz/layout.py), one node per run of blocks
+a scene for viz/component's tree view (viz/scene.py), one node per run of blocks
 (radix/watch/view.py `runs`), ids from the run's first hash so a branch splitting a run animates
 in place.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from radix.blocks.snapshot import BlockPoolSnapshot, BlockState
 from viz.blocks import short_hash
-from viz.layout import Box, Line, place
+from viz.scene import Box, Line, place
 
 Decode = Callable[[list[int]], "str | None"]
 WATCH_LABELS = {"cached_free": "cached (stored, not removed)",

@@ -3,7 +3,7 @@
 Built with the `graphviz` Python package from viz/scene.py's `tree_items`, so the file shows what
 the page shows (labels, colours, dashed evictable leaves, folds); `dot_to_svg` runs Graphviz's
 `dot` (installed by scripts/setup.sh) through the package. The page never parses DOT back: it
-draws viz/layout.py's scene. Leaves out: the animation (see viz/export.py).
+draws viz/scene.py's scene. Leaves out: the animation (see viz/export.py).
 """
 
 from __future__ import annotations

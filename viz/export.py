@@ -88,7 +88,7 @@ def _json(value: Any) -> str:
 def export_html(scenes: list[dict[str, Any]], captions: list[str], title: str,
                 interval_ms: int = 1_200, height: int = 520, duration_ms: int = 600,
                 figures: list[Any] | None = None) -> str:
-    """One HTML file that plays `scenes` (viz/layout.py scenes) with their captions, and with
+    """One HTML file that plays `scenes` (viz/scene.py scenes) with their captions, and with
     `figures` (one plotly figure per scene: the block view beside the tree) below the tree;
     plotly.js is then inlined too (about 4.6 MB), so the file still needs no network."""
     if not scenes or len(scenes) != len(captions):

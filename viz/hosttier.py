@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from radix import events as ev
-from viz.layout import Box, Line, place
+from viz.scene import Box, Line, place
 
 TIER_COLOURS = {"device": "#1f77b4", "both": "#2ca02c", "host": "#ff7f0e", "root": "#eeeeee"}
 TIER_WORDS = {"device": "device only", "both": "device + host copy", "host": "host only"}
@@ -39,7 +39,7 @@ def tier_box(n: Any, moved: bool) -> Box:
 
 def tier_scene(nodes: list[Any], moved: tuple[int, ...] = (), event: ev.Event | None = None
                ) -> dict[str, Any]:
-    """The laid-out scene (viz/layout.py) of a walk's tree, top-down; each node dict also
+    """The laid-out scene (viz/scene.py) of a walk's tree, top-down; each node dict also
     carries `text` (label colour: white on blue and orange), and the nodes in `moved` carry
     `move` / `move_fill` when `event` is a tier move (MOVES), which the browser animates.
 

@@ -19,8 +19,7 @@ import plotly.graph_objects as go
 
 from viz.blocks import LEGEND_PX, block_grid_figure, drawn_blocks
 from viz.escape import esc_html
-from viz.layout import place
-from viz.scene import Decode, tree_items
+from viz.scene import Decode, place, tree_items
 
 PARTING_ROLE = "parting"  # the role of the marked node (the browser's data-role)
 PARTING_STROKE, PARTING_FILL = "#ff7f0e", "#ffe3c4"  # orange: where the paths part

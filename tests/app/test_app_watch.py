@@ -2,7 +2,7 @@
 
 AppTest: the page renders with nothing to watch; connected to a publisher it shows each
 worker's status row, block grid and prefix tree; a bad endpoint is one error line. viz/cluster.py:
-the grid snapshot, the tree's scene (laid out by viz/layout.py) and its folding, the rates.
+the grid snapshot, the tree's scene (laid out by viz/scene.py) and its folding, the rates.
 """
 
 from __future__ import annotations

@@ -9,8 +9,7 @@ from radix.tree.eventlog import EventLog
 from radix.tree.radix_cache import RadixCache
 from viz.component import view_data
 from viz.dot import dot_to_svg, tree_dot
-from viz.layout import place
-from viz.scene import match_path, token_preview, tree_items, tree_scene
+from viz.scene import match_path, place, token_preview, tree_items, tree_scene
 from viz.timeline import Timeline
 from viz.words import ROLES, lock_walk_line, node_line, slot_ranges, step_roles
 
@@ -113,7 +112,7 @@ def test_layout_lr_and_signature():
 def test_layout_cycle_is_laid_out_once():
     """a -> b -> a: b's first edge makes it a's child, so no root is left; a, the first node no
     root reaches, becomes one, b hangs under it and both edges are still drawn."""
-    from viz.layout import Box, Line
+    from viz.scene import Box, Line
 
     boxes = [Box(n, n, "#fff", "#000", 1.0, False, "", "") for n in "ab"]
     lines = [Line("x", "a", "b", "", "#000", 1.0), Line("y", "b", "a", "", "#000", 1.0)]
