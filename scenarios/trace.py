@@ -3,12 +3,13 @@
 Request and Mooncake traces go through SGLang's per-request flow (`radix.runs.compare.run_tree`:
 match capped at input_len - 1, lock, allocate with eviction, finish) into an EventLog checked
 after every request, and through vLLM's (`run_blocks`) into block keyframes (blockframes.py);
-requests are expanded one at a time, and the log keeps token ids and slots compact (compact.py),
-so a 4,000-request Mooncake trace fits a session's memory budget (budget.py). An index built from
-the typed events answers "where was request X admitted, finished, evicted". A KV-events
-recording is folded as `radix watch --read` folds it (scenarios/kvrecording.py). Op logs run
-op by op (radix.runs.ops): one that fails keeps the tree of its last good step, the failing op
-and the rule it broke.
+requests are expanded one at a time, and the log keeps token ids and slots compact (`compact`:
+as TokenRuns where they come in runs, else as `array('q')`, 8 bytes a token, not ~36 as a tuple
+of ints), so a 4,000-request Mooncake trace (~50 M logged tokens) fits a session's memory budget
+(budget.py). An index built from the typed events answers "where was request X admitted,
+finished, evicted". A KV-events recording is folded as `radix watch --read` folds it
+(scenarios/kvrecording.py). Op logs run op by op (radix.runs.ops): one that fails keeps the tree
+of its last good step, the failing op and the rule it broke.
 This module is the app's only user of radix.runs.compare. Leaves out: batching (Scheduler page).
 """
 
@@ -18,15 +19,19 @@ import bisect
 import dataclasses
 import hashlib
 import threading
+from array import array
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
+
+import numpy as np
 
 from radix import events as ev
 from radix.blocks.hashing import VLLM_NONE_HASH_SEED, BlockHasher
 from radix.runs.collector import fewer_collections
 from radix.runs.compare import output_tokens, run_blocks, run_tree, trace_reqs
 from radix.runs.ops import OpRunner
+from radix.tokens import TokenRuns
 from radix.traces import Trace, load_trace
 from radix.traces.ops import OpTraceError
 from radix.tree.eventlog import EventLog
@@ -34,7 +39,6 @@ from radix.tree.inspect import InvariantError
 from radix.tree.radix_cache import RadixCache
 from scenarios.blockframes import BlockFrames
 from scenarios.budget import BUDGET, Budget, server_limits
-from scenarios.compact import compact, nbytes
 from scenarios.kvrecording import RecordingFold, fold_recording
 
 Progress = Callable[[float, str], None]  # (fraction done, what runs now)
@@ -51,6 +55,48 @@ CHECKS_PER_TRACE = 1_000
 
 class Cancelled(Exception):
     """The user cancelled the replay."""
+
+
+# The log's NodeInserted (token ids, slots) and NodeEvicted (slots) are kept compact: Mooncake's
+# tokens come in runs (block u: u*512 .. u*512+511) and the slot allocators hand out runs too.
+RUN_BYTES = 80  # a TokenRuns run: a start and an end, each a list slot and an int object
+
+
+def compact(values: Sequence[int]) -> Sequence[int]:
+    """`TokenRuns` when the values form fewer than len / 4 runs, else `array('q')` (numpy finds
+    the runs: a Python loop over 50 M tokens would cost a minute). Values past int64 (compact
+    traces' synthetic replies) are kept as runs either way.
+
+    >>> type(compact(range(100))).__name__, type(compact([3, 1, 2])).__name__
+    ('TokenRuns', 'array')
+    """
+    if isinstance(values, TokenRuns):  # a RunList (mutable) is frozen into a TokenRuns
+        return values if type(values) is TokenRuns else TokenRuns(values.runs())
+    if isinstance(values, array):
+        return values
+    try:
+        a = np.asarray(values, dtype=np.int64)
+    except OverflowError:
+        return TokenRuns.from_ids(values)
+    breaks = np.flatnonzero(np.diff(a) != 1) + 1
+    if (len(breaks) + 1) * 4 > len(a):
+        return array("q", a.tobytes())
+    firsts = np.concatenate(([0], breaks))
+    ends = np.concatenate((breaks, [len(a)]))
+    return TokenRuns(zip(a[firsts].tolist(), (ends - firsts).tolist(), strict=True))
+
+
+def nbytes(values: Sequence[int]) -> int:
+    """Bytes a compacted sequence keeps: ~80 per run, 8 per array item, ~36 per tuple item.
+
+    >>> nbytes(compact(range(1000))), nbytes(compact([3, 1, 2]))
+    (80, 24)
+    """
+    if isinstance(values, TokenRuns):
+        return RUN_BYTES * values.num_runs
+    if isinstance(values, array):
+        return values.itemsize * len(values)
+    return 36 * len(values)
 
 
 class CompactLog(EventLog):

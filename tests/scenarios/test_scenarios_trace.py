@@ -21,9 +21,8 @@ from radix.traces import TraceError, load_trace
 from radix.tree.radix_cache import RadixCache
 from scenarios.blockframes import BlockFrames, capture, restore
 from scenarios.budget import Budget, BudgetError
-from scenarios.compact import compact, nbytes
 from scenarios.jobs import JobPool, QueueFull
-from scenarios.trace import CompactLog, replay, search
+from scenarios.trace import CompactLog, compact, nbytes, replay, search
 
 TRACES = Path(__file__).resolve().parents[2] / "examples" / "traces"
 BIG = Budget(2**34, 2**35)
