@@ -3,7 +3,7 @@
 Four formats, one loader module each: request traces (`requests.py`), Mooncake block-hash traces
 (`mooncake.py`), vLLM/SGLang KV-event recordings (`kv_events.py`), op traces (`ops.py`). Every
 error is a `TraceError` naming the line and the field. Files are parsed as JSON or msgpack data
-only: nothing is evaluated or unpickled. `limits` (radix/traces/limits.py) bound what the file
+only: nothing is evaluated or unpickled. `limits` (radix/traces/base.py) bound what the file
 expands to. Leaves out: other compressions, network sources.
 """
 
@@ -15,15 +15,17 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from radix.traces.base import (
+    DEFAULT_LIMITS,
     FORMATS,
     MAX_TOTAL_OUTPUT_TOKENS,
+    Tally,
     Trace,
     TraceError,
+    TraceLimits,
     decode_text,
     read_bytes,
 )
 from radix.traces.kv_events import load_kv_events
-from radix.traces.limits import DEFAULT_LIMITS, Tally, TraceLimits
 from radix.traces.mooncake import MAX_TOTAL_OUTPUT_TOKENS_COMPACT, load_mooncake, scan_totals
 from radix.traces.ops import parse_ops
 from radix.traces.requests import load_requests

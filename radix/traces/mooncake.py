@@ -4,7 +4,7 @@ A line (kvcache-ai/Mooncake FAST25-release): {"timestamp": ms, "input_length", "
 "hash_ids": [prefix-chained ids of 512-token blocks]}, ceil(input_length / 512) of them. Hash id
 h becomes the real tokens h*512 .. h*512+511 (the last block cut at input_length), held as a
 TokenRuns (radix/tokens/): a few runs a request, never one int a token. load_trace counts what
-the trace expands to (limits.py: prompts in hash ids, outputs in tokens).
+the trace expands to (base.py's Tally: prompts in hash ids, outputs in tokens).
 Leaves out: Mooncake's other trace columns.
 """
 
@@ -19,8 +19,10 @@ from radix.tokens import TokenRuns
 from radix.traces.base import (
     MAX_OUTPUT_LEN,
     MAX_TOKENS_PER_REQUEST,
+    Tally,
     Trace,
     TraceError,
+    TraceLimits,
     TraceRequest,
     as_int,
     as_int_list,
@@ -29,7 +31,6 @@ from radix.traces.base import (
     need,
     type_name,
 )
-from radix.traces.limits import Tally, TraceLimits
 
 BLOCK_TOKENS = 512  # Mooncake's block size: one hash id stands for 512 tokens
 # The default cap on a Mooncake trace's output tokens (load_trace): its replies are runs too, so
@@ -42,7 +43,7 @@ FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
 def load_mooncake(text: str, max_tokens: int = MAX_TOKENS_PER_REQUEST,
                   tally: Tally | None = None) -> Trace:
     """Parse and validate a Mooncake trace; prompts are TokenRuns of real tokens. `tally`
-    (load_trace's, radix/traces/limits.py) counts each line, in file order, before its prompt
+    (load_trace's, radix/traces/base.py) counts each line, in file order, before its prompt
     is built, and refuses the line that takes a total over its limit.
 
     rid is "mc-<line>"; arrival is timestamp / 1000 seconds.

@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from radix.traces.base import (
+    DEFAULT_LIMITS,
+    Tally,
     TraceError,
+    TraceLimits,
     check_text,
     decode_text,
     ints_in_range,
@@ -27,7 +30,6 @@ from radix.traces.base import (
     read_bytes,
     type_name,
 )
-from radix.traces.limits import DEFAULT_LIMITS, Tally, TraceLimits
 from radix.tree.eviction import POLICIES, get_strategy
 
 MAX_TOKENS = 1_000_000  # per op

@@ -19,10 +19,13 @@ from typing import Any
 
 from radix.traces import textcodec
 from radix.traces.base import (
+    DEFAULT_LIMITS,
     MAX_OUTPUT_LEN,
     MAX_SECONDS,
+    Tally,
     Trace,
     TraceError,
+    TraceLimits,
     TraceRequest,
     as_int,
     as_int_list,
@@ -33,7 +36,6 @@ from radix.traces.base import (
     need,
     type_name,
 )
-from radix.traces.limits import DEFAULT_LIMITS, Tally, TraceLimits
 
 FIELDS = {"rid", "arrival", "tokens", "text", "messages", "output_len", "extra_key",
           "cache_salt", "priority", "output_tokens", "meta"}  # "meta": anything, ignored

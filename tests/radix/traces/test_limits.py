@@ -11,8 +11,7 @@ import pytest
 from radix.runs import ops as run_ops
 from radix.runs.ops import replay_ops
 from radix.traces import TraceError, load_trace
-from radix.traces.base import MAX_OPS, MAX_TOTAL_OUTPUT_TOKENS, gunzip
-from radix.traces.limits import Tally, TraceLimits
+from radix.traces.base import MAX_OPS, MAX_TOTAL_OUTPUT_TOKENS, Tally, TraceLimits, gunzip
 from radix.traces.ops import OpTraceError, parse_ops
 
 

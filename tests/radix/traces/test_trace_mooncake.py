@@ -13,8 +13,7 @@ from examples.mooncake_conversation import generate
 from radix.runs.compare import compare
 from radix.tokens import TokenRuns
 from radix.traces import Trace, TraceError, TraceRequest, load_trace
-from radix.traces.base import MAX_TOTAL_OUTPUT_TOKENS
-from radix.traces.limits import TraceLimits
+from radix.traces.base import MAX_TOTAL_OUTPUT_TOKENS, TraceLimits
 from radix.traces.mooncake import (
     MAX_TOTAL_OUTPUT_TOKENS_COMPACT,
     block_hit_rate,
