@@ -21,10 +21,9 @@ from radix.blocks.pool import BlockPool
 from radix.events import EventSink
 from radix.request import Req
 from radix.runs.collector import fewer_collections
-from radix.runs.reqs import OUTPUT_BASE, is_compact_trace, output_tokens, trace_reqs
 from radix.tokens import is_compact, joined
 from radix.tokens.slots import RunAllocator
-from radix.traces.base import Trace
+from radix.traces.base import OUTPUT_BASE, Trace, is_compact_trace, output_tokens, trace_reqs
 from radix.tree.node import RadixKey
 from radix.tree.radix_cache import RadixCache
 

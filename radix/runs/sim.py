@@ -19,13 +19,12 @@ from radix.events import EventSink
 from radix.request import Req
 from radix.runs.collector import fewer_collections
 from radix.runs.costs import CostModel
-from radix.runs.reqs import is_compact_trace, output_tokens, trace_reqs
 from radix.runs.shadow import BlockShadow
 from radix.runs.simrunner import OUTPUT_TOKEN_BASE, SimClock, SimRunner
 from radix.runs.workers import fork_map
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.tokens.slots import RunAllocator
-from radix.traces.base import Trace
+from radix.traces.base import Trace, is_compact_trace, output_tokens, trace_reqs
 from radix.tree.radix_cache import RadixCache
 
 __all__ = ["BlockShadow", "CONFIGS", "OUTPUT_TOKEN_BASE", "RequestRow", "SimClock", "SimConfig",

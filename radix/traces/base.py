@@ -20,11 +20,12 @@ import math
 import os
 import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from radix.request import Req
+from radix.tokens import RunList, TokenRuns, is_compact
 
 MAX_BYTES = 64 * 1024 * 1024  # a trace file's size (after gunzip)
 MAX_TOKENS_PER_REQUEST = 1 << 20  # one request's prompt (real tokens)
@@ -100,15 +101,58 @@ class Trace:
     source: str = "<bytes>"  # the file name, for messages
 
 
+OUTPUT_BASE = 1 << 40  # synthetic output tokens: OUTPUT_BASE + (request index << 20) + j
+COMPACT_OUTPUT_BASE = 1 << 63  # for compact traces, above every Mooncake token (< 2**63)
+
+
 def to_req(tr: TraceRequest) -> Req:
-    """A fresh `Req` for the schedulers and caches.
+    """A fresh `Req` for the schedulers and caches, in real tokens: a compact prompt (TokenRuns,
+    Mooncake) stays compact, and so do its rows (output_ids, slot_ids are RunLists).
 
     >>> to_req(TraceRequest("r1", 0.5, (1, 2, 3), 4)).origin_input_ids
     [1, 2, 3]
     """
-    return Req(rid=tr.rid, origin_input_ids=list(tr.token_ids), max_new_tokens=tr.output_len,
-               extra_key=tr.extra_key, cache_salt=tr.cache_salt, priority=tr.priority,
-               arrival=tr.arrival)
+    compact = is_compact(tr.token_ids)
+    req = Req(tr.rid, tr.token_ids if compact else list(tr.token_ids),
+              max_new_tokens=tr.output_len, extra_key=tr.extra_key, cache_salt=tr.cache_salt,
+              priority=tr.priority, arrival=tr.arrival)
+    if compact:
+        req.output_ids, req.slot_ids = RunList(), RunList()
+    return req
+
+
+def trace_reqs(trace: Trace) -> list[Req]:
+    """Fresh Reqs for every request of the trace (`to_req`): what compare.py, sim.py and
+    explain.py feed the caches, so that all three see the same tokens.
+
+    >>> t = Trace("request", [TraceRequest("a", 0, (5, 6), 1)])
+    >>> [r.origin_input_ids for r in trace_reqs(t)]
+    [[5, 6]]
+    """
+    return [to_req(tr) for tr in trace.requests]
+
+
+def is_compact_trace(trace: Trace) -> bool:
+    """True when the trace's prompts are TokenRuns (Mooncake), so rows must stay compact."""
+    return bool(trace.requests) and is_compact(trace.requests[0].token_ids)
+
+
+def output_tokens(trace: Trace, index: int) -> Sequence[int]:
+    """The reply of request `index`: the trace's own when recorded, else distinct synthetic ids
+    no prompt uses: a `range` for plain traces, one TokenRuns run for compact ones, never a list
+    built up front.
+
+    >>> t = Trace("request", [TraceRequest("a", 0, (5,), 3)])
+    >>> output_tokens(t, 0) == range(OUTPUT_BASE, OUTPUT_BASE + 3)
+    True
+    """
+    tr = trace.requests[index]
+    if tr.output_ids:
+        return list(tr.output_ids[:tr.output_len])
+    if is_compact(tr.token_ids):
+        return TokenRuns([(COMPACT_OUTPUT_BASE + (index << 21), tr.output_len)])
+    start = OUTPUT_BASE + (index << 20)
+    return range(start, start + tr.output_len)
 
 
 # ---------------------------------------------------------------- reading and detecting
