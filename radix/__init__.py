@@ -46,15 +46,18 @@ from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.traces import Trace, TraceError, TraceRequest, load_trace
 from radix.tree.eventlog import EventLog, TreeModel
 from radix.tree.eviction import POLICIES as EVICTION_POLICIES
-from radix.tree.inspect import InvariantError, check_invariants, format_tree, snapshot
 from radix.tree.node import (
     EvictResult,
     InsertResult,
+    InvariantError,
     MatchResult,
     NodeState,
     RadixKey,
     TreeNode,
     TreeSnapshot,
+    check_invariants,
+    format_tree,
+    snapshot,
 )
 from radix.tree.radix_cache import LogicalClock, RadixCache
 

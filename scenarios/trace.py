@@ -35,7 +35,7 @@ from radix.tokens import TokenRuns
 from radix.traces import Trace, load_trace
 from radix.traces.ops import OpTraceError
 from radix.tree.eventlog import EventLog
-from radix.tree.inspect import InvariantError
+from radix.tree.node import InvariantError
 from radix.tree.radix_cache import RadixCache
 from scenarios.blockframes import BlockFrames
 from scenarios.budget import BUDGET, Budget, server_limits

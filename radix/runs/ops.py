@@ -22,8 +22,7 @@ from radix.allocator import SlotAllocator
 from radix.events import EventSink
 from radix.request import Req
 from radix.traces.ops import Op, OpTrace, OpTraceError
-from radix.tree.inspect import InvariantError
-from radix.tree.node import RadixKey
+from radix.tree.node import InvariantError, RadixKey
 from radix.tree.radix_cache import RadixCache
 
 UNBOUNDED = 2**40

@@ -24,7 +24,6 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from radix import events as ev
-from radix.tree.inspect import tree_states
 from radix.tree.node import (
     ROOT_PRIORITY,
     RadixKey,
@@ -34,6 +33,7 @@ from radix.tree.node import (
     count_hits,
     detach,
     split_edge,
+    tree_states,
 )
 
 

@@ -32,11 +32,11 @@ from radix.tokens import TokenRuns, frozen
 from radix.tokens.prefix import PrefixProbe, gallop_match
 from radix.tree import unified
 from radix.tree.eviction import EvictionHeap, get_strategy, tlru_new_node, tlru_split
-from radix.tree.inspect import InvariantError, format_tree, tree_states
 from radix.tree.node import (
     ROOT_PRIORITY,
     EvictResult,
     InsertResult,
+    InvariantError,
     MatchResult,
     RadixKey,
     TreeNode,
@@ -45,8 +45,10 @@ from radix.tree.node import (
     concat_values,
     count_hits,
     detach,
+    format_tree,
     page_at,
     split_edge,
+    tree_states,
 )
 
 FLAVORS = ("classic", "unified")  # radix_cache.RadixCache, or 0.5.23's UnifiedRadixCache
@@ -752,7 +754,7 @@ class RadixCache:
         >>> c.check_invariants()
         Traceback (most recent call last):
         ...
-        radix.tree.inspect.InvariantError: evictable/protected sizes are 99/0, the tree holds 3/0
+        radix.tree.node.InvariantError: evictable/protected sizes are 99/0, the tree holds 3/0
         """
         root = self.root_node
         if root.lock_ref != 1:

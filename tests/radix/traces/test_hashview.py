@@ -35,7 +35,7 @@ def test_pretty_print_shows_hash_ids():
 
 
 def test_tree_scene_edges_show_hash_ids():
-    from radix.tree.inspect import snapshot
+    from radix.tree.node import snapshot
 
     _, lines = tree_items(snapshot(two_prompts()), ids=lambda t: block_label(t, 1))
     labels = sorted(line.label for line in lines)

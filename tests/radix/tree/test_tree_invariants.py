@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from radix.tree.inspect import InvariantError
-from radix.tree.node import RadixKey
+from radix.tree.node import InvariantError, RadixKey
 from radix.tree.radix_cache import RadixCache
 
 
