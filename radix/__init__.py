@@ -9,7 +9,6 @@ public API, listed in docs/CONTRACTS.md (a test keeps the two in step).
 
 from radix import events
 from radix.allocator import Allocator, SlotAllocator
-from radix.blocks.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.hashing import (
     HASH_ALGOS,
     NONE_HASH,
@@ -26,7 +25,7 @@ from radix.blocks.kv_events import (
     encode_batch,
 )
 from radix.blocks.manager import BlockCacheManager, ComputedBlocks, LookupRecord
-from radix.blocks.pool import BlockPool
+from radix.blocks.pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot, BlockState, take_snapshot
 from radix.cluster import ROUTERS as CLUSTER_ROUTERS
 from radix.cluster import Decision, Load, RouteRequest, make_router

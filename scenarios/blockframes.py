@@ -23,10 +23,9 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from radix.blocks.extents import ExtentBlockManager, ExtentHit
-from radix.blocks.free_queue import FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.hashing import BlockHasher
 from radix.blocks.manager import BlockCacheManager, LookupRecord
-from radix.blocks.pool import BlockPool
+from radix.blocks.pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.request import Req
 
