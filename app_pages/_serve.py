@@ -3,7 +3,7 @@
 Process-wide, shared by every browser session: the worker pool for heavy work (`jobs`, with
 `wait_for` showing a job's queue place or progress and a cancel button), the Live engines
 (`live_sessions`), the big objects a session holds (`holdings`: a trace replay) and the memory
-budget (scenarios/budget.py). `sweep`, run by app.py on every page run, lets go of all of it
+budget (runtime/budget.py). `sweep`, run by app.py on every page run, lets go of all of it
 for browser sessions that are gone, so the server's memory follows its load.
 Not a page: app.py does not list it.
 """
@@ -17,9 +17,9 @@ from typing import Any
 import streamlit as st
 from streamlit import runtime
 
-from scenarios.budget import BUDGET, give_back_memory, resident_growth
-from scenarios.jobs import JobPool
-from scenarios.sessions import SessionRegistry
+from runtime.budget import BUDGET, give_back_memory, resident_growth
+from runtime.jobs import JobPool
+from runtime.sessions import SessionRegistry
 from viz.escape import esc_md
 
 

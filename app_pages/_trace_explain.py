@@ -15,9 +15,9 @@ import streamlit as st
 from app_pages._serve import jobs, wait_for
 from app_pages._shell import say
 from app_pages._trace_why import show_causes
-from scenarios.budget import BudgetError
+from runtime.budget import BudgetError
+from runtime.jobs import QueueFull
 from scenarios.explain import POLICIES, WHAT_IF_RUNS, run_explain, run_what_ifs, step_of
-from scenarios.jobs import QueueFull
 from scenarios.trace import Cancelled
 from viz.escape import esc_md
 from viz.explain import (

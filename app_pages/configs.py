@@ -8,8 +8,8 @@ from app_pages._serve import jobs, wait_for
 from app_pages._shell import long_caption, say
 from radix.runs.costs import LABEL
 from radix.traces import TraceError
+from runtime.jobs import QueueFull
 from scenarios.configs import SCENARIOS, run_configs, workload_trace
-from scenarios.jobs import QueueFull
 from scenarios.trace import digest
 from viz.configs import config_table, hit_rate_figure, prefilled_figure
 

@@ -12,8 +12,8 @@ from app_pages._trace_blocks import show_recording
 from app_pages._trace_view import show_replay
 from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
 from radix.traces.base import TraceError
-from scenarios.budget import BUDGET, BudgetError, give_back_memory, mib, resident_growth
-from scenarios.jobs import QueueFull
+from runtime.budget import BUDGET, BudgetError, give_back_memory, mib, resident_growth
+from runtime.jobs import QueueFull
 from scenarios.trace import Cancelled, digest, replay
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "traces"

@@ -7,7 +7,7 @@ from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app_pages._shell import say
-from scenarios.sessions import SessionRegistry
+from runtime.sessions import SessionRegistry
 from scenarios.watch import WatchSession, discover, http_json
 from viz.cluster import grid_caption, prefix_tree_scene, status_rows
 from viz.component import tree_view

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scenarios.budget import Budget  # noqa: E402
+from runtime.budget import Budget  # noqa: E402
 from scenarios.explain import run_explain, run_what_ifs  # noqa: E402
 from scenarios.trace import replay  # noqa: E402
 from viz.explain import bucket_figure, bucket_rows, capacity_figure  # noqa: E402

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from radix.tree.node import format_tree  # noqa: E402
-from scenarios.budget import Budget  # noqa: E402
+from runtime.budget import Budget  # noqa: E402
 from scenarios.trace import replay  # noqa: E402
 from viz.blocks import block_grid_figure  # noqa: E402
 from viz.scene import tree_scene  # noqa: E402

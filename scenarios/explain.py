@@ -1,11 +1,12 @@
 """The Trace debugger's "Why this hit rate?" panel: the explainer run on the uploaded trace.
 
 Runs `radix.runs.explain` (one watched simulator run: every prompt token in one bucket per
-cache; then, as a second job, the what-ifs) inside the session's memory budget (budget.py) with
-progress and cancel as the replay has, and ties each bucket to the debugger: its example
-requests and the step of the replay where each was looked up (`step_of`). The explainer runs
-SGLang's scheduler (batches, requests in flight); the replay one request at a time, so a
-request's hit may differ between the two where requests overlap in time: the panel says so.
+cache; then, as a second job, the what-ifs) inside the session's memory budget
+(runtime/budget.py) with progress and cancel as the replay has, and ties each bucket to the
+debugger: its example requests and the step of the replay where each was looked up
+(`step_of`). The explainer runs SGLang's scheduler (batches, requests in flight); the replay one
+request at a time, so a request's hit may differ between the two where requests overlap in
+time: the panel says so.
 Leaves out: drawing (viz/explain.py).
 """
 
@@ -19,7 +20,7 @@ from typing import Any, NamedTuple
 from radix.runs.explain import BUCKETS, Explanation, explain, num_what_ifs, what_ifs
 from radix.runs.sim import SimConfig
 from radix.traces.base import Trace
-from scenarios.budget import BUDGET, Budget
+from runtime.budget import BUDGET, Budget
 from scenarios.trace import Cancelled, Progress
 
 WHAT = "trace explain"

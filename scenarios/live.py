@@ -8,7 +8,7 @@ rebuild a `TreeModel` (the replay law makes it equal to the engine's tree) and t
 telling (splits, new leaves, evictions, lock walks, admissions) are kept with what the words need
 (the tree before a split, the step's key length), for viz/words.py to say. Prefill is chunked
 (CHUNK tokens a round, as SGLang's chunked prefill), so a long prompt shows its progress.
-scenarios/sessions.py's `SessionRegistry` closes the engines of browser sessions that are gone.
+runtime/sessions.py's `SessionRegistry` closes the engines of browser sessions that are gone.
 Leaves out: stop strings and EOS (the engine runs every request to max_new_tokens).
 """
 

@@ -6,7 +6,7 @@ after every request, and through vLLM's (`run_blocks`) into block keyframes (blo
 requests are expanded one at a time, and the log keeps token ids and slots compact (`compact`:
 as TokenRuns where they come in runs, else as `array('q')`, 8 bytes a token, not ~36 as a tuple
 of ints), so a 4,000-request Mooncake trace (~50 M logged tokens) fits a session's memory budget
-(budget.py). An index built from the typed events answers "where was request X admitted,
+(runtime/budget.py). An index built from the typed events answers "where was request X admitted,
 finished, evicted". A KV-events recording is folded as `radix watch --read` folds it
 (scenarios/kvrecording.py). Op logs run op by op (radix.runs.ops): one that fails keeps the tree
 of its last good step, the failing op and the rule it broke.
@@ -37,8 +37,8 @@ from radix.traces.ops import OpTraceError
 from radix.tree.eventlog import EventLog
 from radix.tree.node import InvariantError
 from radix.tree.radix_cache import RadixCache
+from runtime.budget import BUDGET, Budget, server_limits
 from scenarios.blockframes import BlockFrames
-from scenarios.budget import BUDGET, Budget, server_limits
 from scenarios.kvrecording import RecordingFold, fold_recording
 
 Progress = Callable[[float, str], None]  # (fraction done, what runs now)

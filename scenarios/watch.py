@@ -5,7 +5,7 @@
 base URL and model it also sends chat prompts (`send`, in a thread), tokenizes a typed prompt
 for the overlap view (`/tokenize`, as vLLM and engine serve offer it) and decodes previews
 (`/detokenize`); a sent prompt *lands* when every full block of it is in some worker's view.
-`discover` reads engine serve's `/kv_events`; scenarios/sessions.py closes gone sessions.
+`discover` reads engine serve's `/kv_events`; runtime/sessions.py closes gone sessions.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Which modules the doctest collection imports, and which wait until the tests run.
 
-pytest runs the docstrings' worked examples (`--doctest-modules` over radix/, engine/,
+pytest runs the docstrings' worked examples (`--doctest-modules` over radix/, engine/, runtime/,
 scenarios/, viz/, examples/), and collecting a module's doctests imports the module. So the
 collection (conftest.py at the root) passes over a module that has no example (`>>>`): there is
 nothing to collect and importing it would only cost time; and over a module whose import imports
-torch or transformers (itself or through a project module it imports at its top; seconds on an
-idle machine, a minute on a loaded one, paid by every run, even `pytest
-tests/radix/tree/test_tree.py`): its examples run in tests/docs/test_doctests_torch.py instead, as a
-test, so torch is imported only by a run that selects it.
+torch or transformers (itself or through a project module it imports at its top; seconds on an idle
+machine, a minute on a loaded one, paid by every run, even `pytest tests/radix/tree/test_tree.py`):
+its examples run in tests/docs/test_doctests_torch.py instead, as a test, so torch is imported only
+by a run that selects it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCTEST_DIRS = ("radix", "engine", "scenarios", "viz", "examples")
+DOCTEST_DIRS = ("radix", "engine", "runtime", "scenarios", "viz", "examples")
 HEAVY = ("torch", "transformers")
 
 

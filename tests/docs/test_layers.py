@@ -1,7 +1,8 @@
 """The house's arrows: every import of every module, including those inside functions, points down.
 
 Layers, top to bottom (ranks): app.py and app_pages/ (5); scenarios/ and viz/ (4, never each other);
-engine/ and examples/ (3, never each other); radix/ (below; its sub-packages are ranked too:
+runtime/ (3.5: the worker pool, budgets and session registry, below the runs); engine/ and
+examples/ (3, never each other); radix/ (below; its sub-packages are ranked too:
 cli 6 > runs, watch, why 5 > traces 4 > sched 3 > tree, blocks 2 > events, request, allocator 1 >
 tokens 0). An import may go to a lower rank only, or within its own package (radix/tree
 importing radix/tree). No two modules import each other, directly or through a circle. tests/,
@@ -21,6 +22,7 @@ FREE = ("tests", "tools", "benchmarks", "conftest.py")  # may import anything; n
 RANKS = {
     "app": 51, "app_pages": 50,  # app.py (the entry) may import app_pages
     "scenarios": 40, "viz": 41,  # the same height: different numbers so neither sees the other
+    "runtime": 35,  # the server runtime (jobs, budgets, sessions): the runs use it, it knows none
     "engine": 30, "examples": 31,
     "radix.__main__": 7, "radix": 7,  # radix/__init__.py: the public surface
     "radix.cli": 6, "radix.cluster": 5.5,  # the cluster: above runs and watch, below cli

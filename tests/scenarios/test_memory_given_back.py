@@ -1,4 +1,4 @@
-"""Memory comes back: a Trace-debugger replay dropped and handed back (scenarios/budget.py
+"""Memory comes back: a Trace-debugger replay dropped and handed back (runtime/budget.py
 `give_back_memory`) leaves the process close to where it started. Measured in a fresh
 subprocess (its own heap, nothing else of the test run in it): resident memory before the
 replay, while it is held, and after it is dropped. Not a timing test."""
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
 import json, sys
 from pathlib import Path
-from scenarios.budget import Budget, give_back_memory, resident_bytes
+from runtime.budget import Budget, give_back_memory, resident_bytes
 from scenarios.trace import replay
 
 data = Path(sys.argv[1]).read_bytes()
@@ -54,8 +54,8 @@ def test_a_dropped_replay_gives_its_memory_back():
 POOL_CHILD = """
 import json, sys
 from pathlib import Path
-from scenarios.budget import Budget, give_back_memory, resident_bytes
-from scenarios.jobs import JobPool
+from runtime.budget import Budget, give_back_memory, resident_bytes
+from runtime.jobs import JobPool
 from scenarios.trace import replay
 
 data = Path(sys.argv[1]).read_bytes()
@@ -98,7 +98,7 @@ def test_a_finished_job_is_not_kept_by_its_worker():
     import gc
     import weakref
 
-    from scenarios.jobs import JobPool
+    from runtime.jobs import JobPool
 
     class Big:  # stands in for a replay
         pass
@@ -120,7 +120,7 @@ def test_resident_growth_counts_what_is_really_held():
     """The Trace page's measured figure: growth from the first call. 64 MiB written into a
     bytes object is resident, so the growth rises by at least 60 MiB while it is held, and
     the baseline stays put (the first call's)."""
-    from scenarios.budget import resident_growth
+    from runtime.budget import resident_growth
 
     first = resident_growth()
     assert first is not None  # Linux
@@ -135,7 +135,7 @@ def test_a_taken_result_is_not_kept_by_its_job():
     the job object, and the job must not keep the replay."""
     import weakref
 
-    from scenarios.jobs import JobPool
+    from runtime.jobs import JobPool
 
     class Big:  # stands in for a replay
         pass

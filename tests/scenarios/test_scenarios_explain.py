@@ -11,7 +11,7 @@ import pytest
 
 from radix.runs.explain import BUCKETS
 from radix.traces import load_trace
-from scenarios.budget import Budget, BudgetError
+from runtime.budget import Budget, BudgetError
 from scenarios.explain import (
     KEPT_PER_REQUEST,
     WHAT,

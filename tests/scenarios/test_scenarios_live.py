@@ -16,9 +16,9 @@ import pytest
 
 from radix.events import ListSink, RequestAdmitted
 from radix.tree.radix_cache import RadixCache
+from runtime.sessions import SessionRegistry
 from scenarios.chats import SCENARIOS, SYSTEM
 from scenarios.live import LiveSession, LiveTree
-from scenarios.sessions import SessionRegistry
 from viz.live import measured_label
 from viz.words import told_line
 

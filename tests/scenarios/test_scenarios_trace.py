@@ -19,9 +19,9 @@ from radix.runs.compare import compare, output_tokens, run_blocks, trace_reqs
 from radix.tokens import TokenRuns
 from radix.traces import TraceError, load_trace
 from radix.tree.radix_cache import RadixCache
+from runtime.budget import Budget, BudgetError
+from runtime.jobs import JobPool, QueueFull
 from scenarios.blockframes import BlockFrames, capture, restore
-from scenarios.budget import Budget, BudgetError
-from scenarios.jobs import JobPool, QueueFull
 from scenarios.trace import CompactLog, compact, nbytes, replay, search
 
 TRACES = Path(__file__).resolve().parents[2] / "examples" / "traces"

@@ -164,7 +164,7 @@ def test_fallback_tokenizer_stops_past_the_per_request_cap():
 def test_the_app_takes_the_limits_the_server_sets(monkeypatch):
     """RADIXLENS_TRACE_LIMITS sets what an upload may hold: 3 Mooncake requests of 8 output
     tokens pass 16 > 15 on line 2 under max_total_output_tokens=15, and replay under 24."""
-    from scenarios.budget import Budget, server_limits
+    from runtime.budget import Budget, server_limits
     from scenarios.trace import replay
 
     data = _mooncake(3, output_len=8)
