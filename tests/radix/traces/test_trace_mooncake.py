@@ -11,9 +11,9 @@ import pytest
 
 from examples.mooncake_conversation import generate
 from radix.runs.compare import compare
-from radix.tokens import TokenRuns
+from radix.tokens import RunList, TokenRuns
 from radix.traces import Trace, TraceError, TraceRequest, load_trace
-from radix.traces.base import MAX_TOTAL_OUTPUT_TOKENS, TraceLimits
+from radix.traces.base import MAX_TOTAL_OUTPUT_TOKENS, TraceLimits, to_req, trace_reqs
 from radix.traces.mooncake import (
     MAX_TOTAL_OUTPUT_TOKENS_COMPACT,
     block_hit_rate,
@@ -117,6 +117,19 @@ def test_compact_equals_plain_token_lists_on_the_excerpt():
         a, b = compare(t, capacity), compare(plain, capacity)
         assert a["tree"] == b["tree"] and a["blocks"] == b["blocks"]
     assert a["tree"]["hit_tokens"] > 0
+
+
+def test_a_request_becomes_a_req_in_one_way_and_stays_compact():
+    """`to_req` is the one way from a trace request to a Req (#23): a Mooncake prompt stays a
+    TokenRuns of its real tokens, with RunList rows (the old `to_req` expanded it into a list of
+    ints; `trace_reqs` had the compact loop of its own); a plain prompt becomes a list."""
+    t = load_trace(EXCERPT)
+    req = to_req(t.requests[0])
+    assert type(req.origin_input_ids) is TokenRuns
+    assert req.origin_input_ids == t.requests[0].token_ids
+    assert type(req.output_ids) is RunList and type(req.slot_ids) is RunList
+    assert [r.origin_input_ids for r in trace_reqs(t)] == [tr.token_ids for tr in t.requests]
+    assert to_req(TraceRequest("a", 0, (5, 6), 1)).origin_input_ids == [5, 6]
 
 
 def test_three_line_trace_is_exact_at_any_capacity():
