@@ -149,3 +149,30 @@ def test_the_service_runs_the_host_tier_and_reports_the_split(smol):
     assert results[3].output_ids == results[1].output_ids
     with pytest.raises(ValueError, match="host-ratio"):
         EngineService(smol, POOL, host_ratio=2.0, no_cache=True)
+
+
+def test_serve_takes_the_host_options_and_gives_them_to_every_replica():
+    from engine.__main__ import build_parser
+    from engine.cluster import Cluster, ClusterConfig
+
+    args = build_parser().parse_args(["serve", "--host-ratio", "4", "--write-policy",
+                                      "write_back"])
+    assert (args.host_ratio, args.write_policy) == (4.0, "write_back")
+    assert build_parser().parse_args(["serve"]).host_ratio is None
+    made = []
+
+    class Replica:
+        def __init__(self, loaded, capacity, **kw):
+            made.append(kw)
+
+        def close(self, *a, **kw):
+            pass
+
+    config = ClusterConfig(dp=2, router="round-robin", kv_endpoint=None,
+                           kv_replay_endpoint=None, host_ratio=4.0, write_policy="write_back")
+    Cluster(None, config, service_factory=Replica).close()
+    assert [(kw["host_ratio"], kw["write_policy"]) for kw in made] == [(4.0, "write_back")] * 2
+    made.clear()
+    Cluster(None, ClusterConfig(dp=1, router="round-robin", kv_endpoint=None,
+                                kv_replay_endpoint=None), service_factory=Replica).close()
+    assert "host_ratio" not in made[0]  # off: the factory's own defaults
