@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from engine.backends import Backend, ModelBackend
+from engine.backends import Backend, ModelBackend, SimBackend
 from engine.handles import (
     STOP,
     TOKENIZER_LOCK,
@@ -102,6 +102,12 @@ class EngineService:
                                        shadow=self.shadow)
         else:
             from engine.hosttier import build_host_tier
+            from engine.kv_pool import KVPool
+
+            if not isinstance(self.pool, KVPool) and not isinstance(self.backend, SimBackend):
+                self.backend.close()
+                raise ValueError("the host tier copies KV rows in this process: it needs the "
+                                 "model's own KVPool (ModelBackend) or the simulated backend")
 
             self.host_tier = self.scheduler = build_host_tier(
                 self.pool, self.runner, host_ratio, write_policy=write_policy,

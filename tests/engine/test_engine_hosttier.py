@@ -176,3 +176,31 @@ def test_serve_takes_the_host_options_and_gives_them_to_every_replica():
     Cluster(None, ClusterConfig(dp=1, router="round-robin", kv_endpoint=None,
                                 kv_replay_endpoint=None), service_factory=Replica).close()
     assert "host_ratio" not in made[0]  # off: the factory's own defaults
+
+
+def test_a_backend_whose_rows_live_elsewhere_is_refused_and_the_simulated_one_runs(smol):
+    """A process backend keeps the KV rows in its child: the host tier could not copy them,
+    so the service refuses it (and closes the backend); the simulated backend has no rows and
+    runs the same tier logic."""
+    from engine.backends import simulated
+    from engine.service import EngineService
+    from radix.allocator import SlotAllocator
+
+    closed = []
+
+    class RowsElsewhere:
+        def __init__(self, loaded, capacity, page_size=1):
+            self.pool, self.runner = SlotAllocator(capacity), None
+
+        def close(self):
+            closed.append(True)
+
+    with pytest.raises(ValueError, match="needs the model's own KVPool"):
+        EngineService(smol, POOL, host_ratio=2.0, backend=RowsElsewhere)
+    assert closed == [True]
+    a = _prompt(smol, TOPICS[0])
+    with EngineService(smol, POOL, host_ratio=2.0, backend=simulated()) as service:
+        first = service.submit(a, 3, rid="a").result(timeout=60)
+        again = service.submit(a, 3, rid="a2").result(timeout=60)
+    assert first.metrics["matched_tokens"] == 0
+    assert again.metrics["device_hit_tokens"] == len(a) - 1
