@@ -63,7 +63,8 @@ def test_panel_buckets_add_up_to_the_prompt_tokens_and_go_to_a_step():
     # the lead-ins are bold, not literal asterisks (#24 item 7)
     leads = [m.value for m in at.markdown if m.value.startswith("**")]
     assert [plain(v).split("** ")[0] for v in leads] == ["**Hit rate:", "**Where it happened:",
-                                                         "**Causes found", "**What if:"], leads
+                                                         "**Causes found", "**What if:",
+                                                         "**Host tier:"], leads
     assert not [m.value for m in at.markdown if "\\*" in m.value]
     go = at.button(key="trace.explain_go.tree.hit.0")
     assert plain(go.label) == "b: 39 tokens, step 5"
