@@ -3,7 +3,8 @@
 Not a page (app.py does not list it): app_pages/_trace_view.py calls `show_explainer` with the
 replay and the session's holdings state. The explainer runs as a job (scenarios/explain.py),
 cached per trace content, capacity and policy; each bucket names its largest requests with a
-button that moves the debugger (`trace.at`) to the step where that request was looked up.
+button that moves the debugger (`trace.at`) to the step where that request was looked up. The
+host tier section (off until a host pool is chosen) is `explain --host-ratio`'s, as its own job.
 """
 
 from __future__ import annotations
@@ -15,9 +16,20 @@ import streamlit as st
 from app_pages._serve import jobs, wait_for
 from app_pages._shell import say
 from app_pages._trace_why import show_causes
+from radix.hosttier.capacity import WRITE_POLICIES
 from runtime.budget import BudgetError
 from runtime.jobs import QueueFull
-from scenarios.explain import POLICIES, WHAT_IF_RUNS, run_explain, run_what_ifs, step_of
+from scenarios.explain import (
+    HOST_RATIOS,
+    POLICIES,
+    WHAT_IF_RUNS,
+    host_rows,
+    host_summary,
+    run_explain,
+    run_host_tier,
+    run_what_ifs,
+    step_of,
+)
 from scenarios.trace import Cancelled
 from viz.escape import esc_md
 from viz.explain import (
@@ -122,10 +134,10 @@ def show_explainer(r: Any, state: dict, sid: str) -> None:
             return
         done.clear()  # one explanation kept a trace: the budget holds one
         done[key] = result
-    _panel(r, done[key], state)
+    _panel(r, done[key], state, sid)
 
 
-def _panel(r: Any, x: Any, state: dict) -> None:
+def _panel(r: Any, x: Any, state: dict, sid: str) -> None:
     e = x.explanation
     rates = ", ".join(f"{SIDES[s]} {e.hit_rate(s):.1%}" for s in e.totals)
     say("markdown", f"{rates} of {e.prompt_tokens:,} prompt tokens "
@@ -136,6 +148,7 @@ def _panel(r: Any, x: Any, state: dict) -> None:
     # issue 22: why the biggest losers missed, each against its best earlier partner
     show_causes(r, list(dict.fromkeys(row.rid for rows in e.top_losers.values() for row in rows)))
     _what_ifs(r, x, state)
+    _host_tier(r, state, sid)
     mooncake = r.trace.format == "mooncake"
     for side in e.totals:
         st.caption(f"Prefixes that saved the most: {SIDES[side]}")
@@ -204,3 +217,55 @@ def _what_ifs(r: Any, x: Any, state: dict) -> None:
     c = st.columns(2)
     c[0].plotly_chart(page_figure(w["page_size"]), key="trace.explain_pages", config=PLOT)
     c[1].plotly_chart(namespace_figure(w["namespaces"]), key="trace.explain_ns", config=PLOT)
+
+
+def _host_tier(r: Any, state: dict, sid: str) -> None:
+    """`explain --host-ratio`'s section: the trace through SGLang's host tier (HiCache) at the
+    capacity above, each prompt split into device hit / host hit / miss, and why each host hit
+    was on the host. Runs (a job of its own) only once a host pool is chosen."""
+    say("markdown", "SGLang's HiCache keeps evicted KV in a host pool and loads a later hit "
+                    "back; requests run one at a time (radix/hosttier/replay.py).",
+        bold="Host tier:")
+    c = st.columns(2)
+    ratio = c[0].selectbox("host pool (x the capacity, --hicache-ratio)",
+                           ("off", *(f"{x:g}x" for x in HOST_RATIOS)),
+                           key="trace.explain_host")
+    policy = c[1].selectbox("write policy", WRITE_POLICIES, key="trace.explain_host_policy")
+    if ratio == "off":
+        return
+    key = (r.digest, r.capacity, ratio, policy)
+    what = "The host tier"
+    done = state.setdefault("host_explained", {})
+    if key not in done:
+        if _stopped(state, key, what):
+            return
+        job = state.get("explain_host_job")
+        if job is None or job.name != f"host tier {key}":
+            if job is not None:
+                job.cancel()
+            trace = r.trace
+            try:
+                job = jobs().submit(f"host tier {key}", lambda progress, cancel: run_host_tier(
+                    trace, r.capacity, float(ratio[:-1]), policy, session_id=sid,
+                    progress=progress, cancel=cancel))
+            except QueueFull as exc:
+                say("error", f"The server is busy: {exc}")
+                return
+            state["explain_host_job"] = job
+        if not wait_for(job, "host tier"):
+            return
+        state["explain_host_job"] = None
+        result = _result(job, what, state, key)
+        if result is None:
+            _stopped(state, key, what)
+            return
+        done.clear()  # one kept per trace, as the explainer
+        done[key] = result
+    e = done[key]
+    say("markdown", host_summary(e), bold=f"Host {ratio}, {policy}:")
+    rows = host_rows(e)
+    if rows:
+        st.caption("Requests that loaded the most back, and the eviction that had demoted it")
+        st.dataframe(rows, hide_index=True)
+    else:
+        st.caption("No request loaded anything back at this capacity and host pool.")

@@ -2,10 +2,12 @@
 
 Prints one row per request (matched and prefilled tokens, vLLM block hits, TTFT, decode rate)
 and the totals, measured on this machine, beside the derived Llama-3-8B/H100 cost of the same
-token counts. `--no-cache` is the control (every match empty). Bad arguments or a bad trace print
-one error line and exit 2. `serve` (engine/serve.py): an OpenAI-compatible server publishing
-vLLM's KV events. `why A B` (engine/why.py): why prompt B misses after A, tokenized with the
-model's tokenizer. Leaves out: mooncake/kv-event traces (they carry no real tokens).
+token counts. `--no-cache` is the control (every match empty). `--host-ratio R` adds SGLang's
+host tier (engine/hosttier.py): requests run one at a time, hits split into device and host
+(loaded back). Bad arguments or a bad trace print one error line and exit 2. `serve`
+(engine/serve.py): an OpenAI-compatible server publishing vLLM's KV events. `why A B`
+(engine/why.py): why prompt B misses after A, tokenized with the model's tokenizer. Leaves
+out: mooncake/kv-event traces (they carry no real tokens).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from engine.serve import add_host_options, cmd_serve
 from engine.serve import add_parser as add_serve_parser
-from engine.serve import cmd_serve
 from engine.why import add_parser as add_why_parser
 from engine.why import cmd_why
 from radix.request import Req
@@ -52,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--chunked-prefill-size", type=int, default=None, metavar="N",
                      help="prefill long prompts N tokens per round (default: off)")
     run.add_argument("--page-size", type=int, default=1, help="radix tree page size (tokens)")
+    add_host_options(run)
     add_serve_parser(sub)
     add_why_parser(sub)
     return parser
@@ -72,17 +75,38 @@ def replay(service: EngineService, trace: Trace, prompts: list[list[int]],
     return results, time.monotonic() - start
 
 
-def format_rows(results: list[RequestResult]) -> list[str]:
-    head = (f"{'rid':<14}{'prompt':>8}{'matched':>9}{'prefill':>9}{'blk hit':>9}"
+def format_rows(results: list[RequestResult], host: bool = False) -> list[str]:
+    """One row per request; `host` (the host tier on): matched is split into its device and
+    host (loaded back) parts, with the load's copy time."""
+    tier = f"{'device':>8}{'host':>8}{'load ms':>9}" if host else ""
+    head = (f"{'rid':<14}{'prompt':>8}{'matched':>9}{tier}{'prefill':>9}{'blk hit':>9}"
             f"{'TTFT ms':>10}{'dec tok/s':>11}{'out':>6}{'retr':>6}")
     rows = [head]
     for r in results:
         m = r.metrics
+        tier = (f"{m['device_hit_tokens']:>8,}{m['host_hit_tokens']:>8,}"
+                f"{m['load_back_s'] * 1e3:>9.1f}") if host else ""
         rows.append(f"{r.rid[:13]:<14}{m['prompt_tokens']:>8,}"
-                    f"{m['matched_tokens']:>9,}{m['prefilled_tokens']:>9,}"
+                    f"{m['matched_tokens']:>9,}{tier}{m['prefilled_tokens']:>9,}"
                     f"{m.get('block_matched_tokens', 0):>9,}{m['ttft'] * 1e3:>10.1f}"
                     f"{m['decode_tps']:>11.1f}{len(r.output_ids):>6}{m.get('retractions', 0):>6}")
     return rows
+
+
+def host_totals(service: EngineService) -> list[str]:
+    """The host tier's line: the split, the tokens moved and the seconds spent copying."""
+    ht = service.host_tier
+    c, cache = ht.tree_cache.counts(), ht.tree_cache
+    dev = host = miss = 0
+    for r in ht.finished:
+        dev += r.metrics["device_hit_tokens"]
+        host += r.metrics["host_hit_tokens"]
+        miss += r.metrics["prefilled_tokens"]
+    return [f"host tier ({cache.write_policy}, host pool {cache.host.capacity:,} tokens): "
+            f"device hit {dev:,}, host hit {host:,} (loaded back), miss {miss:,} prompt tokens; "
+            f"backed up {c.backed_up:,}, demoted {c.demoted:,}, loaded back {c.loaded_back:,}, "
+            f"host evicted {c.host_evicted:,}; copies {ht.copier.backup_s * 1e3:,.1f} ms to "
+            f"host, {ht.copier.load_s * 1e3:,.1f} ms back"]
 
 
 def totals(results: list[RequestResult], wall: float, label: str) -> list[str]:
@@ -129,16 +153,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     for tr, prompt in zip(trace.requests, prompts):  # before any runs: one clear error
         check_fits(Req(tr.rid, prompt, max_new_tokens=max(tr.output_len, 1)), capacity,
                    args.page_size)
+    host = "" if args.host_ratio is None else (
+        f"; host tier {args.host_ratio:g}x ({args.write_policy}), requests one at a time")
     print(f"model: {loaded.label} ({loaded.source}, loaded in {loaded.load_seconds:.1f} s); "
           f"KV pool {capacity:,} tokens x {per_token:,} B = {capacity * per_token / 2**20:,.0f} "
-          f"MiB{'; cache disabled' if args.no_cache else ''}")
+          f"MiB{'; cache disabled' if args.no_cache else ''}{host}")
     if loaded.meaningless_text:
         print("note: random weights: the generated text is meaningless; only timings count")
     config = SchedulerConfig(policy=args.policy, chunked_prefill_size=args.chunked_prefill_size)
     with EngineService(loaded, capacity, no_cache=args.no_cache, config=config,
-                       page_size=args.page_size) as service:
+                       page_size=args.page_size, host_ratio=args.host_ratio,
+                       write_policy=args.write_policy) as service:
         results, wall = replay(service, trace, prompts, honor_arrivals=not args.burst)
-    print("\n".join(format_rows(results) + totals(results, wall, loaded.label)))
+    host = args.host_ratio is not None
+    print("\n".join(format_rows(results, host) + totals(results, wall, loaded.label)
+                    + (host_totals(service) if host else [])))
     return 0
 
 

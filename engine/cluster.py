@@ -48,6 +48,8 @@ class ClusterConfig:
     topic: str = ""
     max_history: int = 1_000  # finished requests, steps and lookups each replica keeps
     seed: int = 0  # the seeded routers' seed
+    host_ratio: float | None = None  # the host tier per replica (engine/hosttier.py); None: off
+    write_policy: str = "write_through"  # the host tier's write policy
 
     def __post_init__(self) -> None:
         if self.dp < 1:
@@ -130,10 +132,12 @@ class Cluster:
                                             config.buffer_steps, topic=config.topic,
                                             bind=True if config.kv_bind else None)
                 self.publishers.append(pub)
+                host = {} if config.host_ratio is None else {
+                    "host_ratio": config.host_ratio, "write_policy": config.write_policy}
                 self.replicas.append(service_factory(
                     loaded, config.capacity_tokens, block_size=config.block_size,
                     kv_events=pub, max_history=config.max_history, max_events=10_000,
-                    hash_algo=hasher))
+                    hash_algo=hasher, **host))
             index = None
             if config.router_name == "kv-overlap":
                 ends = [",".join(e for e in (i["endpoint"], i["replay_endpoint"]) if e)

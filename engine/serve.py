@@ -17,6 +17,7 @@ import socket
 
 from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
 from radix.cluster import ROUTERS as SHARED_ROUTERS
+from radix.hosttier.capacity import WRITE_POLICIES
 
 # engine/cluster.py's routers (the shared ones and its old names), named here so that
 # `serve --help` needs no torch (engine.cluster imports it); tests/engine/test_engine_cli.py checks
@@ -54,6 +55,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--served-model-name", default=None, help="the model's name in the API")
     p.add_argument("--max-tokens-default", type=int, default=256,
                    help="max_tokens of a chat request that sets none")
+    add_host_options(p)
+
+
+def positive_ratio(text: str) -> float:
+    try:
+        r = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not r > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return r
+
+
+def add_host_options(p: argparse.ArgumentParser) -> None:
+    """`--host-ratio R` and `--write-policy`, named as `python -m radix simulate` names them
+    (one ratio here: the engine runs one host pool)."""
+    p.add_argument("--host-ratio", type=positive_ratio, default=None, metavar="R",
+                   help="add SGLang's host tier (HiCache): a CPU host pool of R x the device "
+                        "pool's tokens; requests then run one at a time (engine/hosttier.py)")
+    p.add_argument("--write-policy", choices=WRITE_POLICIES, default="write_through",
+                   help="the host tier's write policy (--hicache-write-policy)")
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -89,7 +111,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         kv_endpoint=None if args.kv_events_endpoint in off else args.kv_events_endpoint,
         kv_replay_endpoint=None if args.kv_replay_endpoint in off else args.kv_replay_endpoint,
         buffer_steps=args.buffer_steps, topic=args.topic, kv_bind=not args.kv_events_connect,
-        hash_algo=args.hash, hash_seed=hash_seed())
+        hash_algo=args.hash, hash_seed=hash_seed(), host_ratio=args.host_ratio,
+        write_policy=args.write_policy)
     sock = _listen(args.host, args.port)
     loaded = load_model(args.model, args.random_init, args.device)
     per_token = KVPool.bytes_per_token_of(loaded.model.config, loaded.dtype)
@@ -101,7 +124,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host, port = sock.getsockname()[:2]
         print(f"engine serve: http://{host}:{port}/v1 ({server.model_name} on "
               f"{loaded.device.type}, dp={config.dp}, router={config.router}, "
-              f"{config.capacity_tokens:,} KV tokens per replica)", flush=True)
+              f"{config.capacity_tokens:,} KV tokens per replica"
+              + ("" if config.host_ratio is None else
+                 f", host tier {config.host_ratio:g}x {config.write_policy}") + ")", flush=True)
         for info in cluster.publisher_info():
             if info["endpoint"]:
                 replay = info["replay_endpoint"]

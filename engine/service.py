@@ -18,9 +18,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.backends import Backend, ModelBackend
+from engine.backends import Backend, ModelBackend, SimBackend
 from engine.handles import (
     STOP,
     TOKENIZER_LOCK,
@@ -45,6 +45,9 @@ from radix.runs.sim import BlockShadow
 from radix.sched.scheduler import Scheduler, SchedulerConfig, StepReport, check_fits
 from radix.tree.radix_cache import RadixCache
 
+if TYPE_CHECKING:  # engine/hosttier.py is imported when the host tier is on
+    from engine.hosttier import HostTierScheduler
+
 __all__ = ["EngineService", "RequestHandle", "RequestResult", "RequestCancelled", "StampedEvent",
            "TOKENIZER_LOCK", "fit_to_vocab"]  # fit_to_vocab: engine/vocab.py, kept here too
 
@@ -61,6 +64,9 @@ class EngineService:
     KV events carry.
     `backend(loaded, capacity_tokens, page_size)` builds what runs: `ModelBackend` (the model)
     or `engine.backends.simulated(step_s)` (no model: `loaded` needs only a tokenizer).
+    `host_ratio` R turns on the host tier (engine/hosttier.py, SGLang's --hicache-ratio): the
+    tree is radix/hosttier's HostTierCache with a host pool of R x capacity_tokens rows under
+    `write_policy`, and requests run one at a time through it (`self.host_tier`, the scheduler).
     """
 
     def __init__(self, loaded: Any, capacity_tokens: int, *, no_cache: bool = False,
@@ -70,7 +76,11 @@ class EngineService:
                  kv_events: BatchPublisher | None = None,
                  max_history: int | None = None,
                  hash_algo: str | BlockHasher = "radixlens",
-                 backend: Callable[..., Backend] = ModelBackend) -> None:
+                 backend: Callable[..., Backend] = ModelBackend,
+                 host_ratio: float | None = None, write_policy: str = "write_through") -> None:
+        if host_ratio is not None and (no_cache or page_size != 1):
+            raise ValueError("--host-ratio needs the prefix cache on, at page size 1 (as "
+                             "`python -m radix simulate --host-ratio` runs)")
         self.loaded, self.tokenizer = loaded, loaded.tokenizer
         self.backend = backend(loaded, capacity_tokens, page_size)
         self.events: deque[StampedEvent] = deque(maxlen=max_events)
@@ -80,14 +90,29 @@ class EngineService:
         self.kv_events, self._kv_pending = kv_events, []
         block_sink = KVTap(sinks["blocks"], self._kv_pending) if kv_events else sinks["blocks"]
         self.pool = self.backend.pool
-        self.tree = RadixCache(page_size=page_size, sink=sinks["tree"], disable=no_cache,
-                               allocator=self.pool)
         self.shadow = BlockShadow(capacity_tokens, block_size, enable_caching=not no_cache,
                                   sink=block_sink, hash_algo=hash_algo)
         self.runner = self.backend.runner
-        self.scheduler = Scheduler(self.runner, self.tree, self.pool, config,
-                                   clock=self.backend.clock, sink=sinks["scheduler"],
-                                   shadow=self.shadow)
+        self.host_tier: HostTierScheduler | None = None
+        if host_ratio is None:
+            self.tree = RadixCache(page_size=page_size, sink=sinks["tree"], disable=no_cache,
+                                   allocator=self.pool)
+            self.scheduler = Scheduler(self.runner, self.tree, self.pool, config,
+                                       clock=self.backend.clock, sink=sinks["scheduler"],
+                                       shadow=self.shadow)
+        else:
+            from engine.hosttier import build_host_tier
+            from engine.kv_pool import KVPool
+
+            if not isinstance(self.pool, KVPool) and not isinstance(self.backend, SimBackend):
+                self.backend.close()
+                raise ValueError("the host tier copies KV rows in this process: it needs the "
+                                 "model's own KVPool (ModelBackend) or the simulated backend")
+
+            self.host_tier = self.scheduler = build_host_tier(
+                self.pool, self.runner, host_ratio, write_policy=write_policy,
+                sink=sinks["tree"], clock=self.backend.clock, shadow=self.shadow)
+            self.tree = self.host_tier.tree_cache
         self.max_history = max_history
         self.steps: deque[StepReport] = deque(maxlen=max_history)
         self.max_context = self.backend.max_context
@@ -174,6 +199,9 @@ class EngineService:
         def reset() -> bool:
             if self.scheduler.has_work or not self.shadow.manager.pool.reset_prefix_cache():
                 return False
+            if self.host_tier is not None:
+                self.host_tier.clear()
+                return True
             self.tree.evict(self.tree.evictable_size())  # frees the tree's slots
             return True
         return self.call(reset)

@@ -7,7 +7,9 @@ debugger: its example requests and the step of the replay where each was looked 
 (`step_of`). The explainer runs SGLang's scheduler (batches, requests in flight); the replay one
 request at a time, so a request's hit may differ between the two where requests overlap in
 time: the panel says so.
-Leaves out: drawing (viz/explain.py).
+`run_host_tier` is `explain --host-ratio`'s section for the panel (radix/hosttier/explain.py:
+the trace one request at a time through the host tier, each host hit's demotion named), with
+`host_summary` / `host_rows` its words and table. Leaves out: drawing (viz/explain.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from radix.hosttier.explain import HostTierExplanation, explain_host_tier
 from radix.runs.explain import BUCKETS, Explanation, explain, num_what_ifs, what_ifs
 from radix.runs.sim import SimConfig
 from radix.traces.base import Trace
@@ -24,6 +27,8 @@ from runtime.budget import BUDGET, Budget
 from scenarios.trace import Cancelled, Progress
 
 WHAT = "trace explain"
+WHAT_HOST = "trace host tier"
+HOST_RATIOS = (2.0, 4.0, 8.0)  # the panel's host pools (x the device pool), SGLang's default 2
 POLICIES = ("fcfs", "lpm")  # fcfs: arrival order, as the replay; lpm: SGLang's default
 # estimates from tracemalloc peaks of the watched run on examples/traces (x 2 for headroom):
 # the Mooncake excerpt 3.9 MB (200 requests), rag 7.1 MB (46,169 tokens), customer support
@@ -163,3 +168,61 @@ def step_of(replay: Any, rid: str, cache: str) -> int | None:
     if step is None:
         step = next((f.step for f in found if f.what in ("looked up", "rejected")), None)
     return None if step is None else step + 1
+
+
+def run_host_tier(trace: Trace, capacity: int, ratio: float,
+                  write_policy: str = "write_through", *, session_id: str = "-",
+                  budget: Budget = BUDGET, progress: Progress | None = None,
+                  cancel: threading.Event | None = None) -> HostTierExplanation:
+    """`python -m radix explain TRACE --capacity N --host-ratio R`'s host section: the split
+    into device hit / host hit / miss and why each host hit was on the host. Holds
+    `estimate(trace)` in `budget` while it runs, then what the result keeps (as run_explain);
+    Cancelled when cancelled before it starts."""
+    if trace.format not in ("request", "mooncake"):
+        raise ValueError(f"the host tier needs a request or Mooncake trace, not {trace.format}")
+    _checked(progress, cancel)(0.0, "host tier: requests one at a time")
+    budget.reserve(session_id, WHAT_HOST, estimate(trace))
+    try:
+        e = explain_host_tier(trace, capacity, ratio, write_policy)
+    except BaseException:
+        budget.release(session_id, WHAT_HOST)
+        raise
+    budget.reserve(session_id, WHAT_HOST, KEPT_PER_REQUEST * len(trace.requests))
+    if progress is not None:
+        progress(1.0, "done")
+    return e
+
+
+def host_summary(e: HostTierExplanation) -> str:
+    """One paragraph: the split, where the host hits came from, what was lost.
+
+    >>> from radix.traces.base import TraceRequest
+    >>> toks = {"a": range(1, 13), "b": range(101, 113), "c": range(201, 213)}
+    >>> t = Trace("request", [TraceRequest(f"{r}{k}", float(k), tuple(toks[r]), 1)
+    ...                       for k, r in enumerate("abcab")])
+    >>> host_summary(explain_host_tier(t, 24, 2.0)).split(". ")[0]
+    'device hit 0 (0.0%), host hit (loaded back) 22 (36.7%), miss 38 (63.3%) of 60 prompt tokens'
+    """
+    r, p = e.run, e.run.prompt_tokens or 1
+    causes = e.by_cause()
+    lost: dict[str, int] = {}
+    for q in e.requests:
+        if q.lost_by is not None:
+            lost[q.lost_by.cause] = lost.get(q.lost_by.cause, 0) + q.lost
+    gone = "; ".join(f"{c} {n:,}" for c, n in sorted(lost.items())) or "none"
+    return (f"device hit {r.device_hit:,} ({r.device_hit / p:.1%}), host hit (loaded back) "
+            f"{r.host_hit:,} ({r.host_hit / p:.1%}), miss {r.miss:,} ({r.miss / p:.1%}) of "
+            f"{r.prompt_tokens:,} prompt tokens. Host hits demoted by another request's "
+            f"allocation {causes['allocation']:,}, by a load back's room "
+            f"{causes['load back']:,}. Cached before but on neither tier now: {gone}.")
+
+
+def host_rows(e: HostTierExplanation, top: int = 10) -> list[dict[str, Any]]:
+    """The requests that loaded the most back, and the eviction that had put each on host."""
+    rows = []
+    for q in e.top(top):
+        why = "; ".join(f"{d.tokens:,} demoted while serving {d.by_rid} ({d.cause})"
+                        for d in q.demotions)
+        rows.append({"request": q.rid, "device hit": q.device_hit, "host hit": q.host_hit,
+                     "miss": q.miss, "why it was on the host": why})
+    return rows

@@ -269,3 +269,7 @@ class TierMoves:
 
     def nodes(self: Any) -> list[HostNode]:
         return list(self._nodes.values())
+
+    def node(self: Any, node_id: int) -> HostNode:
+        """The live node with this id (an event's node_id); KeyError once it is removed."""
+        return self._nodes[node_id]

@@ -2,7 +2,8 @@
 prompt minus its last token, load a host hit back at admission (init_load_back), lock, allocate
 the rest (evicting the device shortfall), insert the whole sequence (duplicates freed from the
 locked prefix on), unlock, free the unaligned tail. `serve_request` returns where the prompt's
-tokens came from: the device, the host (loaded back) or nowhere (computed).
+tokens came from: the device, the host (loaded back) or nowhere (computed). `admit_request` and
+`finish_request` are its two halves: the engine (engine/hosttier.py) runs the model between them.
 
 Leaves out: chunked prefill, batching (requests run one at a time), retraction, the admission
 budget around the load (PrefillAdder.prepare_load_back and its host-locked reclaim).
@@ -15,6 +16,7 @@ from typing import NamedTuple
 
 from radix.hosttier.cache import HostTierCache
 from radix.hosttier.node import HostNode
+from radix.tree.node import RadixKey
 
 
 class Served(NamedTuple):
@@ -50,26 +52,62 @@ def serve_request(cache: HostTierCache, prompt: Sequence[int],
 Served(device_hit=0, host_hit=5, miss=1, admitted=True))
     """
     tokens = list(prompt) + list(output)
+    adm = admit_request(cache, prompt, len(tokens), priority)
+    if adm is None:
+        return Served(0, 0, len(prompt), False)
+    finish_request(cache, adm, tokens)
+    return adm.served
+
+
+class Admission(NamedTuple):
+    """A request admitted by `admit_request`: its locked device prefix and fresh slots."""
+
+    node: HostNode  # the node its device prefix ends at, locked until finish_request
+    prefix: list[int]  # device slots of the prefix (hit on the device or loaded back)
+    fresh: list[int]  # slots allocated for the rest of its tokens
+    served: Served  # the prompt split into device hit, host hit and miss
+    priority: int
+    namespace: tuple[str | None, str | None] = (None, None)  # (extra_key, cache_salt)
+
+
+def admit_request(cache: HostTierCache, prompt: Sequence[int], total_tokens: int,
+                  priority: int = 0, namespace: tuple[str | None, str | None] = (None, None)
+                  ) -> Admission | None:
+    """The first half of `serve_request`: match prompt[:-1], load the host hit back, lock the
+    prefix, allocate the other `total_tokens - len(prefix)` slots (evicting the device
+    shortfall). None (nothing locked or taken) when the device cannot hold them. The engine
+    (engine/hosttier.py) runs the model between this and `finish_request`. `namespace`:
+    (extra_key, cache_salt); requests share KV only within one."""
     n_prompt = len(prompt)
-    match = cache.match_prefix(list(prompt[: max(n_prompt - 1, 0)]))
+    match = cache.match_prefix(RadixKey(list(prompt[: max(n_prompt - 1, 0)]), *namespace))
     loaded, node = cache.init_load_back(match)
     prefix = path_slots(node)
     cache.inc_lock_ref(node)
     alloc, ps = cache.allocator, cache.page_size
-    need = len(tokens) - len(prefix)
+    need = total_tokens - len(prefix)
     short = -(-need // ps) * ps - alloc.available_size()
     if short > 0:
         cache.evict(short)
     fresh = alloc.alloc(need)
     if fresh is None:
         cache.dec_lock_ref(node)
-        return Served(0, 0, n_prompt, False)
-    row = prefix + fresh
-    aligned = len(tokens) - len(tokens) % ps
-    cache.insert(tokens, row[:aligned], priority, prev_prefix_len=len(prefix))
-    cache.dec_lock_ref(node)
-    if aligned < len(row):
-        alloc.free(row[aligned:])
+        return None
     hit = min(match.device_prefix_len, n_prompt)
     host = min(loaded, n_prompt - hit)
-    return Served(hit, host, n_prompt - hit - host, True)
+    return Admission(node, prefix, fresh, Served(hit, host, n_prompt - hit - host, True),
+                     priority, namespace)
+
+
+def finish_request(cache: HostTierCache, adm: Admission, tokens: Sequence[int]) -> None:
+    """The second half: caches `tokens` (at most len(prefix) + len(fresh) of them) on the
+    admission's slots, unlocks the prefix and frees the slots not cached (the unaligned tail
+    and any fresh slot past len(tokens))."""
+    row = adm.prefix + adm.fresh
+    if len(tokens) > len(row):
+        raise ValueError(f"{len(tokens)} tokens to cache on {len(row)} slots")
+    aligned = len(tokens) - len(tokens) % cache.page_size
+    cache.insert(RadixKey(list(tokens), *adm.namespace), row[:aligned], adm.priority,
+                 prev_prefix_len=len(adm.prefix))
+    cache.dec_lock_ref(adm.node)
+    if aligned < len(row):
+        cache.allocator.free(row[aligned:])

@@ -63,7 +63,8 @@ def test_panel_buckets_add_up_to_the_prompt_tokens_and_go_to_a_step():
     # the lead-ins are bold, not literal asterisks (#24 item 7)
     leads = [m.value for m in at.markdown if m.value.startswith("**")]
     assert [plain(v).split("** ")[0] for v in leads] == ["**Hit rate:", "**Where it happened:",
-                                                         "**Causes found", "**What if:"], leads
+                                                         "**Causes found", "**What if:",
+                                                         "**Host tier:"], leads
     assert not [m.value for m in at.markdown if "\\*" in m.value]
     go = at.button(key="trace.explain_go.tree.hit.0")
     assert plain(go.label) == "b: 39 tokens, step 5"
@@ -164,3 +165,36 @@ def test_panel_refused_by_the_budget_says_so_once_and_offers_a_retry(monkeypatch
     state = holdings().get(at.session_state["trace.sid"], "trace")
     assert state.get("explain_job") is None and not state.get("explained")
     assert at.button(key="trace.explain_again")
+
+
+def test_host_tier_section_splits_the_hits_and_says_why_each_was_on_the_host():
+    """Capacity 1,000, host 2x: a and b (600 distinct tokens each, 601 slots with their KV
+    output) do not fit together, so b's allocation demotes a (backed up at insert); a again
+    finds its first 599 tokens on the host and loads them back. Off by default: no job."""
+    from app_pages._serve import holdings
+
+    a, b = list(range(1, 601)), list(range(1_001, 1_601))
+    data = "".join(json.dumps(r) + "\n" for r in (
+        {"rid": "a", "arrival": 0, "tokens": a, "output_len": 2},
+        {"rid": "b", "arrival": 10, "tokens": b, "output_len": 2},
+        {"rid": "a2", "arrival": 20, "tokens": a, "output_len": 2})).encode()
+    at = page("trace").run()
+    at.number_input(key="trace.capacity").set_value(1_000).run()
+    at.file_uploader(key="trace.upload").set_value(("host.jsonl", data, "text/plain")).run()
+    at = _explained(finish_jobs(at))
+    state = holdings().get(at.session_state["trace.sid"], "trace")
+    assert at.selectbox(key="trace.explain_host").value == "off"
+    assert state.get("explain_host_job") is None
+    at.selectbox(key="trace.explain_host").set_value("2x").run()
+    job = state.get("explain_host_job")
+    if job is not None:
+        assert job.wait(seconds(120))
+        at.run()
+    assert not at.exception and not at.error
+    said = [plain(m.value) for m in at.markdown if "Host 2x" in m.value]
+    assert len(said) == 1 and ("device hit 0 (0.0%), host hit (loaded back) 599 (33.3%), miss "
+                               "1,201 (66.7%) of 1,800 prompt tokens") in said[0], said
+    assert "allocation 599, by a load back's room 0" in said[0]
+    rows = [d.value for d in at.dataframe if "why it was on the host" in d.value.columns][0]
+    assert list(rows["request"]) == ["a2"] and list(rows["host hit"]) == [599]
+    assert list(rows["why it was on the host"]) == ["599 demoted while serving b (allocation)"]

@@ -170,3 +170,32 @@ def test_help_parses_without_torch():
                          check=True, cwd=str(__import__("pathlib").Path(__file__).parents[2]))
     assert "--kv-events-endpoint" in out.stdout and "TRACE" in out.stdout.upper()
     assert out.stdout.strip().splitlines()[-1] == "False False", out.stdout[-300:]
+
+
+def test_host_ratio_splits_matched_tokens_into_device_and_host(tmp_path, capsys):
+    """Pool 100, host 2x (201 tokens): a (40 shared + 20) and b (40 + 20) cache 84 tokens with
+    their 2 KV outputs each; c (20 + 2) demotes a's 22-token tail to host; a again matches 59:
+    40 on the device, 19 loaded back from the host (making room demotes b's tail), 1 prefilled.
+    The host tier needs the cache on (one error line otherwise)."""
+    shared = list(range(2_000, 2_040))
+    lines = [{"rid": rid, "arrival": 0.0, "tokens": toks, "output_len": 3}
+             for rid, toks in (("a", shared + list(range(3_000, 3_020))),
+                               ("b", shared + list(range(4_000, 4_020))),
+                               ("c", list(range(5_000, 5_020))),
+                               ("a2", shared + list(range(3_000, 3_020))))]
+    path = tmp_path / "h.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    args = ["run", str(path), "--random-init", TINY, "--capacity", "100", "--burst"]
+    assert main(args + ["--host-ratio", "2"]) == 0
+    out = capsys.readouterr().out
+    rows = _rows(out, ("a", "b", "c", "a2"))
+    assert rows["a2"][1:5] == ["60", "59", "40", "19"] and rows["a2"][6] == "1"
+    assert rows["b"][1:5] == ["60", "40", "40", "0"]
+    assert ("host tier (write_through, host pool 201 tokens): device hit 80, host hit 19 "
+            "(loaded back), miss 101 prompt tokens; backed up 106, demoted 44, loaded back 19, "
+            "host evicted 0") in out
+    assert main(args + ["--host-ratio", "2", "--no-cache"]) == 2
+    assert "--host-ratio needs the prefix cache on" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(args + ["--host-ratio", "0"])
+    assert "--host-ratio: '0' must be > 0" in capsys.readouterr().err
