@@ -168,3 +168,33 @@ def test_presenter_fit_caps_depth_when_one_child_a_node_is_still_too_tall():
     assert fits(scene, 600, 500, 14)
     assert _drawn(scene) == ["n0", "n1", "n2", "n3", "m3"]
     assert _label(scene, "m3").startswith("+1 more (5 nodes)")
+
+
+def test_presenter_fit_draws_a_deep_highlights_ancestors_as_one_chain_box():
+    """The same chain of 8, the deepest node highlighted (a lock walk's first hop): with every
+    ancestor drawn, 9 ranks are 9 x 66 - 46 = 548 units, 877 px at 14 px labels, over the
+    500 px view, and no depth cap may fold a highlighted node's ancestors. So nodes 1-7 become
+    one box "c1" ("#1 … #7", "7 nodes, r=0"; its edge 7 x 2 = 14 tokens) with node 8 below
+    it: 154 units, 264 px. Highlighting node 5 instead: nodes 1-4 in the box, node 5 and its
+    child 6 drawn, 7-8 folded under 6 into a one-line "+1 more (2 nodes)" (its counts in the
+    tooltip)."""
+    c = RadixCache()
+    for n in range(1, 9):
+        c.insert(list(range(2 * n)))
+    snap = c.snapshot()
+    scene = fit_tree_scene(snap, 600, 500, 14, highlight={8: "lock"})
+    assert fits(scene, 600, 500, 14) and scene["height"] == 154.0
+    assert _drawn(scene) == ["n0", "c1", "n8"]
+    assert _label(scene, "c1") == "#1 … #7\n7 nodes, r=0"
+    assert (_edge(scene, "ec1")["source"], _edge(scene, "ec1")["label"]) == ("n0", "14 tok")
+    assert _edge(scene, "e8")["source"] == "c1"
+    scene = fit_tree_scene(snap, 600, 500, 14, highlight={5: "lock"})
+    assert fits(scene, 600, 500, 14)
+    assert _drawn(scene) == ["n0", "c1", "n5", "n6", "m6"]
+    assert _label(scene, "c1") == "#1 … #4\n4 nodes, r=0"
+    assert _label(scene, "m6") == "+1 more (2 nodes)"
+    stub = next(n for n in scene["nodes"] if n["id"] == "m6")
+    assert stub["tooltip"].endswith("; 1 evictable leaves")
+    # without the chain the same caps do not fit: the chain is what makes it fit
+    assert not fits(tree_scene(snap, highlight={5: "lock"}, max_children=1, max_depth=1),
+                    600, 500, 14)
