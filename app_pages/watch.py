@@ -101,11 +101,11 @@ b[3].download_button("recording (.msgpack)", session.recording(), "watch.msgpack
 def _prompt_row() -> None:
     """The prompt, its buttons and the system prompt, a fragment of their own: a click reruns
     this row only, and the live fragment below shows the prompt on its next refresh. A click
-    that reran the whole page re-created the live charts blank for a frame in 2 of 8 busy runs
-    (#24 item 8): Streamlit's frontend clears a fragment run's stale elements when that run's
-    end is handled, and when the full rerun's first deltas were handled in the same batch it
-    dropped the fragment's re-sent charts (a whole worker column, or all of them), which the
-    full run then re-created unpainted."""
+    that reran the whole page dropped the live fragment's charts (all of them, or one worker's
+    column) about 1 s in and re-created them unpainted, in 2 of 8 busy runs (#24 item 8; 0 of 8
+    since). The likely cause, read in Streamlit 1.67's frontend, not proven: a finished fragment
+    run clears its stale elements without checking, as a full run's end does, that a newer run
+    has not re-sent them."""
     p = st.columns([3, 1, 1, 1])
     prompt = p[0].text_input("prompt", "Can I return a tent I used once?", key="watch.prompt")
     max_tokens = int(p[1].number_input("max tokens", 1, 256, 8, key="watch.max_tokens"))

@@ -211,6 +211,9 @@ def test_failing_op_log_shows_its_last_good_tree(server, projector, tmp_path):
     projector.wait_for_function(DRAWN, timeout=ms(60_000))
     assert projector.locator(f"{TREE} g.node").count() == 4  # root, [1,2], [3], [4]
     assert "#tokens: 4" in projector.inner_text("[data-testid=stCode]")
+    # the Trace debugger's tree in presenter mode: top-down, fitted, labels >= 14 px (#24
+    # item 4: drawn LR at the plain scale, at most 1.5 x 9 = 13.5 px)
+    assert _illegible(projector) == []
 
 
 def test_page_by_url_right_after_a_server_start_keeps_the_menu(tmp_path, browser):
