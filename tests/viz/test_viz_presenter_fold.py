@@ -167,3 +167,16 @@ def test_tour_lock_walk_folds_every_hop_to_fit():
     assert drawn[1] == ["n0", "c2", "n6"] and _node(scene, "n2")["label"] == "#2  r=1"
     assert drawn[2] == ["n0", "c2", "n5", "n6"]
     assert not any(i.startswith("c") for i in drawn[5])
+
+
+def test_host_tier_trees_fit_the_presenter_view():
+    """The host tier walk's trees (scenarios/hosttier.py, the Eviction lab's section and the
+    Tour's walk) in presenter mode's 240 px view (app_pages/_shell.py's tier_tree_height): every
+    frame fits at 14 px labels. The four frames with a root and two levels (134 units:
+    (134 + 16) x 14 / 9 = 233 px) did not in the old 220 px view, which panned them."""
+    from scenarios.hosttier import run_frames
+    from viz.hosttier import tier_scene
+
+    scenes = [tier_scene(f.nodes, f.moved, f.event) for f in run_frames()]
+    assert all(fits(s, WIDE, 240, 14.0) for s in scenes)
+    assert [i for i, s in enumerate(scenes) if not fits(s, WIDE, 220, 14.0)] == [6, 7, 8, 9]
