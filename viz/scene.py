@@ -212,7 +212,7 @@ def tree_items(snapshot: TreeSnapshot, *, decode: Decode | None = None,
             line = _edge_line(node, role, decode, ids)
             lines.append(line._replace(source=into.get(node.parent, line.source)))
     for fold in plan.folds if plan is not None else ():
-        if fold.parent in gone:
+        if fold.parent in gone and fold.parent not in into:  # a run's last node keeps its own
             continue
         box, line = _fold_items(fold)
         if chains:
@@ -297,7 +297,7 @@ def _chain_items(chain: Chain) -> tuple[Box, Line]:
     tooltip = (f"nodes {', '.join(f'#{i}' for i in chain.ids)} on the path, drawn as one box: "
                f"{chain.tokens:,} tokens")
     if chain.hidden:
-        tooltip += f"; {chain.hidden:,} nodes beside them not drawn"
+        tooltip += f"; not drawn beside them: {chain.hidden:,} node(s)"
     fill = FILL_PROTECTED if hi > 0 else FILL_CACHED
     box = Box(box_id, label, fill, "#555555", 1.0, False, tooltip, "")
     return box, Line(f"e{box_id}", f"n{chain.parent}", box_id, f"{chain.tokens:,} tok",

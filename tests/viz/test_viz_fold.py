@@ -198,3 +198,24 @@ def test_presenter_fit_draws_a_deep_highlights_ancestors_as_one_chain_box():
     # without the chain the same caps do not fit: the chain is what makes it fit
     assert not fits(tree_scene(snap, highlight={5: "lock"}, max_children=1, max_depth=1),
                     600, 500, 14)
+
+
+def test_chain_box_keeps_its_last_nodes_children_and_counts_the_ones_it_hides():
+    """The chain of 8 with two more branches off node 4 (#9 and #10, 2 tokens each). Node 8
+    highlighted: #1-#7 are one box, and #9 and #10 (children of #4, inside the run) are left
+    out, counted in its tooltip. Node 5 highlighted: the run is #1-#4, and #4's other children
+    fold into "+2 more" hanging from the chain box (edge "em4" from "c1"), beside #5."""
+    c = RadixCache()
+    for n in range(1, 9):
+        c.insert(list(range(2 * n)))
+    c.insert([*range(8), 99, 98])
+    c.insert([*range(8), 97, 96])
+    snap = c.snapshot()
+    scene = fit_tree_scene(snap, 600, 500, 14, highlight={8: "lock"})
+    assert _drawn(scene) == ["n0", "c1", "n8"]
+    chain = next(n for n in scene["nodes"] if n["id"] == "c1")
+    assert chain["tooltip"].endswith("14 tokens; not drawn beside them: 2 node(s)")
+    scene = fit_tree_scene(snap, 600, 500, 14, highlight={5: "lock"})
+    assert fits(scene, 600, 500, 14)
+    assert _drawn(scene) == ["n0", "c1", "n5", "n6", "m4", "m6"]
+    assert (_edge(scene, "em4")["source"], _label(scene, "m4")) == ("c1", "+2 more")
