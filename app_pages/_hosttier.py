@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 import scenarios.hosttier as ht
-from app_pages._shell import max_scale, min_font_px, presenter, say
+from app_pages._shell import max_scale, min_font_px, say, tier_tree_height
 from viz.component import tree_view
 from viz.hosttier import TIER_LEGEND, event_line, served_line, tier_scene
 
@@ -41,7 +41,7 @@ def section() -> None:
         f = mine[j]
         say("caption", event_line(f.event) or "")
         tree_view(tier_scene(f.nodes, f.moved, f.event), key="eviction.hosttier.tree",
-                  height=220 if presenter() else 300, max_scale=max_scale(),
+                  height=tier_tree_height(), max_scale=max_scale(),
                   min_font_px=min_font_px())
     with right:
         m = st.columns(2)

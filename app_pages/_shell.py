@@ -88,6 +88,14 @@ def tree_height(normal: int) -> int:
     return int(normal * 1.15) if presenter() else normal
 
 
+def tier_tree_height() -> int:
+    """The host tier's tree view (the Eviction lab's section, the Tour's walk): 300 px, 240 in
+    presenter mode, where the walk's deepest tree (root and two levels, 134 scene units) fits at
+    14 px labels: (134 + 16) x 14 / 9 = 233 px (220 panned it, #24 item 4). Its trees have 4
+    nodes at most, each a tier move to watch: a taller view, not a fold."""
+    return 240 if presenter() else 300
+
+
 def max_scale() -> float:
     """How far the tree view may scale a small tree up: more in presenter mode."""
     return 2.4 if presenter() else 1.5

@@ -14,7 +14,7 @@ import streamlit as st
 
 import scenarios.hosttier as ht
 from app_pages._player import Player
-from app_pages._shell import max_scale, min_font_px, presenter, say
+from app_pages._shell import max_scale, min_font_px, presenter, say, tier_tree_height
 from viz.component import tree_view
 from viz.hosttier import TIER_LEGEND, TIER_WORDS, event_line, frame_line, served_line, tier_scene
 
@@ -37,7 +37,7 @@ def show() -> None:
         left, right = st.columns([3, 2])
         with left:
             tree_view(tier_scene(f.nodes, f.moved, f.event), key="tour.host-tier.tree",
-                      height=220 if presenter() else 300, duration_ms=duration_ms,
+                      height=tier_tree_height(), duration_ms=duration_ms,
                       max_scale=max_scale(), min_font_px=min_font_px())
             if not presenter():
                 st.caption(TIER_LEGEND)

@@ -11,7 +11,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages._shell import say, tree_height
+from app_pages._shell import max_scale, min_font_px, presenter_tree_px, say, tree_height
 from app_pages._trace_blocks import show_blocks, show_downloads
 from app_pages._trace_explain import go_to_step, show_explainer
 from app_pages._trace_kv import show_kv_recording
@@ -20,7 +20,7 @@ from radix.tree.node import format_tree
 from scenarios.trace import search
 from viz.component import tree_view
 from viz.escape import esc_md
-from viz.scene import fold_tree, tree_scene
+from viz.scene import fit_tree_scene, fold_tree, tree_scene
 from viz.trace import (
     failure_text,
     id_labels,
@@ -156,10 +156,17 @@ def _tree(snap: Any, highlight: dict[int, str], ids: Any = None) -> int:
                "'+K more' box(es), counted in full."
                + (" Coloured: what the step touched." if highlight else ""))
     if drawn <= MAX_DRAWN_NODES:
-        # LR: a wide fan-out stacks down the column instead of shrinking to a thin line
-        tree_view(tree_scene(snap, highlight=highlight, rankdir="LR", max_children=max_children,
-                             max_depth=depth or None, ids=ids), key="trace.tree",
-                  height=tree_height(420), duration_ms=250)
+        # LR: a wide fan-out stacks down the column instead of shrinking to a thin line.
+        # Presenter mode: top-down (a path's edge labels side by side made even a 5-node tree
+        # 1,178 px wide at 14 px), these settings first, then folded further until labels
+        # keep 14 px (a step that locks a whole deep path cannot fold: the view pans)
+        box = presenter_tree_px(0.6, tree_height(420))  # the left of columns [3, 2]
+        items = {"highlight": highlight, "rankdir": "TB" if box else "LR",
+                 "max_children": max_children, "max_depth": depth or None, "ids": ids}
+        scene = (fit_tree_scene(snap, *box, min_font_px(), **items) if box
+                 else tree_scene(snap, **items))
+        tree_view(scene, key="trace.tree", height=tree_height(420), duration_ms=250,
+                  max_scale=max_scale(), min_font_px=min_font_px())
     else:
         st.info(f"{drawn:,} boxes: too many to draw; lower the children per node or the depth.")
     return max_children

@@ -25,7 +25,7 @@ from viz.routing import (
     approx_tree_dot,
     arrow_line,
     replica_tree_dot,
-    routing_figure,
+    routing_chart,
     scores_rows,
 )
 
@@ -112,8 +112,10 @@ long_caption(f"Each replica's tree and the router's view right after {row.rid}, 
              f"(-tokens). The router's view: chains of blocks routed alike merged into one box.")
 
 left, right = st.columns([3, 2])
-left.plotly_chart(routing_figure(run.routed, step - 1, REPLICAS), key="cluster.routing",
-                  config={"displaylogo": False})
+# keyed ECharts: the slider moves the ring in place (a changed plotly figure was re-mounted
+# blank for a frame, #24)
+left.echarts_chart(routing_chart(run.routed, step - 1, REPLICAS), key="cluster.routing",
+                   height=260, renderer="svg")
 right.dataframe(scores_rows(row, router), hide_index=True)
 
 t = run.totals

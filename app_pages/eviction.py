@@ -91,13 +91,18 @@ blk = _blocks(state, int(to_free))
 
 
 def _show(k: int, duration_ms: int) -> None:
-    frame = lab_frame(run, tl, k, presenter_fit(0.6, tree_height(400)))  # columns [3, 2]
-    st.markdown(f"**Radix tree (SGLang), {policy}: frame {frame.k} / {frame.num_frames - 1}**")
+    # presenter mode: 345 px and no heading (the policy box and the frame slider say it), so the
+    # numbers under the tree stay above the fold at 1280x800 (tests/browser/test_presenter.py)
+    height = tree_height(300) if presenter() else 400
+    frame = lab_frame(run, tl, k, presenter_fit(0.6, height))  # columns [3, 2]
+    if not presenter():
+        st.markdown(f"**Radix tree (SGLang), {policy}: frame {frame.k} / "
+                    f"{frame.num_frames - 1}**")
     say("info", frame.line)
     long_caption(flavor_line(run.flavor))
     left, right = st.columns([3, 2])
     with left:
-        tree_view(frame.scene, key="eviction.tree", height=tree_height(400),
+        tree_view(frame.scene, key="eviction.tree", height=height,
                   duration_ms=duration_ms, max_scale=max_scale(), min_font_px=min_font_px())
         m = st.columns(3)
         m[0].metric("freed so far", f"{frame.freed:,} tok")

@@ -6,15 +6,16 @@ import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from app_pages._shell import say
+from app_pages._shell import max_scale, min_font_px, presenter_tree_px, say
 from runtime.sessions import SessionRegistry
 from scenarios.watch import WatchSession, discover, http_json
-from viz.cluster import grid_caption, prefix_tree_scene, status_rows
+from viz.cluster import fit_prefix_tree_scene, grid_caption, prefix_tree_scene, status_rows
 from viz.component import tree_view
 from viz.watch_charts import chart_height, overlap_chart, rates_chart, worker_grid_chart
 
 POLL_S = 1.0
 SIDE_BY_SIDE = 3  # workers drawn in one row; more go on to the next
+TREE_PX = 360  # a worker's tree view
 EXAMPLE = "python -m engine serve --dp 2   # then: discover, connect"
 
 
@@ -94,20 +95,34 @@ if session is None:
 b[3].download_button("recording (.msgpack)", session.recording(), "watch.msgpack",
                      key="watch.download", help="the applied batches with seq and receive time")
 
-p = st.columns([3, 1, 1, 1])
-prompt = p[0].text_input("prompt", "Can I return a tent I used once?", key="watch.prompt")
-max_tokens = int(p[1].number_input("max tokens", 1, 256, 8, key="watch.max_tokens"))
-send = p[2].button("send", key="watch.send", disabled=session.base_url is None)
-score = p[3].button("overlap", key="watch.score", disabled=session.base_url is None)
-system = st.text_input("system prompt (optional): the prefix your clients share",
-                       key="watch.system", placeholder="You are a helpful assistant.")
-try:
-    if send:
-        session.send(prompt, max_tokens, system)
-    if score:
-        st.session_state["watch.scored"] = (prompt, session.tokenize(prompt, system))
-except ValueError as exc:
-    say("error", exc)
+
+
+@st.fragment
+def _prompt_row() -> None:
+    """The prompt, its buttons and the system prompt, a fragment of their own: a click reruns
+    this row only, and the live fragment below shows the prompt on its next refresh. A click
+    that reran the whole page dropped the live fragment's charts (all of them, or one worker's
+    column) about 1 s in and re-created them unpainted, in 2 of 8 busy runs (#24 item 8; 0 of 8
+    since). The likely cause, read in Streamlit 1.67's frontend, not proven: a finished fragment
+    run clears its stale elements without checking, as a full run's end does, that a newer run
+    has not re-sent them."""
+    p = st.columns([3, 1, 1, 1])
+    prompt = p[0].text_input("prompt", "Can I return a tent I used once?", key="watch.prompt")
+    max_tokens = int(p[1].number_input("max tokens", 1, 256, 8, key="watch.max_tokens"))
+    send = p[2].button("send", key="watch.send", disabled=session.base_url is None)
+    score = p[3].button("overlap", key="watch.score", disabled=session.base_url is None)
+    system = st.text_input("system prompt (optional): the prefix your clients share",
+                           key="watch.system", placeholder="You are a helpful assistant.")
+    try:
+        if send:
+            session.send(prompt, max_tokens, system)
+        if score:
+            st.session_state["watch.scored"] = (prompt, session.tokenize(prompt, system))
+    except ValueError as exc:
+        say("error", exc)
+
+
+_prompt_row()
 
 
 def _chart(option: dict, key: str) -> None:
@@ -140,6 +155,7 @@ def _live() -> None:
     for i, view in enumerate(views):
         if i % SIDE_BY_SIDE == 0:
             row = st.columns(min(SIDE_BY_SIDE, len(views) - i))
+            box = presenter_tree_px(1 / len(row), TREE_PX)  # presenter mode: fold to fit
         with row[i % SIDE_BY_SIDE]:
             say("subheader", view.name)
             say("caption", grid_caption(view))
@@ -147,8 +163,10 @@ def _live() -> None:
                 say("warning", f"last malformed frame: {view.status.last_error}")
             _chart(worker_grid_chart(view), f"watch.grid.{i}")
             if view.runs:
-                tree_view(prefix_tree_scene(view, session.decode), key=f"watch.tree.{i}",
-                          height=360, duration_ms=300)
+                scene = (fit_prefix_tree_scene(view, session.decode, *box, min_font_px()) if box
+                         else prefix_tree_scene(view, session.decode))
+                tree_view(scene, key=f"watch.tree.{i}", height=TREE_PX, duration_ms=300,
+                          max_scale=max_scale(), min_font_px=min_font_px())
 
 
 _live()

@@ -16,7 +16,7 @@ from typing import Any
 
 from radix.blocks.snapshot import BlockPoolSnapshot, BlockState
 from viz.blocks import short_hash
-from viz.scene import Box, Line, place
+from viz.scene import Box, Line, fits, place
 
 Decode = Callable[[list[int]], "str | None"]
 WATCH_LABELS = {"cached_free": "cached (stored, not removed)",
@@ -92,6 +92,22 @@ def prefix_tree_scene(view: Any, decode: Decode | None = None,
     return place(boxes, lines)
 
 
+# presenter mode's folds, tried in turn: (children per node, nodes in all)
+FIT_CAPS = ((MAX_CHILDREN, MAX_TREE_NODES), (8, 40), (4, 20), (2, 10), (1, 6), (1, 4), (1, 2))
+
+
+def fit_prefix_tree_scene(view: Any, decode: Decode | None, width_px: float, height_px: float,
+                          min_font_px: float) -> dict:
+    """`prefix_tree_scene` folded just enough that a `width_px` x `height_px` tree view shows all
+    of it with every label >= `min_font_px` (presenter mode; viz/scene.py's `fits`): the caps
+    of FIT_CAPS in turn; when none fits, the most folded (the view then pans)."""
+    for max_children, max_nodes in FIT_CAPS:
+        scene = prefix_tree_scene(view, decode, max_children, max_nodes)
+        if fits(scene, width_px, height_px, min_font_px):
+            break
+    return scene
+
+
 RECENT_BINS = 5  # the table's rates: the mean of the last 5 one-second bins
 
 
@@ -116,4 +132,5 @@ def status_rows(views: Sequence[Any]) -> list[dict[str, Any]]:
              "malformed": v.status.malformed} for v in views]
 
 
-__all__ = ["grid_caption", "grid_snapshot", "prefix_tree_scene", "status_rows"]
+__all__ = ["fit_prefix_tree_scene", "grid_caption", "grid_snapshot", "prefix_tree_scene",
+           "status_rows"]

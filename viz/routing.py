@@ -1,20 +1,20 @@
 """Pictures of a routed cluster: where each request went and why, and the router's own view.
 
 Reads scenarios/routing.py's plain data (`Routed` rows, the router view) and never runs a
-router or a cache. `routing_figure`: one row per replica, one dot per request in arrival
-order, coloured by the decision's reason, the chosen request ringed, the path from the router
-drawn to its replica. `scores_rows`: the chosen request's per-replica scores and loads, for a
-table. `replica_tree_dot` and `approx_tree_dot`: a replica's radix tree and the router's
-approximate tree as compact Graphviz DOT (token counts, not tokens), coloured by replica
-(PALETTE, the Watch page's colours); a request's path (viz.scene's `match_path`) drawn with
-thick black borders, the replica that received it on a pale yellow ground. What the step
-changed (scenarios/routing_steps.py) is drawn and animated: new nodes and router boxes carry
-the SVG class `rl-added` (a purple border; STEP_CSS grows them in), evicted nodes come back once
-as dashed ghosts (`rl-gone`, "-96" tokens, fading to half), and the receiving replica's ground
-flashes (`rl-chosen`); with reduced motion the marks stay and nothing moves. `arrow_line`:
-"router -> replica r" with every replica's score and load. Leaves out: token text (the Tour's
-tree view shows it); moving nodes between layouts (Streamlit's Graphviz redraws, so changes
-are marked and animated in place rather than tweened).
+router or a cache. `routing_chart` (an ECharts option): one row per replica, one dot per
+request in arrival order, coloured by the decision's reason, the chosen request ringed, the
+path from the router drawn to its replica. `scores_rows`: the chosen request's per-replica
+scores and loads, for a table. `replica_tree_dot` and `approx_tree_dot`: a replica's radix
+tree and the router's approximate tree as compact Graphviz DOT (token counts, not tokens),
+coloured by replica (PALETTE, the Watch page's colours); a request's path (viz.scene's
+`match_path`) drawn with thick black borders, the replica that received it on a pale yellow
+ground. What the step changed (scenarios/routing_steps.py) is drawn and animated: new nodes
+and router boxes carry the SVG class `rl-added` (a purple border; STEP_CSS grows them in),
+evicted nodes come back once as dashed ghosts (`rl-gone`, "-96" tokens, fading to half), and
+the receiving replica's ground flashes (`rl-chosen`); with reduced motion the marks stay and
+nothing moves. `arrow_line`: "router -> replica r" with every replica's score and load. Leaves
+out: token text (the Tour's tree view shows it); moving nodes between layouts (Streamlit's
+Graphviz redraws, so changes are marked and animated in place rather than tweened).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import graphviz
-import plotly.graph_objects as go
 
 from viz.cluster import PALETTE
 from viz.escape import esc_md
@@ -54,31 +53,42 @@ SCORE_LABELS = {"cache-aware": "match ratio", "prefix-affinity": "match rate",
                 "power-of-two": "tokens in flight"}
 
 
-def routing_figure(routed: Sequence[Any], current: int, num_replicas: int) -> go.Figure:
+def routing_chart(routed: Sequence[Any], current: int, num_replicas: int) -> dict[str, Any]:
     """x = request (arrival order), y = replica; the current request ringed, with its path
-    from the router (y = -1) drawn."""
-    fig = go.Figure()
-    for reason in dict.fromkeys(r.reason for r in routed):
-        pts = [(i, r) for i, r in enumerate(routed) if r.reason == reason]
-        fig.add_scatter(x=[i + 1 for i, _ in pts], y=[r.replica for _, r in pts], mode="markers",
-                        name=reason, marker={"size": 14,
-                                             "color": REASON_COLOURS.get(reason, "#888")},
-                        text=[f"{r.rid}: {r.why}" for _, r in pts], hoverinfo="text")
+    from the router (the top row) drawn: an ECharts option (st.echarts_chart, keyed). The
+    page's request slider moves the ring on every step; a plotly figure there was a new element
+    each time (Streamlit 1.67 ids a plotly chart by its whole figure), blank until drawn
+    (#24); a keyed ECharts chart is redrawn in place (viz/watch_charts.py). Hovers: the
+    request id and why it went there."""
+    rows = ["router", *(f"replica {k}" for k in range(num_replicas))]
+    reasons = list(dict.fromkeys(r.reason for r in routed))
+    series: list[dict[str, Any]] = [
+        {"type": "scatter", "name": reason, "symbolSize": 14,
+         "itemStyle": {"color": REASON_COLOURS.get(reason, "#888")},
+         "data": [{"value": [i + 1, rows[r.replica + 1]], "name": f"{r.rid}: {r.why}"}
+                  for i, r in enumerate(routed) if r.reason == reason]}
+        for reason in reasons]
     if 0 <= current < len(routed):
-        r = routed[current]
-        fig.add_scatter(x=[current + 1, current + 1], y=[-1, r.replica], mode="lines",
-                        line={"color": "#333", "width": 2, "dash": "dot"}, showlegend=False,
-                        hoverinfo="skip")
-        fig.add_scatter(x=[current + 1], y=[r.replica], mode="markers", showlegend=False,
-                        marker={"size": 24, "color": "rgba(0,0,0,0)",
-                                "line": {"color": "#333", "width": 3}}, hoverinfo="skip")
-    fig.update_layout(height=260, margin={"l": 10, "r": 10, "t": 10, "b": 30},
-                      font={"size": 14}, legend={"orientation": "h", "y": -0.25})
-    fig.update_yaxes(tickvals=[-1, *range(num_replicas)],
-                     ticktext=["router", *(f"replica {k}" for k in range(num_replicas))],
-                     range=[-1.5, num_replicas - 0.5], autorange="reversed")
-    fig.update_xaxes(title_text="request (arrival order)", dtick=1)
-    return fig
+        at = [current + 1, rows[routed[current].replica + 1]]
+        series.append({"type": "line", "name": "path", "silent": True, "showSymbol": False,
+                       "data": [[current + 1, "router"], at],
+                       "lineStyle": {"color": "#333", "width": 2, "type": "dotted"}})
+        series.append({"type": "scatter", "name": "this request", "silent": True,
+                       "symbolSize": 24, "data": [at],
+                       "itemStyle": {"color": "rgba(0,0,0,0)", "borderColor": "#333",
+                                     "borderWidth": 3}})
+    text = {"fontSize": 14}
+    return {
+        "animation": False,
+        "tooltip": {"trigger": "item", "formatter": "{b}"},
+        "legend": {"bottom": 0, "data": reasons, "textStyle": text},
+        "grid": {"left": 10, "right": 10, "top": 10, "bottom": 60, "containLabel": True},
+        "xAxis": {"type": "value", "name": "request (arrival order)", "nameLocation": "middle",
+                  "nameGap": 24, "nameTextStyle": text, "minInterval": 1,
+                  "min": 0, "max": len(routed) + 1, "axisLabel": text},
+        "yAxis": {"type": "category", "data": rows, "inverse": True, "axisLabel": text},
+        "series": series,
+    }
 
 
 def _score_format(row: Any, router: str) -> tuple[str, str]:

@@ -358,11 +358,14 @@ def tree_items(snapshot: TreeSnapshot, *, decode: Decode | None = None,
                highlight: Mapping[int, str] | None = None, max_children: int | None = None,
                max_depth: int | None = None, keep: Iterable[int] = (),
                prefer: Sequence[int] = (), names: Mapping[int, str] | None = None,
-               ids: Callable[[Any], str] | None = None) -> tuple[list[Box], list[Line]]:
+               ids: Callable[[Any], str] | None = None,
+               chains: bool = False) -> tuple[list[Box], list[Line]]:
     """The boxes and edges to draw, in pre-order; `highlight` maps node id -> a role of ROLES,
     `names` adds a second label line to some nodes ("system prompt S"), `prefer` ranks some
     children ahead when a node folds (fold_tree), `ids` shows an edge's
-    tokens in place of the token preview (a Mooncake trace's hash ids).
+    tokens in place of the token preview (a Mooncake trace's hash ids). `chains` (with a fold):
+    each run of two or more nodes drawn only as ancestors of highlighted or kept ones becomes
+    one box (`chain_runs`), and fold summaries take one line (their counts go to the tooltip).
 
     A root with one 3-token child: boxes "root" and "#1  r=0" (dashed: an evictable leaf),
     one edge e1 from n0 to n1 labelled "3 tok" newline "[1 2 3]".
@@ -375,19 +378,113 @@ def tree_items(snapshot: TreeSnapshot, *, decode: Decode | None = None,
     if max_children is not None or max_depth is not None:
         plan = fold_tree(snapshot, max_children, max_depth, [*highlight, *keep], prefer)
     names = names or {}
+    runs = chain_runs(snapshot, plan, [*highlight, *keep]) if chains and plan else ()
+    gone, into, heads = _chained(snapshot, plan, runs) if runs else (set(), {}, {})
     boxes, lines = [], []
     for node in snapshot.nodes:
-        if plan is not None and node.id not in plan.drawn:
+        if node.id in heads:
+            box, line = _chain_items(heads[node.id])
+            boxes.append(box)
+            lines.append(line)
+            continue
+        if plan is not None and node.id not in plan.drawn or node.id in gone:
             continue
         role = highlight.get(node.id)
         boxes.append(_node_box(node, role, names.get(node.id)))
         if node.parent is not None:
-            lines.append(_edge_line(node, role, decode, ids))
+            line = _edge_line(node, role, decode, ids)
+            lines.append(line._replace(source=into.get(node.parent, line.source)))
     for fold in plan.folds if plan is not None else ():
+        if fold.parent in gone and fold.parent not in into:  # a run's last node keeps its own
+            continue
         box, line = _fold_items(fold)
+        if chains:
+            box = box._replace(label=box.label.split("\n")[0],
+                               tooltip=f"{box.tooltip}; {box.label.split(chr(10), 1)[1]}")
         boxes.append(box)
-        lines.append(line)
+        lines.append(line._replace(source=into.get(fold.parent, line.source)))
     return boxes, lines
+
+
+class Chain(NamedTuple):
+    """Nodes on a path drawn as one box `c<first id>` (presenter mode: a lock walk's path)."""
+    ids: tuple[int, ...]  # top first; each the parent of the next
+    parent: int  # the first node's parent (drawn)
+    tokens: int  # tokens on the run's edges
+    lock_refs: tuple[int, ...]  # each node's lock_ref, in `ids` order
+    hidden: int  # drawn or folded nodes beside the run that the chain box leaves out
+
+
+def chain_runs(snapshot: TreeSnapshot, plan: FoldPlan, kept: Iterable[int]) -> tuple[Chain, ...]:
+    """The runs of two or more drawn nodes that are drawn only as ancestors of `kept` ones
+    (not the root, not kept), each the only child of the one before it on the way to a kept
+    node; the run ends where the path branches or reaches a kept node. A lock walk's first hop
+    at #6 on root > #2 > #1 > #4 > #5 > #6: one run (2, 1, 4, 5), drawn as one box."""
+    by_id = {n.id: n for n in snapshot.nodes}
+    kept = {i for i in kept if i in by_id}
+    onpath: set[int] = set()
+    for i in kept:
+        i = by_id[i].parent
+        while i is not None and i not in onpath:
+            onpath.add(i)
+            i = by_id[i].parent
+    onpath = {i for i in onpath if i in plan.drawn and by_id[i].parent is not None} - kept
+    below: dict[int, list[int]] = {}
+    for n in snapshot.nodes:
+        if n.id in onpath or n.id in kept:
+            below.setdefault(n.parent, []).append(n.id)
+    runs, seen = [], set()
+    for n in snapshot.nodes:  # pre-order: a run's top comes first
+        if n.id not in onpath or n.id in seen:
+            continue
+        ids = [n.id]
+        while len(below.get(ids[-1], ())) == 1 and below[ids[-1]][0] in onpath:
+            ids.append(below[ids[-1]][0])
+        seen.update(ids)
+        if len(ids) >= 2:
+            runs.append(ids)
+    return tuple(_chain(by_id, plan, ids) for ids in runs)
+
+
+def _chain(by_id: Mapping[int, Any], plan: FoldPlan, ids: list[int]) -> Chain:
+    inside = set(ids)
+    hidden = sum(1 for n in by_id.values() if n.id in plan.drawn and n.parent in inside
+                 and n.id not in inside and n.parent != ids[-1])
+    hidden += sum(f.num_nodes for f in plan.folds if f.parent in inside and f.parent != ids[-1])
+    return Chain(tuple(ids), by_id[ids[0]].parent, sum(len(by_id[i].token_ids) for i in ids),
+                 tuple(by_id[i].lock_ref for i in ids), hidden)
+
+
+def _chained(snapshot: TreeSnapshot, plan: FoldPlan,
+             runs: Sequence[Chain]) -> tuple[set[int], dict[int, str], dict[int, Chain]]:
+    """(node ids not drawn one by one, chain box id for the last node of each run (its
+    children hang below the box), chain by its first node id). Children of a run's other nodes
+    that are not on the run, and their subtrees, are left out."""
+    gone: set[int] = set()
+    into = {c.ids[-1]: f"c{c.ids[0]}" for c in runs}
+    inner = {i for c in runs for i in c.ids[:-1]}
+    gone.update(i for c in runs for i in c.ids)
+    for n in snapshot.nodes:  # pre-order: parents first
+        if n.parent in inner and n.id not in gone or n.parent in gone - set(into) - inner:
+            gone.add(n.id)
+    return gone, into, {c.ids[0]: c for c in runs}
+
+
+def _chain_items(chain: Chain) -> tuple[Box, Line]:
+    """The chain's box and its edge. Run 2, 1, 4, 5 of 2,100 tokens, none locked: label
+    "#2 … #5" newline "4 nodes, r=0", edge "2,100 tok"."""
+    lo, hi = min(chain.lock_refs), max(chain.lock_refs)
+    refs = f"r={lo}" if lo == hi else f"r={lo}..{hi}"
+    box_id = f"c{chain.ids[0]}"
+    label = f"#{chain.ids[0]} … #{chain.ids[-1]}\n{len(chain.ids)} nodes, {refs}"
+    tooltip = (f"nodes {', '.join(f'#{i}' for i in chain.ids)} on the path, drawn as one box: "
+               f"{chain.tokens:,} tokens")
+    if chain.hidden:
+        tooltip += f"; not drawn beside them: {chain.hidden:,} node(s)"
+    fill = FILL_PROTECTED if hi > 0 else FILL_CACHED
+    box = Box(box_id, label, fill, "#555555", 1.0, False, tooltip, "")
+    return box, Line(f"e{box_id}", f"n{chain.parent}", box_id, f"{chain.tokens:,} tok",
+                     "#777777", 1.2)
 
 
 def tree_scene(snapshot: TreeSnapshot, *, rankdir: str = "TB", **items: Any) -> dict[str, Any]:
@@ -414,8 +511,10 @@ def fit_tree_scene(snapshot: TreeSnapshot, width_px: float, height_px: float,
     """`tree_scene` folded just enough to fit a `width_px` x `height_px` tree view with every
     label >= `min_font_px` (presenter mode): the whole tree if it fits, else at most 8, 4, 2,
     then 1 children per node, then depth caps from the deepest level up; highlighted and
-    `keep` nodes and their ancestors are always drawn (fold_tree). When nothing fits, the
-    most folded scene (the view then pans around its highlight)."""
+    `keep` nodes and their ancestors are always drawn (fold_tree). When the path to a deep
+    highlight alone is too tall, the same caps again with `chains` (tree_items): runs of
+    ancestors drawn as one box, fold summaries on one line. When nothing fits, the most folded
+    scene (the view then pans around its highlight)."""
     scene = tree_scene(snapshot, **items)
     if fits(scene, width_px, height_px, min_font_px):
         return scene
@@ -424,11 +523,12 @@ def fit_tree_scene(snapshot: TreeSnapshot, width_px: float, height_px: float,
         depth[node.id] = depth.get(node.parent, -1) + 1
     caps = [(c, None) for c in FIT_CHILDREN]
     caps += [(1, d) for d in range(max(depth.values(), default=0) - 1, 0, -1)]
-    for max_children, max_depth in caps:
-        scene = tree_scene(snapshot, **{**items, "max_children": max_children,
-                                        "max_depth": max_depth})
-        if fits(scene, width_px, height_px, min_font_px):
-            break
+    for chains in (False, True):
+        for max_children, max_depth in caps:
+            scene = tree_scene(snapshot, **{**items, "max_children": max_children,
+                                            "max_depth": max_depth, "chains": chains})
+            if fits(scene, width_px, height_px, min_font_px):
+                return scene
     return scene
 
 

@@ -41,7 +41,7 @@ def test_sweep_button_draws_hit_rate_and_p99_against_replicas():
     at = page("cluster").run()
     at.button(key="cluster.sweep_button").click().run()
     assert not at.exception
-    specs = plotly_specs(at)[1:]  # after the routing figure
+    specs = plotly_specs(at)  # the routing chart is an ECharts one
     assert len(specs) == 2 and len(specs[0]["data"]) == 8  # a line per router
     assert specs[0]["data"][0]["x"] == [1, 2, 3, 4]
 
@@ -67,3 +67,31 @@ def test_slider_shows_the_trees_right_after_that_request():
     assert not at.exception and "n1 " in dots[1] and "#fff4c2" in dots[1]
     assert "#fff4c2" not in dots[0] and "n1 " not in dots[2]
     assert "router → **replica 1**" in " ".join(plain(m.value) for m in at.markdown)
+
+
+def test_routing_chart_is_keyed_and_rings_the_slider_request():
+    """The routing picture is a keyed ECharts chart (its element id is the key's, so the slider
+    redraws it in place: a plotly figure was re-mounted blank for a frame, #24). Round robin,
+    request 2 (B-t1, to replica 1): a dot per request in its replica's row, the ring on
+    (2, "replica 1"), the dotted path from the router's row to it; moving the slider keeps the
+    id and moves the ring."""
+    import json
+
+    at = page("cluster")
+    at.query_params["router"] = "round-robin"
+    at.query_params["step"] = "2"
+    at.run()
+    (chart,) = at.get("echarts_chart")
+    option = json.loads(chart.proto.spec)
+    assert option["yAxis"]["data"][:2] == ["router", "replica 0"]
+    ring = next(s for s in option["series"] if s["name"] == "this request")
+    path = next(s for s in option["series"] if s["name"] == "path")
+    assert ring["data"] == [[2, "replica 1"]] and path["data"] == [[2, "router"], [2, "replica 1"]]
+    dots = [d["value"] for s in option["series"] if s["type"] == "scatter"
+            and s["name"] != "this request" for d in s["data"]]
+    assert [1, "replica 0"] in dots and [2, "replica 1"] in dots
+    first = chart.proto.id
+    at.slider(key="cluster.step").set_value(3).run()
+    (chart,) = at.get("echarts_chart")
+    ring = next(s for s in json.loads(chart.proto.spec)["series"] if s["name"] == "this request")
+    assert chart.proto.id == first and ring["data"][0][0] == 3

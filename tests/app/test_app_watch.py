@@ -19,7 +19,7 @@ from engine.kv_publisher import ZmqEventPublisher
 from radix.blocks.kv_events import EventBatch
 from radix.events import BlockRemoved, BlockStored
 from scenarios.watch import WatchSession, api_base
-from viz.cluster import grid_snapshot, prefix_tree_scene
+from viz.cluster import fit_prefix_tree_scene, grid_snapshot, prefix_tree_scene
 from viz.watch_charts import chart_height, rates_chart, worker_grid_chart
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,6 +112,26 @@ def test_pictures_of_a_watched_worker(publisher):
     assert any(n["label"].startswith("+") for n in folded["nodes"])
     assert [s["name"] for s in rates_chart([view])["series"]] == [
         f"{view.name.removeprefix('tcp://')} stored", f"{view.name.removeprefix('tcp://')} removed"]
+
+
+def test_presenter_mode_folds_a_workers_tree_to_fit_its_column():
+    """Presenter mode (#24 item 4): 12 one-block runs under the root, in one of two side-by-side
+    columns (1,084 / 2 = 542 px wide, 360 px tall). Unfolded (10 runs and "+2 more") the scene
+    is 881.3 units wide: at 14 px labels (9-unit edge labels) (881.3 + 16) x 14 / 9 = 1,396 px,
+    over 542. Folded by FIT_CAPS until it fits: 2 runs and "+10 more", 240.5 units (399 px)."""
+    from types import SimpleNamespace as N
+
+    from viz.scene import fits
+
+    blocks = [N(block_hash=i, token_ids=tuple(range(16))) for i in range(1, 13)]
+    view = N(blocks=blocks, runs=[N(id=i, parent=None, block_hashes=(i,), orphan=False)
+                                  for i in range(1, 13)])
+    whole = prefix_tree_scene(view)
+    assert whole["width"] == 881.3 and not fits(whole, 542, 360, 14)
+    scene = fit_prefix_tree_scene(view, None, 542, 360, 14)
+    assert fits(scene, 542, 360, 14) and scene["width"] == 240.5
+    assert [n["label"] for n in scene["nodes"]] == ["root", "1 blk", "1 blk", "+10 more"]
+    assert fit_prefix_tree_scene(view, None, 2_000, 360, 14) == whole  # fits: not folded
 
 
 def test_api_base_adds_the_scheme_and_v1():

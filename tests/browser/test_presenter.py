@@ -80,35 +80,38 @@ def test_deep_link_restores_a_step_in_presenter_mode(server, projector, tmp_path
     shoot(projector, tmp_path, "tour_presenter.png", full=False)
 
 
-# True when the tree view shows a fold stub (node m<id>) and every drawn node lies inside its
-# host; else what was outside and what was drawn.
+# True when the tree view shows a fold stub (node m<id>) or a chain box (c<id>: ancestors drawn
+# as one) and every drawn node lies inside its host; else what was outside and what was drawn.
 FOLDED_TO_FIT = """(() => {
   const host = document.querySelector(".radixlens-tree"), r = host.getBoundingClientRect();
   const nodes = [...host.querySelectorAll("g.node")].map((g) => [g.id, g.getBoundingClientRect()]);
   const out = nodes.filter(([, b]) => b.left < r.left - 1 || b.right > r.right + 1
     || b.top < r.top - 1 || b.bottom > r.bottom + 1).map(([id]) => id);
-  return nodes.some(([id]) => id.startsWith("m")) && out.length === 0
+  return nodes.some(([id]) => /^[mc]/.test(id)) && out.length === 0
     || JSON.stringify({out, ids: nodes.map(([id]) => id)});
 })()"""
 
 
 def _walk(pg, hops: int, ref: str) -> list[str]:
     """Clicks next `hops` times; each frame (once the tree has drawn it) highlights one node as
-    a lock, reading `ref`, in view; returns their ids."""
+    a lock, reading `ref`, in view, and the tree is folded to fit, not panned (#24 item 4:
+    hops 1-4 panned; the path above a deep hop is one chain box); returns their ids."""
     out = []
-    for _ in range(hops):
+    for hop in range(1, hops + 1):
         text = click_and_redraw(pg, "next ▶")
         node = pg.locator(f"{TREE} g.node[data-role=lock]")
         assert node.count() == 1 and ref in node.text_content(), text
         assert in_viewport(pg, f"{TREE} g.node[data-role=lock]")
+        folded = pg.evaluate(FOLDED_TO_FIT)
+        assert folded is True, (hop, folded)
         out.append(node.get_attribute("id"))
     return out
 
 
 def test_lock_walk_of_five_hops_hop_by_hop(server, projector, tmp_path):
     """The multi-turn walk at u000-t5's inc_lock_ref (step 22): five clicks of next show five
-    hops, each a different node highlighted as a lock with r=1, in view (the tree is taller
-    than the view at 14 px labels: it follows the highlight), ending at the root; its
+    hops, each a different node highlighted as a lock with r=1, in view and the tree folded to
+    fit at 14 px labels (a deep hop's ancestors drawn as one chain box), ending at the root; its
     dec_lock_ref (step 24) walks the same five back to r=0. While the page runs, Streamlit's
     running indicator is seen and never over the presenter toggle."""
     _open(projector, server, "/tour?walk=multi-turn&step=22&k=0")
@@ -120,10 +123,6 @@ def test_lock_walk_of_five_hops_hop_by_hop(server, projector, tmp_path):
     # does, it is never over the toggle
     assert not any(seen or []), "the running indicator must not cover the toggle"
     assert len(set(hops)) == 5 and "the last hop below the root" in alert(projector)
-    # at 14 px the whole path is taller than the view: the tree folds (a "+N more" stub) until
-    # what is drawn fits, rather than panning around the highlight (#24 item 4)
-    folded = projector.evaluate(FOLDED_TO_FIT)
-    assert folded is True, folded
     assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "lock_walk.png", full=False)
     _open(projector, server, "/tour?walk=multi-turn&step=24&k=0")
@@ -135,12 +134,15 @@ def test_policies_pop_different_leaves(server, projector):
     """The eviction lab's default at the pop frame (step 2): LRU pops the RAG leaf (#1), LFU
     the oldest finished conversation (conv-000, #3), MRU the newest (conv-015, #18). At 14 px
     the lab's tree folds (S's "+N more" summary) until all of it lies inside the view, the
-    popped leaf among what is drawn (#24 item 4; old code: LR, 12 boxes, panned)."""
+    popped leaf among what is drawn (#24 item 4; old code: LR, 12 boxes, panned), and the
+    numbers row under the tree is above the fold (it was at 880-949 px)."""
     popped = {}
     for policy in ("lru", "lfu", "mru"):
         _open(projector, server, f"/eviction?policy={policy}&step=2")
         assert alert(projector).startswith("pops "), alert(projector)
         assert in_viewport(projector, f"{TREE} g.node[data-role=evicted]")
+        # the numbers under the tree (freed so far, evictable, protected) above the fold too
+        assert in_viewport(projector, "[data-testid=stMetric]")
         popped[policy] = projector.locator(f"{TREE} g.node[data-role=evicted]").get_attribute("id")
         folded = projector.evaluate(FOLDED_TO_FIT)
         assert folded is True, folded
@@ -209,6 +211,9 @@ def test_failing_op_log_shows_its_last_good_tree(server, projector, tmp_path):
     projector.wait_for_function(DRAWN, timeout=ms(60_000))
     assert projector.locator(f"{TREE} g.node").count() == 4  # root, [1,2], [3], [4]
     assert "#tokens: 4" in projector.inner_text("[data-testid=stCode]")
+    # the Trace debugger's tree in presenter mode: top-down, fitted, labels >= 14 px (#24
+    # item 4: drawn LR at the plain scale, at most 1.5 x 9 = 13.5 px)
+    assert _illegible(projector) == []
 
 
 def test_page_by_url_right_after_a_server_start_keeps_the_menu(tmp_path, browser):

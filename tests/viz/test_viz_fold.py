@@ -169,3 +169,54 @@ def test_presenter_fit_caps_depth_when_one_child_a_node_is_still_too_tall():
     assert fits(scene, 600, 500, 14)
     assert _drawn(scene) == ["n0", "n1", "n2", "n3", "m3"]
     assert _label(scene, "m3").startswith("+1 more (5 nodes)")
+
+
+def test_presenter_fit_draws_a_deep_highlights_ancestors_as_one_chain_box():
+    """The same chain of 8, the deepest node highlighted (a lock walk's first hop): with every
+    ancestor drawn, 9 ranks are 9 x 66 - 46 = 548 units, 877 px at 14 px labels, over the
+    500 px view, and no depth cap may fold a highlighted node's ancestors. So nodes 1-7 become
+    one box "c1" ("#1 … #7", "7 nodes, r=0"; its edge 7 x 2 = 14 tokens) with node 8 below
+    it: 154 units, 264 px. Highlighting node 5 instead: nodes 1-4 in the box, node 5 and its
+    child 6 drawn, 7-8 folded under 6 into a one-line "+1 more (2 nodes)" (its counts in the
+    tooltip)."""
+    c = RadixCache()
+    for n in range(1, 9):
+        c.insert(list(range(2 * n)))
+    snap = c.snapshot()
+    scene = fit_tree_scene(snap, 600, 500, 14, highlight={8: "lock"})
+    assert fits(scene, 600, 500, 14) and scene["height"] == 154.0
+    assert _drawn(scene) == ["n0", "c1", "n8"]
+    assert _label(scene, "c1") == "#1 … #7\n7 nodes, r=0"
+    assert (_edge(scene, "ec1")["source"], _edge(scene, "ec1")["label"]) == ("n0", "14 tok")
+    assert _edge(scene, "e8")["source"] == "c1"
+    scene = fit_tree_scene(snap, 600, 500, 14, highlight={5: "lock"})
+    assert fits(scene, 600, 500, 14)
+    assert _drawn(scene) == ["n0", "c1", "n5", "n6", "m6"]
+    assert _label(scene, "c1") == "#1 … #4\n4 nodes, r=0"
+    assert _label(scene, "m6") == "+1 more (2 nodes)"
+    stub = next(n for n in scene["nodes"] if n["id"] == "m6")
+    assert stub["tooltip"].endswith("; 1 evictable leaves")
+    # without the chain the same caps do not fit: the chain is what makes it fit
+    assert not fits(tree_scene(snap, highlight={5: "lock"}, max_children=1, max_depth=1),
+                    600, 500, 14)
+
+
+def test_chain_box_keeps_its_last_nodes_children_and_counts_the_ones_it_hides():
+    """The chain of 8 with two more branches off node 4 (#9 and #10, 2 tokens each). Node 8
+    highlighted: #1-#7 are one box, and #9 and #10 (children of #4, inside the run) are left
+    out, counted in its tooltip. Node 5 highlighted: the run is #1-#4, and #4's other children
+    fold into "+2 more" hanging from the chain box (edge "em4" from "c1"), beside #5."""
+    c = RadixCache()
+    for n in range(1, 9):
+        c.insert(list(range(2 * n)))
+    c.insert([*range(8), 99, 98])
+    c.insert([*range(8), 97, 96])
+    snap = c.snapshot()
+    scene = fit_tree_scene(snap, 600, 500, 14, highlight={8: "lock"})
+    assert _drawn(scene) == ["n0", "c1", "n8"]
+    chain = next(n for n in scene["nodes"] if n["id"] == "c1")
+    assert chain["tooltip"].endswith("14 tokens; not drawn beside them: 2 node(s)")
+    scene = fit_tree_scene(snap, 600, 500, 14, highlight={5: "lock"})
+    assert fits(scene, 600, 500, 14)
+    assert _drawn(scene) == ["n0", "c1", "n5", "n6", "m4", "m6"]
+    assert (_edge(scene, "em4")["source"], _label(scene, "m4")) == ("c1", "+2 more")

@@ -16,7 +16,7 @@ from scenarios.eviction import run_eviction
 from scenarios.scheduler import sort_queue
 from viz.eviction import drawn_conversations, lab_frame
 from viz.live import live_scene
-from viz.scene import fits, fold_tree, tree_scene
+from viz.scene import fit_tree_scene, fits, fold_tree, tree_scene
 from viz.scheduler import match_scene
 from viz.timeline import Timeline
 
@@ -58,6 +58,9 @@ def test_eviction_lab_folds_to_rag_the_picked_leaf_and_the_summary():
     scene = lab_frame(run, tl, 1, fit).scene
     assert fits(scene, *fit) and scene["rankdir"] == "TB"
     assert _ids(scene) == ["n0", "n2", "n1", "n18", "m2"]
+    # the page's presenter view is 345 px tall (tree_height(300): its numbers row above the
+    # fold); the folded scene is the same
+    assert lab_frame(run, tl, 1, (WIDE, 345.0, 14.0)).scene == scene
     assert _node(scene, "n18")["role"] == "evicted"
     assert _node(scene, "m2")["label"] == "+399 more\n384 locked\n15 evictable leaves"
     assert _ids(lab_frame(run, tl, 0, fit).scene) == _ids(scene)
@@ -140,3 +143,40 @@ def test_prefer_ranks_after_keep_and_before_size():
     assert fold_tree(snap, 3).drawn == {0, 10, 9, 8}
     assert fold_tree(snap, 3, prefer=[2, 5]).drawn == {0, 2, 5, 10}
     assert fold_tree(snap, 3, keep=[7], prefer=[2, 5]).drawn == {0, 7, 2, 5}
+
+
+def test_tour_lock_walk_folds_every_hop_to_fit():
+    """The Tour's multi-turn walk, u000-t5's inc_lock_ref (step 22, events 1-5: #6, #5, #4,
+    #1, #2 locked in turn) in the Tour's presenter view (650.4 x 385 px, app_pages/tour.py):
+    every hop fits at 14 px with its locked node drawn (#24 item 4: hops 1-4 panned). The path
+    above a deep hop is one chain box: hop 1 draws root, "#2 … #5" (4 nodes) and #6; hop 2
+    root, "#2 … #4", #5 and #6; hop 5 needs no chain."""
+    from scenarios.tour import run_tour
+
+    run = run_tour("multi-turn")
+    tl = Timeline(run.log)
+    fit = _fit(335)
+    drawn = {}
+    for k in range(1, 6):
+        frame = tl.frame(22, k)
+        scene = fit_tree_scene(frame.snapshot, *fit, highlight=dict(frame.highlight))
+        assert fits(scene, *fit), k
+        (locked,) = [n for n in scene["nodes"] if n["role"] == "lock"]
+        assert "r=1" in locked["label"]
+        drawn[k] = _ids(scene)
+    assert drawn[1] == ["n0", "c2", "n6"] and _node(scene, "n2")["label"] == "#2  r=1"
+    assert drawn[2] == ["n0", "c2", "n5", "n6"]
+    assert not any(i.startswith("c") for i in drawn[5])
+
+
+def test_host_tier_trees_fit_the_presenter_view():
+    """The host tier walk's trees (scenarios/hosttier.py, the Eviction lab's section and the
+    Tour's walk) in presenter mode's 240 px view (app_pages/_shell.py's tier_tree_height): every
+    frame fits at 14 px labels. The four frames with a root and two levels (134 units:
+    (134 + 16) x 14 / 9 = 233 px) did not in the old 220 px view, which panned them."""
+    from scenarios.hosttier import run_frames
+    from viz.hosttier import tier_scene
+
+    scenes = [tier_scene(f.nodes, f.moved, f.event) for f in run_frames()]
+    assert all(fits(s, WIDE, 240, 14.0) for s in scenes)
+    assert [i for i, s in enumerate(scenes) if not fits(s, WIDE, 220, 14.0)] == [6, 7, 8, 9]
