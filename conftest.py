@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from tests.doctest_rule import skipped_at_collection  # noqa: E402
@@ -28,3 +30,14 @@ def pytest_ignore_collect(collection_path, config):
         return True
     return None
 
+
+
+def pytest_collection_modifyitems(config, items):
+    """How `pytest -n 2 --dist loadgroup` (the README's test command) shares the tests out: every
+    browser test in one group, so one worker runs them all against one Streamlit server and one
+    Chromium (two servers and two browsers on two cores starved the Trace debugger's page), and
+    every other test file is a group of its own (its module fixtures set up once), handed to
+    whichever worker is free. Without xdist the marker does nothing."""
+    for item in items:
+        group = "browser" if item.get_closest_marker("browser") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
