@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from tests.doctest_rule import skipped_at_collection  # noqa: E402
@@ -28,3 +30,40 @@ def pytest_ignore_collect(collection_path, config):
         return True
     return None
 
+
+# Under `-n 2` the longest units start first, so the two workers end close together (longest
+# first; measured serially on the 2-core machine, stop 30: the shared-server browser tests about
+# 380 s, the others below 30-200 s each); every other unit follows in collection order. The app
+# load test starts its own server, so it runs beside the shared-server browser tests, not after.
+FIRST = (
+    "browser",
+    "tests/browser/test_app_load.py",
+    "tests/app/test_app_live.py",
+    "tests/docs/test_readme_commands.py",
+    "tests/engine/test_engine_service.py",
+    "tests/scenarios/test_classroom.py",
+    "tests/engine/test_engine_serve.py",
+    "tests/engine/test_engine_generation.py",
+    "tests/engine/test_engine_cluster.py",
+)
+
+
+def _group(item) -> str:
+    path = item.nodeid.split("::")[0]
+    if item.get_closest_marker("browser") and path not in FIRST:
+        return "browser"
+    return path
+
+
+def pytest_collection_modifyitems(config, items):
+    """How `pytest -n 2` (the README's test command; `--dist loadgroup` in pyproject.toml) shares
+    the tests out: the browser tests on the shared Streamlit server in one group, so one worker
+    runs them all against one server and one Chromium (two servers and two browsers on two cores
+    starved the Trace debugger's page), and every other test file a group of its own (its module
+    fixtures set up once), handed to whichever worker is free, the longest (FIRST) first. Without
+    xdist the groups do nothing and only the order changes (a stable sort: each file's tests stay
+    together and in order)."""
+    rank = {name: i for i, name in enumerate(FIRST)}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    items.sort(key=lambda item: rank.get(_group(item), len(FIRST)))
