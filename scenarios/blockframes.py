@@ -168,8 +168,8 @@ class BlockFrames:
                               manager=summary, rejected_rids=self.rejected,
                               on_lookup=self._looked_up)
         # the per-block pool: frames[k] is the pool before request k * every, built on demand
-        self._builder = BlockCacheManager(BlockPool(self.num_blocks, block_size,
-                                                    hash_algo=hash_algo), hash_memo=True)
+        self._builder: BlockCacheManager | None = BlockCacheManager(
+            BlockPool(self.num_blocks, block_size, hash_algo=hash_algo), hash_memo=True)
         self.frames: list[bytes] = [capture(self._builder)]
         self._cursor: tuple[int, BlockCacheManager] | None = None
         self._lock = threading.RLock()
@@ -227,9 +227,15 @@ class BlockFrames:
     def _build(self, last: int, progress: Callable[[int, int], None] | None) -> None:
         while len(self.frames) <= last:
             start = (len(self.frames) - 1) * self.every
+            assert self._builder is not None
             self._replay(self._builder, start, start + self.every)
             self._builder.lookups.clear()
             self.frames.append(capture(self._builder))
+            if len(self.frames) == self.num_frames:
+                # every keyframe is built: the builder's pool and hash memo (a hash for every
+                # distinct block prefix of the trace: 1.6 M on the conversation stand-in, ~100
+                # MB, not in the session's budget) are never used again
+                self._builder = None
             if progress is not None:
                 progress(len(self.frames), last + 1)
 

@@ -4,9 +4,11 @@ replay (index, rejections, an op log that fails), memory budgets and the worker 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import random
 import threading
+import weakref
 from pathlib import Path
 
 import pytest
@@ -114,6 +116,26 @@ def test_block_keyframes_equal_a_replay_from_scratch():
         run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2_000, 16, manager=fresh)
         assert frames.at(k).snapshot == fresh.snapshot(), k
     restore(capture(frames.manager_at(7))).check_invariants()
+
+
+def test_block_keyframes_let_go_of_their_builder_once_all_are_built():
+    """The builder's pool and hash memo serve only to build keyframes: once the last is built
+    they are freed (a memo holds a hash per distinct block prefix of the trace), and every
+    step still comes from the keyframes."""
+    trace = load_trace(TRACES / "eviction_question.jsonl.gz")
+    n = len(trace.requests)
+    frames = BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), run_blocks, 2_000, 16, every=4)
+    memo = weakref.ref(frames._builder.memo)
+    frames.build(n - 5)
+    assert memo() is not None and frames.keyframes_built < frames.num_frames
+    frames.build()
+    gc.collect()
+    assert memo() is None and frames.keyframes_built == frames.num_frames
+    for k in (n, 5, n - 1):
+        fresh = BlockCacheManager(BlockPool(2_000 // 16 + 1, 16))
+        pairs = _trace_reqs(trace, 0, k)
+        run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2_000, 16, manager=fresh)
+        assert frames.at(k).snapshot == fresh.snapshot(), k
 
 
 def _pool_state(m: BlockCacheManager) -> tuple:
