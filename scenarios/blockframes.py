@@ -8,9 +8,10 @@ after n requests is the keyframe at or before n, restored into a BlockCacheManag
 `every` requests replayed. A moving cursor (the last pool built) makes a step forward cost one
 request. A keyframe is taken between two requests, when no request holds a block, so it is the
 blocks' hashes (with parent hash and chain position), the free queue's order, the hash map's
-order and the eviction count: ~55 bytes a cached block, pickled (not compressed: block hashes
-are random bytes, zlib saved 16% for a third of the upload's time; a 1 M-token pool of 16-token
-blocks: ~3.4 MB a keyframe). Restoring rewrites the cursor's pool in place.
+order and the eviction count, column by column: ~44 bytes a cached block, pickled (not
+compressed: block hashes are random bytes, zlib saved 16% for a third of the upload's time; a
+1 M-token pool of 16-token blocks: ~2.7 MB a keyframe, was ~3.4 MB as a tuple per block).
+Restoring rewrites the cursor's pool in place.
 subtle: restoring writes KVCacheBlock fields and the pool's hash map directly (radix/blocks has
 no restore); tests check a restored pool against a replayed one and its invariants.
 """
@@ -20,6 +21,8 @@ from __future__ import annotations
 import pickle
 import threading
 from collections.abc import Callable, Iterable
+from itertools import compress
+from operator import attrgetter, not_
 from typing import Any, NamedTuple
 
 from radix.blocks.extents import ExtentBlockManager, ExtentHit
@@ -35,19 +38,47 @@ Feed = Callable[[int, int], Iterable[tuple[Req, list[int]]]]  # (start, stop) ->
 Runner = Callable[..., dict]  # run_blocks(reqs, outputs, capacity, block_size, manager=, ...)
 
 
+_HASH, _PARENT, _POS = (attrgetter(a) for a in ("block_hash", "parent_hash", "chain_pos"))
+_ID = attrgetter("block_id")
+
+
 def capture(manager: BlockCacheManager) -> bytes:
-    """The pool between requests, as compressed bytes (no request may hold a block)."""
+    """The pool between requests, as bytes (no request may hold a block).
+
+    Column by column, each read in C (attrgetter over the blocks, no tuple per block; a tuple
+    per cached block and its pickling were most of a keyframe's cost): every block's chain
+    position (-1: not cached); the cached blocks' hashes in id order, joined into one string
+    when they have one length; for each cached block past position 0 its parent's hash as
+    1 + the index of a cached block carrying it (parents are mostly still cached: a chain is
+    freed last block first, so evicted tail first), or None and the hash itself among
+    `lost`; the free queue's ids; the hash map's order."""
     pool = manager.pool
     if manager.requests:
         raise ValueError("a keyframe needs every request freed")
-    cached = [(b.block_id, b.block_hash, b.parent_hash, b.chain_pos)
-              for b in pool.blocks if b.block_hash is not None]
-    queue = [b.block_id for b in pool.free_block_queue]
-    order = []  # the hash map: block ids in its order, a group per hash
-    for entry in pool.cached_block_hash_to_block.values():
-        order.append(entry.block_id if type(entry) is KVCacheBlock else list(entry))
-    state = (pool.num_blocks, pool.block_size, pool.enable_caching, cached, queue, order,
-             pool.num_evictions, pool._step)
+    blocks = pool.blocks
+    positions = list(map(_POS, blocks))
+    hashes: Any = list(filter(None, map(_HASH, blocks)))
+    parents = list(filter(None, map(_PARENT, blocks)))
+    refs = list(map(dict(zip(hashes, range(1, len(hashes) + 1))).get, parents))
+    lost: Any = list(compress(parents, map(not_, refs)))
+    width = len(hashes[0]) if hashes else 0
+    if hashes and set(map(len, hashes)) | set(map(len, lost)) == {width}:
+        hashes, lost = b"".join(hashes), b"".join(lost)
+    else:
+        width = 0
+    queue = []
+    append, block, tail = queue.append, pool.free_block_queue.fake_head.next_free_block, \
+        pool.free_block_queue.fake_tail
+    while block is not tail:
+        append(block.block_id)
+        block = block.next_free_block
+    entries = pool.cached_block_hash_to_block.values()
+    if dict in set(map(type, entries)):  # a hash on several blocks: its ids, first cached first
+        order = [e.block_id if type(e) is KVCacheBlock else list(e) for e in entries]
+    else:
+        order = list(map(_ID, entries))
+    state = (pool.num_blocks, pool.block_size, pool.enable_caching, positions, width, hashes,
+             refs, lost, queue, order, pool.num_evictions, pool._step)
     return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -56,7 +87,8 @@ def restore(frame: bytes, into: BlockCacheManager | None = None,
     """A manager whose pool equals the one `capture` saw: a fresh one (hashing as `hash_algo`),
     or `into` (a manager of the same pool size, between requests) rewritten in place, which
     saves building every block."""
-    num_blocks, block_size, caching, cached, queue, order, evictions, step = pickle.loads(frame)
+    (num_blocks, block_size, caching, positions, width, hashes, refs, lost, queue, order,
+     evictions, step) = pickle.loads(frame)
     if into is not None and into.pool.num_blocks == num_blocks and not into.requests:
         pool = into.pool
         for b in pool.blocks:
@@ -64,9 +96,16 @@ def restore(frame: bytes, into: BlockCacheManager | None = None,
     else:
         pool = BlockPool(num_blocks, block_size, caching, hash_algo=hash_algo)
     blocks = pool.blocks
-    for block_id, block_hash, parent_hash, chain_pos in cached:
-        b = blocks[block_id]
-        b.block_hash, b.parent_hash, b.chain_pos = block_hash, parent_hash, chain_pos
+    if width:
+        hashes = [hashes[k:k + width] for k in range(0, len(hashes), width)]
+        lost = [lost[k:k + width] for k in range(0, len(lost), width)]
+    found, ref, gone = iter(hashes), iter(refs), iter(lost)
+    for b, chain_pos in zip(blocks, positions):
+        if chain_pos >= 0:
+            b.block_hash, b.chain_pos = next(found), chain_pos
+            if chain_pos:
+                k = next(ref)
+                b.parent_hash = next(gone) if k is None else hashes[k - 1]
     for b in blocks:
         b.prev_free_block = b.next_free_block = None
     pool.free_block_queue = FreeKVCacheBlockQueue([blocks[i] for i in queue])
@@ -128,8 +167,8 @@ class BlockFrames:
                               manager=summary, rejected_rids=self.rejected,
                               on_lookup=self._looked_up)
         # the per-block pool: frames[k] is the pool before request k * every, built on demand
-        self._builder = BlockCacheManager(BlockPool(self.num_blocks, block_size,
-                                                    hash_algo=hash_algo), hash_memo=True)
+        self._builder: BlockCacheManager | None = BlockCacheManager(
+            BlockPool(self.num_blocks, block_size, hash_algo=hash_algo), hash_memo=True)
         self.frames: list[bytes] = [capture(self._builder)]
         self._cursor: tuple[int, BlockCacheManager] | None = None
         self._lock = threading.RLock()
@@ -187,9 +226,15 @@ class BlockFrames:
     def _build(self, last: int, progress: Callable[[int, int], None] | None) -> None:
         while len(self.frames) <= last:
             start = (len(self.frames) - 1) * self.every
+            assert self._builder is not None
             self._replay(self._builder, start, start + self.every)
             self._builder.lookups.clear()
             self.frames.append(capture(self._builder))
+            if len(self.frames) == self.num_frames:
+                # every keyframe is built: the builder's pool and hash memo (a hash for every
+                # distinct block prefix of the trace: 1.6 M on the conversation stand-in, ~100
+                # MB, not in the session's budget) are never used again
+                self._builder = None
             if progress is not None:
                 progress(len(self.frames), last + 1)
 

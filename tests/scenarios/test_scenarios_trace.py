@@ -4,9 +4,11 @@ replay (index, rejections, an op log that fails), memory budgets and the worker 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import random
 import threading
+import weakref
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
+from radix.request import Req
 from radix.runs.compare import compare, output_tokens, run_blocks, trace_reqs
 from radix.tokens import TokenRuns
 from radix.traces import TraceError, load_trace
@@ -112,6 +115,70 @@ def test_block_keyframes_equal_a_replay_from_scratch():
         run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2_000, 16, manager=fresh)
         assert frames.at(k).snapshot == fresh.snapshot(), k
     restore(capture(frames.manager_at(7))).check_invariants()
+
+
+def test_block_keyframes_let_go_of_their_builder_once_all_are_built():
+    """The builder's pool and hash memo serve only to build keyframes: once the last is built
+    they are freed (a memo holds a hash per distinct block prefix of the trace), and every
+    step still comes from the keyframes."""
+    trace = load_trace(TRACES / "eviction_question.jsonl.gz")
+    n = len(trace.requests)
+    frames = BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), run_blocks, 2_000, 16, every=4)
+    memo = weakref.ref(frames._builder.memo)
+    frames.build(n - 5)
+    assert memo() is not None and frames.keyframes_built < frames.num_frames
+    frames.build()
+    gc.collect()
+    assert memo() is None and frames.keyframes_built == frames.num_frames
+    for k in (n, 5, n - 1):
+        fresh = BlockCacheManager(BlockPool(2_000 // 16 + 1, 16))
+        pairs = _trace_reqs(trace, 0, k)
+        run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2_000, 16, manager=fresh)
+        assert frames.at(k).snapshot == fresh.snapshot(), k
+
+
+def _pool_state(m: BlockCacheManager) -> tuple:
+    pool = m.pool
+    table = [(h, e.block_id if not isinstance(e, dict) else list(e))
+             for h, e in pool.cached_block_hash_to_block.items()]
+    blocks = [(b.block_id, b.block_hash, b.parent_hash, b.chain_pos, b.ref_cnt)
+              for b in pool.blocks]
+    return blocks, [b.block_id for b in pool.free_block_queue], table, pool.num_evictions
+
+
+@given(st.integers(0, 10**6), st.sampled_from([1, 2, 4]))
+@settings(max_examples=40, deadline=None)
+def test_a_keyframe_restores_every_field(seed, block_size):
+    """capture -> restore (fresh, and into a used manager) gives back every block's hash,
+    parent hash, chain position, the free queue's order and the hash map (its order and the
+    groups of blocks that share a hash), on a pool small enough to evict parents before their
+    children and to cache one hash twice (a fully cached prompt recomputes its last block)."""
+    rng = random.Random(seed)
+    m = BlockCacheManager(BlockPool(12, block_size))
+    other = BlockCacheManager(BlockPool(12, block_size))
+    seen: list[list[int]] = []
+    for i in range(40):
+        prompt = (list(rng.choice(seen)) if seen and rng.random() < 0.3 else
+                  [rng.randrange(3) for _ in range(rng.randrange(1, 20))])
+        seen.append(prompt)
+        out = [50 + rng.randrange(9) for _ in range(rng.randrange(0, 6))]
+        run_blocks([Req(f"r{i}", prompt)], [out], 12 * block_size, block_size, manager=m)
+        run_blocks([Req(f"o{i}", prompt[::-1])], [out], 12 * block_size, block_size,
+                   manager=other)
+        frame = capture(m)
+        assert _pool_state(restore(frame)) == _pool_state(m), i
+        assert _pool_state(restore(frame, into=other)) == _pool_state(m), i
+
+
+@pytest.mark.parametrize("length", [32, 7])
+def test_a_keyframe_keeps_a_parent_no_block_carries(length):
+    """A cached block whose parent's hash no cached block carries (kept apart in the frame),
+    of the hashes' length (joined) or another (kept as a list)."""
+    m = BlockCacheManager(BlockPool(6, 2))
+    run_blocks([Req("a", [1, 2, 3, 4, 5, 6])], [[9]], 12, 2, manager=m)
+    child = next(b for b in m.pool.blocks if b.chain_pos == 2)
+    child.parent_hash = b"p" * length
+    assert _pool_state(restore(capture(m))) == _pool_state(m)
 
 
 @pytest.mark.parametrize("name, capacity", [("eviction_question.jsonl.gz", 2_000),
