@@ -4,10 +4,12 @@ Prints one row per request (matched and prefilled tokens, vLLM block hits, TTFT,
 and the totals, measured on this machine, beside the derived Llama-3-8B/H100 cost of the same
 token counts. `--no-cache` is the control (every match empty). `--host-ratio R` adds SGLang's
 host tier (engine/hosttier.py): requests run one at a time, hits split into device and host
-(loaded back). Bad arguments or a bad trace print one error line and exit 2. `serve`
-(engine/serve.py): an OpenAI-compatible server publishing vLLM's KV events. `why A B`
-(engine/why.py): why prompt B misses after A, tokenized with the model's tokenizer. Leaves
-out: mooncake/kv-event traces (they carry no real tokens).
+(loaded back); with `--as-simulate` each request's recorded reply is forced as its output (then
+one sampled token), so the split equals `python -m radix simulate --host-ratio`'s on the same
+trace and capacity, printed beside it. Bad arguments or a bad trace print one error line and
+exit 2. `serve` (engine/serve.py): an OpenAI-compatible server publishing vLLM's KV events.
+`why A B` (engine/why.py): why prompt B misses after A, tokenized with the model's tokenizer.
+Leaves out: mooncake/kv-event traces (they carry no real tokens).
 """
 
 from __future__ import annotations
@@ -55,22 +57,31 @@ def build_parser() -> argparse.ArgumentParser:
                      help="prefill long prompts N tokens per round (default: off)")
     run.add_argument("--page-size", type=int, default=1, help="radix tree page size (tokens)")
     add_host_options(run)
+    run.add_argument("--as-simulate", action="store_true",
+                     help="with --host-ratio: run each request as `python -m radix simulate` "
+                          "replays it (its recorded reply forced as its output, then one "
+                          "sampled token; no recorded reply: one output token) and print "
+                          "simulate's split of the same trace beside the engine's")
     add_serve_parser(sub)
     add_why_parser(sub)
     return parser
 
 
 def replay(service: EngineService, trace: Trace, prompts: list[list[int]],
-           honor_arrivals: bool = True) -> tuple[list[RequestResult], float]:
-    """Submits each request at its arrival offset (or all at once); waits for all of them."""
+           honor_arrivals: bool = True, replies: list[list[int]] | None = None
+           ) -> tuple[list[RequestResult], float]:
+    """Submits each request at its arrival offset (or all at once); waits for all of them.
+    `replies` (--as-simulate): each request's reply is forced as its output, then one token
+    more, so prompt + reply (the tokens with KV) is what it caches, as simulate caches it."""
     start = time.monotonic()
     handles = []
-    for tr, prompt in zip(trace.requests, prompts):
+    for k, (tr, prompt) in enumerate(zip(trace.requests, prompts)):
         if honor_arrivals:
             time.sleep(max(0.0, start + tr.arrival - time.monotonic()))
-        handles.append(service.submit(prompt, max(tr.output_len, 1), rid=tr.rid,
-                                      extra_key=tr.extra_key, cache_salt=tr.cache_salt,
-                                      priority=tr.priority))
+        new = max(tr.output_len, 1) if replies is None else len(replies[k]) + 1
+        handles.append(service.submit(prompt, new, rid=tr.rid, extra_key=tr.extra_key,
+                                      cache_salt=tr.cache_salt, priority=tr.priority,
+                                      forced_output=None if replies is None else replies[k]))
     results = [h.result() for h in handles]
     return results, time.monotonic() - start
 
@@ -109,6 +120,34 @@ def host_totals(service: EngineService) -> list[str]:
             f"host, {ht.copier.load_s * 1e3:,.1f} ms back"]
 
 
+def simulate_line(service: EngineService, trace: Trace, capacity: int,
+                  host_ratio: float) -> str:
+    """`python -m radix simulate TRACE --capacity N --host-ratio R`'s split of the same trace
+    (replay_host_tier), beside the engine's: equal when every request's device / host / miss
+    split and the tokens loaded back and demoted in all agree."""
+    from radix.hosttier.replay import replay_host_tier
+    from radix.hosttier.requests import Served
+
+    ht = service.host_tier
+    cache = ht.tree_cache
+    per: dict[str, tuple[int, int, int]] = {}  # rid -> the replay's (device, host, miss)
+
+    def heard(k: int, served: Served) -> None:
+        per[trace.requests[k].rid] = (served.device_hit, served.host_hit, served.miss)
+
+    run = replay_host_tier(trace, capacity, host_ratio, cache.write_policy, on_request=heard)
+    mine = {r.rid: (r.metrics["device_hit_tokens"], r.metrics["host_hit_tokens"],
+                    r.metrics["prefilled_tokens"]) for r in ht.finished}
+    differ = sum(per[rid] != mine.get(rid) for rid in per)
+    c = cache.counts()
+    same = not differ and (run.loaded_back, run.demoted) == (c.loaded_back, c.demoted)
+    verdict = "equal to the engine's, request for request" if same else (
+        f"DIFFERENT from the engine's ({differ} requests split differently)")
+    return (f"simulate, same trace and capacity (replay_host_tier): device hit "
+            f"{run.device_hit:,}, host hit {run.host_hit:,}, miss {run.miss:,} prompt tokens; "
+            f"loaded back {run.loaded_back:,}, demoted {run.demoted:,}: {verdict}")
+
+
 def totals(results: list[RequestResult], wall: float, label: str) -> list[str]:
     matched = sum(r.metrics["matched_tokens"] for r in results)
     prefilled = sum(r.metrics["prefilled_tokens"] for r in results)  # re-prefills included
@@ -144,15 +183,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     if trace.format != "request" or not trace.requests:
         raise ValueError(f"{args.trace}: a {trace.format} trace has no real tokens to run; "
                          "use a request trace (or `python -m radix simulate`)")
+    if args.as_simulate and args.host_ratio is None:
+        raise ValueError("--as-simulate compares with `simulate --host-ratio`: it needs "
+                         "--host-ratio")
     vocab = loaded.model.config.vocab_size
-    prompts = fit_to_vocab(trace.requests, vocab)
+    n = len(trace.requests)
+    replies = [list(t.output_ids or ()) for t in trace.requests] if args.as_simulate else []
+    fitted = fit_to_vocab([list(t.token_ids) for t in trace.requests] + replies, vocab)
+    prompts, replies = fitted[:n], (fitted[n:] if args.as_simulate else None)
     if prompts != [list(t.token_ids) for t in trace.requests]:
         print(f"note: token ids past the vocabulary ({vocab:,}) mapped one-to-one onto it")
     per_token = KVPool.bytes_per_token_of(loaded.model.config, loaded.dtype)
     capacity = parse_capacity(args.capacity, per_token)
-    for tr, prompt in zip(trace.requests, prompts):  # before any runs: one clear error
-        check_fits(Req(tr.rid, prompt, max_new_tokens=max(tr.output_len, 1)), capacity,
-                   args.page_size)
+    for k, (tr, prompt) in enumerate(zip(trace.requests, prompts)):  # one clear error first
+        new = max(tr.output_len, 1) if replies is None else len(replies[k]) + 1
+        check_fits(Req(tr.rid, prompt, max_new_tokens=new), capacity, args.page_size)
     host = "" if args.host_ratio is None else (
         f"; host tier {args.host_ratio:g}x ({args.write_policy}), requests one at a time")
     print(f"model: {loaded.label} ({loaded.source}, loaded in {loaded.load_seconds:.1f} s); "
@@ -164,10 +209,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     with EngineService(loaded, capacity, no_cache=args.no_cache, config=config,
                        page_size=args.page_size, host_ratio=args.host_ratio,
                        write_policy=args.write_policy) as service:
-        results, wall = replay(service, trace, prompts, honor_arrivals=not args.burst)
+        results, wall = replay(service, trace, prompts, honor_arrivals=not args.burst,
+                               replies=replies)
     host = args.host_ratio is not None
     print("\n".join(format_rows(results, host) + totals(results, wall, loaded.label)
-                    + (host_totals(service) if host else [])))
+                    + (host_totals(service) if host else [])
+                    + ([simulate_line(service, trace, capacity, args.host_ratio)]
+                       if args.as_simulate else [])))
     return 0
 
 

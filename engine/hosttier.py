@@ -131,6 +131,10 @@ class HostTierScheduler:
         self.finished: list[Req] = []
         self.notices: list[str] = []
         self.num_retracted = 0
+        # rid -> output tokens to emit in place of the sampled ones (teacher forcing), set by
+        # EngineService.submit(forced_output=...): `engine run --as-simulate` forces a trace's
+        # recorded replies, so the tokens cached are the ones `simulate` caches
+        self.forced: dict[str, list[int]] = {}
 
     @property
     def has_work(self) -> bool:
@@ -178,7 +182,7 @@ class HostTierScheduler:
             self.shadow.on_prefill(req, extend)
         out = self.runner.extend([req], [len(adm.prefix)])
         now = self.clock()
-        req.output_ids.append(out.next_token_ids[0])
+        req.output_ids.append(self._next_token(req, out.next_token_ids[0]))
         m.setdefault("ttft", now - m["arrival"])
         finished = [req.rid] if self._finish_if_done(req, now) else []
         return StepReport("prefill", [req.rid], [extend], [len(adm.prefix)],
@@ -192,10 +196,18 @@ class HostTierScheduler:
             self.shadow.on_decode(req)
         out = self.runner.decode([req])
         now = self.clock()
-        req.output_ids.append(out.next_token_ids[0])
+        req.output_ids.append(self._next_token(req, out.next_token_ids[0]))
         req.metrics["decode_tokens"] = req.metrics.get("decode_tokens", 0) + 1
         finished = [req.rid] if self._finish_if_done(req, now) else []
         return StepReport("decode", [req.rid], [1], [0], out.seconds, now, finished, [], 0)
+
+    def _next_token(self, req: Req, sampled: int) -> int:
+        """The sampled token, or the forced one while the request has any left (its KV is
+        then computed from the forced token by the next decode step, as teacher forcing)."""
+        forced = self.forced.get(req.rid)
+        if forced is not None and len(req.output_ids) < len(forced):
+            return forced[len(req.output_ids)]
+        return sampled
 
     def _finish_if_done(self, req: Req, now: float) -> bool:
         if not req.finished:
@@ -206,6 +218,7 @@ class HostTierScheduler:
         if self.shadow is not None:
             self.shadow.on_release(req)
         self.current, self._adm, self._reserved = None, None, []
+        self.forced.pop(req.rid, None)
         return True
 
     def clear(self) -> None:

@@ -4,7 +4,9 @@ Requests are pydantic models (unknown fields ignored, as OpenAI clients send ext
 into the engine's `SamplingParams` and max_tokens. Responses are plain dicts: completions and
 chat completions, whole or as SSE chunks, with `usage.prompt_tokens_details.cached_tokens` the
 prefix-cache hit of the request's first scheduling in vLLM's block cache (full blocks, capped at
-prompt - 1 tokens), always present as with vLLM's --enable-prompt-tokens-details. Differences:
+prompt - 1 tokens), always present as with vLLM's --enable-prompt-tokens-details. SGLang's
+`return_cached_tokens_details` is read too: the answer then carries SGLang 0.5.23's `sglext`
+object with `cached_tokens_details` {"device", "host"} (`cached_tokens_details`). Differences:
 an omitted temperature means greedy (OpenAI's default is 1). A conversation's id
 (`session_of`) is read where vLLM 0.33 and SGLang 0.5.23 read it, for the `session` router.
 Leaves out: n > 1, logprobs, echo, best_of, tools, several prompts per request.
@@ -42,6 +44,7 @@ class _Common(BaseModel):
     logprobs: Any = None
     session_id: str | None = None  # vLLM 0.33's field: one id for a conversation's requests
     vllm_xargs: dict[str, Any] | None = None  # vLLM's extra arguments (its session_id is read)
+    return_cached_tokens_details: bool = False  # SGLang 0.5.23's: answer with sglext's split
 
     @model_validator(mode="after")
     def _unsupported(self) -> _Common:
@@ -144,43 +147,71 @@ def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dic
             "prompt_tokens_details": {"cached_tokens": cached_tokens}}
 
 
+def cached_tokens_details(device: int, host: int) -> dict[str, int] | None:
+    """A request's cached prompt tokens by tier, as SGLang 0.5.23's scheduler reports them
+    (output_streamer.py, `get_cached_tokens_details`; no storage tier here): None when nothing
+    was cached. `device`: hit on the device; `host`: loaded back from the host pool.
+
+    >>> cached_tokens_details(0, 49), cached_tokens_details(0, 0)
+    ({'device': 0, 'host': 49}, None)
+    """
+    if device > 0 or host > 0:
+        return {"device": device, "host": host}
+    return None
+
+
+def sglext(details: dict[str, int] | None) -> dict[str, Any] | None:
+    """SGLang's response-level extension object (protocol.py `SglExt`: None fields dropped),
+    or None when it would be empty, as SGLang then leaves `sglext` out."""
+    return None if details is None else {"cached_tokens_details": details}
+
+
 def completion_body(rid: str, model: str, text: str, finish_reason: str | None,
-                    use: dict[str, Any] | None) -> dict[str, Any]:
+                    use: dict[str, Any] | None, ext: dict[str, Any] | None = None
+                    ) -> dict[str, Any]:
     choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
               "stop_reason": None}
     body = {"id": rid, "object": "text_completion", "created": int(time.time()),
             "model": model, "choices": [choice]}
     if use is not None:
         body["usage"] = use
+    if ext is not None:
+        body["sglext"] = ext
     return body
 
 
 def chat_body(rid: str, model: str, text: str, finish_reason: str | None,
-              use: dict[str, Any] | None) -> dict[str, Any]:
+              use: dict[str, Any] | None, ext: dict[str, Any] | None = None) -> dict[str, Any]:
     choice = {"index": 0, "message": {"role": "assistant", "content": text},
               "logprobs": None, "finish_reason": finish_reason, "stop_reason": None}
     body = {"id": rid, "object": "chat.completion", "created": int(time.time()),
             "model": model, "choices": [choice]}
     if use is not None:
         body["usage"] = use
+    if ext is not None:
+        body["sglext"] = ext
     return body
 
 
 def chat_chunk(rid: str, model: str, delta: dict[str, str] | None,
-               finish_reason: str | None = None,
-               use: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One `chat.completion.chunk`; delta None with `use` is the usage-only last chunk."""
+               finish_reason: str | None = None, use: dict[str, Any] | None = None,
+               ext: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One `chat.completion.chunk`; delta None with `use` is the usage-only last chunk, with
+    `ext` SGLang's sglext-only chunk (sent before the usage chunk, as SGLang sends it)."""
     choices = [] if delta is None else [
         {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
     body = {"id": rid, "object": "chat.completion.chunk", "created": int(time.time()),
             "model": model, "choices": choices}
     if use is not None:
         body["usage"] = use
+    if ext is not None:
+        body["sglext"] = ext
     return body
 
 
 def completion_chunk(rid: str, model: str, text: str | None, finish_reason: str | None = None,
-                     use: dict[str, Any] | None = None) -> dict[str, Any]:
+                     use: dict[str, Any] | None = None, ext: dict[str, Any] | None = None
+                     ) -> dict[str, Any]:
     choices = [] if text is None else [
         {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
          "stop_reason": None}]
@@ -188,6 +219,8 @@ def completion_chunk(rid: str, model: str, text: str | None, finish_reason: str 
             "model": model, "choices": choices}
     if use is not None:
         body["usage"] = use
+    if ext is not None:
+        body["sglext"] = ext
     return body
 
 

@@ -3,10 +3,13 @@
 OpenAI's `/v1/completions` and `/v1/chat/completions` (whole or SSE streams), `/v1/models`,
 `/health`, and vLLM's `/tokenize`, `/detokenize` and `/reset_prefix_cache`. RadixLens adds
 `/kv_events` (where each replica publishes) and `/debug/block_cache?rank=N` (a replica's own
-block cache, to check a watcher against). Each answer names its replica in the
-`x-radixlens-replica` header. A request is tokenized once, routed (with its conversation id,
-engine/openai_api.py's `session_of`: vLLM's `session_id` / `X-Session-ID`, SGLang's
-`X-SMG-Routing-Key`), and streamed from its replica's thread through an asyncio queue.
+block cache, to check a watcher against). A request that sets SGLang's
+`return_cached_tokens_details` gets SGLang 0.5.23's `sglext.cached_tokens_details`: the radix
+tree's hit split into device and host (loaded back) tokens; host 0 without --host-ratio. Each
+answer names its replica in the `x-radixlens-replica` header. A request is tokenized once,
+routed (with its conversation id, engine/openai_api.py's `session_of`: vLLM's `session_id` /
+`X-Session-ID`, SGLang's `X-SMG-Routing-Key`), and streamed from its replica's thread through
+an asyncio queue.
 Leaves out: aborting a request whose client went away (it runs to its max_tokens), auth, CORS.
 """
 
@@ -27,6 +30,7 @@ from engine.handles import TOKENIZER_LOCK
 from engine.openai_api import (
     ChatRequest,
     CompletionRequest,
+    cached_tokens_details,
     chat_body,
     chat_chunk,
     completion_body,
@@ -34,6 +38,7 @@ from engine.openai_api import (
     error_body,
     new_id,
     session_of,
+    sglext,
     usage,
 )
 from engine.sampling import SamplingParams, first_stop, held_back
@@ -135,6 +140,19 @@ async def _deltas(server: Server, handle: Any, chunks: asyncio.Queue,
 def _usage_of(result: Any, prompt_len: int) -> dict[str, Any]:
     cached = int(result.metrics.get("block_matched_tokens", 0))
     return usage(prompt_len, len(result.output_ids), cached)
+
+
+def _ext_of(req: Any, result: Any) -> dict[str, Any] | None:
+    """SGLang's `sglext` for a request that asked for `return_cached_tokens_details`, else None.
+    SGLang's split (schedule_batch.py `split_cached_prefix_by_tier`): device = the cached prefix
+    less the host tokens that were loaded back. Without the host tier every hit is the
+    device's, as SGLang reports it without HiCache."""
+    if not req.return_cached_tokens_details:
+        return None
+    m = result.metrics
+    if "host_hit_tokens" in m:
+        return sglext(cached_tokens_details(m["device_hit_tokens"], m["host_hit_tokens"]))
+    return sglext(cached_tokens_details(m.get("matched_tokens", 0), 0))
 
 
 def _sse(body: dict[str, Any]) -> str:
@@ -259,7 +277,8 @@ async def _answer(server: Server, req: Any, ids: list[int], wanted: int | None,
         raise ApiError(f"request failed: {exc}", 500, "InternalServerError") from None
     use = _usage_of(result, len(ids))
     body = (chat_body if chat else completion_body)(rid, model, result.text,
-                                                    result.finish_reason, use)
+                                                    result.finish_reason, use,
+                                                    _ext_of(req, result))
     return JSONResponse(body, headers=headers)
 
 
@@ -276,6 +295,9 @@ async def _stream(server: Server, req: Any, handle: Any, chunks: asyncio.Queue, 
                 continue
             yield _sse(chat_chunk(rid, model, {}, value.finish_reason) if chat
                        else completion_chunk(rid, model, "", value.finish_reason))
+            if (ext := _ext_of(req, value)) is not None:  # SGLang: before the usage chunk
+                yield _sse(chat_chunk(rid, model, None, ext=ext) if chat
+                           else completion_chunk(rid, model, None, ext=ext))
             if req.include_usage:
                 use = _usage_of(value, prompt_len)
                 yield _sse(chat_chunk(rid, model, None, use=use) if chat

@@ -133,7 +133,8 @@ class EngineService:
                rid: str | None = None, chat: bool = False, extra_key: str | None = None,
                cache_salt: str | None = None, priority: int = 0,
                sampling: SamplingParams | None = None,
-               listener: Callable[[list[int] | None], None] | None = None) -> RequestHandle:
+               listener: Callable[[list[int] | None], None] | None = None,
+               forced_output: list[int] | None = None) -> RequestHandle:
         """Queues a request: token ids, raw text, or (chat=True) one user message.
 
         `extra_key` and `cache_salt` are namespaces: requests share KV only within one. Without
@@ -141,6 +142,8 @@ class EngineService:
         ignore_eos); with it, it stops as a server does (engine/sampling.py). Raises ValueError
         for a bad or duplicate rid, a prompt past the vocabulary or the context length, and
         RuntimeError once the service is closed or its loop died (with the cause).
+        `forced_output` (the host tier only): output tokens emitted in place of the sampled
+        ones, one per step while any are left (teacher forcing; `engine run --as-simulate`).
         """
         self._check_open()
         if max_new_tokens < 1:
@@ -152,6 +155,10 @@ class EngineService:
         if not token_ids or min(token_ids) < 0 or (vocab is not None and max(token_ids) >= vocab):
             raise ValueError(f"prompt token ids must be non-empty and in [0, {vocab or 'any'})")
         self.check_context(len(token_ids), max_new_tokens)
+        if forced_output and (self.host_tier is None or min(forced_output) < 0 or (
+                vocab is not None and max(forced_output) >= vocab)):
+            raise ValueError("forced_output needs the host tier (host_ratio) and token ids in "
+                             f"[0, {vocab or 'any'})")
         req = build_req(token_ids, max_new_tokens, sampling, self.eos_ids, self._detokenize,
                         extra_key=extra_key, cache_salt=cache_salt, priority=priority)
         req.arrival = self.backend.clock()  # the scheduler's clock (simulated: its seconds)
@@ -160,6 +167,8 @@ class EngineService:
             self._check_open()
             req.rid = self._rids.claim(rid)
             handle = RequestHandle(req.rid, self.tokenizer, listener)
+            if forced_output:
+                self.host_tier.forced[req.rid] = list(forced_output)
             self.backend.accepted(req)
             self._inbox.put((handle, req))
         return handle

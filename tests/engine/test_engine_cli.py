@@ -7,6 +7,7 @@ takes milliseconds; the real model's numbers are covered by test_engine_service.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -199,3 +200,56 @@ def test_host_ratio_splits_matched_tokens_into_device_and_host(tmp_path, capsys)
     with pytest.raises(SystemExit):
         main(args + ["--host-ratio", "0"])
     assert "--host-ratio: '0' must be > 0" in capsys.readouterr().err
+
+
+def _split(out: str) -> tuple[int, int, int]:
+    """(device hit, host hit, miss) from the engine's host-tier line."""
+    line = next(x for x in out.splitlines() if x.startswith("host tier ("))
+    found = re.search(r"device hit ([\d,]+), host hit ([\d,]+) \(loaded back\), miss ([\d,]+)",
+                      line)
+    return tuple(int(g.replace(",", "")) for g in found.groups())
+
+
+def _replayed(path: str, capacity: int) -> tuple[int, int, int]:
+    from radix.hosttier.replay import replay_host_tier
+    from radix.traces import load_trace
+
+    run = replay_host_tier(load_trace(path), capacity, 2.0)
+    return run.device_hit, run.host_hit, run.miss
+
+
+def test_as_simulate_forces_recorded_replies_so_the_split_is_simulates(tmp_path, capsys):
+    """Pool 60, host 2x. t1 = P (30 tokens) with a recorded 5-token reply R: forced as its
+    output, P + R (35 tokens with KV) is cached and backed up. x (40 tokens, no reply) needs 40
+    slots, 25 are free: t1's 35 are demoted. t2 = P + R + 10 new tokens: its first 35 are on the
+    host; loading them needs 35 slots, 20 are free, so x is demoted; 0 device, 35 host, 10
+    miss (80 in all: 30 + 40 + 10), as replay_host_tier (simulate) splits it. Unforced, t1
+    would cache its own sampled tokens in place of R and t2 would find only P's 30 on the host.
+    --as-simulate needs the host tier."""
+    p, r = list(range(2_000, 2_030)), list(range(6_000, 6_005))
+    lines = [{"rid": "t1", "arrival": 0.0, "tokens": p, "output_len": 5, "output_tokens": r},
+             {"rid": "x", "arrival": 0.0, "tokens": list(range(3_000, 3_040)), "output_len": 1},
+             {"rid": "t2", "arrival": 0.0, "tokens": p + r + list(range(4_000, 4_010)),
+              "output_len": 1}]
+    path = tmp_path / "f.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    args = ["run", str(path), "--random-init", TINY, "--capacity", "60", "--burst"]
+    assert main(args + ["--host-ratio", "2", "--as-simulate"]) == 0
+    out = capsys.readouterr().out
+    assert _split(out) == _replayed(str(path), 60) == (0, 35, 80)
+    assert "loaded back 35, demoted 75: equal to the engine's" in out
+    assert main(args + ["--as-simulate"]) == 2
+    assert "--as-simulate compares with `simulate --host-ratio`" in capsys.readouterr().err
+
+
+def test_a_real_trace_through_the_host_tier_splits_as_simulate_does(capsys):
+    """examples/traces/rag.jsonl.gz (20 requests, 46,169 prompt tokens, no recorded replies:
+    one output token each) at a 4,096-token pool, host 2x: the engine's device / host / miss
+    split equals replay_host_tier's (`python -m radix simulate ... --host-ratio 2`), with
+    demotions, host evictions and loads back along the way (README: 10,610 / 1,319 / 34,240)."""
+    trace = "examples/traces/rag.jsonl.gz"
+    assert main(["run", trace, "--random-init", TINY, "--capacity", "4096", "--host-ratio", "2",
+                 "--as-simulate", "--burst"]) == 0
+    out = capsys.readouterr().out
+    assert _split(out) == _replayed(trace, 4096) == (10_610, 1_319, 34_240)
+    assert "host evicted 26,100" in out and "equal to the engine's" in out

@@ -79,15 +79,24 @@ def test_openai_client_whole_and_streamed(server):
 def test_shared_prefix_goes_to_its_holder_and_reports_cached_tokens(server):
     """A and B share the system prompt (its chat template is 38+ tokens: 2 full blocks of 16).
     A is cold (cached_tokens 0); B goes to A's replica and reports cached_tokens >= 32, whole
-    blocks as vLLM counts them. A different cold prompt does not report any."""
+    blocks as vLLM counts them. A different cold prompt does not report any. Asked for SGLang's
+    `return_cached_tokens_details`, B also gets `sglext.cached_tokens_details` with the radix
+    tree's hit, token by token, all on the device (no host tier: SGLang's answer without HiCache);
+    A's is at most the chat template's first tokens (cached by the earlier test's chat: under a
+    block, so vLLM's cached_tokens is 0), or absent when it hit nothing."""
     url, _ = server
     client = openai.OpenAI(base_url=url, api_key="none")
-    a, rank_a = _chat(client, "Can I return a tent I used once?")
-    b, rank_b = _chat(client, "Do you sell gas for camping stoves?")
+    details = {"extra_body": {"return_cached_tokens_details": True}}
+    a, rank_a = _chat(client, "Can I return a tent I used once?", **details)
+    b, rank_b = _chat(client, "Do you sell gas for camping stoves?", **details)
     assert a.usage.prompt_tokens_details.cached_tokens == 0
+    a_tree = (a.model_extra or {}).get("sglext", {}).get("cached_tokens_details")
+    assert a_tree is None or (a_tree["host"] == 0 and 0 < a_tree["device"] < 16)
     assert rank_b == rank_a
     cached = b.usage.prompt_tokens_details.cached_tokens
     assert cached >= 32 and cached % 16 == 0 and cached < b.usage.prompt_tokens
+    tree = b.model_extra["sglext"]["cached_tokens_details"]
+    assert tree["host"] == 0 and cached <= tree["device"] < b.usage.prompt_tokens
 
 
 def _shadows(url: str) -> list[dict]:
