@@ -53,16 +53,17 @@ def block_grid_chart(snap: Any, columns: int = 32, chain_ids: Collection[int] = 
     rows = max(1, -(-len(blocks) // columns))
     present = set(cell_states(snap, taken))
     shown = [s for s in STATES if s in present or s != "taken"]
-    # legend entries: empty series in each state's colour (a heatmap has no legend of its own)
+    # legend entries: empty series in each state's colour (a heatmap has no legend of its own;
+    # a scatter's default opacity is 0.8: 1 keeps the cells' colours)
     keys = [{"type": "scatter", "name": SHORT_LABELS[s], "data": [], "symbol": "rect",
-             "itemStyle": {"color": STATE_COLORS[s]}} for s in shown]
+             "itemStyle": {"color": STATE_COLORS[s], "opacity": 1}} for s in shown]
     index = {b.id: i for i, b in enumerate(blocks)}
     chain = [index[i] for i in chain_ids if i in index]
     if chain:
         keys.append({"type": "scatter", "name": CHAIN_TRACE, "symbol": "rect",
                      "symbolSize": CHAIN_PX, "silent": True, "tooltip": {"show": False},
                      "itemStyle": {"color": "rgba(0,0,0,0)", "borderColor": "#000000",
-                                   "borderWidth": 1.5},
+                                   "borderWidth": 1.5, "opacity": 1},
                      "data": [[c % columns, c // columns] for c in chain]})
     font = {"fontSize": legend_px}
     return {
