@@ -205,8 +205,12 @@ def test_trace_block_view_at_the_chosen_step():
     text = [t for t in texts(at.markdown) if t.startswith("b: ")][0]
     assert "hit 2 blocks (32 tokens) of 49; stopped at block 2 (tokens 32..47): miss" in text
     assert "The tree matched 35: 3 shared tokens re-prefilled." in text
+    ((first, grid),) = echarts(at)  # vLLM's grid, keyed: redrawn in place (#24)
     at.number_input(key="trace.box").set_value(4).run()
     assert plain(at.subheader[1].value).startswith("Block cache after 1 of 2 requests")
+    ((now, back),) = echarts(at)
+    assert now == first and "b's chain outlined" in grid["title"]["text"]
+    assert "a's chain outlined" in back["title"]["text"]
     assert at.selectbox(key="trace.block_rid").options == ["a"]
 
 
