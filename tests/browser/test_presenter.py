@@ -208,7 +208,7 @@ def test_live_shows_tree_and_blocks(server, projector, tmp_path):
     assert projector.get_by_text("vLLM's block pool, same requests").count() == 1
     projector.evaluate("() => document.querySelectorAll('*').forEach((e) => { "
                        "if (e.scrollTop) e.scrollTop = 0; })")  # back to the top of the page
-    assert in_viewport(projector, TREE) and in_viewport(projector, "[data-testid=stPlotlyChart]")
+    assert in_viewport(projector, TREE) and in_viewport(projector, "[data-testid=stEChartsChart]")
     told = projector.inner_text("[data-testid=stMain]")
     assert "locks #" in told and "unlocks #" in told  # both walks, narrated
     assert "hops up to the root" in told
