@@ -52,15 +52,17 @@ CLIPPED = """() => {
   });
   return out;
 }"""
-# Text too small for a projector, and plotly's toolbar over a button: plotly text under 12 px
-# (legends, titles, ticks, labels), tree labels (nodes' and edges') drawn under 14 px (their
-# font size times the view's scale on screen), and any toolbar (.modebar, present though faded
-# until hovered) whose box meets an updatemenu button or a Streamlit button.
+# Text too small for a projector, and plotly's toolbar over a button: chart text (plotly's and
+# ECharts' SVG: legends, titles, ticks, labels) under 12 px, tree labels (nodes' and edges')
+# drawn under 14 px (their font size times the view's scale on screen), and any toolbar
+# (.modebar, present though faded until hovered) whose box meets an updatemenu button or a
+# Streamlit button.
 ILLEGIBLE = """() => {
   const out = [];
-  document.querySelectorAll("[data-testid=stPlotlyChart] svg text").forEach((t) => {
+  document.querySelectorAll("[data-testid=stPlotlyChart] svg text, "
+                            + "[data-testid=stEChartsChart] svg text").forEach((t) => {
     const px = parseFloat(getComputedStyle(t).fontSize);
-    if (t.textContent.trim() && px < 12) out.push(`plotly ${px}px: ${t.textContent}`);
+    if (t.textContent.trim() && px < 12) out.push(`chart ${px}px: ${t.textContent}`);
   });
   document.querySelectorAll(".radixlens-tree g.node text, .radixlens-tree g.edge text")
     .forEach((t) => {
