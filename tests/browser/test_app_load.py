@@ -1,7 +1,8 @@
 """The short app load test (CI): 2 browser sessions through one round each (a trace replay and
 a scrub, a Tour step, a Live prompt that starts the session's own engine; a second round added
 60-200 s to CI and nothing the checks below look at), then all close: the server's memory comes
-back within 10% of where it started and no engine is left. The full version with its figures is benchmarks/app_load.py."""
+back within 10% of where it started and no engine is left. The full version with its figures
+is benchmarks/app_load.py."""
 
 from __future__ import annotations
 
