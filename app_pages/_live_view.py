@@ -17,9 +17,10 @@ import streamlit as st
 
 from app_pages._shell import max_scale, min_font_px, presenter, presenter_fit, say, tree_height
 from radix.runs.costs import LABEL
-from viz.blocks import block_grid_figure, grid_caption
+from viz.blocks import grid_caption
 from viz.component import tree_view
 from viz.escape import esc_md
+from viz.grid_chart import block_grid_chart, grid_height
 from viz.live import live_scene, progress_line, request_rows, told_lines, totals
 from viz.words import node_line
 
@@ -100,10 +101,12 @@ def _blocks(session: Any) -> None:
         return
     cached = st.session_state.get("live.grid")
     if cached is None or cached[0] is not snap:
-        fig = block_grid_figure(snap, columns=24,
+        grid = block_grid_chart(snap, columns=24,
                                 stop_text="vLLM's block pool, same requests (shadow)")
-        cached = st.session_state["live.grid"] = (snap, fig, grid_caption(snap))
-    st.plotly_chart(cached[1], key="live.blocks", config={"displaylogo": False})
+        cached = st.session_state["live.grid"] = (snap, grid, grid_caption(snap))
+    # keyed ECharts: each new snapshot redraws the grid in place (viz/grid_chart.py)
+    st.echarts_chart(cached[1], key="live.blocks", height=grid_height(cached[1]),
+                     renderer="svg")
     st.caption(cached[2])
 
 

@@ -15,9 +15,10 @@ from typing import Any
 import streamlit as st
 
 from app_pages._shell import max_scale, min_font_px, presenter, presenter_fit, say, tree_height
-from viz.blocks import block_grid_figure, grid_caption
+from viz.blocks import grid_caption
 from viz.classroom import ask_rows, room_counts, status_line
 from viz.component import tree_view
+from viz.grid_chart import block_grid_chart, grid_height
 from viz.live import live_scene, told_lines
 
 REFRESH_S = 0.5  # the shared view's refresh: a change shows within about this long
@@ -91,7 +92,7 @@ def _build(room: Any) -> dict[str, Any]:
                  f"({snap.protected_size:,} locked by running requests)."),
         "scene": scene, "snapshot": snap, "decode": session.decode,
         "grid": None if blocks is None else (
-            block_grid_figure(blocks, columns=24, stop_text="vLLM's block pool, same requests"),
+            block_grid_chart(blocks, columns=24, stop_text="vLLM's block pool, same requests"),
             grid_caption(blocks)),
         "asks": asks, "states": states,
     }
@@ -113,7 +114,8 @@ def _draw(view: dict[str, Any]) -> None:
         if view["grid"] is None:
             st.caption("vLLM's block pool: waiting for the engine's first snapshot…")
         else:
-            st.plotly_chart(view["grid"][0], key="classroom.blocks",
-                            config={"displaylogo": False})
+            # keyed ECharts: each refresh redraws the grid in place (viz/grid_chart.py)
+            st.echarts_chart(view["grid"][0], key="classroom.blocks",
+                             height=grid_height(view["grid"][0]), renderer="svg")
             st.caption(view["grid"][1])
     st.dataframe(view["rows"], hide_index=True, key="classroom.rows")

@@ -88,6 +88,21 @@ def tree_height(normal: int) -> int:
     return int(normal * 1.15) if presenter() else normal
 
 
+ALERT_LINE_PX = 27  # one more line of an st.info in presenter mode (18 px type), measured
+ALERT_LINE_CHARS = 120  # characters on one such line at 1280 px: fewer than seen (~140), to be safe
+
+
+def below_alert_px(px: int, text: str) -> int:
+    """A picture's height under an alert saying `text`: in presenter mode `px` less one alert
+    line (27 px) for each line past two, so that a page laid out for a two-line alert keeps
+    what is under its pictures above the fold at 1280x800; `px` otherwise. The Tour's 439-char
+    split sentence wraps to ceil(439 / 120) = 4 lines: 385 - 2 x 27 = 331 px."""
+    if not presenter():
+        return px
+    lines = -(-len(text) // ALERT_LINE_CHARS)
+    return px - ALERT_LINE_PX * max(0, lines - 2)
+
+
 def tier_tree_height() -> int:
     """The host tier's tree view (the Eviction lab's section, the Tour's walk): 300 px, 240 in
     presenter mode, where the walk's deepest tree (root and two levels, 134 scene units) fits at

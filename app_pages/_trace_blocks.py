@@ -20,6 +20,7 @@ from scenarios.trace import digest
 from viz.blocks import block_grid_figure, grid_caption, lookup_line, queue_line, request_chain
 from viz.dot import dot_to_svg, tree_dot
 from viz.escape import safe_filename
+from viz.grid_chart import block_grid_chart, grid_height
 from viz.scene import tree_scene
 from viz.trace import id_labels, snapshot_json
 from viz.words import step_caption, step_highlight
@@ -67,9 +68,11 @@ def show_blocks(r: Any, step: int, cache: dict) -> None:
     links = request_chain(at.snapshot, req.origin_input_ids, req.extra_key, req.cache_salt,
                           r.hasher)
     chain = [lk.block_id for lk in links if lk.block_id is not None]
-    st.plotly_chart(block_grid_figure(at.snapshot, chain_ids=chain,
-                                      stop_text=f"vLLM block pool: {rid}'s chain outlined"),
-                    key="trace.blocks_fig", config={"displaylogo": False})
+    # keyed ECharts: a step or request change redraws the grid in place (viz/grid_chart.py);
+    # the export below keeps the plotly figure
+    grid = block_grid_chart(at.snapshot, chain_ids=chain,
+                            stop_text=f"vLLM block pool: {rid}'s chain outlined")
+    st.echarts_chart(grid, key="trace.blocks_fig", height=grid_height(grid), renderer="svg")
     st.caption(grid_caption(at.snapshot, chain_ids=chain))
     say("markdown", lookup_line(r.blocks.lookups[i], at.snapshot.block_size, r.matches.get(rid)))
     st.caption(queue_line(at.snapshot))

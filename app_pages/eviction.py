@@ -18,10 +18,11 @@ from app_pages._shell import (
 )
 from radix.runs.costs import LABEL, CostModel
 from radix.tree.eviction import POLICIES
-from viz.blocks import block_grid_figure, grid_caption
+from viz.blocks import grid_caption
 from viz.component import tree_view
 from viz.eviction import block_short_line, describe, lab_frame, num_frames
 from viz.flavor import flavor_line
+from viz.grid_chart import block_grid_chart, grid_height
 from viz.timeline import Timeline
 
 RAG_PROMPT = 2_624  # S + 2,112
@@ -114,9 +115,11 @@ def _show(k: int, duration_ms: int) -> None:
 
 def _block_side() -> None:
     taken = {v.block_id for v in blk.victims}
-    st.plotly_chart(block_grid_figure(blk.after, taken=taken, labels=blk.labels,
-                                      stop_text="vLLM, 16-token blocks: the free queue decides"),
-                    key="eviction.grid", config={"displaylogo": False})
+    # keyed ECharts: a settings change redraws the grid in place (a changed plotly figure was
+    # a new element, blank for a frame: viz/grid_chart.py)
+    grid = block_grid_chart(blk.after, taken=taken, labels=blk.labels,
+                            stop_text="vLLM, 16-token blocks: the free queue decides")
+    st.echarts_chart(grid, key="eviction.grid", height=grid_height(grid), renderer="svg")
     short = block_short_line(blk)
     if short:
         say("error", short)

@@ -24,8 +24,9 @@ from scenarios.scheduler import (
     run_burst,
     sort_queue,
 )
-from viz.blocks import block_grid_figure, request_chain
+from viz.blocks import request_chain
 from viz.component import tree_view
+from viz.grid_chart import block_grid_chart, grid_height
 from viz.scheduler import burst_figure, match_scene, queue_figure
 
 PRESENTER_TREE_PX = 405
@@ -82,10 +83,11 @@ with left:
               min_font_px=min_font_px())
 with right:
     chain = [lk.block_id for lk in request_chain(sort.blocks, sort.prompts[shown]) if lk.block_id]
-    st.plotly_chart(block_grid_figure(sort.blocks, columns=32, chain_ids=chain,
-                                      stop_text=f"vLLM's pool, same warm requests: {shown}'s "
-                                                "cached chain outlined"),
-                    key="scheduler.blocks", config={"displaylogo": False})
+    # keyed ECharts: another request shown redraws the grid in place (viz/grid_chart.py)
+    grid = block_grid_chart(sort.blocks, columns=32, chain_ids=chain,
+                            stop_text=f"vLLM's pool, same warm requests: {shown}'s cached "
+                                      "chain outlined")
+    st.echarts_chart(grid, key="scheduler.blocks", height=grid_height(grid), renderer="svg")
 figure = queue_figure(sort)
 st.plotly_chart(figure, key="scheduler.queue_chart", config={"displaylogo": False})
 st.download_button("the queue's before -> after as animated HTML (slides)",

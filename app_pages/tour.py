@@ -8,6 +8,7 @@ import scenarios.hosttier as ht
 from app_pages import _tour_hosttier
 from app_pages._player import Player
 from app_pages._shell import (
+    below_alert_px,
     long_caption,
     max_scale,
     min_font_px,
@@ -27,9 +28,10 @@ from scenarios.tour import (
     tour_numbers,
     tree_counters,
 )
-from viz.blocks import block_grid_figure, grid_caption, lookup_line, queue_line, request_chain
+from viz.blocks import grid_caption, lookup_line, queue_line, request_chain
 from viz.component import tree_view
 from viz.flavor import flavor_line
+from viz.grid_chart import block_grid_chart, grid_height
 from viz.scene import fit_tree_scene, tree_scene
 from viz.timeline import Timeline
 from viz.words import build_owners, node_line
@@ -85,11 +87,17 @@ def _show(i: int, duration_ms: int) -> None:
     if not presenter():  # on a projector the narration and the slider say where we are
         st.markdown(f"**Step {step} / {tl.num_steps}, event {k} / {tl.num_micro(step)}**")
     say("info", frame.narration or "…")
+    # 335: with a two-line step sentence (a unified split's), the numbers row stays above the
+    # fold at 1280x800 in presenter mode; a longer sentence takes its lines off the pictures
+    # (tests/browser/test_presenter.py)
+    px = below_alert_px(tree_height(335), frame.narration or "…")
     left, right = st.columns([3, 2])  # the pictures first: on a projector they stay in view
     with left:
-        _tree(frame, duration_ms)
+        _tree(frame, duration_ms, px)
     with right:
-        _blocks(step, k)
+        _blocks(step, k, px)
+        if not presenter():
+            _lookup(step, k)
     n = tour_numbers(run, frame.snapshot, step, k)
     m = st.columns(5)
     m[0].metric("tree stores", f"{n.stored:,} tok")
@@ -98,20 +106,20 @@ def _show(i: int, duration_ms: int) -> None:
     m[3].metric("saved KV", f"{n.saved_mib:,.0f} MiB")
     m[4].metric("saved prefill", f"{n.saved_prefill_ms:,.1f} ms")
     st.caption(f"MiB and ms: {LABEL}. Both caches: capacity {run.capacity:,} tokens.")
+    if presenter():  # under the numbers: beside the grid it pushed them below the fold
+        _lookup(step, k)
     st.dataframe(_counter_table(step, k, frame.snapshot), hide_index=True)
 
 
-def _tree(frame, duration_ms: int) -> None:
+def _tree(frame, duration_ms: int, px: int) -> None:
     selected = st.session_state.get("tour.selected")
     highlight = dict(frame.highlight)
     if selected is not None and selected not in highlight:
         highlight[selected] = "selected"
-    box = presenter_tree_px(0.6, tree_height(335))  # the left of columns [3, 2]
+    box = presenter_tree_px(0.6, px)  # the left of columns [3, 2]
     scene = (fit_tree_scene(frame.snapshot, *box, min_font_px(), highlight=highlight) if box
              else tree_scene(frame.snapshot, highlight=highlight))
-    # 335: with a two-line step sentence (a unified split's), the numbers row stays above the
-    # fold at 1280x800 in presenter mode (tests/browser/test_presenter.py)
-    clicked = tree_view(scene, key="tour.tree", height=tree_height(335), duration_ms=duration_ms,
+    clicked = tree_view(scene, key="tour.tree", height=px, duration_ms=duration_ms,
                         max_scale=max_scale(), min_font_px=min_font_px())
     if clicked is not None:
         st.session_state["tour.selected"] = clicked
@@ -121,15 +129,24 @@ def _tree(frame, duration_ms: int) -> None:
         say("caption", node_line(node, owners.get(node.id)))
 
 
-def _blocks(step: int, k: int) -> None:
-    """vLLM's block pool beside the tree, after the block call that stands beside this step."""
+def _blocks(step: int, k: int, px: int) -> None:
+    """vLLM's block pool beside the tree, after the block call that stands beside this step:
+    a keyed ECharts grid, changed in place from step to step (a plotly grid was re-mounted,
+    blank for a frame, viz/grid_chart.py); in presenter mode no taller than the tree (`px`)."""
     snap = run.blocks[block_index(step, k, tl.num_steps)]
     rid = rid_at(run, step)
     prompt = run.prompts[run.rids.index(rid)]
     chain = [link.block_id for link in request_chain(snap, prompt) if link.block_id]
-    st.plotly_chart(block_grid_figure(snap, columns=24, chain_ids=chain,
-                                      stop_text=f"vLLM block pool: {rid}'s chain outlined"),
-                    key="tour.blocks", config={"displaylogo": False})
+    grid = block_grid_chart(snap, columns=24, chain_ids=chain,
+                            stop_text=f"vLLM block pool: {rid}'s chain outlined")
+    height = min(grid_height(grid), px) if presenter() else grid_height(grid)
+    st.echarts_chart(grid, key="tour.blocks", height=height, renderer="svg")
+
+
+def _lookup(step: int, k: int) -> None:
+    """Where vLLM's lookup for this step's request stopped, and the pool in words."""
+    snap = run.blocks[block_index(step, k, tl.num_steps)]
+    rid = rid_at(run, step)
     rec = lookup_of(run, rid, step, k)
     if rec is None:
         say("caption", f"{rid} has not been looked up yet.")

@@ -37,6 +37,12 @@ def plotly_specs(at: AppTest) -> list[dict]:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
 
+def echarts(at: AppTest) -> list[tuple[str, dict]]:
+    """Each ECharts chart on the page: (element id, option). A keyed chart keeps its id from
+    run to run (its picture changes in place)."""
+    return [(el.proto.id, json.loads(el.proto.spec)) for el in at.get("echarts_chart")]
+
+
 def finish_jobs(at: AppTest, timeout: float | None = None) -> AppTest:
     """Waits for the page's background job (a replay, a simulation), then reruns the page (the
     progress fragment's timer does not tick in AppTest). Each job may take `timeout` s (300 s on

@@ -43,16 +43,26 @@ def short_hash(h: int | None) -> str:
     return "-" if h is None else f"{h:016x}"[:8]
 
 
+def hover_lines(b: Any, state: str | None = None, holds: str | None = None,
+                esc: Any = str) -> list[str]:
+    """One block's hover as lines: `b` is a BlockState; `state` overrides its state ("taken"),
+    `holds` says what it caches; `esc` escapes the strings that come from uploads (owners,
+    holds). Five lines: what and state; ref_cnt and hash; chain position and parent; free queue
+    position; owners."""
+    owners = esc(", ".join(b.owners)) if b.owners else "-"
+    what = f" ({esc(holds)})" if holds else ""
+    return [f"block #{b.id}{what}: {STATE_LABELS[state or b.state]}",
+            f"ref_cnt {b.ref_cnt}, hash {short_hash(b.hash)}",
+            f"chain position {'-' if b.chain_pos is None else b.chain_pos}, parent block "
+            f"{'-' if b.parent is None else '#' + str(b.parent)}",
+            f"free queue position {'-' if b.free_pos is None else b.free_pos} (0 = evicted "
+            "next)", f"owners {owners}"]
+
+
 def hover_text(b: Any, state: str | None = None, holds: str | None = None) -> str:
-    """One block's hover: `b` is a BlockState; `state` overrides its state ("taken"), `holds`
-    says what it caches. Text from uploads is escaped: plotly reads a few HTML tags."""
-    owners = esc_html(", ".join(b.owners)) if b.owners else "-"
-    what = f" ({esc_html(holds)})" if holds else ""
-    return (f"block #{b.id}{what}: {STATE_LABELS[state or b.state]}<br>ref_cnt {b.ref_cnt}, "
-            f"hash {short_hash(b.hash)}<br>chain position "
-            f"{'-' if b.chain_pos is None else b.chain_pos}, parent block "
-            f"{'-' if b.parent is None else '#' + str(b.parent)}<br>free queue position "
-            f"{'-' if b.free_pos is None else b.free_pos} (0 = evicted next)<br>owners {owners}")
+    """One block's plotly hover: hover_lines joined by <br>, text from uploads escaped (plotly
+    reads a few HTML tags)."""
+    return "<br>".join(hover_lines(b, state, holds, esc_html))
 
 
 def drawn_blocks(snap: Any, max_blocks: int = MAX_DRAWN_BLOCKS) -> tuple[Any, ...]:

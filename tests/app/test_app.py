@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from apphelp import ROOT, finish_jobs, metrics, page, plain, plotly_specs, texts
+from apphelp import ROOT, echarts, finish_jobs, metrics, page, plain, texts
 from machine import seconds
 from streamlit.testing.v1 import AppTest
 
@@ -97,15 +97,19 @@ def test_tour_speed_sets_the_animation_and_the_scrubber_jumps():
 
 def test_tour_block_view_beside_the_tree_at_the_end():
     """The end: hit rates 2,567 / 6,910 = 37.1% (tree), 2,560 / 6,910 = 37.0% (blocks); R3's
-    lookup stopped at block 32 (512 tokens); its chain is outlined."""
+    lookup stopped at block 32 (512 tokens); its chain is outlined. The grid is one keyed
+    ECharts chart, the same element at the start and the end (changed in place, #24)."""
     at = page("tour").run()
+    ((first, _),) = echarts(at)
     at.button(key="tour.three-requests.b_end").click().run()
     table = at.dataframe[0].value
     assert list(table["radix tree"][:2]) == ["2,567 of 6,910", "37.1%"]
     assert list(table["block cache (16-token blocks)"][:2]) == ["2,560 of 6,910", "37.0%"]
     assert any(c.startswith("R3: lookup hit 32 blocks (512 tokens)") for c in texts(at.caption))
-    chain = [t for t in plotly_specs(at)[0]["data"] if t.get("name") == "hash chain"]
-    assert len(chain[0]["x"]) == 164  # R3's 2,624 // 16 full blocks, all cached by now
+    ((now, grid),) = echarts(at)
+    chain = [s for s in grid["series"] if s.get("name") == "hash chain"]
+    assert len(chain[0]["data"]) == 164  # R3's 2,624 // 16 full blocks, all cached by now
+    assert now == first
 
 
 def test_tour_multi_turn_deep_link_opens_the_lock_walk():
@@ -201,8 +205,12 @@ def test_trace_block_view_at_the_chosen_step():
     text = [t for t in texts(at.markdown) if t.startswith("b: ")][0]
     assert "hit 2 blocks (32 tokens) of 49; stopped at block 2 (tokens 32..47): miss" in text
     assert "The tree matched 35: 3 shared tokens re-prefilled." in text
+    ((first, grid),) = echarts(at)  # vLLM's grid, keyed: redrawn in place (#24)
     at.number_input(key="trace.box").set_value(4).run()
     assert plain(at.subheader[1].value).startswith("Block cache after 1 of 2 requests")
+    ((now, back),) = echarts(at)
+    assert now == first and "b's chain outlined" in grid["title"]["text"]
+    assert "a's chain outlined" in back["title"]["text"]
     assert at.selectbox(key="trace.block_rid").options == ["a"]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from apphelp import metrics, page, plain
+from apphelp import echarts, metrics, page, plain
 
 KEY = "eviction.lru.2.LabState(num_live=384, rag_reads=2, rag_priority=1).300"
 
@@ -49,8 +49,10 @@ def test_stepping_pops_the_rag_leaf():
 def test_design_question_and_a_call_that_falls_short():
     """All 400 live, 100,000 asked: the title says so; vLLM wants 6,250 blocks with 132 free
     and says it would preempt a running request; the tree's last frame is 97,888 short, the
-    other 10,112 tokens locked."""
+    other 10,112 tokens locked. vLLM's grid is one keyed chart, redrawn in place: the same
+    element before and after the settings change (#24: a plotly grid was re-mounted blank)."""
     at = page("eviction").run()
+    ((grid_id, before),) = echarts(at)
     at.selectbox(key="eviction.preset").set_value("DESIGN.md's question: all 400 live")
     at.number_input(key="eviction.to_free").set_value(100_000).run()
     key = "eviction.lru.2.LabState(num_live=400, rag_reads=1, rag_priority=0).100000"
@@ -61,6 +63,9 @@ def test_design_question_and_a_call_that_falls_short():
     assert "Only 132 blocks are free, 6,250 wanted" in err and "preempt a running" in err
     line = plain(at.info[0].value)
     assert "97,888 short" in line and "the other 10,112 cached tokens are locked" in line
+    ((now_id, after),) = echarts(at)
+    taken = [sum(c["value"][2] == 4 for c in o["series"][0]["data"]) for o in (before, after)]
+    assert now_id == grid_id and taken == [19, 132]  # STATES[4] = "taken": 19, then all 132 free
 
 
 def test_mru_pops_the_newest_finished_conversations():

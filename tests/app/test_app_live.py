@@ -13,7 +13,7 @@ import time
 
 import pytest
 import streamlit as st
-from apphelp import ROOT, plain, plotly_specs
+from apphelp import ROOT, echarts, plain
 from machine import seconds
 from streamlit.testing.v1 import AppTest
 
@@ -95,7 +95,7 @@ def test_prompt_runs_then_a_shared_prefix_hits(page):
     narration = plain(page.info[0].value) + "\n" + page.text[0].value
     assert f"{second['request']} admitted: {second['matched']:,} tokens from the tree" in narration
     assert f"{second['request']} locks #" in narration  # its lock walk, in one line
-    grids = [s for s in plotly_specs(page) if s["layout"]["title"]["text"].startswith("vLLM")]
+    grids = [o for _, o in echarts(page) if o["title"]["text"].startswith("vLLM")]
     assert grids, "the block grid beside the tree"
     page.session_state["shell.presenter"] = True  # the tree folded for a projector
     page.run()

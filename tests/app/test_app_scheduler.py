@@ -3,7 +3,7 @@ at 129, the cold burst numbers."""
 
 from __future__ import annotations
 
-from apphelp import metrics, page, plotly_specs
+from apphelp import echarts, metrics, page
 
 
 def test_default_lpm_and_the_burst_table():
@@ -30,11 +30,17 @@ def test_default_lpm_and_the_burst_table():
 
 def test_tree_and_blocks_beside_the_sort():
     """The tree view and vLLM's grid for the warm state: q021's cached chain outlined (166
-    blocks), and its path drawn in the tree."""
+    blocks), and its path drawn in the tree. The grid is a keyed ECharts chart: another request
+    shown outlines its chain in the same element (#24: a plotly grid was re-mounted blank)."""
     at = page("scheduler").run()
     assert at.selectbox(key="scheduler.show").value == "q021"
-    chain = [t for t in plotly_specs(at)[0]["data"] if t.get("name") == "hash chain"]
-    assert len(chain[0]["x"]) == 2_665 // 16
+    ((first, grid),) = echarts(at)
+    chain = next(s["data"] for s in grid["series"] if s.get("name") == "hash chain")
+    assert len(chain) == 2_665 // 16
+    other = at.selectbox(key="scheduler.show").options[1]
+    at.selectbox(key="scheduler.show").set_value(other).run()
+    ((now, grid),) = echarts(at)
+    assert now == first and other in grid["title"]["text"]
     assert len(at.get("bidi_component")) >= 1 or at.session_state["scheduler.show"] == "q021"
 
 

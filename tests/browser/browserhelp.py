@@ -52,15 +52,17 @@ CLIPPED = """() => {
   });
   return out;
 }"""
-# Text too small for a projector, and plotly's toolbar over a button: plotly text under 12 px
-# (legends, titles, ticks, labels), tree labels (nodes' and edges') drawn under 14 px (their
-# font size times the view's scale on screen), and any toolbar (.modebar, present though faded
-# until hovered) whose box meets an updatemenu button or a Streamlit button.
+# Text too small for a projector, and plotly's toolbar over a button: chart text (plotly's and
+# ECharts' SVG: legends, titles, ticks, labels) under 12 px, tree labels (nodes' and edges')
+# drawn under 14 px (their font size times the view's scale on screen), and any toolbar
+# (.modebar, present though faded until hovered) whose box meets an updatemenu button or a
+# Streamlit button.
 ILLEGIBLE = """() => {
   const out = [];
-  document.querySelectorAll("[data-testid=stPlotlyChart] svg text").forEach((t) => {
+  document.querySelectorAll("[data-testid=stPlotlyChart] svg text, "
+                            + "[data-testid=stEChartsChart] svg text").forEach((t) => {
     const px = parseFloat(getComputedStyle(t).fontSize);
-    if (t.textContent.trim() && px < 12) out.push(`plotly ${px}px: ${t.textContent}`);
+    if (t.textContent.trim() && px < 12) out.push(`chart ${px}px: ${t.textContent}`);
   });
   document.querySelectorAll(".radixlens-tree g.node text, .radixlens-tree g.edge text")
     .forEach((t) => {
@@ -94,6 +96,46 @@ THROUGH = """() => {
   });
   return out;
 }"""
+
+# For `span` ms, every frame: which charts (ECharts with the SVG renderer, or plotly) and trees
+# are painted (an svg with content), named by their st-key class; the count at the start, the
+# fewest seen, the first frames where one that was painted at the start was not ("gone": no
+# element; "not painted": an element without its svg, as a re-mounted chart is until drawn),
+# how many script runs (fragment refreshes too) started, and the script state's changes.
+PAINTED = """(span) => new Promise((done) => {
+  const named = (e, i) => ([...(e.closest("[class*=st-key-]") || e).classList]
+    .find((c) => c.startsWith("st-key-")) || `#${i}`);
+  const items = () => {
+    const out = new Map();
+    const add = (kind, sel, inner) => [...document.querySelectorAll(sel)].forEach((c, i) => {
+      const painted = c.querySelector(inner) && c.getBoundingClientRect().height > 0;
+      out.set(`${kind} ${named(c, i)}`, painted ? "ok" : "not painted");
+    });
+    add("echarts", "[data-testid=stEChartsChart]", "svg path");
+    add("plotly", "[data-testid=stPlotlyChart]", ".main-svg");
+    add("tree", ".radixlens-tree", "g.node");
+    return out;
+  };
+  const count = (m) => [...m.values()].filter((v) => v === "ok").length;
+  const app = document.querySelector("[data-testid=stApp]"), t0 = performance.now();
+  const ms = () => Math.round(performance.now() - t0);
+  const start = items(), first = count(start), blank = [], states = [];
+  let least = first, runs = 0, was = null;
+  const look = () => {
+    const now = items(), n = count(now);
+    least = Math.min(least, n);
+    if (n < first && blank.length < 8) blank.push([...start.keys()]
+      .filter((k) => start.get(k) === "ok" && now.get(k) !== "ok")
+      .map((k) => `${k}: ${now.get(k) || "gone"}`).join(", ") + ` @${ms()} ms`);
+    const state = app.dataset.testScriptState;
+    if (state !== was) states.push(`${state}@${ms()}`);
+    if (state !== was && state === "running") runs += 1;
+    was = state;
+    if (performance.now() - t0 < span) requestAnimationFrame(look);
+    else done({first, least, runs, blank, states});
+  };
+  look();
+})"""
 
 
 def wait_drawn(pg, timeout_ms: int | None = None) -> None:

@@ -59,7 +59,7 @@ def test_lecturer_and_two_students(server, projector, browser, tmp_path):
     projector.wait_for_selector(f"{TREE} g.node", timeout=ms(60_000))
     projector.wait_for_function(DRAWN, timeout=ms(60_000))
     assert _nodes(projector) >= 4  # the root, the shared system prompt, one leaf per question
-    assert in_viewport(projector, TREE) and in_viewport(projector, "[data-testid=stPlotlyChart]")
+    assert in_viewport(projector, TREE) and in_viewport(projector, "[data-testid=stEChartsChart]")
     assert projector.evaluate(CLIPPED) == []
     shoot(projector, tmp_path, "classroom.png", full=False)
     # pause: the status and the button agree in the click's own run (the button kept reading

@@ -15,6 +15,7 @@ from browserhelp import (
     CLIPPED,
     DRAWN,
     ILLEGIBLE,
+    PAINTED,
     THROUGH,
     TREE,
     alert,
@@ -63,18 +64,23 @@ WATCH_STATUS = """() => { window.rlStatus = []; const look = () => {
   requestAnimationFrame(look); }; look(); }"""
 
 
+GRID = "[data-testid=stEChartsChart]"  # vLLM's block grid, a keyed ECharts chart (#24)
+
+
 def test_deep_link_restores_a_step_in_presenter_mode(server, projector, tmp_path):
     """/?page=tour&step=7 lands on the Tour at step 7 (R2's insert), presenter mode on, the
-    URL keeping both; the split node of step 5 event 1 is highlighted inside the viewport."""
+    URL keeping both; the split node of the repeat walk's step 5 event 1 is highlighted inside
+    the viewport, with the grid and the numbers row: the Tour's longest step sentence (439
+    characters, four lines; the numbers row was at 774-843 px, below the fold, #24 item 4)."""
     _open(projector, server, "/?page=tour&step=7")
     assert alert(projector).startswith("step 7: R2 calls insert")
     assert "/tour?" in projector.url and "step=7" in projector.url
     assert "presenter=1" in projector.url
     assert projector.locator("[data-testid=stCheckbox] input").first.is_checked()
-    _open(projector, server, "/tour?step=5&k=1")
-    assert alert(projector).startswith("R2 leaves R1 at token 2,055")
+    _open(projector, server, "/tour?walk=repeat&step=5&k=1")
+    assert alert(projector).startswith("R1-again leaves R1 at token 2,150")
     assert in_viewport(projector, f"{TREE} g.node[data-role=split]")
-    assert in_viewport(projector, "[data-testid=stPlotlyChart]")  # the block grid
+    assert in_viewport(projector, GRID)
     assert in_viewport(projector, "[data-testid=stMetric]")  # the numbers row (#24 item 4)
     assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "tour_presenter.png", full=False)
@@ -95,7 +101,9 @@ FOLDED_TO_FIT = """(() => {
 def _walk(pg, hops: int, ref: str) -> list[str]:
     """Clicks next `hops` times; each frame (once the tree has drawn it) highlights one node as
     a lock, reading `ref`, in view, and the tree is folded to fit, not panned (#24 item 4:
-    hops 1-4 panned; the path above a deep hop is one chain box); returns their ids."""
+    hops 1-4 panned; the path above a deep hop is one chain box), with the grid and the numbers
+    row (a 15-row grid and a four-line lookup caption beside it pushed them to 761-830 px at
+    step 22 event 1); returns their ids."""
     out = []
     for hop in range(1, hops + 1):
         text = click_and_redraw(pg, "next ▶")
@@ -104,6 +112,7 @@ def _walk(pg, hops: int, ref: str) -> list[str]:
         assert in_viewport(pg, f"{TREE} g.node[data-role=lock]")
         folded = pg.evaluate(FOLDED_TO_FIT)
         assert folded is True, (hop, folded)
+        assert in_viewport(pg, GRID) and in_viewport(pg, "[data-testid=stMetric]"), hop
         out.append(node.get_attribute("id"))
     return out
 
@@ -135,7 +144,9 @@ def test_policies_pop_different_leaves(server, projector):
     the oldest finished conversation (conv-000, #3), MRU the newest (conv-015, #18). At 14 px
     the lab's tree folds (S's "+N more" summary) until all of it lies inside the view, the
     popped leaf among what is drawn (#24 item 4; old code: LR, 12 boxes, panned), and the
-    numbers row under the tree is above the fold (it was at 880-949 px)."""
+    numbers row under the tree is above the fold (it was at 880-949 px). A settings change
+    (300 -> 400 tokens to free) redraws vLLM's grid in place: no chart or tree unpainted on
+    any frame (#24: the plotly grid, keyed by its figure, was re-mounted blank)."""
     popped = {}
     for policy in ("lru", "lfu", "mru"):
         _open(projector, server, f"/eviction?policy={policy}&step=2")
@@ -148,6 +159,15 @@ def test_policies_pop_different_leaves(server, projector):
         assert folded is True, folded
         assert _clipped(projector) == [] and _illegible(projector) == []
     assert popped == {"lru": "n1", "lfu": "n3", "mru": "n18"}
+    projector.evaluate(f"(span) => {{ window.rlDrawn = ({PAINTED})(span); }}", ms(8_000))
+    box = projector.get_by_label("tokens to free")
+    box.fill("400")
+    box.press("Enter")
+    drawn = projector.evaluate("() => window.rlDrawn")
+    wait_drawn(projector)
+    assert projector.get_by_text("Eviction lab: 400 tokens must go").count() == 1
+    assert drawn["runs"] >= 1 and drawn["states"][-1].startswith("notRunning"), drawn
+    assert drawn["first"] >= 2 and drawn["least"] == drawn["first"], drawn
 
 
 def test_scheduler_shows_tree_and_blocks(server, projector, tmp_path):
@@ -160,9 +180,9 @@ def test_scheduler_shows_tree_and_blocks(server, projector, tmp_path):
     assert projector.locator(f"{TREE} g.node[data-role=matched]").count() >= 2
     folded = projector.evaluate(FOLDED_TO_FIT)
     assert folded is True, folded
-    grid = "[data-testid=stPlotlyChart]:has-text(\"vLLM's pool\")"
-    projector.wait_for_selector(grid, timeout=ms(60_000))
-    assert in_viewport(projector, TREE) and in_viewport(projector, grid)
+    projector.wait_for_selector(f"{GRID} svg path", timeout=ms(60_000))
+    assert "vLLM's pool" in projector.inner_text(GRID)
+    assert in_viewport(projector, TREE) and in_viewport(projector, GRID)
     assert projector.locator(".updatemenu-button").count() == 2
     assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "scheduler_presenter.png", full=False)
@@ -188,7 +208,7 @@ def test_live_shows_tree_and_blocks(server, projector, tmp_path):
     assert projector.get_by_text("vLLM's block pool, same requests").count() == 1
     projector.evaluate("() => document.querySelectorAll('*').forEach((e) => { "
                        "if (e.scrollTop) e.scrollTop = 0; })")  # back to the top of the page
-    assert in_viewport(projector, TREE) and in_viewport(projector, "[data-testid=stPlotlyChart]")
+    assert in_viewport(projector, TREE) and in_viewport(projector, "[data-testid=stEChartsChart]")
     told = projector.inner_text("[data-testid=stMain]")
     assert "locks #" in told and "unlocks #" in told  # both walks, narrated
     assert "hops up to the root" in told

@@ -18,54 +18,13 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("playwright")
-from browserhelp import ILLEGIBLE  # noqa: E402
+from browserhelp import ILLEGIBLE, PAINTED  # noqa: E402
 from enginehelp import engine_serve  # noqa: E402
 from machine import ms  # noqa: E402
 from playwright.sync_api import Error as PlaywrightError  # noqa: E402
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
-
-
-# For `span` ms, every frame: which charts (ECharts with the SVG renderer, or plotly) and trees
-# are painted (an svg with content), named by their st-key class; the count at the start, the
-# fewest seen, the first frames where one that was painted at the start was not ("gone": no
-# element; "not painted": an element without its svg, as a re-mounted chart is until drawn),
-# how many script runs (fragment refreshes too) started, and the script state's changes.
-WATCH_DRAWN = """(span) => new Promise((done) => {
-  const named = (e, i) => ([...(e.closest("[class*=st-key-]") || e).classList]
-    .find((c) => c.startsWith("st-key-")) || `#${i}`);
-  const items = () => {
-    const out = new Map();
-    const add = (kind, sel, inner) => [...document.querySelectorAll(sel)].forEach((c, i) => {
-      const painted = c.querySelector(inner) && c.getBoundingClientRect().height > 0;
-      out.set(`${kind} ${named(c, i)}`, painted ? "ok" : "not painted");
-    });
-    add("echarts", "[data-testid=stEChartsChart]", "svg path");
-    add("plotly", "[data-testid=stPlotlyChart]", ".main-svg");
-    add("tree", ".radixlens-tree", "g.node");
-    return out;
-  };
-  const count = (m) => [...m.values()].filter((v) => v === "ok").length;
-  const app = document.querySelector("[data-testid=stApp]"), t0 = performance.now();
-  const ms = () => Math.round(performance.now() - t0);
-  const start = items(), first = count(start), blank = [], states = [];
-  let least = first, runs = 0, was = null;
-  const look = () => {
-    const now = items(), n = count(now);
-    least = Math.min(least, n);
-    if (n < first && blank.length < 8) blank.push([...start.keys()]
-      .filter((k) => start.get(k) === "ok" && now.get(k) !== "ok")
-      .map((k) => `${k}: ${now.get(k) || "gone"}`).join(", ") + ` @${ms()} ms`);
-    const state = app.dataset.testScriptState;
-    if (state !== was) states.push(`${state}@${ms()}`);
-    if (state !== was && state === "running") runs += 1;
-    was = state;
-    if (performance.now() - t0 < span) requestAnimationFrame(look);
-    else done({first, least, runs, blank, states});
-  };
-  look();
-})"""
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +74,7 @@ def test_watch_engine_serve_and_see_a_prompt_land(engine_url, server, page, tmp_
     # runs; with the prompt row in a fragment of its own, 0 of 8 (app_pages/watch.py)
     cdp = page.context.new_cdp_session(page)
     cdp.send("Emulation.setCPUThrottlingRate", {"rate": 4})
-    page.evaluate("(span) => { window.rlDrawn = (" + WATCH_DRAWN + ")(span); }", ms(6_000))
+    page.evaluate(f"(span) => {{ window.rlDrawn = ({PAINTED})(span); }}", ms(6_000))
     page.get_by_role("button", name="send", exact=True).click()
     drawn = page.evaluate("() => window.rlDrawn")
     cdp.send("Emulation.setCPUThrottlingRate", {"rate": 1})
