@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from apphelp import ROOT, finish_jobs, page, plain, plotly_specs, texts
+from apphelp import ROOT, echarts, finish_jobs, page, plain, plotly_specs, texts
 from machine import seconds
 from streamlit.testing.v1 import AppTest
 
@@ -140,7 +140,7 @@ def test_vllm_hashes_in_the_block_view_and_a_recording_matched():
     assert "(vllm-sha256) stores 271 of them (100.0%)" in said and "every recorded hash" in said
     first = load_trace(path).requests[0].token_ids
     want = f"{hash_to_int64(hash_request_tokens(first, 16, hash_algo='vllm-sha256')[0]):016x}"
-    assert want[:8] in json.dumps(plotly_specs(at))
+    assert want[:8] in json.dumps([option for _, option in echarts(at)])  # the keyed grid
     at.selectbox(key="trace.hash").set_value("vllm-sha256-cbor").run()
     at = finish_jobs(at)
     said = plain(at.warning[0].value)
