@@ -12,18 +12,29 @@ or drop, evict_host with duplicate reclaim, host locks, insert with restore and 
 Each request runs SGLang's scheduler steps on both sides (ours: radix.hosttier.serve_request):
 match prompt[:-1], init_load_back (+ loading_check), lock, evict the allocation shortfall,
 allocate, insert the whole sequence (prev_prefix_len = the locked prefix; + writing_check),
-unlock, free the tail. Compared after every request: the hit split (device / loaded back),
+unlock, free the tail. With `--lifecycle chunked` (issue 20 item 4) up to three requests run at
+once, interleaved: each is admitted as above (allocating prompt + output), prefilled in random
+chunks with SGLang's own `UnifiedRadixCache.checkpoint` after each (cache_unfinished_req; ours:
+radix.hosttier.requests.checkpoint_request), and then finished or, one step in eight, retracted
+(release_kv_cache(checkpoint=False); ours: retract_request); each running request's row,
+cache_protected_len and cache_inserted_len are compared too. Compared after every request
+(chunked: every step): the hit split (device / loaded back),
 the tree (per node: device slot ids, host residency and length, lock_ref, host_lock_ref; with
 the Python core also hit counts and priorities), device slots freed, evicted / demoted /
 loaded / host-evicted token counts, sizes, free device and host tokens.
 
     python tools/diff_sglang_hicache.py /tmp/sgl/ex --seeds 20 --requests 120
     python tools/diff_sglang_hicache.py /tmp/sgl/ex --break-rule no_demote   # must mismatch
+    python tools/diff_sglang_hicache.py /tmp/sgl/ex --lifecycle chunked --seeds 20 --requests 100
+    python tools/diff_sglang_hicache.py /tmp/sgl/ex --lifecycle chunked --break-rule checkpoint_hits
+    python tools/diff_sglang_hicache.py /tmp/sgl/ex --lifecycle chunked --finish release  # the
+        # prompt-boundary split at finish that radix/hosttier lacks (docs/HOST_TIER.md): mismatches
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import random
 import sys
@@ -39,12 +50,19 @@ from wheels import run_seeds  # noqa: E402
 
 from radix.allocator import SlotAllocator  # noqa: E402
 from radix.hosttier import HostTierCache, host_token_capacity  # noqa: E402
-from radix.hosttier.requests import serve_request  # noqa: E402
+from radix.hosttier.requests import (  # noqa: E402
+    Running,
+    admit_request,
+    checkpoint_request,
+    finish_running,
+    retract_request,
+    serve_request,
+)
 
 POLICIES = ("lru", "lfu", "slru", "priority", "tlru")
 WRITE = ("write_through", "write_through_selective", "write_back")
 STATS = {"requests": 0, "host_hits": 0, "loaded": 0, "demoted": 0, "host_evicted": 0,
-         "dropped": 0}
+         "dropped": 0, "checkpoints": 0, "retracted": 0}
 
 
 def our_shape(node, rich: bool, root: bool = True, rust: bool = False) -> tuple:
@@ -73,7 +91,8 @@ def workload(rng: random.Random, size: int, page: int):
         yield prompt, [rng.randrange(4) for _ in range(rng.randrange(0, 4))], rng.randrange(3)
 
 
-def run(usg, core: str, seed: int, page: int, policy: str, write: str, num: int) -> int:
+def setup(usg, core: str, seed: int, page: int, policy: str, write: str):
+    """One configuration's pair: (rng, SGLang side, ours, the slots ours freed, label)."""
     rng = random.Random(seed * 31 + page)
     size = rng.randrange(40, 160) if page == 1 else rng.randrange(6, 15) * page
     host = host_token_capacity(size, rng.choice((1.0, 2.0, 4.0)), page)
@@ -85,16 +104,19 @@ def run(usg, core: str, seed: int, page: int, policy: str, write: str, num: int)
     free = ours.allocator.free
     ours.allocator.free = lambda ids: (ours_freed.extend(ids), free(ids))[1]
     label = f"{core} core, page {page}, {policy}, {write}, seed {seed} ({size}/{host} slots)"
-    gen = workload(rng, size, page)
-    before = ours.counts()
-    for i in range(num):
-        prompt, output, prio = next(gen)
-        where = f"{label}, request {i}"
-        got_sg = sg.serve(prompt, output, prio)
-        got = serve_request(ours, prompt, output, prio)
-        assert got_sg == tuple(got[:3]), f"{where}: hits (device, host, miss) SGLang {got_sg}, " \
-                                         f"ours {tuple(got[:3])}"
-        now = ours.counts()
+    return rng, sg, ours, ours_freed, label
+
+
+class Checker:
+    """Compares the two sides after each step: tier moves, slots freed, tree, sizes."""
+
+    def __init__(self, sg: SGSide, ours: HostTierCache, ours_freed: list, core: str) -> None:
+        self.sg, self.ours, self.ours_freed, self.core = sg, ours, ours_freed, core
+        self.before = ours.counts()
+
+    def __call__(self, where: str) -> None:
+        sg, ours = self.sg, self.ours
+        now, before = ours.counts(), self.before
         moved = (now.demoted - before.demoted, now.loaded_back - before.loaded_back,
                  now.host_evicted + now.reclaimed - before.host_evicted - before.reclaimed,
                  now.dropped_unbacked + now.dropped_host_pressure
@@ -102,21 +124,101 @@ def run(usg, core: str, seed: int, page: int, policy: str, write: str, num: int)
         sg_moved = sg.moved()
         assert sg_moved == moved, f"{where}: (demoted, loaded, host evicted, dropped) " \
                                   f"SGLang {sg_moved}, ours {moved}"
-        before = now
-        assert sg.freed == ours_freed, f"{where}: freed\n SGLang {sg.freed}\n ours {ours_freed}"
+        self.before = now
+        assert sg.freed == self.ours_freed, \
+            f"{where}: freed\n SGLang {sg.freed}\n ours {self.ours_freed}"
         sg.freed.clear()
-        ours_freed.clear()
-        rich = core == "python"
-        a, b = sg_shape(sg, rich), our_shape(ours.root_node, rich, rust=core == "rust")
+        self.ours_freed.clear()
+        rich = self.core == "python"
+        a, b = sg_shape(sg, rich), our_shape(ours.root_node, rich, rust=self.core == "rust")
         assert a == b, f"{where}: trees differ\n  SGLang {a}\n  ours   {b}"
         assert sg.sizes() == (ours.evictable_size_, ours.protected_size_,
                               ours.allocator.available_size(), ours.host.available_size()), \
             f"{where}: sizes SGLang {sg.sizes()}"
         ours.check_invariants()
-        STATS["requests"] += 1
-        STATS["host_hits"] += got.host_hit > 0
         for k, v in zip(("demoted", "loaded", "host_evicted", "dropped"), moved, strict=True):
             STATS[k] += v
+
+
+def run(usg, core: str, seed: int, page: int, policy: str, write: str, num: int) -> int:
+    """Whole requests, one at a time (serve_request on ours, SGSide.serve on SGLang's)."""
+    rng, sg, ours, ours_freed, label = setup(usg, core, seed, page, policy, write)
+    check = Checker(sg, ours, ours_freed, core)
+    gen = workload(rng, sg.alloc_size, page)
+    for i in range(num):
+        prompt, output, prio = next(gen)
+        where = f"{label}, request {i}"
+        got_sg = sg.serve(prompt, output, prio)
+        got = serve_request(ours, prompt, output, prio)
+        assert got_sg == tuple(got[:3]), f"{where}: hits (device, host, miss) SGLang {got_sg}, " \
+                                         f"ours {tuple(got[:3])}"
+        check(where)
+        STATS["requests"] += 1
+        STATS["host_hits"] += got.host_hit > 0
+    return num
+
+
+def run_chunked(usg, core: str, seed: int, page: int, policy: str, write: str,
+                num: int, finish: str = "insert") -> int:
+    """`num` requests, up to three at once, interleaved: each is admitted (match prompt[:-1],
+    load back, lock, evict the shortfall, allocate prompt + output), prefilled in chunks with a
+    checkpoint after each (SGLang's own `checkpoint`, ours checkpoint_request), and either
+    finished (the whole sequence inserted, unlock, tail freed) or, one in eight steps,
+    retracted mid-way (release_kv_cache(checkpoint=False): its own slots freed, lock dropped;
+    it is not resubmitted). Compared after every step."""
+    rng, sg, ours, ours_freed, label = setup(usg, core, seed, page, policy, write)
+    check = Checker(sg, ours, ours_freed, core)
+    gen = workload(rng, sg.alloc_size, page)
+    live: list[list] = []  # [sglang req, our Running, prompt, tokens, computed]
+    started = step = 0
+    while started < num or live:
+        step += 1
+        if started < num and (len(live) < 3 and (not live or rng.random() < 0.4)):
+            prompt, output, prio = next(gen)
+            where = f"{label}, step {step} (admit request {started})"
+            started += 1
+            tokens = prompt + output
+            s_req, got_sg = sg.admit(prompt, len(tokens), prio)
+            adm = admit_request(ours, prompt, len(tokens), prio)
+            got = (0, 0, len(prompt)) if adm is None else tuple(adm.served[:3])
+            assert got_sg == got, f"{where}: hits (device, host, miss) SGLang {got_sg}, " \
+                                  f"ours {got}"
+            assert (s_req is None) == (adm is None), f"{where}: admitted differently"
+            STATS["requests"] += 1
+            STATS["host_hits"] += got[1] > 0
+            if adm is not None:
+                live.append([s_req, Running.admitted(adm), prompt, tokens, adm.served[0]
+                             + adm.served[1]])
+            check(where)
+            continue
+        if not live:
+            continue
+        i = rng.randrange(len(live))
+        s_req, run, prompt, tokens, done = live[i]
+        if rng.random() < 0.125:
+            where = f"{label}, step {step} (retract)"
+            sg.retract(s_req)
+            retract_request(ours, run)
+            del live[i]
+            STATS["retracted"] += 1
+        elif done < len(prompt):
+            up_to = min(len(prompt), done + rng.randrange(1, 3 * page + 2))
+            where = f"{label}, step {step} (checkpoint at {up_to})"
+            if up_to - up_to % page > run.protected:
+                sg.checkpoint(s_req, tokens, up_to)
+                checkpoint_request(ours, run, tokens, up_to)
+                STATS["checkpoints"] += 1
+            live[i][4] = up_to
+        else:
+            where = f"{label}, step {step} (finish)"
+            (sg.release if finish == "release" else sg.finish)(s_req, tokens)
+            finish_running(ours, run, tokens)
+            del live[i]
+        check(where)
+        for s_req, run, *_ in live:
+            assert s_req.kv.row.tolist() == run.row, f"{where}: a running request's row"
+            assert (s_req.kv.cache_protected_len, s_req.kv.cache_inserted_len) == (
+                run.protected, run.inserted), f"{where}: a running request's lengths"
     return num
 
 
@@ -142,21 +244,59 @@ def _break_load_threshold() -> None:
         self, "load_back_threshold", 1)
 
 
+def _break_checkpoint_hits() -> None:
+    """A checkpoint forgets how far the request's inserts went (cache_inserted_len), so every
+    chunk counts a hit on the nodes the earlier chunks made; only --lifecycle chunked has
+    more than one insert per request to see it."""
+    from radix.hosttier import requests
+    checkpoint = requests.checkpoint_request
+
+    def broken(cache, run, tokens, up_to):
+        kept, run.inserted = run.inserted, 0  # the insert sees 0; the record stays right
+        checkpoint(cache, run, tokens, up_to)
+        run.inserted = max(run.inserted, kept)
+
+    requests.checkpoint_request = broken
+    globals()["checkpoint_request"] = broken
+
+
+def _break_retract_keeps_lock() -> None:
+    """Retraction frees the request's slots but leaves its lock on the tree."""
+    from radix.hosttier import requests
+
+    def broken(cache, run):
+        if run.protected < len(run.row):
+            cache.allocator.free(run.row[run.protected:])
+
+    requests.retract_request = broken
+    globals()["retract_request"] = broken
+
+
 BREAKS = {"no_demote": _break_no_demote, "threshold": _break_threshold,
-          "load_threshold": _break_load_threshold}
+          "load_threshold": _break_load_threshold, "checkpoint_hits": _break_checkpoint_hits,
+          "retract_keeps_lock": _break_retract_keeps_lock}
 
 
 def main() -> int:
     def own(ap: argparse.ArgumentParser) -> None:
         ap.add_argument("--requests", type=int, default=120, help="requests per run")
         ap.add_argument("--writes", default=",".join(WRITE))
+        ap.add_argument("--lifecycle", default="whole", choices=("whole", "chunked"),
+                        help="whole: one request at a time; chunked: interleaved requests "
+                             "prefilled in chunks with checkpoints, some retracted")
+        ap.add_argument("--finish", default="insert", choices=("insert", "release"),
+                        help="chunked: SGLang's finish as the whole sequence inserted (insert, "
+                             "as ours does) or through its own release_kv_cache checkpoint "
+                             "(release: adds the prompt-boundary split ours lacks)")
 
     args, usg = command_line(__doc__, 20, POLICIES, BREAKS, own)
     failed = 0
+    drive = (functools.partial(run_chunked, finish=args.finish) if args.lifecycle == "chunked"
+             else run)
     for core, write, policy, page in itertools.product(
             args.cores.split(","), args.writes.split(","), args.policies.split(","),
             [int(x) for x in args.pages.split(",")]):
-        reqs, fails = run_seeds(lambda seed, c=core, w=write, po=policy, pg=page: run(
+        reqs, fails = run_seeds(lambda seed, c=core, w=write, po=policy, pg=page: drive(
             usg, c, seed, pg, po, w, args.requests), [(s,) for s in range(args.seeds)])
         failed += fails
         print(f"{core:6} core  {write:24} page {page:2}  {policy:8}  {reqs:6,} requests  "

@@ -79,7 +79,7 @@ class SGSide:
 
     def __init__(self, usg, core: str, size: int, host: int | None, page: int, policy: str,
                  write: str, config: dict) -> None:
-        self.usg, self.core, self.page = usg, core, page
+        self.usg, self.core, self.page, self.alloc_size = usg, core, page, size
         self.freed: list[int] = []
         self.alloc = make_allocator_class(usg.alloc_base)(SlotAllocator(size, page_size=page),
                                                      self.freed)
@@ -181,10 +181,121 @@ class SGSide:
         self._moved[1] += loaded
         return (hit, host, len(prompt) - hit - host)
 
+    # ---- the chunked and retracting lifecycle (--lifecycle chunked) ----
+
+    def admit(self, prompt: list, total: int, priority: int):
+        """Match prompt[:-1], load back, lock (a TreeLock on req.lock), evict the shortfall,
+        allocate the row to `total` tokens: (req, (device hit, loaded back, miss)); req is None
+        when the device cannot hold it (nothing locked or taken)."""
+        u, t = self.usg, self.tree
+        base, ps = u.base, self.page
+        m = t.match_prefix(base.MatchPrefixParams(key=u.radix.RadixKey(array("q", prompt[:-1]))))
+        req = SimpleNamespace(last_node=m.last_device_node, rid="r", swa_host_hit_length=0,
+                              mamba_host_hit_length=0, kv=SimpleNamespace(mamba_pool_idx=None))
+        loaded, node = 0, m.last_device_node
+        if self.enabled:
+            loaded, node = t.init_load_back(base.InitLoadBackParams(
+                best_match_node=m.best_match_node, host_hit_length=m.host_hit_length, req=req))
+            t.loading_check(finish_count=len(t.cache_controller.ack_load_queue))
+        prefix = t.path_device_indices(node).tolist()
+        lock = t.lock(node)
+        need = total - len(prefix)
+        short = -(-need // ps) * ps - self.alloc.available_size()
+        if short > 0:
+            t.evict_for_alloc(base.EvictParams(num_tokens=short))
+        fresh = self.alloc.alloc(need)
+        self._moved[1] += loaded
+        if fresh is None:
+            t.unlock(lock)
+            return None, (0, 0, len(prompt))
+        hit = min(m.device_prefix_len, len(prompt))
+        host = min(loaded, len(prompt) - hit)
+        kv = SimpleNamespace(req_pool_idx=0, cache_protected_len=len(prefix),
+                             cache_inserted_len=0, row=torch.tensor(prefix + fresh))
+        req = _Req(prompt, priority, kv, lock, node)
+        return req, (hit, host, len(prompt) - hit - host)
+
+    def checkpoint(self, req, tokens: list, up_to: int) -> None:
+        """SGLang's own UnifiedRadixCache.checkpoint(req, up_to) (cache_unfinished_req), over a
+        one-row req_to_token pool that is the request's row."""
+        t = self.tree
+        req.full_untruncated_fill_ids = array("q", tokens)
+        t.req_to_token_pool = _RowPool(req.kv.row)
+        t.checkpoint(req, up_to=up_to)
+        if self.enabled:
+            t.writing_check(finish_count=len(t.cache_controller.ack_write_queue))
+
+    def retract(self, req) -> None:
+        """release_kv_cache(req, checkpoint=False): the row past cache_protected_len freed
+        (owned and over-allocated, pages in row order), then the lock dropped."""
+        row = req.kv.row
+        if req.kv.cache_protected_len < len(row):
+            self.alloc.free(row[req.kv.cache_protected_len:].clone())
+        self.tree.unlock(req.lock)
+
+    def finish(self, req, tokens: list) -> None:
+        """The final insert as `serve` makes it (the whole sequence, from the request's
+        cache_protected_len and cache_inserted_len on), unlock, free the rest of the row."""
+        u, t, ps = self.usg, self.tree, self.page
+        row = req.kv.row.tolist()
+        n = len(tokens) - len(tokens) % ps
+        t.insert(u.base.InsertParams(key=u.radix.RadixKey(array("q", tokens[:n])),
+                                     value=torch.tensor(row[:n], dtype=torch.int64),
+                                     priority=req.priority,
+                                     prev_prefix_len=req.kv.cache_protected_len,
+                                     inserted_len=req.kv.cache_inserted_len))
+        if self.enabled:
+            t.writing_check(finish_count=len(t.cache_controller.ack_write_queue))
+        t.unlock(req.lock)
+        if n < len(row):
+            self.alloc.free(torch.tensor(row[n:], dtype=torch.int64))
+
+    def release(self, req, tokens: list) -> None:
+        """The finish as 0.5.23's scheduler runs it: release_kv_cache(checkpoint=True), i.e.
+        SGLang's own checkpoint of a finished request (which also re-inserts the prompt alone
+        with priority + 1, splitting the leaf at the prompt boundary), then the row past
+        cache_protected_len freed and the lock dropped. radix/hosttier's finish does not make
+        that split (docs/HOST_TIER.md): `--finish release` shows it."""
+        t = self.tree
+        req.full_untruncated_fill_ids = array("q", tokens)
+        req.finished = lambda: True
+        t.req_to_token_pool = _RowPool(req.kv.row)
+        t.checkpoint(req, up_to=len(tokens))
+        if self.enabled:
+            t.writing_check(finish_count=len(t.cache_controller.ack_write_queue))
+        row = req.kv.row
+        if req.kv.cache_protected_len < len(row):
+            self.alloc.free(row[req.kv.cache_protected_len:].clone())
+        t.unlock(req.lock)
+
     def sizes(self) -> tuple:
         t = self.tree
         return (t.evictable_size(), t.protected_size(), self.alloc.available_size(),
                 self.host.available_size())
+
+
+class _RowPool:
+    """A req_to_token pool of one row: the request's (checkpoint reads and rewrites it)."""
+
+    def __init__(self, row) -> None:
+        self.req_to_token = row.unsqueeze(0)
+
+    def write(self, where, values) -> None:
+        self.req_to_token[where] = values
+
+
+class _Req:
+    """The Req fields UnifiedRadixCache.checkpoint reads on a FULL-only cache."""
+
+    def __init__(self, prompt: list, priority: int, kv, lock, node) -> None:
+        self.origin_input_ids, self.priority, self.kv = array("q", prompt), priority, kv
+        self.lock, self.last_node, self.rid = lock, node, "r"
+        self.extra_key = self.cache_salt = self.session_id = self.kv_rotation_base = None
+        self.session = self.finished_reason = None
+        self.full_untruncated_fill_ids: list = []
+
+    def finished(self) -> bool:
+        return False
 
 
 def sg_shape(side: SGSide, rich: bool) -> tuple:

@@ -4,14 +4,20 @@ the rest (evicting the device shortfall), insert the whole sequence (duplicates 
 locked prefix on), unlock, free the unaligned tail. `serve_request` returns where the prompt's
 tokens came from: the device, the host (loaded back) or nowhere (computed). `admit_request` and
 `finish_request` are its two halves: the engine (engine/hosttier.py) runs the model between them.
+Between them, `checkpoint_request` is a chunked prefill's checkpoint (SGLang's
+cache_unfinished_req, 0.5.23's `checkpoint`: insert what is computed so far, move the lock onto
+the node it ends at) and `retract_request` a retraction (release_kv_cache with checkpoint=False:
+nothing cached, the request's own slots freed, its lock dropped); tools/diff_sglang_hicache.py
+`--lifecycle chunked` drives them interleaved beside SGLang's own `checkpoint`.
 
-Leaves out: chunked prefill, batching (requests run one at a time), retraction, the admission
-budget around the load (PrefillAdder.prepare_load_back and its host-locked reclaim).
+Leaves out: batching in the engine (requests run one at a time there), the admission budget
+around the load (PrefillAdder.prepare_load_back and its host-locked reclaim).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from radix.hosttier.cache import HostTierCache
@@ -98,16 +104,77 @@ def admit_request(cache: HostTierCache, prompt: Sequence[int], total_tokens: int
                      priority, namespace)
 
 
+@dataclass
+class Running:
+    """An admitted request between its checkpoints: SGLang's req.kv record, as far as the tree
+    reads it. `row` plays its req_to_token row (tree-owned slots up to `protected`, its own
+    after); `node` is the node its lock holds."""
+
+    node: HostNode
+    row: list[int]
+    protected: int  # cache_protected_len: the row's prefix the tree owns
+    inserted: int  # cache_inserted_len: how far its inserts have counted hits
+    priority: int
+    namespace: tuple[str | None, str | None]
+
+    @classmethod
+    def admitted(cls, adm: Admission) -> Running:
+        return cls(adm.node, adm.prefix + adm.fresh, len(adm.prefix), 0, adm.priority,
+                   adm.namespace)
+
+
+def checkpoint_request(cache: HostTierCache, run: Running, tokens: Sequence[int],
+                       up_to: int) -> None:
+    """A chunk is computed: 0.5.23's `checkpoint(req, up_to)` (cache_unfinished_req) on the host
+    tier. Caches tokens[:up_to] page-floored on the row's slots (duplicates from `protected` on
+    freed, host-only nodes on the way restored with the row's slots, hits counted past
+    `inserted`), points the row at the tree's slots, then moves the lock (unlock the old node,
+    lock the one the insert ended at). A mid-prefill checkpoint stays inside the prompt, so
+    there is no prompt-boundary split.
+
+    >>> from radix.allocator import SlotAllocator
+    >>> c = HostTierCache(SlotAllocator(8), 16)
+    >>> adm = admit_request(c, [1, 2, 3, 4, 5], 5); run = Running.admitted(adm)
+    >>> checkpoint_request(c, run, [1, 2, 3, 4, 5], 3); run.protected, c.protected_size_
+    (3, 3)
+    """
+    n = up_to - up_to % cache.page_size
+    if n <= 0:
+        return
+    got = cache.insert(RadixKey(list(tokens[:n]), *run.namespace), run.row[:n], run.priority,
+                       inserted_len=run.inserted, prev_prefix_len=run.protected)
+    run.inserted = max(run.inserted, n)
+    owned = path_slots(got.last_node)
+    run.row[run.protected:len(owned)] = owned[run.protected:]
+    cache.dec_lock_ref(run.node)
+    cache.inc_lock_ref(got.last_node)
+    run.node, run.protected = got.last_node, len(owned)
+
+
+def retract_request(cache: HostTierCache, run: Running) -> None:
+    """Retraction: release_kv_cache(checkpoint=False). Nothing is cached; the row's own slots
+    (past the tree-owned prefix, computed or only allocated) are freed and the lock dropped."""
+    if run.protected < len(run.row):
+        cache.allocator.free(run.row[run.protected:])
+    cache.dec_lock_ref(run.node)
+
+
+def finish_running(cache: HostTierCache, run: Running, tokens: Sequence[int]) -> None:
+    """A request finishes: caches `tokens` (at most len(row)) on its row from `protected` on,
+    unlocks and frees the slots not cached (the unaligned tail and any past len(tokens))."""
+    row = run.row
+    if len(tokens) > len(row):
+        raise ValueError(f"{len(tokens)} tokens to cache on {len(row)} slots")
+    aligned = len(tokens) - len(tokens) % cache.page_size
+    cache.insert(RadixKey(list(tokens), *run.namespace), row[:aligned], run.priority,
+                 inserted_len=run.inserted, prev_prefix_len=run.protected)
+    cache.dec_lock_ref(run.node)
+    if aligned < len(row):
+        cache.allocator.free(row[aligned:])
+
+
 def finish_request(cache: HostTierCache, adm: Admission, tokens: Sequence[int]) -> None:
     """The second half: caches `tokens` (at most len(prefix) + len(fresh) of them) on the
     admission's slots, unlocks the prefix and frees the slots not cached (the unaligned tail
     and any fresh slot past len(tokens))."""
-    row = adm.prefix + adm.fresh
-    if len(tokens) > len(row):
-        raise ValueError(f"{len(tokens)} tokens to cache on {len(row)} slots")
-    aligned = len(tokens) - len(tokens) % cache.page_size
-    cache.insert(RadixKey(list(tokens), *adm.namespace), row[:aligned], adm.priority,
-                 prev_prefix_len=len(adm.prefix))
-    cache.dec_lock_ref(adm.node)
-    if aligned < len(row):
-        cache.allocator.free(row[aligned:])
+    finish_running(cache, Running.admitted(adm), tokens)
