@@ -16,6 +16,7 @@ import os
 import socket
 
 from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
+from radix.cli.hosttier import positive_ratio
 from radix.cluster import ROUTERS as SHARED_ROUTERS
 from radix.hosttier.capacity import WRITE_POLICIES
 
@@ -56,16 +57,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-tokens-default", type=int, default=256,
                    help="max_tokens of a chat request that sets none")
     add_host_options(p)
-
-
-def positive_ratio(text: str) -> float:
-    try:
-        r = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not r > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-    return r
 
 
 def add_host_options(p: argparse.ArgumentParser) -> None:

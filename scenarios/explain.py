@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from radix.hosttier.explain import HostTierExplanation, explain_host_tier
 from radix.runs.explain import BUCKETS, Explanation, explain, num_what_ifs, what_ifs
@@ -25,6 +26,8 @@ from radix.runs.sim import SimConfig
 from radix.traces.base import Trace
 from runtime.budget import BUDGET, Budget
 from scenarios.trace import Cancelled, Progress
+
+T = TypeVar("T")
 
 WHAT = "trace explain"
 WHAT_HOST = "trace host tier"
@@ -84,6 +87,20 @@ def _checked(progress: Progress | None, cancel: threading.Event | None) -> Any:
     return report
 
 
+def _within_budget(budget: Budget, session_id: str, what: str, trace: Trace, run: Callable[[], T]
+                   ) -> T:
+    """`run()` with `estimate(trace)` bytes held in `budget` under (session_id, what) while it
+    runs, then what its result keeps (KEPT_PER_REQUEST a request); all released if it raises."""
+    budget.reserve(session_id, what, estimate(trace))
+    try:
+        out = run()
+    except BaseException:
+        budget.release(session_id, what)
+        raise
+    budget.reserve(session_id, what, KEPT_PER_REQUEST * len(trace.requests))
+    return out
+
+
 def run_explain(trace: Trace, digest: str, capacity: int, policy: str = "fcfs", *,
                 session_id: str = "-", budget: Budget = BUDGET,
                 progress: Progress | None = None, cancel: threading.Event | None = None
@@ -93,16 +110,10 @@ def run_explain(trace: Trace, digest: str, capacity: int, policy: str = "fcfs", 
     what the result keeps; BudgetError when it would not fit, Cancelled when cancelled."""
     if trace.format not in ("request", "mooncake"):
         raise ValueError(f"the explainer needs a request or Mooncake trace, not {trace.format}")
-    budget.reserve(session_id, WHAT, estimate(trace))
-    try:
-        t0 = time.perf_counter()
-        e = explain(trace, settings(capacity, policy), what_if=False,
-                    progress=_checked(progress, cancel))
-        seconds = time.perf_counter() - t0
-    except BaseException:
-        budget.release(session_id, WHAT)
-        raise
-    budget.reserve(session_id, WHAT, KEPT_PER_REQUEST * len(trace.requests))
+    t0 = time.perf_counter()
+    e = _within_budget(budget, session_id, WHAT, trace, lambda: explain(
+        trace, settings(capacity, policy), what_if=False, progress=_checked(progress, cancel)))
+    seconds = time.perf_counter() - t0
     if progress is not None:
         progress(1.0, "done")
     return Explained((digest, capacity, policy), settings(capacity, policy), e, seconds,
@@ -181,13 +192,8 @@ def run_host_tier(trace: Trace, capacity: int, ratio: float,
     if trace.format not in ("request", "mooncake"):
         raise ValueError(f"the host tier needs a request or Mooncake trace, not {trace.format}")
     _checked(progress, cancel)(0.0, "host tier: requests one at a time")
-    budget.reserve(session_id, WHAT_HOST, estimate(trace))
-    try:
-        e = explain_host_tier(trace, capacity, ratio, write_policy)
-    except BaseException:
-        budget.release(session_id, WHAT_HOST)
-        raise
-    budget.reserve(session_id, WHAT_HOST, KEPT_PER_REQUEST * len(trace.requests))
+    e = _within_budget(budget, session_id, WHAT_HOST, trace,
+                       lambda: explain_host_tier(trace, capacity, ratio, write_policy))
     if progress is not None:
         progress(1.0, "done")
     return e

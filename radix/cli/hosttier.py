@@ -16,18 +16,20 @@ from typing import Any
 from radix.hosttier.capacity import WRITE_POLICIES
 
 
+def positive_ratio(text: str) -> float:
+    """One host ratio, a number > 0 (`engine run/serve --host-ratio R` takes one)."""
+    try:
+        r = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not r > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+    return r
+
+
 def parse_ratios(text: str) -> list[float]:
     """`2,4,8` -> [2.0, 4.0, 8.0]; each must be a number > 0."""
-    out = []
-    for part in text.split(","):
-        try:
-            r = float(part)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{part!r} is not a number") from None
-        if not r > 0:
-            raise argparse.ArgumentTypeError(f"{part!r} must be > 0")
-        out.append(r)
-    return out
+    return [positive_ratio(part) for part in text.split(",")]
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
