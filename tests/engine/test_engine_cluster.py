@@ -19,15 +19,14 @@ from machine import seconds
 
 from radix.cluster import ROUTERS as SHARED
 
-# openai and the engine (torch): imported by _imports before this file's first test, so that
-# collecting the suite imports neither
-openai = ROUTERS = ClusterConfig = None
+# the engine (torch): imported by _imports before this file's first test, so that collecting the
+# suite imports no torch (openai: tests/engine/conftest.py's fixture)
+ROUTERS = ClusterConfig = None
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _imports():
-    global openai, ROUTERS, ClusterConfig
-    openai = pytest.importorskip("openai")
+    global ROUTERS, ClusterConfig
     from engine.cluster import ROUTERS, ClusterConfig
 
 MODEL = "SmolLM2-135M-Instruct"
@@ -44,7 +43,7 @@ def test_every_shared_router_is_a_serve_router():
 
 
 @pytest.mark.engine
-def test_kv_overlap_sends_turn_two_to_its_prefix_holder():
+def test_kv_overlap_sends_turn_two_to_its_prefix_holder(openai):
     """Three conversations (different system prompts, so no shared full block) open cold:
     equal costs, the rotating tie-break spreads them over the three replicas. Each second
     turn repeats its first turn's prompt and reply, so the replica that served turn 1 holds
@@ -107,7 +106,7 @@ def _sim_serve(dp: int, router: str) -> Iterator[str]:
         sock.close()
 
 
-def test_session_ids_reach_the_session_router_over_http():
+def test_session_ids_reach_the_session_router_over_http(openai):
     """Three conversations, each sending its id where one of the anchors reads it: vLLM
     0.33's body field `session_id`, vLLM's `X-Session-ID` header, SGLang's `X-SMG-Routing-Key`
     header. The session router (consistent hash ring, 3 replicas) must send both turns of each

@@ -19,15 +19,6 @@ from machine import seconds
 from radix.blocks.hashing import VLLM_NONE_HASH_SEED, BlockHasher
 from radix.watch.subscriber import Watcher, parse_endpoint
 
-openai = None  # imported by _imports before this file's first test: not at collection (seconds)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _imports():
-    global openai
-    openai = pytest.importorskip("openai")
-
-
 pytestmark = pytest.mark.engine
 MODEL = "SmolLM2-135M-Instruct"
 SYSTEM = ("You are the assistant of a shop for hiking gear. Answer every question about tents, "
@@ -53,7 +44,7 @@ def _chat(client, question: str, **kw):
     return raw.parse(), int(raw.headers["x-radixlens-replica"])
 
 
-def test_openai_client_whole_and_streamed(server):
+def test_openai_client_whole_and_streamed(openai, server):
     url, _ = server
     client = openai.OpenAI(base_url=url, api_key="none")
     assert [m.id for m in client.models.list().data] == [MODEL]
@@ -76,7 +67,7 @@ def test_openai_client_whole_and_streamed(server):
         client.completions.create(model="gpt-4", prompt="x")
 
 
-def test_shared_prefix_goes_to_its_holder_and_reports_cached_tokens(server):
+def test_shared_prefix_goes_to_its_holder_and_reports_cached_tokens(openai, server):
     """A and B share the system prompt (its chat template is 38+ tokens: 2 full blocks of 16).
     A is cold (cached_tokens 0); B goes to A's replica and reports cached_tokens >= 32, whole
     blocks as vLLM counts them. A different cold prompt does not report any. Asked for SGLang's
@@ -113,7 +104,7 @@ def _same(watcher: Watcher, shadows: list[dict]) -> bool:
     return True
 
 
-def test_watchers_rebuild_both_replicas_exactly(server):
+def test_watchers_rebuild_both_replicas_exactly(openai, server):
     """A watcher from the start (live) and one that joins after the traffic (replay catch-up)
     both end equal to each replica's own block shadow: hashes, parents, copies; and each
     block's token ids hash (with its parent's digest) to the shadow's full digest."""

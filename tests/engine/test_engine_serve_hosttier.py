@@ -15,15 +15,6 @@ import sys
 import pytest
 from enginehelp import engine_serve
 
-openai = None  # imported by _imports before this file's first test: not at collection (seconds)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _imports():
-    global openai
-    openai = pytest.importorskip("openai")
-
-
 pytestmark = pytest.mark.engine
 SERVE = [sys.executable, "-m", "engine", "serve", "--port", "0", "--dp", "1", "--device", "cpu",
          "--random-init", "examples/configs/tiny_llama.json", "--capacity", "80",
@@ -34,7 +25,7 @@ DETAILS = {"return_cached_tokens_details": True}
 
 
 @pytest.fixture(scope="module")
-def client():
+def client(openai):
     with engine_serve(argv=SERVE) as seen:
         url = seen[0].split()[2]
         model = openai.OpenAI(base_url=url, api_key="none").models.list().data[0].id
