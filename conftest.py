@@ -64,6 +64,9 @@ def pytest_collection_modifyitems(config, items):
     xdist the groups do nothing and only the order changes (a stable sort: each file's tests stay
     together and in order)."""
     rank = {name: i for i, name in enumerate(FIRST)}
+    order = {}
     for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(item)))
-    items.sort(key=lambda item: rank.get(_group(item), len(FIRST)))
+        group = _group(item)
+        item.add_marker(pytest.mark.xdist_group(group))
+        order[item] = rank.get(group, len(FIRST))
+    items.sort(key=order.__getitem__)
