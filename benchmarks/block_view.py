@@ -18,61 +18,37 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.trace_apptest import run  # noqa: E402
+
 SAMPLE = ROOT / "examples" / "traces" / "mooncake_synthetic_trace.jsonl.gz"
 
 CODE = r"""
-import hashlib, json, re, resource, sys, time
-sys.path.insert(0, ".")
-from streamlit.testing.v1 import AppTest
+import json, resource, time
 
 def cpu():
     own = time.process_time()
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own + kids.ru_utime + kids.ru_stime
 
-data = open(sys.argv[1], "rb").read()
-at = AppTest.from_file("app_pages/trace.py", default_timeout=3600)
-at.run()
+data = open(sys.argv[2], "rb").read()
 t0 = cpu()
-at.file_uploader(key="trace.upload").set_value(("trace.jsonl", data, "text/plain")).run()
-from app_pages._serve import holdings
-state = holdings().get(at.session_state["trace.sid"], "trace")
-if state.get("job") is not None:
-    assert state["job"].wait(3600)
-at.run()
+upload(at, data)
 t1 = cpu()
 at.button(key="trace.blocks_go").click().run()
 t2 = cpu()
-lines = []
-def walk(node):
-    proto = getattr(node, "proto", None)
-    if proto is not None:
-        text = str(proto)
-        if "Memory (estimated)" not in text:
-            lines.append(type(node).__name__ + " " + text)
-    for child in getattr(node, "children", {}).values():
-        walk(child)
-walk(at._tree)
-out = re.sub(r'deferred_file_id: "[0-9a-f]+"', 'deferred_file_id: "-"', "\n".join(lines))
-drawn = any("Block cache after" in line for line in lines)
-print(json.dumps({"summary_cpu_s": t1 - t0, "blocks_cpu_s": t2 - t1, "pool_drawn": drawn,
-                  "sha": hashlib.sha256(out.encode()).hexdigest()[:16],
-                  "exception": [str(e.value) for e in at.exception]}))
+lines = drawn(at)
+print(json.dumps({"summary_cpu_s": t1 - t0, "blocks_cpu_s": t2 - t1,
+                  "pool_drawn": any("Block cache after" in line for line in lines),
+                  "sha": digest(lines), "exception": [str(e.value) for e in at.exception]}))
 """
-
-
-def one(root: Path, trace: Path) -> dict:
-    done = subprocess.run([sys.executable, "-c", CODE, str(trace)], cwd=root, check=True,
-                          capture_output=True, text=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -91,7 +67,7 @@ def main() -> None:
         runs: dict[str, list[dict]] = {name: [] for name in roots}
         for r in range(args.rounds):
             for name in (list(roots) if r % 2 == 0 else list(roots)[::-1]):
-                runs[name].append(one(roots[name], trace))
+                runs[name].append(run(roots[name], CODE, str(trace)))
                 print(name, runs[name][-1], flush=True)
     for name, outs in runs.items():
         print(f"{name}: summary {statistics.median(o['summary_cpu_s'] for o in outs):.2f} "

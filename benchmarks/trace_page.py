@@ -21,21 +21,19 @@ from __future__ import annotations
 import argparse
 import hashlib
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.trace_apptest import run  # noqa: E402
 
 CODE = r"""
-import cProfile, hashlib, json, re, sys, time
-sys.path.insert(0, ".")
-from streamlit.testing.v1 import AppTest
-trace, dump, prof = sys.argv[1], sys.argv[2], sys.argv[3]
+import cProfile, json, time
+trace, dump, prof = sys.argv[2], sys.argv[3], sys.argv[4]
 data = open(trace, "rb").read()
-at = AppTest.from_file("app_pages/trace.py", default_timeout=3600)
-at.run()
 profiles = []
 if prof:  # every thread's own profile (the replay runs in a worker, the page in a runner)
     import threading
@@ -46,12 +44,7 @@ if prof:  # every thread's own profile (the replay runs in a worker, the page in
         p.runcall(_run, self)
     threading.Thread.run = run
 t0 = time.process_time()
-at.file_uploader(key="trace.upload").set_value(("trace.jsonl", data, "text/plain")).run()
-from app_pages._serve import holdings
-state = holdings().get(at.session_state["trace.sid"], "trace")
-if state.get("job") is not None:
-    assert state["job"].wait(3600)
-at.run()
+upload(at, data)
 cpu = time.process_time() - t0
 if prof:
     import pstats
@@ -59,30 +52,16 @@ if prof:
         p.create_stats()
     stats = pstats.Stats(*profiles)
     stats.dump_stats(prof)
-lines = []
-def walk(node):
-    proto = getattr(node, "proto", None)
-    if proto is not None:
-        text = str(proto)
-        if "Memory (estimated)" not in text:
-            lines.append(type(node).__name__ + " " + text)
-    for child in getattr(node, "children", {}).values():
-        walk(child)
-walk(at._tree)
-out = re.sub(r'deferred_file_id: "[0-9a-f]+"', 'deferred_file_id: "-"', "\n".join(lines))
+lines = drawn(at)
 if dump:
-    open(dump, "w").write(out)
-print(json.dumps({"cpu_s": cpu, "elements": len(lines),
-                  "sha": hashlib.sha256(out.encode()).hexdigest()[:16],
+    open(dump, "w").write("\n".join(lines))
+print(json.dumps({"cpu_s": cpu, "elements": len(lines), "sha": digest(lines),
                   "exception": [str(e.value) for e in at.exception]}))
 """
 
 
 def one(root: Path, trace: Path, dump: str = "", prof: str = "") -> dict:
-    done = subprocess.run([sys.executable, "-c", CODE, str(trace), dump, prof], cwd=root,
-                          check=True, capture_output=True, text=True)
-    import json
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run(root, CODE, str(trace), dump, prof)
 
 
 def main() -> None:
@@ -96,7 +75,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         trace = args.trace
         if trace is None:
-            sys.path.insert(0, str(ROOT))
             from examples.mooncake_conversation import generate, write
             trace = Path(tmp) / "conversation_standin.jsonl"
             write(trace, generate())
