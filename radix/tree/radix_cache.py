@@ -29,7 +29,7 @@ from radix import events as ev
 from radix.allocator import Allocator
 from radix.request import Req
 from radix.tokens import TokenRuns, frozen
-from radix.tokens.prefix import PrefixProbe, gallop_match
+from radix.tokens.runs import PrefixProbe, gallop_match
 from radix.tree import unified
 from radix.tree.eviction import EvictionHeap, get_strategy, tlru_new_node, tlru_split
 from radix.tree.node import (

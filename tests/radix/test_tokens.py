@@ -116,7 +116,7 @@ def test_matches_at_and_values_at_are_the_slice_compare(runs, other_runs, pos, n
 def test_prefix_probe_answers_as_a_slice_compare(edge, rest):
     """PrefixProbe.starts_with(tok, guard(edge)) == (tok[:len(edge)] == edge) for len(tok) >
     len(edge), with big ints built anew (equal values, other objects: no identity shortcut)."""
-    from radix.tokens.prefix import PrefixProbe
+    from radix.tokens.runs import PrefixProbe
 
     probe = PrefixProbe()
     tok = [int(str(10**20 + t)) for t in edge[: len(rest)] + rest] + [5]
