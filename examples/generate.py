@@ -22,7 +22,7 @@ from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.events import AllBlocksCleared, BlockRemoved, BlockStored, ListSink
 from radix.traces.base import TraceRequest, to_req
-from radix.traces.requests import dumps_requests
+from radix.traces.load import dumps_requests
 
 KV_EVENTS = (BlockStored, BlockRemoved, AllBlocksCleared)
 REPO = Path(__file__).resolve().parent.parent

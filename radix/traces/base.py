@@ -1,6 +1,6 @@
 """What every trace loader shares: `Trace`, `TraceError`, the limits, reading and field checks.
 
-Four formats (schemas in the loader modules): (a) request traces, JSONL (`requests.py`);
+Four formats (schemas in the loader modules): (a) request traces, JSONL (`load.py`);
 (b) Mooncake block-hash traces (`mooncake.py`); (c) vLLM/SGLang KV-event recordings, msgpack or
 JSON lines (`kv_events.py`); (d) op traces (`ops.py`). Every error is a one-line `TraceError`
 naming the line and the field. Files are parsed as JSON (RFC 8259) or msgpack data only: nothing
