@@ -28,8 +28,13 @@ import numpy as np
 
 from radix import events as ev
 from radix.blocks.hashing import VLLM_NONE_HASH_SEED, BlockHasher
-from radix.runs.collector import fewer_collections
-from radix.runs.compare import output_tokens, run_blocks, run_tree, trace_reqs
+from radix.runs.compare import (
+    fewer_collections,
+    output_tokens,
+    run_blocks,
+    run_tree,
+    trace_reqs,
+)
 from radix.runs.ops import OpRunner
 from radix.tokens import TokenRuns
 from radix.traces import Trace, load_trace

@@ -20,7 +20,7 @@ from typing import Any
 
 from radix.cluster import ROUTERS, Decision, KeyIndex, Load, RouteRequest, block_keys, make_router
 from radix.request import Req
-from radix.runs.collector import fewer_collections
+from radix.runs.compare import fewer_collections
 from radix.runs.sim import SimConfig, SimRun, _rates_over_all, _row, _totals, build
 from radix.traces.base import Trace, is_compact_trace, trace_reqs
 from radix.traces.mooncake import BLOCK_TOKENS

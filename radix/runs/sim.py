@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from radix.allocator import SlotAllocator
 from radix.events import EventSink
 from radix.request import Req
-from radix.runs.collector import fewer_collections
+from radix.runs.compare import fewer_collections
 from radix.runs.costs import CostModel
 from radix.runs.shadow import BlockShadow
 from radix.runs.simrunner import OUTPUT_TOKEN_BASE, SimClock, SimRunner
