@@ -43,15 +43,16 @@ from radix.sched.admission import PrefillAdder
 from radix.sched.policy import SchedulePolicy
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.traces import Trace, TraceError, TraceRequest, load_trace
-from radix.tree.eventlog import EventLog, TreeModel
 from radix.tree.eviction import POLICIES as EVICTION_POLICIES
 from radix.tree.node import (
+    EventLog,
     EvictResult,
     InsertResult,
     InvariantError,
     MatchResult,
     NodeState,
     RadixKey,
+    TreeModel,
     TreeNode,
     TreeSnapshot,
     check_invariants,

@@ -20,8 +20,8 @@ from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.blocks.snapshot import BlockPoolSnapshot, unreachable_block_ids
 from radix.request import Req
-from radix.tree.eventlog import EventLog
 from radix.tree.eviction import POLICIES
+from radix.tree.node import EventLog
 from radix.tree.radix_cache import RadixCache
 from scenarios.tlru import NEXT_PROMPT, THRESHOLD
 

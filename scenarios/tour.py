@@ -25,8 +25,7 @@ from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.request import Req
 from radix.runs.costs import CostModel
 from radix.traces.base import TraceRequest
-from radix.tree.eventlog import EventLog
-from radix.tree.node import RadixKey, TreeSnapshot
+from radix.tree.node import EventLog, RadixKey, TreeSnapshot
 from radix.tree.radix_cache import RadixCache
 
 OPS_PER_REQUEST = 4  # match_prefix, inc_lock_ref, insert, dec_lock_ref

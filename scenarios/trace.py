@@ -39,8 +39,7 @@ from radix.runs.ops import OpRunner
 from radix.tokens import TokenRuns
 from radix.traces import Trace, load_trace
 from radix.traces.ops import OpTraceError
-from radix.tree.eventlog import EventLog
-from radix.tree.node import InvariantError
+from radix.tree.node import EventLog, InvariantError
 from radix.tree.radix_cache import RadixCache
 from runtime.budget import BUDGET, Budget, server_limits
 from scenarios.blockframes import BlockFrames

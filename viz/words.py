@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from radix import events as ev
-from radix.tree.eventlog import TreeModel
+from radix.tree.node import TreeModel
 from viz.flavor import split_time_note
 
 # highlight role -> (pen colour, pen width)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from radix import events as ev
-from radix.tree.eventlog import TreeModel
+from radix.tree.node import TreeModel
 from radix.tree.radix_cache import RadixCache
 from viz.flavor import flavor_line
 from viz.words import narrate

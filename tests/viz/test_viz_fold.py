@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from radix.tree.eventlog import EventLog
+from radix.tree.node import EventLog
 from radix.tree.radix_cache import RadixCache
 from viz.live import live_scene
 from viz.scene import fit_tree_scene, fits, fold_tree, tree_scene

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from radix import events as ev
 from radix.runs.ops import OpRunner
 from radix.traces.ops import Op, OpTrace
-from radix.tree.eventlog import EventLog, TreeModel
 from radix.tree.eviction import POLICIES
+from radix.tree.node import EventLog, TreeModel
 from radix.tree.radix_cache import RadixCache
 
 op_st = st.one_of(

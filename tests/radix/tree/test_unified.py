@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from radix.tree.eventlog import EventLog, TreeModel
 from radix.tree.eviction import get_strategy
+from radix.tree.node import EventLog, TreeModel
 from radix.tree.radix_cache import RadixCache
 
 
