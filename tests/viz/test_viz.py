@@ -9,9 +9,19 @@ from radix.tree.node import EventLog
 from radix.tree.radix_cache import RadixCache
 from viz.component import view_data
 from viz.dot import dot_to_svg, tree_dot
-from viz.scene import match_path, place, token_preview, tree_items, tree_scene
+from viz.scene import (
+    ROLES,
+    lock_walk_line,
+    match_path,
+    node_line,
+    place,
+    slot_ranges,
+    step_roles,
+    token_preview,
+    tree_items,
+    tree_scene,
+)
 from viz.timeline import Timeline
-from viz.words import ROLES, lock_walk_line, node_line, slot_ranges, step_roles
 
 
 def _ids(scene: dict) -> tuple[set[str], dict[str, tuple[str, str]]]:

@@ -9,7 +9,7 @@ from radix import events as ev
 from radix.tree.node import TreeModel
 from radix.tree.radix_cache import RadixCache
 from viz.flavor import flavor_line
-from viz.words import narrate
+from viz.scene import narrate
 
 
 def split_line_of(flavor: str) -> str:

@@ -8,9 +8,8 @@ import pytest
 from radix.tree.node import EventLog
 from radix.tree.radix_cache import RadixCache
 from viz.live import live_scene
-from viz.scene import fit_tree_scene, fits, fold_tree, tree_scene
+from viz.scene import fit_tree_scene, fits, fold_tree, step_highlight, tree_scene
 from viz.trace import text_head
-from viz.words import step_highlight
 
 
 def _fan(n: int = 100) -> RadixCache:

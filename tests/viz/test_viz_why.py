@@ -10,8 +10,8 @@ import pytest
 from radix.traces import Trace, TraceRequest
 from scenarios.why import compare
 from viz.blocks import CHAIN_TRACE
+from viz.scene import ROLES
 from viz.why import MARK_TRACE, PARTING_ROLE, PARTING_STROKE, marked_grid_figure, parting_scene
-from viz.words import ROLES
 
 A = tuple(range(60))
 B = (*range(40), *range(900, 920))  # parts from A at token 40

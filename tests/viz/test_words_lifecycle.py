@@ -1,5 +1,5 @@
-"""viz/words.py on SGLang 0.5.23's request lifecycle: the finish's prompt-boundary split, the
-checkpoint after prefill, hits counted once per request, eviction of the shortfall."""
+"""viz/scene.py's words on SGLang 0.5.23's request lifecycle: the finish's prompt-boundary
+split, the checkpoint after prefill, hits counted once per request, eviction of the shortfall."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from radix.allocator import SlotAllocator
 from radix.request import Req
 from radix.tree.node import EventLog
 from radix.tree.radix_cache import RadixCache
+from viz.scene import hit_line, narrate, step_line, step_lines
 from viz.timeline import Timeline
-from viz.words import hit_line, narrate, step_line, step_lines
 
 
 def _finished(prompt: list[int], output: list[int]) -> tuple[EventLog, int]:
