@@ -1,12 +1,11 @@
 """One trace through the radix tree and the block cache, one request at a time (`compare`).
-
 Both get the same capacity in tokens (tree: that many slots, evicting when short; blocks:
 capacity // block_size + the null block) and see the requests in arrival order: look up (capped
-at prompt_len - 1), prefill the rest, decode output_len tokens (the last one's KV never computed),
-finish. Real tokens throughout; compact (Mooncake) traces stay compact (RunAllocator, the
-block-extent cache). Decode takes its slots in one go, exactly as token by token would. At the
-end, `fewer_collections`: the garbage-collector setting every long run holds (this one,
-`simulate`, the cluster, the Trace debugger). Leaves out: batching and scheduling (`simulate`).
+at prompt_len - 1), prefill the rest, decode output_len tokens (the last one's KV never computed,
+decode's slots taken in one go, exactly as token by token), finish. Real tokens throughout;
+compact (Mooncake) traces stay compact. At the end, `fewer_collections`: the garbage-collector
+setting every long run holds (this one, `simulate`, the cluster, the Trace debugger).
+Leaves out: batching and scheduling (see `simulate`).
 """
 
 from __future__ import annotations
