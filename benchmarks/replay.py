@@ -19,10 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from radix.blocks.extents import (
-    ExtentBlockManager,  # noqa: E402
-    num_unreachable_blocks,  # noqa: E402
-)
+from radix.blocks.manager import BlockCacheManager, ExtentPool  # noqa: E402
 from radix.request import Req  # noqa: E402
 from radix.runs.sim import SimConfig, simulate  # noqa: E402
 from radix.tokens import joined  # noqa: E402
@@ -63,7 +60,7 @@ def replay_tree(trace, capacity: int) -> dict:
 
 def replay_blocks(trace, capacity: int, block_size: int = 16) -> dict:
     """Each request: get_computed_blocks, allocate_slots for the rest, free."""
-    mgr = ExtentBlockManager(capacity // block_size + 1, block_size)
+    mgr = BlockCacheManager(ExtentPool(capacity // block_size + 1, block_size))
     hit = total = 0
     for k, tr in enumerate(trace.requests):
         req = Req(f"b{k}", tr.token_ids)
@@ -74,7 +71,7 @@ def replay_blocks(trace, capacity: int, block_size: int = 16) -> dict:
         total += len(tr.token_ids)
         mgr.free(req)
     return {"hit_rate": hit / total, "evictions": mgr.num_evictions,
-            "unreachable_blocks": num_unreachable_blocks(mgr)}
+            "unreachable_blocks": mgr.num_unreachable_blocks()}
 
 
 def timed(name: str, fn, *args) -> dict:

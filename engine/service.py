@@ -206,7 +206,7 @@ class EngineService:
         """vLLM's reset_prefix_cache (AllBlocksCleared) and the tree emptied, when idle; False
         (nothing changed) while a request is queued or running."""
         def reset() -> bool:
-            if self.scheduler.has_work or not self.shadow.manager.pool.reset_prefix_cache():
+            if self.scheduler.has_work or not self.shadow.manager.reset_prefix_cache():
                 return False
             if self.host_tier is not None:
                 self.host_tier.clear()

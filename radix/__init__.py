@@ -24,7 +24,13 @@ from radix.blocks.kv_events import (
     decode_batch,
     encode_batch,
 )
-from radix.blocks.manager import BlockCacheManager, ComputedBlocks, LookupRecord
+from radix.blocks.manager import (
+    BlockCacheManager,
+    ComputedBlocks,
+    ExtentPool,
+    LookupRecord,
+    UnsupportedByStorage,
+)
 from radix.blocks.pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot, BlockState, take_snapshot
 from radix.cluster import ROUTERS as CLUSTER_ROUTERS
@@ -68,8 +74,9 @@ __all__ = [
     "check_invariants", "InvariantError", "TreeModel", "EventLog",
     # the block cache (vLLM)
     "BlockPool", "KVCacheBlock", "FreeKVCacheBlockQueue", "BlockCacheManager", "ComputedBlocks",
-    "LookupRecord", "hash_block_tokens", "hash_request_tokens", "NONE_HASH", "BlockPoolSnapshot",
-    "BlockState", "take_snapshot", "EventBatch", "encode_batch", "decode_batch",
+    "ExtentPool", "UnsupportedByStorage", "LookupRecord", "hash_block_tokens",
+    "hash_request_tokens", "NONE_HASH", "BlockPoolSnapshot", "BlockState",
+    "take_snapshot", "EventBatch", "encode_batch", "decode_batch",
     "batch_to_json", "batch_from_json", "BlockHasher", "HASH_ALGOS", "VLLM_NONE_HASH_SEED",
     # requests, slots, scheduling
     "Req", "Allocator", "SlotAllocator", "SchedulePolicy", "PrefillAdder", "Scheduler",

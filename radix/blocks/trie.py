@@ -3,9 +3,10 @@
 Each node is a run of unit positions [d0, d1) along the `content` of the sequence that created
 it; a later sequence that leaves it at position p hangs its own node there, keyed by (p, the
 unit's tokens), even in the middle of the edge. So a position, once known, keeps its node for
-ever: the block-extent cache (extents.py) files its carriers and eviction marks on them, and the
-explainer (radix/runs/explain.py) records what was ever cached. Walks cost O(nodes x runs).
-Follows nothing upstream. Leaves out: deletion (the trie only grows: O(sequences) nodes).
+ever: the block cache's extent storage (ExtentPool, manager.py) files its carriers and eviction
+marks on them, and the explainer (radix/runs/explain.py) records what was ever cached. Its own
+file, below hashing.py (HashMemo) and the host tier's loss count, which use it too.
+Walks cost O(nodes x runs). Follows nothing upstream. Leaves out: deletion (the trie only grows).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class TrieNode:
         self.depths: set[int] = set()  # positions some child hangs at (skips building keys)
         self.parent = parent
         self.owner = owner  # who may extend it in place (the sequence that created it)
-        self.carriers: list[Any] = []  # extents.py: segments of blocks caching these positions
+        self.carriers: list[Any] = []  # ExtentPool: segments of blocks caching these positions
         self.marks: list[tuple[int, int, Any]] = []  # (lo, hi, what) annotations, in time order
 
     def __repr__(self) -> str:

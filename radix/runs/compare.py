@@ -18,8 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from radix.allocator import SlotAllocator
-from radix.blocks.extents import ExtentBlockManager, num_unreachable_blocks
-from radix.blocks.manager import BlockCacheManager
+from radix.blocks.manager import BlockCacheManager, ExtentPool
 from radix.blocks.pool import BlockPool
 from radix.events import EventSink
 from radix.request import Req
@@ -125,13 +124,13 @@ def _decode_slots(tree: RadixCache, req: Req, num: int, evict: Callable[[int], N
 
 
 def run_blocks(reqs: Sequence[Req], outputs: Sequence[Sequence[int]], capacity: int,
-               block_size: int, *, manager: BlockCacheManager | ExtentBlockManager | None = None,
+               block_size: int, *, manager: BlockCacheManager | None = None,
                rejected_rids: list[str] | None = None,
                on_lookup: Callable[[Req, Any], None] | None = None) -> dict[str, Any]:
     """vLLM's flow: get_computed_blocks, allocate_slots for the prompt, the decode tokens, free.
 
     Pass `manager` to keep the pool for a look afterwards (it must hold capacity // block_size
-    + 1 blocks); compact requests get the block-extent cache by default. `rejected_rids`
+    + 1 blocks); compact requests get an ExtentPool by default, others a BlockPool. `rejected_rids`
     collects the requests too big to admit; `on_lookup(req, hit)` sees each lookup.
     """
     if manager is None:
@@ -139,10 +138,9 @@ def run_blocks(reqs: Sequence[Req], outputs: Sequence[Sequence[int]], capacity: 
         # same (prompt + output + a block per request), and costs the per-block pool nothing
         usable = sum(len(r.origin_input_ids) + len(o) + block_size for r, o in zip(reqs, outputs))
         num_blocks = min(capacity, usable) // block_size + 1
-        if reqs and is_compact(reqs[0].origin_input_ids):
-            manager = ExtentBlockManager(num_blocks, block_size)
-        else:
-            manager = BlockCacheManager(BlockPool(num_blocks, block_size=block_size))
+        compact = bool(reqs) and is_compact(reqs[0].origin_input_ids)
+        manager = BlockCacheManager(ExtentPool(num_blocks, block_size) if compact
+                                    else BlockPool(num_blocks, block_size=block_size))
     m = manager
     s = _stats("block cache")
     for req, out in zip(reqs, outputs):
@@ -160,32 +158,24 @@ def run_blocks(reqs: Sequence[Req], outputs: Sequence[Sequence[int]], capacity: 
         _count(s, prompt_len, hit.num_computed_tokens)
         _decode_blocks(m, req, out, block_size)
         m.free(req)
-    if isinstance(m, ExtentBlockManager):
-        s["evictions"] = m.num_evictions
-        s["unreachable_blocks"] = num_unreachable_blocks(m)
-    else:
-        s["evictions"] = m.pool.num_evictions
-        s["unreachable_blocks"] = m.num_unreachable_blocks()
+    s["evictions"] = m.num_evictions
+    s["unreachable_blocks"] = m.num_unreachable_blocks()
     s["evicted_tokens"] = s["evictions"] * block_size
     return _finish(s)
 
 
-def _decode_blocks(m: BlockCacheManager | ExtentBlockManager, req: Req, out: Sequence[int],
+def _decode_blocks(m: BlockCacheManager, req: Req, out: Sequence[int],
                    block_size: int) -> None:
     """The decode tokens, as one allocate_slots per token would: that fails at the first block
     the pool cannot give, and the tokens before it fit in the blocks held plus the free ones
     (nothing is freed in between); the token appended before a failure is kept."""
     prompt_len = len(req.origin_input_ids)
     held = -(-prompt_len // block_size)
-    room = (held + _num_free(m)) * block_size - prompt_len
+    room = (held + m.num_free_blocks) * block_size - prompt_len
     num = max(0, min(len(out) - 1, room))
     req.output_ids.extend(out[:min(len(out), num + 1)])
     if num:
         m.allocate_slots(req, num)
-
-
-def _num_free(m: BlockCacheManager | ExtentBlockManager) -> int:
-    return m.num_free_blocks if isinstance(m, ExtentBlockManager) else m.pool.get_num_free_blocks()
 
 
 def _count(s: dict[str, Any], prompt_len: int, hit: int) -> None:

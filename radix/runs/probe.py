@@ -13,7 +13,6 @@ from collections.abc import Hashable, Sequence
 from typing import Any, NamedTuple
 
 from radix import events as ev
-from radix.blocks.extents import last_eviction
 from radix.blocks.trie import PrefixTrie, Walk
 from radix.request import Req
 from radix.runs.sim import SimConfig, SimRun, build, run
@@ -203,7 +202,7 @@ class Probe:
         buckets = split(len(p), hit.num_computed_tokens, done, seen, any_ns, bs)
         by = None
         if buckets["evicted"]:
-            mark = last_eviction(self.sim.shadow.manager, p, ns, hit.num_computed_tokens // bs)
+            mark = self.sim.shadow.manager.last_eviction(p, ns, hit.num_computed_tokens // bs)
             if mark is not None:
                 by = Eviction("blocks", mark.now[0], mark.now[1], BLOCK_POLICY, None,
                               mark.num_blocks * bs)
@@ -300,7 +299,7 @@ def watched_run(trace: Trace, config: SimConfig | None = None,
     sim.sched.runner = _Runner(sim.sched.runner, probe)
     if sim.shadow is not None:
         sim.shadow.on_lookup, sim.shadow.on_compute = probe.on_lookup, probe.on_compute
-        sim.shadow.manager.clock = lambda: (sim.num_steps, sim.clock.now)
+        sim.shadow.manager.pool.clock = lambda: (sim.num_steps, sim.clock.now)
     if on_arrival is None:
         return probe, run(sim, on_arrival=probe.on_arrival)
 

@@ -3,8 +3,8 @@
 It looks up at each (re)admission, allocates each prefill chunk, one slot per decode token (or
 a fast-forwarded run of them), frees at finish or retraction. A request the pool cannot hold is
 dropped from the shadow and counted (vLLM would preempt it). Plain requests use the per-block
-BlockCacheManager (events, snapshots); compact ones the block-extent cache, which gives the same
-hits, evictions and sizes at the cost of runs (radix/blocks/extents.py).
+BlockCacheManager over a BlockPool (events, snapshots); compact ones over an ExtentPool, which
+gives the same hits, evictions and sizes at the cost of runs (radix/blocks/manager.py).
 Leaves out: vLLM's own scheduler (admission follows SGLang's, see README).
 """
 
@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from radix.blocks.extents import ExtentBlockManager, num_unreachable_blocks
 from radix.blocks.hashing import BlockHasher
-from radix.blocks.manager import BlockCacheManager
+from radix.blocks.manager import BlockCacheManager, ExtentPool
 from radix.blocks.pool import BlockPool
 from radix.events import EventSink
 from radix.request import Req
@@ -36,14 +35,10 @@ class BlockShadow:
                  hash_algo: str | BlockHasher = "radixlens") -> None:
         num_blocks = max(capacity_tokens // block_size, 1) + 1
         self.block_size = block_size
-        self.manager: BlockCacheManager | ExtentBlockManager
-        if compact:
-            self.manager = ExtentBlockManager(num_blocks, block_size, enable_caching,
-                                              record_evictions)
-        else:
-            pool = BlockPool(num_blocks, block_size, enable_caching, sink=sink,
-                             hash_algo=hash_algo)
-            self.manager = BlockCacheManager(pool)
+        pool = (ExtentPool(num_blocks, block_size, enable_caching, record_evictions) if compact
+                else BlockPool(num_blocks, block_size, enable_caching, sink=sink,
+                               hash_algo=hash_algo))
+        self.manager = BlockCacheManager(pool)
         self._quiet = sink is None  # no events to emit: no-op allocations may be skipped
         self.computed: dict[str, int] = {}  # rid -> tokens the shadow holds KV for
         self.dropped: set[str] = set()  # rids the pool could not hold
@@ -56,24 +51,18 @@ class BlockShadow:
 
     @property
     def compact(self) -> bool:
-        return isinstance(self.manager, ExtentBlockManager)
+        return self.manager.extents is not None
 
     @property
     def num_free_blocks(self) -> int:
-        m = self.manager
-        return m.num_free_blocks if isinstance(m, ExtentBlockManager) else (
-            m.pool.get_num_free_blocks())
+        return self.manager.num_free_blocks
 
     @property
     def num_evictions(self) -> int:
-        m = self.manager
-        return m.num_evictions if isinstance(m, ExtentBlockManager) else m.pool.num_evictions
+        return self.manager.num_evictions
 
     def num_unreachable_blocks(self) -> int:
-        m = self.manager
-        if isinstance(m, ExtentBlockManager):
-            return num_unreachable_blocks(m)
-        return m.num_unreachable_blocks()
+        return self.manager.num_unreachable_blocks()
 
     # ---------------------------------------------------------------- the scheduler's hooks
     def on_prefill(self, req: Req, extend_len: int) -> None:

@@ -1,20 +1,17 @@
-"""The block-extent cache against the per-block manager: same hits, allocation failures, free
-counts, cached counts, evictions, free-queue order (block by block, named by what each caches)
-and unreachable blocks, on random span-structured request programs with small pools."""
+"""BlockCacheManager's one interface under both storages, a BlockPool and an ExtentPool: the
+oracle drives both the same way on random span-structured request programs with small pools and
+holds them equal (hits, allocation failures, free counts, cached counts, evictions, free-queue
+order block by block, named by what each caches, unreachable blocks); known-answer tests run
+under each storage; what extents cannot name raises UnsupportedByStorage."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radix.blocks.extents import (
-    ExtentBlockManager,
-    check_invariants,
-    free_queue,
-    num_unreachable_blocks,
-)
 from radix.blocks.hashing import hash_request_tokens
-from radix.blocks.manager import BlockCacheManager
+from radix.blocks.manager import BlockCacheManager, ExtentPool, UnsupportedByStorage
 from radix.blocks.pool import BlockPool
 from radix.request import Req
 from radix.tokens import RunList, TokenRuns
@@ -45,7 +42,7 @@ class Pair:
 
 
 def names(pool: BlockPool, pairs: list[Pair]) -> list:
-    """BlockPool's free queue, named like extents.free_queue."""
+    """BlockPool's free queue, named like ExtentPool.free_queue."""
     by_hash = {}
     bs = pool.block_size
     for p in pairs:
@@ -77,11 +74,11 @@ program = st.tuples(
 
 @settings(max_examples=300, deadline=None)
 @given(program)
-def test_extents_equal_per_block_manager(prog):
+def test_extent_storage_equals_block_storage(prog):
     bs, num_blocks, reqs, ops, caching = prog
     pool = BlockPool(num_blocks, bs, enable_caching=caching)
     per_block = BlockCacheManager(pool)
-    ext = ExtentBlockManager(num_blocks, bs, enable_caching=caching)
+    ext = BlockCacheManager(ExtentPool(num_blocks, bs, enable_caching=caching))
     pairs = [Pair(f"r{i}", [(s * 40, n) for s, n in spans], NAMESPACES[ns], out)
              for i, (spans, ns, out) in enumerate(reqs)]
     for which, amount, free in ops:
@@ -93,7 +90,7 @@ def test_extents_equal_per_block_manager(prog):
         elif not p.live:  # (re)admission: look up, then allocate a first chunk
             a = per_block.get_computed_blocks(p.plain)
             b = ext.get_computed_blocks(p.compact)
-            assert a.num_computed_tokens == b.num_computed_tokens
+            assert a[1:] == b[1:]  # all but the hits' representation
             chunk = min(amount * bs, p.num_tokens() - a.num_computed_tokens)
             ra = per_block.allocate_slots(p.plain, chunk, a)
             rb = ext.allocate_slots(p.compact, chunk, b)
@@ -118,12 +115,14 @@ def test_extents_equal_per_block_manager(prog):
                 p.live, p.computed = False, 0
             else:
                 p.computed += k
-        assert ext.num_free_blocks == pool.get_num_free_blocks()
-        assert ext.num_cached_blocks == cached_blocks(pool)
-        assert ext.num_evictions == pool.num_evictions
-        assert free_queue(ext) == names(pool, pairs)
-        check_invariants(ext)
-    assert num_unreachable_blocks(ext) == per_block.num_unreachable_blocks()
+        assert ext.num_free_blocks == per_block.num_free_blocks == pool.get_num_free_blocks()
+        assert ext.pool.num_cached_blocks == cached_blocks(pool)
+        assert ext.num_evictions == per_block.num_evictions
+        assert ext.pool.free_queue() == names(pool, pairs)
+        ext.check_invariants()
+        per_block.check_invariants()
+    assert ext.num_unreachable_blocks() == per_block.num_unreachable_blocks()
+    assert ext.lookups == per_block.lookups
 
 
 def test_duplicates_and_the_last_token_cap():
@@ -132,7 +131,7 @@ def test_duplicates_and_the_last_token_cap():
     again: two blocks carry that hash (vLLM does not dedupe), and a third run hits the first
     carrier. Both managers agree on every count."""
     pool = BlockPool(16, 4)
-    per_block, ext = BlockCacheManager(pool), ExtentBlockManager(16, 4)
+    per_block, ext = BlockCacheManager(pool), BlockCacheManager(ExtentPool(16, 4))
     for i in range(3):
         plain, compact = Req(f"r{i}", list(range(12))), Req(f"r{i}", TokenRuns([(0, 12)]))
         a, b = per_block.get_computed_blocks(plain), ext.get_computed_blocks(compact)
@@ -142,14 +141,14 @@ def test_duplicates_and_the_last_token_cap():
         ext.allocate_slots(compact, 12 - b.num_computed_tokens, b)
         per_block.free(plain)
         ext.free(compact)
-    assert ext.num_cached_blocks == cached_blocks(pool) == 5  # 3 + one duplicate per rerun
-    check_invariants(ext)
+    assert ext.pool.num_cached_blocks == cached_blocks(pool) == 5  # 3 + one duplicate per rerun
+    ext.check_invariants()
 
 
 def test_a_million_token_prompt_costs_runs_not_blocks():
     """2,000 requests of 512k tokens sharing a 256k prefix, block size 16: 32,768 shared
     blocks hit by every request after the first; the pool (10^8 blocks) is a count, not objects."""
-    ext = ExtentBlockManager(10**8, 16)  # 1.6 G tokens: room for all 2,000 x 256k own tokens
+    ext = BlockCacheManager(ExtentPool(10**8, 16))  # 1.6 G tokens: all 2,000 x 256k own tokens
     shared = TokenRuns([(0, 1 << 18)])
     for i in range(2000):
         req = Req(f"r{i}", shared + TokenRuns([(10**9 + i * (1 << 18), 1 << 18)]))
@@ -157,4 +156,55 @@ def test_a_million_token_prompt_costs_runs_not_blocks():
         assert hit.num_computed_tokens == (0 if i == 0 else 1 << 18)
         ext.allocate_slots(req, (1 << 19) - hit.num_computed_tokens, hit)
         ext.free(req)
-    assert ext.num_evictions == 0 and ext.trie.num_nodes <= 2001
+    assert ext.num_evictions == 0 and ext.pool.trie.num_nodes <= 2001
+
+
+STORAGES = {"blocks": BlockPool, "extents": ExtentPool}
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_one_interface_known_answer(storage):
+    """Pool of 8 blocks of 4 tokens (block 0 is null: 7 usable). r1, 10 tokens: no hit, takes
+    ceil(10 / 4) = 3 blocks and caches its 10 // 4 = 2 full ones; freed, 7 are free again, 2 of
+    them cached. r2, 9 tokens: capped at (9 - 1) // 4 = 2 blocks = 8 tokens, both cached: hit 8,
+    reason "partial" (block 2 holds 1 token, not full). r3 wants 6 blocks (24 tokens, no
+    hit): 7 - 3 held by r2 = 4 free: None, nothing changes; lookup r3 then: "miss" at block 0."""
+    m = BlockCacheManager(STORAGES[storage](8, block_size=4))
+    r1 = Req("r1", list(range(10)))
+    hit = m.get_computed_blocks(r1)
+    assert hit[1:] == (0, 0, 0, "miss")
+    new = m.allocate_slots(r1, 10, hit)
+    assert (len(new) if storage == "blocks" else new) == 3
+    m.free(r1)
+    assert m.num_free_blocks == 7
+    r2 = Req("r2", list(range(9)))
+    hit = m.get_computed_blocks(r2)
+    assert hit[1:] == (8, 2, 2, "partial")
+    assert m.allocate_slots(r2, 1, hit) is not None
+    assert m.num_free_blocks == 4 and m.num_evictions == 0
+    r3 = Req("r3", list(range(100, 124)))
+    hit = m.get_computed_blocks(r3)
+    assert m.allocate_slots(r3, 24, hit) is None and m.num_free_blocks == 4
+    assert [r.reason for r in m.lookups] == ["miss", "partial", "miss"]
+    m.check_invariants()
+    assert m.num_unreachable_blocks() == 0
+
+
+def test_extents_name_no_blocks():
+    """An ExtentPool counts blocks and names none: block ids, KV events, snapshots, block refs
+    and a prefix-cache reset raise UnsupportedByStorage; a BlockPool takes no prepaid blocks and
+    keeps no eviction marks."""
+    ext = BlockCacheManager(ExtentPool(8, block_size=4))
+    r = Req("r1", list(range(10)))
+    ext.allocate_slots(r, 10, ext.get_computed_blocks(r))
+    for call in (lambda: ext.get_block_ids("r1"), ext.take_events, ext.snapshot, ext.block_refs,
+                 ext.reset_prefix_cache):
+        with pytest.raises(UnsupportedByStorage):
+            call()
+    with pytest.raises(UnsupportedByStorage):
+        BlockCacheManager(ExtentPool(8), hash_memo=True)
+    blocks = BlockCacheManager(BlockPool(8, block_size=4))
+    with pytest.raises(UnsupportedByStorage):
+        blocks.reserve_blocks(1)
+    with pytest.raises(UnsupportedByStorage):
+        blocks.last_eviction([1, 2, 3, 4], (None, None), 0)

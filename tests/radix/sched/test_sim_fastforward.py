@@ -26,8 +26,7 @@ def run_both(trace: Trace, **cfg):
         if sim.shadow is not None:
             m = sim.shadow.manager
             if sim.shadow.compact:
-                from radix.blocks.extents import free_queue
-                shadow = (free_queue(m), m.num_cached_blocks, m.num_evictions)
+                shadow = (m.pool.free_queue(), m.pool.num_cached_blocks, m.num_evictions)
             else:
                 pool = m.pool
                 shadow = ([b.block_hash for b in pool.free_block_queue],
