@@ -3,8 +3,8 @@
 Both get the same capacity in tokens (tree: that many slots, evicting when short; blocks:
 capacity // block_size + the null block) and see the requests in arrival order: look up (capped
 at prompt_len - 1), prefill the rest, decode output_len tokens (the last one's KV never computed),
-finish. Real tokens throughout; compact (Mooncake) traces stay compact (RunAllocator, the
-block-extent cache). Decode takes its slots in one go, exactly as token by token would.
+finish. Real tokens throughout; compact (Mooncake) traces stay compact (a SlotAllocator of runs,
+the block-extent cache). Decode takes its slots in one go, exactly as token by token would.
 Leaves out: batching and scheduling (see `simulate`).
 """
 
@@ -22,7 +22,6 @@ from radix.events import EventSink
 from radix.request import Req
 from radix.runs.collector import fewer_collections
 from radix.tokens import is_compact, joined
-from radix.tokens.slots import RunAllocator
 from radix.traces.base import OUTPUT_BASE, Trace, is_compact_trace, output_tokens, trace_reqs
 from radix.tree.node import RadixKey
 from radix.tree.radix_cache import RadixCache
@@ -62,7 +61,7 @@ def run_tree(reqs: Iterable[Req], outputs: Sequence[Sequence[int]], capacity: in
     if tree is None:
         first = next(reqs, None)
         compact = first is not None and is_compact(first.origin_input_ids)
-        alloc = RunAllocator(capacity) if compact else SlotAllocator(capacity)
+        alloc = SlotAllocator(capacity, runs=compact)
         tree = RadixCache(page_size=page_size, allocator=alloc, sink=sink)
         reqs = itertools.chain(() if first is None else (first,), reqs)
     alloc = tree.allocator
