@@ -130,8 +130,8 @@ def plan_spans(slot_lists: Sequence[Sequence[int]], start_pos: Sequence[int],
         raise ValueError(f"every request needs >= 1 new token, got {lens}")
     offsets = [0, *accumulate(lens)]
     shared_len, groups = [0] * len(lens), []
-    for g in shared_prefix_groups([sl[:p + 1] for sl, p in zip(slot_lists, start_pos)],
-                                  min_shared):
+    heads = [sl if len(sl) == p + 1 else sl[:p + 1] for sl, p in zip(slot_lists, start_pos)]
+    for g in shared_prefix_groups(heads, min_shared):  # slots every new token sees (and one)
         rows = [t for i in g.members for t in range(offsets[i], offsets[i + 1])]
         for i in g.members:
             shared_len[i] = g.shared_len

@@ -91,8 +91,9 @@ class ModelRunner:
         x = core.embed_tokens(ids)
         cos, sin = core.rotary_emb(x, pos[None])
         cos, sin = cos[0], sin[0]
-        plan = plan_spans([sl[:p + n] for sl, p, n in zip(batch.slot_ids, batch.start_pos, lens)],
-                          batch.start_pos, self.device)
+        rows = [sl if len(sl) == p + n else sl[:p + n]
+                for sl, p, n in zip(batch.slot_ids, batch.start_pos, lens)]
+        plan = plan_spans(rows, batch.start_pos, self.device)
         for layer_idx, layer in enumerate(core.layers):
             attn = layer.self_attn
             h = layer.input_layernorm(x)
