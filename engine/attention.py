@@ -105,23 +105,28 @@ class SpanPlan(NamedTuple):
     flat: tuple[torch.Tensor, torch.Tensor] | None  # spans of one: own slots [T], row of each [T]
 
 
+# a longer span is compute-bound: its queries already share each gathered key, and the fused SDPA
+# beats the fp32 log-sum-exp merge (8 prefills of 64 tokens after a shared 512 on CPU: +20% grouped)
+MAX_GROUP_SPAN = 1
 PADDED_WASTE = 3  # pad when B x N x W <= this x the real (query, key) pairs: a padded pair costs
 #                   ~1/3 of a flat one (matmul)
 
 
 def plan_spans(slot_lists: Sequence[Sequence[int]], start_pos: Sequence[int],
                device: torch.device, min_shared: int = MIN_SHARED_LEN,
-               padded: bool | None = None) -> SpanPlan:
+               padded: bool | None = None, max_group_span: int = MAX_GROUP_SPAN) -> SpanPlan:
     """Request b's new tokens sit at positions start_pos[b].. of slot_lists[b] (a decode step: a
     span of one, start_pos = len - 1). Groups share leading slots that every new token of every
-    member sees (at most start_pos). `padded` True: one padded batch; False: flat (all spans of
+    member sees (at most start_pos); only spans of at most `max_group_span` tokens join a group
+    (decode steps, by default). `padded` True: one padded batch; False: flat (all spans of
     one) or one padded batch per request; None picks the cheaper.
 
     Two prefills of 3 tokens after 100 shared prefix slots: one group reads the 100 once for all
     6 query rows (64 + 100 + 2 x 1 = 166 < 2 x 101 gathered, the cost model counts each span's
     first token); each own part is its 3 new slots, under a causal 3 x 3 mask.
     >>> shared = list(range(1, 101))
-    >>> p = plan_spans([shared + [130, 131, 132], shared + [140, 141, 142]], [100, 100], "cpu")
+    >>> p = plan_spans([shared + [130, 131, 132], shared + [140, 141, 142]], [100, 100], "cpu",
+    ...                max_group_span=3)
     >>> [(r.tolist(), len(s)) for r, s in p.groups], p.buckets[0].mask[0, 0].int().tolist()
     ([([0, 1, 2, 3, 4, 5], 100)], [[1, 0, 0], [1, 1, 0], [1, 1, 1]])
     """
@@ -130,13 +135,15 @@ def plan_spans(slot_lists: Sequence[Sequence[int]], start_pos: Sequence[int],
         raise ValueError(f"every request needs >= 1 new token, got {lens}")
     offsets = [0, *accumulate(lens)]
     shared_len, groups = [0] * len(lens), []
-    heads = [sl if len(sl) == p + 1 else sl[:p + 1] for sl, p in zip(slot_lists, start_pos)]
+    eligible = [b for b, n in enumerate(lens) if n <= max_group_span]
+    heads = [slot_lists[b] if lens[b] == 1 else slot_lists[b][:start_pos[b] + 1] for b in eligible]
     for g in shared_prefix_groups(heads, min_shared):  # slots every new token sees (and one)
-        rows = [t for i in g.members for t in range(offsets[i], offsets[i + 1])]
-        for i in g.members:
+        members = [eligible[i] for i in g.members]
+        rows = [t for i in members for t in range(offsets[i], offsets[i + 1])]
+        for i in members:
             shared_len[i] = g.shared_len
         groups.append((torch.tensor(rows, device=device),
-                       torch.tensor(list(slot_lists[g.members[0]][:g.shared_len]),
+                       torch.tensor(list(slot_lists[members[0]][:g.shared_len]),
                                     device=device)))
     own = [list(sl[n:]) for sl, n in zip(slot_lists, shared_len)]
     pairs = sum(n * len(o) for n, o in zip(lens, own))

@@ -89,14 +89,16 @@ def test_decode_step_equals_per_request_attention_mixed_batch(padded):
 def test_prefill_spans_sharing_a_prefix_are_grouped():
     """Three prefills of 5, 3 and 1 new tokens after the same 100 cached slots, and a cold one
     of 4 tokens. The group holds the 5 + 3 + 1 = 9 query rows 0..8 and reads the 100 shared
-    slots once (64 + 100 + 3 x 1 = 167 < 3 x 101 gathered); row 9.. are the cold request's."""
+    slots once (64 + 100 + 3 x 1 = 167 < 3 x 101 gathered); row 9.. are the cold request's.
+    Spans longer than one join a group only when asked (max_group_span; the default is 1)."""
     pool = _pool()
     shared = list(range(1, 101))
     lists = [shared + list(range(200, 205)), shared + [210, 211, 212], shared + [220],
              list(range(300, 304))]
     lens = [5, 3, 1, 4]
+    assert _plan(lists, lens).groups == []  # by default only spans of one (decode) group
     for padded in (None, True, False):
-        plan = _plan(lists, lens, padded=padded)
+        plan = _plan(lists, lens, padded=padded, max_group_span=5)
         assert [(g.tolist(), len(s)) for g, s in plan.groups] == [(list(range(9)), 100)]
         q = torch.randn(sum(lens), HEADS, DIM)
         got = attend(pool, 1, q, plan, 1 / math.sqrt(DIM))
@@ -128,7 +130,7 @@ def _slot_forest(draw):
 def test_attend_equals_oracle_for_any_sharing(case):
     lists, lens, min_shared, padded = case
     pool = _pool(size=300)
-    plan = _plan(lists, lens, min_shared=max(min_shared, 1), padded=padded)
+    plan = _plan(lists, lens, min_shared=max(min_shared, 1), padded=padded, max_group_span=5)
     offsets = [sum(lens[:b]) for b in range(len(lens))]
     for rows, shared in plan.groups:  # every member's new tokens all see the shared slots
         for b in range(len(lists)):
