@@ -47,6 +47,8 @@ def shared_prefix_groups(slot_lists: Sequence[Sequence[int]],
     >>> shared_prefix_groups([a, b, c, d], min_shared=90)  # 80 is too short to share
     [SharedGroup(members=[0, 1], shared_len=100)]
     """
+    if len(slot_lists) < 2:  # nothing to share (a prefill whose spans are all too long to group)
+        return []
     order = sorted(range(len(slot_lists)), key=lambda i: list(slot_lists[i]))
     lcp = [_common_len(slot_lists[a], slot_lists[b]) for a, b in zip(order, order[1:])]
     sizes = [len(s) for s in slot_lists]

@@ -97,6 +97,7 @@ def test_prefill_spans_sharing_a_prefix_are_grouped():
              list(range(300, 304))]
     lens = [5, 3, 1, 4]
     assert _plan(lists, lens).groups == []  # by default only spans of one (decode) group
+    assert _plan(lists[:2], lens[:2]).groups == []  # no span short enough: nobody to group
     for padded in (None, True, False):
         plan = _plan(lists, lens, padded=padded, max_group_span=5)
         assert [(g.tolist(), len(s)) for g, s in plan.groups] == [(list(range(9)), 100)]
