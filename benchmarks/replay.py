@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from radix.allocator import SlotAllocator  # noqa: E402
 from radix.blocks.manager import BlockCacheManager, ExtentPool  # noqa: E402
 from radix.request import Req  # noqa: E402
 from radix.runs.sim import SimConfig, simulate  # noqa: E402
 from radix.tokens import joined  # noqa: E402
-from radix.tokens.slots import RunAllocator  # noqa: E402
 from radix.traces import load_trace  # noqa: E402
 from radix.tree.node import RadixKey  # noqa: E402
 from radix.tree.radix_cache import RadixCache  # noqa: E402
@@ -38,7 +38,7 @@ def peak_mb() -> float:
 
 def replay_tree(trace, capacity: int) -> dict:
     """Each request: match, take slots for the rest (evicting when short), insert, free dups."""
-    alloc = RunAllocator(capacity)
+    alloc = SlotAllocator(capacity, runs=True)
     tree = RadixCache(allocator=alloc)
     hit = total = evicted = 0
     for tr in trace.requests:

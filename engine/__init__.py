@@ -2,7 +2,8 @@
 
 `model.py` loads a Llama-architecture model (default SmolLM2-135M-Instruct from its GGUF),
 `kv_pool.py` holds K/V rows by slot id, `runner.py` runs prefill of unmatched suffixes and batched
-decode over them (`attention.py`: shared-prefix decode attention), `service.py` runs radix's
+decode over them as one step (`attention.py`: spans of new tokens, cascade over shared prefix
+slots; a decode token is a span of one), `service.py` runs radix's
 scheduler loop with them, or with the simulated runner (`backends.py`), in a background
 thread; `sampling.py` stops and samples as a server;
 `kv_publisher.py`, `cluster.py`, `openai_api.py`, `server.py` make `python -m engine serve`

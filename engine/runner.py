@@ -3,8 +3,9 @@
 It drives the Llama decoder layers of a transformers model itself (their projections, RMSNorm,
 RoPE and MLP modules) and runs its own attention against KV gathered from `KVPool` slots, so a
 request's prefill computes only its unmatched suffix and a decode step batches every running
-request in one forward (continuous batching; cascade attention over shared prefix slots,
-engine/attention.py).
+request in one forward (continuous batching). Prefill and decode are one step over spans of new
+tokens (a decode token is a span of one) with one attention path, cascade over shared prefix
+slots (engine/attention.py).
 Sampling is greedy unless a request carries `SamplingParams` (engine/sampling.py: temperature,
 top-k, top-p, seed). Leaves out: CUDA graphs, paged attention kernels, logprobs, penalties.
 """
@@ -12,14 +13,13 @@ top-k, top-p, seed). Leaves out: CUDA graphs, paged attention kernels, logprobs,
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from itertools import accumulate
 from typing import Any, NamedTuple
 
 import torch
-import torch.nn.functional as F
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-from engine.attention import cascade_decode, plan_decode
+from engine.attention import attend, plan_spans
 from engine.kv_pool import KVPool
 from engine.sampling import sample
 from radix.request import Req
@@ -49,31 +49,32 @@ class ModelRunner:
         Samples the next token of each request whose chunk ends its known tokens (prompt plus
         any output kept across a retraction); a chunk that is not the last gets None.
         """
-        start = time.perf_counter()
-        groups, logits = _split_by_tokens(reqs, prefix_lens), []
-        for group in groups:
-            logits.append(self.forward(Batch(
-                [reqs[i].fill_ids[prefix_lens[i]:] for i in group],
-                [prefix_lens[i] for i in group],
-                [reqs[i].slot_ids[:len(reqs[i].fill_ids)] for i in group])))
-        self.last_logits = torch.cat(logits) if logits else None
-        last_chunk = [len(r.fill_ids) >= len(r.all_ids) for r in reqs]
-        next_ids = self._sample(self.last_logits, reqs, last_chunk)
-        out = [tok if done else None for done, tok in zip(last_chunk, next_ids)]
-        return StepOutput(out, self._elapsed(start))
+        return self._step(reqs, Batch(
+            [r.fill_ids[p:] for r, p in zip(reqs, prefix_lens)], list(prefix_lens),
+            [r.slot_ids[:len(r.fill_ids)] for r in reqs]),
+            [len(r.fill_ids) >= len(r.all_ids) for r in reqs])
 
     def decode(self, reqs: list[Req]) -> StepOutput:
-        """One batched step: input `req.output_ids[-1]`, its KV goes to `req.slot_ids[-1]`."""
-        start = time.perf_counter()
+        """One batched step, the same step as a prefill with a span of one new token each:
+        input `req.output_ids[-1]`, its KV goes to `req.slot_ids[-1]`."""
         for r in reqs:
             if len(r.slot_ids) != len(r.all_ids):
                 raise ValueError(f"{r.rid}: decode needs one slot per token, "
                                  f"has {len(r.slot_ids)} for {len(r.all_ids)}")
-        self.last_logits = self.forward(Batch(
-            [[r.output_ids[-1]] for r in reqs],
-            [len(r.all_ids) - 1 for r in reqs],
-            [list(r.slot_ids) for r in reqs]))
-        return StepOutput(self._sample(self.last_logits, reqs), self._elapsed(start))
+        return self._step(reqs, Batch([[r.output_ids[-1]] for r in reqs],
+                                      [len(r.all_ids) - 1 for r in reqs],
+                                      [list(r.slot_ids) for r in reqs]), [True] * len(reqs))
+
+    def _step(self, reqs: list[Req], batch: Batch, last_chunk: list[bool]) -> StepOutput:
+        """Forwards the spans (in groups of at most MAX_TOKENS_PER_FORWARD new tokens) and
+        samples a token for each request whose span ends its known tokens."""
+        start = time.perf_counter()
+        logits = [self.forward(Batch(*([part[i] for i in group] for part in batch)))
+                  for group in _split_by_tokens([len(t) for t in batch.token_ids])]
+        self.last_logits = torch.cat(logits) if logits else None
+        next_ids = self._sample(self.last_logits, reqs, last_chunk)
+        out = [tok if done else None for done, tok in zip(last_chunk, next_ids)]
+        return StepOutput(out, self._elapsed(start))
 
     @torch.inference_mode()
     def forward(self, batch: Batch) -> torch.Tensor:
@@ -90,14 +91,9 @@ class ModelRunner:
         x = core.embed_tokens(ids)
         cos, sin = core.rotary_emb(x, pos[None])
         cos, sin = cos[0], sin[0]
-        if max(lens) == 1:  # one new token each: decode, or a prefill of one token
-            plan = plan_decode(batch.slot_ids, self.device)
-            def attend(layer_idx: int, q: torch.Tensor, scaling: float) -> torch.Tensor:
-                return cascade_decode(self.pool, layer_idx, q, plan, scaling)
-        else:
-            ctx = _Context(batch, lens, self.device)
-            def attend(layer_idx: int, q: torch.Tensor, scaling: float) -> torch.Tensor:
-                return _attend_extend(self.pool, layer_idx, q, ctx, scaling)
+        rows = [sl if len(sl) == p + n else sl[:p + n]
+                for sl, p, n in zip(batch.slot_ids, batch.start_pos, lens)]
+        plan = plan_spans(rows, batch.start_pos, self.device)
         for layer_idx, layer in enumerate(core.layers):
             attn = layer.self_attn
             h = layer.input_layernorm(x)
@@ -106,10 +102,10 @@ class ModelRunner:
             v = attn.v_proj(h).view(len(flat), -1, attn.head_dim)
             q, k = apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
             self.pool.write(layer_idx, write, k, v)
-            o = attend(layer_idx, q, attn.scaling)
+            o = attend(self.pool, layer_idx, q, plan, attn.scaling)
             x = x + attn.o_proj(o.reshape(len(flat), -1))
             x = x + layer.mlp(layer.post_attention_layernorm(x))
-        last = torch.tensor(list(_cumsum(lens)), device=self.device) - 1
+        last = torch.tensor(list(accumulate(lens)), device=self.device) - 1
         return self.model.lm_head(core.norm(x[last])).float()
 
     @staticmethod
@@ -133,48 +129,11 @@ class ModelRunner:
         return time.perf_counter() - start
 
 
-class _Context:
-    """Index tensors shared by every layer of one forward."""
-
-    def __init__(self, batch: Batch, lens: list[int], device: torch.device) -> None:
-        self.lens, self.start_pos = lens, batch.start_pos
-        self.offsets = [0, *_cumsum(lens)]
-        self.slots = [torch.tensor(s, dtype=torch.long, device=device) for s in batch.slot_ids]
-
-
-def _attend_extend(pool: KVPool, layer: int, q: torch.Tensor, ctx: _Context,
-                   scaling: float) -> torch.Tensor:
-    """Per request: its new queries against its whole context, causal with a prefix offset.
-
-    Query j of a request whose new tokens start at position p sees keys 0..p+j.
-    """
-    out = torch.empty_like(q)
-    for b, n in enumerate(ctx.lens):
-        lo, hi, p = ctx.offsets[b], ctx.offsets[b + 1], ctx.start_pos[b]
-        k, v = pool.read(layer, ctx.slots[b])  # [p+n, kv_heads, d]
-        keys = torch.arange(p + n, device=q.device)
-        mask = keys[None, :] <= (p + torch.arange(n, device=q.device))[:, None]
-        o = F.scaled_dot_product_attention(
-            q[lo:hi].transpose(0, 1)[None], k.transpose(0, 1)[None].to(q.dtype),
-            v.transpose(0, 1)[None].to(q.dtype), attn_mask=mask, scale=scaling, enable_gqa=True)
-        out[lo:hi] = o[0].transpose(0, 1)
-    return out
-
-
-def _cumsum(values: Sequence[int]) -> list[int]:
-    out, total = [], 0
-    for v in values:
-        total += v
-        out.append(total)
-    return out
-
-
-def _split_by_tokens(reqs: list[Req], prefix_lens: list[int]) -> list[list[int]]:
+def _split_by_tokens(lens: list[int]) -> list[list[int]]:
     """Groups request indexes so each forward holds at most MAX_TOKENS_PER_FORWARD new tokens."""
     groups: list[list[int]] = [[]]
     used = 0
-    for i, (r, p) in enumerate(zip(reqs, prefix_lens)):
-        n = len(r.fill_ids) - p
+    for i, n in enumerate(lens):
         if groups[-1] and used + n > MAX_TOKENS_PER_FORWARD:
             groups.append([])
             used = 0

@@ -1,16 +1,21 @@
 """A KV slot allocator without KV: hands out integer slot ids (SGLang's token_to_kv_pool_allocator).
 
-The caches and the simulator use this one; `engine/kv_pool.py` implements the same calls over
-real tensors. Deterministic: frees go to the back, allocation takes from the front. page_size > 1
-follows SGLang's PagedTokenToKVPoolAllocator (whole pages; `alloc_extend` fills a row's last
-page first). radix/tokens/slots.py hands out runs of ids for compact (Mooncake) requests.
+The caches, the simulator and engine/kv_pool.py (over real tensors) use this one class. The
+accounting is one: tokens, or (page_size > 1) whole pages as SGLang's PagedTokenToKVPoolAllocator
+(a row continues its last page first, a free releases every page it touches). How ids are named
+is a choice inside it: `runs=False` hands out lists of ids from a free list (deterministic: frees
+go to the back, allocation takes from the front), `runs=True` hands out runs of fresh ids as
+TokenRuns for compact (Mooncake) requests, never reused, each with room to grow in place.
 Leaves out: SGLang's sorted free list (pages come back in the order they were freed).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from typing import Protocol
+
+from radix.tokens.runs import TokenRuns
 
 
 class Allocator(Protocol):
@@ -20,10 +25,10 @@ class Allocator(Protocol):
 
 
 class SlotAllocator:
-    """Slots 1..size (SGLang reserves slot 0 for padding); never-used slots go out first, in
-    order, then freed ones in the order they were freed. Memory is O(slots handed out).
-    With check=True (the default) a double free or a free of a slot never handed out raises;
-    check=False skips that bookkeeping, as SGLang's allocator does (for benchmarks).
+    """Slots 1..size (SGLang reserves slot 0 for padding). Lists of ids (the default):
+    never-used slots go out first, in order, then freed ones in the order they were freed;
+    memory is O(slots handed out). With check=True (the default) a double free or a free of a
+    slot never handed out raises; check=False skips that bookkeeping, as SGLang's allocator does.
 
     >>> a = SlotAllocator(4); a.alloc(3)
     [1, 2, 3]
@@ -38,43 +43,86 @@ class SlotAllocator:
     ([4, 5, 6], 8)
     >>> p.alloc_extend(6, 3), p.available_size()
     ([7, 8, 9], 4)
+
+    Runs: `alloc(n)` is one run of n fresh ids, so a 40,000-token prefill is one (start, length)
+    pair, never 40,000 ints; ids are names only (capacity is the count), and the next run starts
+    GAP ids later so that a row grows in place (`alloc_extend`, `next_after`) as one run.
+    >>> r = SlotAllocator(10, runs=True); r.alloc(4), r.alloc(3), r.available_size()
+    (TokenRuns([(1, 4)]), TokenRuns([(2097157, 3)]), 3)
+    >>> r.alloc_extend(4, 2), r.available_size()  # the first row continues: 5, 6
+    (TokenRuns([(5, 2)]), 1)
+    >>> r.free(TokenRuns([(2, 2)])); r.available_size()
+    3
     """
 
-    def __init__(self, size: int, check: bool = True, page_size: int = 1) -> None:
+    GAP = 1 << 21  # runs: ids kept free after each run (more than any output: MAX_OUTPUT_LEN)
+
+    def __init__(self, size: int, check: bool = True, page_size: int = 1,
+                 runs: bool = False) -> None:
         if not isinstance(size, int) or size < 0:
             raise ValueError(f"size must be an int >= 0, got {size!r}")
         if not isinstance(page_size, int) or isinstance(page_size, bool) or page_size < 1:
             raise ValueError(f"page_size must be an int >= 1, got {page_size!r}")
-        self.size = size
-        self.page_size = page_size
+        self.size, self.check, self.page_size, self.runs = size, check, page_size, runs
         self.num_pages = size // page_size  # SGLang: size // page_size, pages 1..num_pages
-        self.check = check
-        self._next_fresh = 1  # pages >= this were never handed out
-        self._free: list[int] = []  # freed pages; the live queue is _free[_head:]
-        self._head = 0
-        self._in_use: set[int] = set()  # pages, kept only when check is on
         self._num_used = 0  # pages in use
+        # runs: pages counted as taken by decode steps whose slots are not handed out yet (the
+        # scheduler's DecodeLedger, radix/sched/ledger.py, settles them row by row); lists: 0
+        self.deferred_pages = 0
+        self._next_fresh = 1  # pages >= this were never handed out (runs: the next run's page)
+        # lists of ids: freed pages (the live queue is _free[_head:]); check: the pages in use
+        self._free: list[int] = []
+        self._head = 0
+        self._in_use: set[int] = set()
+        # runs: each run's first id and next id to hand out (its row's end), ascending; check:
+        # the pages in use as sorted intervals [lo, hi)
+        self._starts: list[int] = []
+        self._cursor: list[int] = []
+        self._lo: list[int] = []
+        self._hi: list[int] = []
 
     def available_size(self) -> int:
         """Free tokens: free pages * page_size (a partly used page counts as used)."""
-        return (self.num_pages - self._num_used) * self.page_size
+        return (self.num_pages - self._num_used - self.deferred_pages) * self.page_size
 
-    def alloc(self, num_tokens: int) -> list[int] | None:
+    @property
+    def num_used(self) -> int:
+        """Tokens in use (whole pages)."""
+        return (self._num_used + self.deferred_pages) * self.page_size
+
+    def alloc(self, num_tokens: int) -> list[int] | TokenRuns | None:
         """Takes `num_tokens` slots (whole pages: the rest of the last page stays reserved to
         the caller, for `alloc_extend`), or returns None (nothing taken) when too few are free."""
         if not isinstance(num_tokens, int) or num_tokens < 0:
             raise ValueError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
         ps = self.page_size
-        pages = self._take(-(-num_tokens // ps))
-        if pages is None or ps == 1:
+        num_pages = -(-num_tokens // ps)
+        if num_pages > self.num_pages - self._num_used - self.deferred_pages:
+            return None
+        if self.runs:
+            if not num_tokens:
+                return TokenRuns()
+            page = self._next_fresh
+            self._next_fresh += -(-(num_tokens + self.GAP) // ps)  # the next run: page aligned
+            self._starts.append(page * ps)
+            self._cursor.append(page * ps + num_tokens)
+            self._hold(page, num_pages)
+            return TokenRuns([(page * ps, num_tokens)])
+        pages = self._take(num_pages)
+        if ps == 1:
             return pages
         return [p * ps + i for p in pages for i in range(ps)][:num_tokens]
 
-    def alloc_extend(self, last_slot: int | None, num_tokens: int) -> list[int] | None:
+    def alloc_extend(self, last_slot: int | None,
+                     num_tokens: int) -> list[int] | TokenRuns | None:
         """`num_tokens` slots continuing a row whose last slot is `last_slot` (None: empty row):
         the free rest of that slot's page first, then new pages (SGLang's alloc_extend and
-        alloc_decode); None (nothing taken) when too few pages are free."""
+        alloc_decode; runs: in place when the row's run has room, else a fresh run); None
+        (nothing taken) when too few pages are free."""
         ps = self.page_size
+        if self.runs:
+            first = None if last_slot is None else self.next_after(last_slot, num_tokens)
+            return self.alloc(num_tokens) if first is None else TokenRuns([(first, num_tokens)])
         if ps == 1 or last_slot is None or (last_slot + 1) % ps == 0:
             return self.alloc(num_tokens)
         if self.check and last_slot // ps not in self._in_use:
@@ -83,9 +131,32 @@ class SlotAllocator:
         rest = self.alloc(num_tokens - fill)
         return None if rest is None else list(range(last_slot + 1, last_slot + 1 + fill)) + rest
 
-    def _take(self, num_pages: int) -> list[int] | None:
-        if num_pages > self.num_pages - self._num_used:
+    def can_continue(self, last_slot: int, num_tokens: int) -> bool:
+        """Runs: whether a row ending at `last_slot` is its run's end, with room for
+        `num_tokens` more in place (free pages aside). Lists of ids: False."""
+        i = bisect_right(self._starts, last_slot) - 1
+        return (i >= 0 and self._cursor[i] == last_slot + 1
+                and last_slot + num_tokens < self._starts[i] + self.GAP)
+
+    def next_after(self, last_slot: int, num_tokens: int = 1) -> int | None:
+        """Runs: the first of `num_tokens` ids continuing a row whose last id is `last_slot` in
+        place (they are last_slot + 1 ...), taken; None when it cannot continue in place or pages
+        are short (always, for lists of ids)."""
+        i = bisect_right(self._starts, last_slot) - 1
+        if (i < 0 or self._cursor[i] != last_slot + 1
+                or last_slot + num_tokens >= self._starts[i] + self.GAP):
             return None
+        ps = self.page_size
+        first_new = -(-(last_slot + 1) // ps)  # pages below it are in use already
+        pages = -(-(last_slot + 1 + num_tokens) // ps) - first_new
+        if pages > self.num_pages - self._num_used - self.deferred_pages:
+            return None
+        self._cursor[i] += num_tokens
+        self._hold(first_new, pages)
+        return last_slot + 1
+
+    def _take(self, num_pages: int) -> list[int]:
+        """Lists of ids: `num_pages` pages, never-used ones first, then the oldest freed."""
         fresh = min(num_pages, self.num_pages + 1 - self._next_fresh)
         out = list(range(self._next_fresh, self._next_fresh + fresh))
         self._next_fresh += fresh
@@ -101,9 +172,23 @@ class SlotAllocator:
             self._in_use.update(out)
         return out
 
+    def _hold(self, page: int, n: int) -> None:
+        """Runs: pages page..page+n-1 in use (an interval in check mode)."""
+        self._num_used += n
+        if self.check and n:
+            i = bisect_right(self._lo, page) - 1
+            if i >= 0 and self._hi[i] == page:
+                self._hi[i] = page + n  # continues an interval in use
+            else:
+                self._lo.insert(i + 1, page)
+                self._hi.insert(i + 1, page + n)
+
     def free(self, slot_ids: Sequence[int]) -> None:
-        """Returns slots (paged: every page they touch, once); with check on, freeing a slot
-        that is not in use raises ValueError."""
+        """Returns slots (runs: a TokenRuns or plain ints; paged: every page they touch, once);
+        with check on, freeing a slot that is not in use raises ValueError."""
+        if self.runs:
+            self._free_runs(slot_ids)
+            return
         ps = self.page_size
         if ps == 1:
             pages = slot_ids
@@ -123,14 +208,59 @@ class SlotAllocator:
         self._num_used -= len(ids)
         self._free += ids
 
-    @property
-    def num_used(self) -> int:
-        """Tokens in use (whole pages)."""
-        return self._num_used * self.page_size
+    def _free_runs(self, slot_ids: Sequence[int]) -> None:
+        runs = slot_ids if isinstance(slot_ids, TokenRuns) else TokenRuns.from_ids(slot_ids)
+        ps = self.page_size
+        pages = TokenRuns.concat([TokenRuns([(a // ps, (a + n - 1) // ps - a // ps + 1)])
+                                  for a, n in runs.runs()]) if ps > 1 else runs
+        merged: list[list[int]] = []
+        for a, n in sorted(pages.runs()):  # a page touched by two runs is released once
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], a + n)
+            else:
+                merged.append([a, a + n])
+        if self.check:
+            for a, b in merged:
+                self._release(a, b)
+        self._num_used -= sum(b - a for a, b in merged)
+
+    def _release(self, a: int, b: int) -> None:
+        """Runs, check mode: pages a..b-1 leave the interval that holds them."""
+        i = bisect_right(self._lo, a) - 1
+        if i < 0 or self._hi[i] < b:
+            what = "slots" if self.page_size == 1 else "pages"
+            raise ValueError(f"free of {what} not in use (or freed twice): {a}..{b - 1}")
+        lo, hi = self._lo[i], self._hi[i]
+        if lo == a and hi == b:
+            del self._lo[i], self._hi[i]
+        elif lo == a:
+            self._lo[i] = b
+        elif hi == b:
+            self._hi[i] = a
+        else:  # a hole in the middle: split the interval
+            self._hi[i] = a
+            self._lo.insert(i + 1, b)
+            self._hi.insert(i + 1, hi)
 
     def check_invariants(self) -> None:
+        assert 0 <= self._num_used <= self.num_pages, "used outside 0..num_pages"
+        if self.runs:
+            if self.check:
+                held = sum(h - lo for lo, h in zip(self._lo, self._hi))
+                assert held == self._num_used, "in-use intervals disagree with the count"
+                assert all(h <= lo for h, lo in zip(self._hi, self._lo[1:])), "intervals overlap"
+            return
         num_free = len(self._free) - self._head + self.num_pages + 1 - self._next_fresh
         assert num_free + self._num_used == self.num_pages, "free + used != pool size"
         if self.check:
             assert len(self._in_use) == self._num_used, "in-use set disagrees with the count"
             assert not self._in_use.intersection(self._free[self._head :]), "slot free and used"
+
+
+def RunAllocator(size: int, check: bool = True, page_size: int = 1) -> SlotAllocator:  # noqa: N802
+    """The runs representation under its earlier name: SlotAllocator(..., runs=True).
+
+    >>> RunAllocator(12, page_size=4).alloc(3)  # a page of 4 taken, 3 ids handed out
+    TokenRuns([(4, 3)])
+    """
+    return SlotAllocator(size, check, page_size, runs=True)

@@ -3,8 +3,9 @@ Both get the same capacity in tokens (tree: that many slots, evicting when short
 capacity // block_size + the null block) and see the requests in arrival order: look up (capped
 at prompt_len - 1), prefill the rest, decode output_len tokens (the last one's KV never computed,
 decode's slots taken in one go, exactly as token by token), finish. Real tokens throughout;
-compact (Mooncake) traces stay compact. At the end, `fewer_collections`: the garbage-collector
-setting every long run holds (this one, `simulate`, the cluster, the Trace debugger).
+compact (Mooncake) traces stay compact (a SlotAllocator of runs, the block-extent storage). At
+the end, `fewer_collections`: the garbage-collector setting every long run holds (this one,
+`simulate`, the cluster, the Trace debugger).
 Leaves out: batching and scheduling (see `simulate`).
 """
 
@@ -23,7 +24,6 @@ from radix.blocks.pool import BlockPool
 from radix.events import EventSink
 from radix.request import Req
 from radix.tokens import is_compact, joined
-from radix.tokens.slots import RunAllocator
 from radix.traces.base import OUTPUT_BASE, Trace, is_compact_trace, output_tokens, trace_reqs
 from radix.tree.node import RadixKey
 from radix.tree.radix_cache import RadixCache
@@ -64,7 +64,7 @@ def run_tree(reqs: Iterable[Req], outputs: Sequence[Sequence[int]], capacity: in
     if tree is None:
         first = next(reqs, None)
         compact = first is not None and is_compact(first.origin_input_ids)
-        alloc = RunAllocator(capacity) if compact else SlotAllocator(capacity)
+        alloc = SlotAllocator(capacity, runs=compact)
         tree = RadixCache(page_size=page_size, allocator=alloc, sink=sink)
         reqs = itertools.chain(() if first is None else (first,), reqs)
     alloc = tree.allocator

@@ -23,7 +23,6 @@ from radix.runs.shadow import BlockShadow
 from radix.runs.simrunner import OUTPUT_TOKEN_BASE, SimClock, SimRunner
 from radix.runs.workers import fork_map
 from radix.sched.scheduler import Scheduler, SchedulerConfig
-from radix.tokens.slots import RunAllocator
 from radix.traces.base import Trace, is_compact_trace, output_tokens, trace_reqs
 from radix.tree.radix_cache import RadixCache
 
@@ -106,8 +105,8 @@ def build(trace: Trace, config: SimConfig | None = None, *,
           kv_sink: EventSink | None = None, record_evictions: bool = False,
           extent_shadow: bool | None = None, reqs: list[Req] | None = None) -> SimRun:
     """The scheduler, tree, pool and shadow for `trace`, in real tokens. Compact (Mooncake)
-    traces get a RunAllocator and the block-extent shadow (`extent_shadow` forces it either
-    way; `record_evictions` keeps its eviction marks); `kv_sink` hears what the tree stores
+    traces get a SlotAllocator of runs and the block-extent shadow (`extent_shadow` forces it
+    either way; `record_evictions` keeps its eviction marks); `kv_sink` hears what the tree stores
     and evicts (the explainer's probe). `reqs`: the trace's requests (`trace_reqs`) when the
     caller made them (the cluster's replicas share one list)."""
     cfg = config or SimConfig()
@@ -120,7 +119,7 @@ def build(trace: Trace, config: SimConfig | None = None, *,
     capacity = cfg.capacity or -(-(_room(reqs, page) + 1) // page) * page  # whole pages
     clock = SimClock()
     # paged as the tree: admission counts pages (SGLang 0.5.23), so must the pool
-    allocator = (RunAllocator if compact else SlotAllocator)(capacity, page_size=page)
+    allocator = SlotAllocator(capacity, page_size=page, runs=compact)
     tree = RadixCache(page_size=page, eviction_policy=cfg.eviction,
                       disable=cfg.disable_cache, allocator=allocator, kv_sink=kv_sink)
     shadow = None

@@ -238,7 +238,7 @@ def alloc_for_decode(tree_cache: Any, allocator: Any, reqs: Sequence[Req]) -> in
     request starts a page). Returns tokens evicted."""
     ps = tree_cache.page_size
     evicted = evict_shortfall(tree_cache, allocator, len(reqs) * ps)
-    after = getattr(allocator, "next_after", None)
+    after = allocator.next_after if getattr(allocator, "runs", False) else None
     for req in reqs:
         if not grow_in_place(after, req.slot_ids, 1):
             req.slot_ids += _take(allocator, req.slot_ids, 1, tree_cache)

@@ -140,10 +140,10 @@ class Scheduler:
         self.num_retracted = 0
         self.evicted_tokens = 0
         # decode steps counted in aggregate, rows settled when read (radix/sched/ledger.py):
-        # for priced runners over run allocators, with no event sink to feed one by one
+        # for priced runners over allocators of runs, with no event sink to feed one by one
         self.ledger = DecodeLedger(self) if (
             sink is None and hasattr(runner, "decode_span") and hasattr(runner, "span_tokens")
-            and hasattr(allocator, "deferred_pages")) else None
+            and getattr(allocator, "runs", False)) else None
 
     @property
     def has_work(self) -> bool:

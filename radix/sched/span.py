@@ -80,7 +80,8 @@ def apply_span(sched: Any, steps: int) -> None:
     sched.new_token_ratio = decay_ratio(sched.new_token_ratio, steps, sched.config)
     allocator = sched.allocator
     extend = getattr(allocator, "alloc_extend", None)  # a paged allocator continues its page
-    after = getattr(allocator, "next_after", None)  # a run allocator continues the row's run
+    # an allocator of runs continues the row's run in place
+    after = allocator.next_after if getattr(allocator, "runs", False) else None
     for req in sched.running:
         req.output_ids.extend(sched.runner.span_tokens(req, steps))
         row = req.slot_ids

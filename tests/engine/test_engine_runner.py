@@ -13,15 +13,15 @@ from radix.request import Req
 
 # torch and the engine: imported by _imports before this file's first test, so that collecting
 # the suite imports no torch (see tests/doctest_rule.py)
-torch = plan_decode = KVPool = parse_capacity = ModelRunner = None
+torch = plan_spans = KVPool = parse_capacity = ModelRunner = None
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _imports():
-    global torch, plan_decode, KVPool, parse_capacity, ModelRunner
+    global torch, plan_spans, KVPool, parse_capacity, ModelRunner
     import torch
 
-    from engine.attention import plan_decode
+    from engine.attention import plan_spans
     from engine.kv_pool import KVPool, parse_capacity
     from engine.runner import ModelRunner
 
@@ -145,7 +145,8 @@ def test_cascade_decode_of_shared_slots_equals_per_request_decode(smol, runner):
     first = _prefill(runner, prompts[0], [])
     reqs = [first] + [_prefill(runner, p, first.slot_ids[:prefix]) for p in prompts[1:]]
     reqs.append(_prefill(runner, smol.tokenizer("Rivers of the world:")["input_ids"], []))
-    groups = plan_decode([r.slot_ids + [0] for r in reqs], runner.device).groups
+    groups = plan_spans([r.slot_ids + [0] for r in reqs], [len(r.slot_ids) for r in reqs],
+                        runner.device).groups
     assert [(m.tolist(), len(s)) for m, s in groups] == [([0, 1, 2], prefix)]
     for _ in range(3):
         for r in reqs:

@@ -1,5 +1,5 @@
 """TokenRuns and RunList against plain lists (a model test), the tree over compact keys against
-the tree over the same ints as lists, and RunAllocator's accounting."""
+the tree over the same ints as lists."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radix.tokens import RunList, TokenRuns, common_prefix, common_prefix_from, joined
-from radix.tokens.slots import RunAllocator
 from radix.tree.node import RadixKey
 from radix.tree.radix_cache import RadixCache
 
@@ -76,25 +75,6 @@ def test_the_tree_over_compact_keys_equals_the_tree_over_lists(prompts, page):
     assert [(n.id, list(n.token_ids), list(n.slot_ids)) for n in a] == [
         (n.id, list(n.token_ids), list(n.slot_ids)) for n in b]
     compact.check_invariants()
-
-
-def test_run_allocator_rows_continue_in_place_and_frees_are_checked():
-    """Two rows of 3: the second starts GAP ids after the first, so each can grow in place;
-    a double free or a free of ids never handed out raises."""
-    a = RunAllocator(20)
-    r1, r2 = a.alloc(3), a.alloc(3)
-    assert r1 == TokenRuns([(1, 3)]) and r2[0] == 1 + 3 + RunAllocator.GAP
-    assert a.next_after(3, 2) == 4
-    assert a.alloc_extend(r2[-1], 1) == TokenRuns([(r2[-1] + 1, 1)])
-    assert a.next_after(3) is None  # 3 is no longer that row's end: 5 is
-    assert a.next_after(5) == 6 and a.available_size() == 20 - 10
-    a.free(TokenRuns([(1, 6)]))
-    with pytest.raises(ValueError, match="not in use"):
-        a.free([2])
-    with pytest.raises(ValueError, match="not in use"):
-        a.free([10**9])
-    a.check_invariants()
-    assert a.available_size() == 16 and a.alloc(17) is None and a.alloc(16) is not None
 
 
 @settings(max_examples=300, deadline=None)
