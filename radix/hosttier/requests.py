@@ -1,7 +1,9 @@
 """One request's life through a HostTierCache, as SGLang 0.5.23's scheduler drives it: match the
 prompt minus its last token, load a host hit back at admission (init_load_back), lock, allocate
-the rest (evicting the device shortfall), insert the whole sequence (duplicates freed from the
-locked prefix on), unlock, free the unaligned tail. `serve_request` returns where the prompt's
+the rest (evicting the device shortfall), finish as 0.5.23's release_kv_cache(checkpoint=True)
+does: insert the whole sequence (duplicates freed from the locked prefix on), then the prompt
+alone with priority + 1 (split off the output at the prompt boundary), unlock, free the
+unaligned tail. `serve_request` returns where the prompt's
 tokens came from: the device, the host (loaded back) or nowhere (computed). `admit_request` and
 `finish_request` are its two halves: the engine (engine/hosttier.py) runs the model between them.
 Between them, `checkpoint_request` is a chunked prefill's checkpoint (SGLang's
