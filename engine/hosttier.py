@@ -10,8 +10,9 @@ write-back: just before the demotion that frees them), a `KVLoadedBack` copies t
 of the loaded nodes into their freshly allocated device slots. `HostTierScheduler` runs each
 request as `replay_host_tier` does, through `admit_request` (match prompt[:-1], load the host
 hit back, lock, allocate, evicting the shortfall: demotions copy nothing more, the rows were
-backed up) and `finish_request` (insert prompt + output[:-1], the tokens with KV, unlock), with
-the model's prefill of the suffix and its decode steps between them.
+backed up) and `finish_request` (insert prompt + output[:-1], the tokens with KV, then the
+prompt alone with priority + 1, splitting it off the output as 0.5.23's finish does; unlock),
+with the model's prefill of the suffix and its decode steps between them.
 
 Deliberate differences from SGLang: requests run one at a time in arrival order (no batching,
 no chunked prefill, no retraction), as `replay_host_tier` runs them, so the engine's split agrees

@@ -11,24 +11,29 @@ or drop, evict_host with duplicate reclaim, host locks, insert with restore and 
 
 Each request runs SGLang's scheduler steps on both sides (ours: radix.hosttier.serve_request):
 match prompt[:-1], init_load_back (+ loading_check), lock, evict the allocation shortfall,
-allocate, insert the whole sequence (prev_prefix_len = the locked prefix; + writing_check),
-unlock, free the tail. With `--lifecycle chunked` (issue 20 item 4) up to three requests run at
-once, interleaved: each is admitted as above (allocating prompt + output), prefilled in random
-chunks with SGLang's own `UnifiedRadixCache.checkpoint` after each (cache_unfinished_req; ours:
+allocate, then finish as 0.5.23's scheduler does, through release_kv_cache(checkpoint=True):
+SGLang's own `UnifiedRadixCache.checkpoint` of the finished request (insert the whole sequence
+from the locked prefix, then the prompt alone with priority + 1, splitting the leaf at the
+prompt boundary; + writing_check), free the tail, unlock (`--finish insert`: SGLang's side
+inserts the whole sequence only, which ours no longer matches). With `--lifecycle chunked`
+(issue 20 item 4) up to three requests run at once, interleaved: each is admitted as above
+(allocating prompt + output), prefilled in random chunks with SGLang's own
+`UnifiedRadixCache.checkpoint` after each (cache_unfinished_req; ours:
 radix.hosttier.requests.checkpoint_request), and then finished or, one step in eight, retracted
 (release_kv_cache(checkpoint=False); ours: retract_request); each running request's row,
 cache_protected_len and cache_inserted_len are compared too. Compared after every request
-(chunked: every step): the hit split (device / loaded back),
-the tree (per node: device slot ids, host residency and length, lock_ref, host_lock_ref; with
-the Python core also hit counts and priorities), device slots freed, evicted / demoted /
-loaded / host-evicted token counts, sizes, free device and host tokens.
+(chunked: every step): the hit split (device / loaded back), the tree (per node: device slot
+ids, host residency and length, lock_ref, host_lock_ref; with the Python core also hit counts
+and priorities), device slots freed, evicted / demoted / loaded / host-evicted token counts,
+sizes, free device and host tokens.
 
     python tools/diff_sglang_hicache.py /tmp/sgl/ex --seeds 20 --requests 120
     python tools/diff_sglang_hicache.py /tmp/sgl/ex --break-rule no_demote   # must mismatch
     python tools/diff_sglang_hicache.py /tmp/sgl/ex --lifecycle chunked --seeds 20 --requests 100
     python tools/diff_sglang_hicache.py /tmp/sgl/ex --lifecycle chunked --break-rule checkpoint_hits
-    python tools/diff_sglang_hicache.py /tmp/sgl/ex --lifecycle chunked --finish release  # the
-        # prompt-boundary split at finish that radix/hosttier lacks (docs/HOST_TIER.md): mismatches
+    python tools/diff_sglang_hicache.py /tmp/sgl/ex --lifecycle chunked --break-rule finish_reinsert
+    python tools/diff_sglang_hicache.py /tmp/sgl/ex --finish insert  # SGLang's side without its
+        # prompt-boundary re-insert (the whole sequence inserted directly): must mismatch
 """
 
 from __future__ import annotations
@@ -140,7 +145,8 @@ class Checker:
             STATS[k] += v
 
 
-def run(usg, core: str, seed: int, page: int, policy: str, write: str, num: int) -> int:
+def run(usg, core: str, seed: int, page: int, policy: str, write: str, num: int,
+        finish: str = "release") -> int:
     """Whole requests, one at a time (serve_request on ours, SGSide.serve on SGLang's)."""
     rng, sg, ours, ours_freed, label = setup(usg, core, seed, page, policy, write)
     check = Checker(sg, ours, ours_freed, core)
@@ -148,7 +154,7 @@ def run(usg, core: str, seed: int, page: int, policy: str, write: str, num: int)
     for i in range(num):
         prompt, output, prio = next(gen)
         where = f"{label}, request {i}"
-        got_sg = sg.serve(prompt, output, prio)
+        got_sg = sg.serve(prompt, output, prio, finish)
         got = serve_request(ours, prompt, output, prio)
         assert got_sg == tuple(got[:3]), f"{where}: hits (device, host, miss) SGLang {got_sg}, " \
                                          f"ours {tuple(got[:3])}"
@@ -159,11 +165,12 @@ def run(usg, core: str, seed: int, page: int, policy: str, write: str, num: int)
 
 
 def run_chunked(usg, core: str, seed: int, page: int, policy: str, write: str,
-                num: int, finish: str = "insert") -> int:
+                num: int, finish: str = "release") -> int:
     """`num` requests, up to three at once, interleaved: each is admitted (match prompt[:-1],
     load back, lock, evict the shortfall, allocate prompt + output), prefilled in chunks with a
     checkpoint after each (SGLang's own `checkpoint`, ours checkpoint_request), and either
-    finished (the whole sequence inserted, unlock, tail freed) or, one in eight steps,
+    finished (release_kv_cache(checkpoint=True): SGLang's checkpoint of the whole sequence with
+    the prompt-boundary re-insert, tail freed, unlock; ours finish_running) or, one in eight steps,
     retracted mid-way (release_kv_cache(checkpoint=False): its own slots freed, lock dropped;
     it is not resubmitted). Compared after every step."""
     rng, sg, ours, ours_freed, label = setup(usg, core, seed, page, policy, write)
@@ -272,9 +279,17 @@ def _break_retract_keeps_lock() -> None:
     globals()["retract_request"] = broken
 
 
+def _break_finish_reinsert() -> None:
+    """A finish inserts the whole sequence only: no prompt re-insert with priority + 1, so no
+    split at the prompt boundary and the prompt's nodes keep the request's priority."""
+    from radix.hosttier import requests
+    requests.prompt_boundary_priority = lambda prompt_len, n, priority: None
+
+
 BREAKS = {"no_demote": _break_no_demote, "threshold": _break_threshold,
           "load_threshold": _break_load_threshold, "checkpoint_hits": _break_checkpoint_hits,
-          "retract_keeps_lock": _break_retract_keeps_lock}
+          "retract_keeps_lock": _break_retract_keeps_lock,
+          "finish_reinsert": _break_finish_reinsert}
 
 
 def main() -> int:
@@ -284,15 +299,16 @@ def main() -> int:
         ap.add_argument("--lifecycle", default="whole", choices=("whole", "chunked"),
                         help="whole: one request at a time; chunked: interleaved requests "
                              "prefilled in chunks with checkpoints, some retracted")
-        ap.add_argument("--finish", default="insert", choices=("insert", "release"),
-                        help="chunked: SGLang's finish as the whole sequence inserted (insert, "
-                             "as ours does) or through its own release_kv_cache checkpoint "
-                             "(release: adds the prompt-boundary split ours lacks)")
+        ap.add_argument("--finish", default="release", choices=("release", "insert"),
+                        help="SGLang's finish: release (0.5.23's scheduler: release_kv_cache "
+                             "with its checkpoint, the prompt re-inserted with priority + 1) or "
+                             "insert (the whole sequence only, no prompt-boundary split; ours "
+                             "always splits, so this must mismatch)")
 
     args, usg = command_line(__doc__, 20, POLICIES, BREAKS, own)
     failed = 0
-    drive = (functools.partial(run_chunked, finish=args.finish) if args.lifecycle == "chunked"
-             else run)
+    drive = functools.partial(run_chunked if args.lifecycle == "chunked" else run,
+                              finish=args.finish)
     for core, write, policy, page in itertools.product(
             args.cores.split(","), args.writes.split(","), args.policies.split(","),
             [int(x) for x in args.pages.split(",")]):

@@ -142,8 +142,16 @@ class SGSide:
         self._moved[:] = [0, 0, 0, 0]
         return out
 
-    def serve(self, prompt: list, output: list, priority: int) -> tuple:
-        """One request through SGLang's cache: (device hit, loaded back, miss)."""
+    def serve(self, prompt: list, output: list, priority: int, finish: str = "release") -> tuple:
+        """One request through SGLang's cache: (device hit, loaded back, miss). finish
+        "release": admitted (`admit`) and finished as 0.5.23's scheduler finishes it (`release`);
+        "insert": the whole sequence inserted directly (no prompt-boundary re-insert)."""
+        if finish == "release":
+            tokens = list(prompt) + list(output)
+            req, got = self.admit(prompt, len(tokens), priority)
+            if req is not None:
+                self.release(req, tokens)
+            return got
         u, t = self.usg, self.tree
         base, ps = u.base, self.page
         key = u.radix.RadixKey(array("q", prompt[:-1]))
@@ -254,8 +262,8 @@ class SGSide:
         """The finish as 0.5.23's scheduler runs it: release_kv_cache(checkpoint=True), i.e.
         SGLang's own checkpoint of a finished request (which also re-inserts the prompt alone
         with priority + 1, splitting the leaf at the prompt boundary), then the row past
-        cache_protected_len freed and the lock dropped. radix/hosttier's finish does not make
-        that split (docs/HOST_TIER.md): `--finish release` shows it."""
+        cache_protected_len freed and the lock dropped. radix/hosttier's finish_running does the
+        same (docs/HOST_TIER.md)."""
         t = self.tree
         req.full_untruncated_fill_ids = array("q", tokens)
         req.finished = lambda: True

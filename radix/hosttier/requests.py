@@ -1,7 +1,9 @@
 """One request's life through a HostTierCache, as SGLang 0.5.23's scheduler drives it: match the
 prompt minus its last token, load a host hit back at admission (init_load_back), lock, allocate
-the rest (evicting the device shortfall), insert the whole sequence (duplicates freed from the
-locked prefix on), unlock, free the unaligned tail. `serve_request` returns where the prompt's
+the rest (evicting the device shortfall), finish as 0.5.23's release_kv_cache(checkpoint=True)
+does: insert the whole sequence (duplicates freed from the locked prefix on), then the prompt
+alone with priority + 1 (split off the output at the prompt boundary), unlock, free the
+unaligned tail. `serve_request` returns where the prompt's
 tokens came from: the device, the host (loaded back) or nowhere (computed). `admit_request` and
 `finish_request` are its two halves: the engine (engine/hosttier.py) runs the model between them.
 Between them, `checkpoint_request` is a chunked prefill's checkpoint (SGLang's
@@ -21,8 +23,9 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from radix.hosttier.cache import HostTierCache
-from radix.hosttier.node import HostNode
+from radix.hosttier.node import HostInsert, HostNode
 from radix.tree.node import RadixKey
+from radix.tree.radix_cache import prompt_boundary_priority
 
 
 class Served(NamedTuple):
@@ -116,11 +119,31 @@ class Running:
     inserted: int  # cache_inserted_len: how far its inserts have counted hits
     priority: int
     namespace: tuple[str | None, str | None]
+    prompt_len: int = 0  # the prompt's tokens (origin_input_ids): where a finish splits
 
     @classmethod
     def admitted(cls, adm: Admission) -> Running:
         return cls(adm.node, adm.prefix + adm.fresh, len(adm.prefix), 0, adm.priority,
-                   adm.namespace)
+                   adm.namespace, sum(adm.served[:3]))
+
+
+def _cache_computed(cache: HostTierCache, run: Running, tokens: Sequence[int],
+                    n: int) -> HostInsert:
+    """The inserts of 0.5.23's checkpoint_into_tree for tokens[:n] (n page-aligned): the tokens
+    on the row's slots (duplicates from `protected` on freed, hits counted past `inserted`),
+    then, where the aligned prompt ends inside them (a finish), the prompt alone with priority
+    + 1 (radix/tree's `prompt_boundary_priority`, the rule the plain tree follows), from
+    inserted_len = prev_prefix_len = the prompt: nothing freed, no hit, the leaf split at the
+    boundary and the prompt's nodes raised. Returns the first insert's result."""
+    got = cache.insert(RadixKey(list(tokens[:n]), *run.namespace), run.row[:n], run.priority,
+                       inserted_len=run.inserted, prev_prefix_len=run.protected)
+    run.inserted = max(run.inserted, n)
+    boundary = run.prompt_len - run.prompt_len % cache.page_size
+    raised = prompt_boundary_priority(boundary, n, run.priority)
+    if raised is not None:
+        cache.insert(RadixKey(list(tokens[:boundary]), *run.namespace), run.row[:boundary],
+                     raised, inserted_len=boundary, prev_prefix_len=boundary)
+    return got
 
 
 def checkpoint_request(cache: HostTierCache, run: Running, tokens: Sequence[int],
@@ -141,9 +164,7 @@ def checkpoint_request(cache: HostTierCache, run: Running, tokens: Sequence[int]
     n = up_to - up_to % cache.page_size
     if n <= 0:
         return
-    got = cache.insert(RadixKey(list(tokens[:n]), *run.namespace), run.row[:n], run.priority,
-                       inserted_len=run.inserted, prev_prefix_len=run.protected)
-    run.inserted = max(run.inserted, n)
+    got = _cache_computed(cache, run, tokens, n)
     owned = path_slots(got.last_node)
     run.row[run.protected:len(owned)] = owned[run.protected:]
     cache.dec_lock_ref(run.node)
@@ -160,14 +181,27 @@ def retract_request(cache: HostTierCache, run: Running) -> None:
 
 
 def finish_running(cache: HostTierCache, run: Running, tokens: Sequence[int]) -> None:
-    """A request finishes: caches `tokens` (at most len(row)) on its row from `protected` on,
-    unlocks and frees the slots not cached (the unaligned tail and any past len(tokens))."""
+    """A request finishes, as 0.5.23's scheduler finishes it (release_kv_cache with
+    checkpoint=True): caches `tokens` (at most len(row)) on its row from `protected` on, the
+    prompt split off the output with priority + 1 (`_cache_computed`), unlocks and frees the
+    slots not cached (the unaligned tail and any past len(tokens)). SGLang's checkpoint moves
+    the lock onto the new last node and release drops it at once; unlocking the old node after
+    the inserts leaves the same tree.
+
+    Page 1, nothing cached, prompt [1, 2, 3] + output [7] (priority 0): the insert makes one
+    node of 4, the prompt insert splits it 3 + 1 and raises the prompt's node to priority 1.
+    >>> from radix.allocator import SlotAllocator
+    >>> c = HostTierCache(SlotAllocator(8), 16); tokens = [1, 2, 3, 7]
+    >>> run = Running.admitted(admit_request(c, [1, 2, 3], 4)); finish_running(c, run, tokens)
+    >>> top = c.root_node.children[1]
+    >>> [(n.key.token_ids, n.priority) for n in (top, top.children[7])]
+    [([1, 2, 3], 1), ([7], 0)]
+    """
     row = run.row
     if len(tokens) > len(row):
         raise ValueError(f"{len(tokens)} tokens to cache on {len(row)} slots")
     aligned = len(tokens) - len(tokens) % cache.page_size
-    cache.insert(RadixKey(list(tokens), *run.namespace), row[:aligned], run.priority,
-                 inserted_len=run.inserted, prev_prefix_len=run.protected)
+    _cache_computed(cache, run, tokens, aligned)
     cache.dec_lock_ref(run.node)
     if aligned < len(row):
         cache.allocator.free(row[aligned:])

@@ -56,6 +56,19 @@ GUARD_MIN_LEN = 64  # a first edge at least this long is compared in place (Pref
 INT64_MAX = 2**63 - 1
 
 
+def prompt_boundary_priority(prompt_len: int, n: int, priority: int) -> int | None:
+    """SGLang 0.5.23's prompt-boundary rule of a checkpoint (both radix_cache.py and
+    unified_radix_cache.py `checkpoint_into_tree`): after caching n tokens (page-aligned), the
+    aligned prompt of `prompt_len` tokens is inserted alone with priority + 1 (capped at int64),
+    splitting the leaf at the boundary so eviction takes the output first. The priority of
+    that insert, or None when there is none (an empty prompt, or nothing cached past it).
+
+    >>> prompt_boundary_priority(5, 8, 0), prompt_boundary_priority(8, 8, 0)
+    (1, None)
+    """
+    return min(priority + 1, INT64_MAX) if 0 < prompt_len < n else None
+
+
 class LogicalClock:
     """A counter: each read returns the next integer as a float, so runs replay exactly.
 
@@ -647,8 +660,9 @@ class RadixCache:
         req.cache_inserted_len = max(req.cache_inserted_len, n)
         # the prompt-boundary split: nothing new is cached, the prompt's nodes rise to priority+1
         prompt_len = self._aligned(ids[: len(req.origin_input_ids)])
-        if 0 < prompt_len < n:  # walking up from the insert's node
-            self._raise_prompt(result.last_node, n, prompt_len, min(priority + 1, INT64_MAX))
+        raised = prompt_boundary_priority(prompt_len, n, priority)
+        if raised is not None:  # walking up from the insert's node
+            self._raise_prompt(result.last_node, n, prompt_len, raised)
         protected = req.cache_protected_len
         self._free(row[protected : result.prefix_len])  # duplicates of what the tree had
         # SGLang matches the key again for the tree's slots and node; the key ends at the first
