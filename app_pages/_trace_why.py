@@ -20,7 +20,7 @@ from app_pages._shell import tree_height
 from scenarios.why import causes, compare
 from scenarios.whyhash import compare_hash_ids
 from viz.component import tree_view
-from viz.why import marked_grid_figure, parting_scene
+from viz.why import marked_grid_chart, marked_grid_height, parting_scene
 
 
 def _pick(rid: str, partner: str) -> None:
@@ -37,9 +37,11 @@ def draw_pair(view: Any, key: str) -> None:
               duration_ms=0)
     st.markdown(f"**Tree.** {view.tree_sentence}. ◆ marks the node where B leaves A.")
     g = view.grid
-    st.plotly_chart(marked_grid_figure(g.snapshot, g.b_block_ids, g.mark_block_id,
-                                       g.mark_label, view.block_sentence, g.labels),
-                    key=f"{key}_blocks", config={"displaylogo": False})
+    # keyed ECharts, as every page's grid: another pick redraws it in place (a plotly figure
+    # was a new element, blank for a frame, #24)
+    grid = marked_grid_chart(g.snapshot, g.b_block_ids, g.mark_block_id, g.mark_label,
+                             view.block_sentence, g.labels)
+    st.echarts_chart(grid, key=f"{key}_blocks", height=marked_grid_height(grid), renderer="svg")
     st.markdown(f"**Block grid.** {view.block_sentence}.")
     rows = view.block_rows
     lo = max(0, (view.first_bad_block or len(rows)) - 3)
