@@ -55,6 +55,13 @@ def test_compare_two_requests_shows_the_date_and_the_first_bad_block():
     note = star["label"]["formatter"]
     assert note.startswith("◆ B's block 1 (#") and note.endswith("the first whose hash differs")
     assert "a date/time in the prompt" in grid["title"]["text"].replace("\n", " ")
+    # presenter mode: the pair's tree keeps 14 px labels (it was drawn at most 1.5 x 9 = 13.5)
+    at.session_state["shell.presenter"] = True
+    at.run()
+    (pair,) = [json.loads(c.proto.json) for c in at.get("bidi_component")
+               if c.proto.id.endswith("trace.why_tree")]
+    assert (pair["min_font_px"], pair["max_scale"]) == (14.0, 2.4)
+    at.session_state["shell.presenter"] = False
     at.selectbox(key="trace.why_b").set_value("c").run()
     assert "kept apart by namespace: cache_salt None vs 'tenant-2'" in report(at)
     assert "different namespaces" in " ".join(texts(at.markdown))
