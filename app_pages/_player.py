@@ -120,15 +120,18 @@ class Player:
         _frame()
 
 
-    def export(self, name: str, frame: Callable[[int], tuple[dict[str, Any], str]]) -> None:
-        """A range of this player's frames as one animated HTML file."""
+    def export(self, name: str, frame: Callable[[int], tuple[dict[str, Any], str]],
+               note: str = "") -> None:
+        """A range of this player's frames as one animated HTML file (`note`: a line under
+        its title, such as the colours' legend)."""
         interval = int(SPEEDS[st.session_state[f"{self.key}.speed"]][0] * 1000)
-        export_range(self.key, name, self.n, self.index, frame, interval, self.duration_ms)
+        export_range(self.key, name, self.n, self.index, frame, interval, self.duration_ms,
+                     note=note)
 
 
 def export_range(key: str, name: str, n: int, at: int,
                  frame: Callable[[int], tuple[dict[str, Any], str]], interval_ms: int = 900,
-                 duration_ms: int = 550, max_frames: int = 300) -> None:
+                 duration_ms: int = 550, max_frames: int = 300, note: str = "") -> None:
     """Frames lo..hi (`frame(i)` -> (scene, caption), or (scene, caption, block figure)) as
     one self-contained animated HTML file; built only when the button is clicked."""
     if n < 2:
@@ -143,7 +146,7 @@ def export_range(key: str, name: str, n: int, at: int,
         figures = [p[2] for p in pairs] if all(len(p) > 2 for p in pairs) else None
         return export_html([p[0] for p in pairs], [p[1] for p in pairs],
                            f"RadixLens {name}: frames {lo}..{hi}", interval_ms,
-                           duration_ms=duration_ms, figures=figures)
+                           duration_ms=duration_ms, figures=figures, note=note)
 
     st.download_button(f"animated HTML of frames {lo}..{hi}", build,
                        safe_filename(f"radixlens-{name}-{lo}-{hi}.html"), "text/html",

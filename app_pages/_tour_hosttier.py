@@ -4,8 +4,10 @@ event moves outlined in red and its move played (a demotion's copy slides down t
 load back's rises to the device): chat A backed up, demoted when chat B needs its slots, loaded
 back when A returns. Not a page: tour.py calls `show()` when the walk is
 scenarios.hosttier.TOUR_WALK.
+The slides export carries the tier-coloured tree, its moves and each frame's words
+(viz/hosttier.py's export_frame), with the colours' legend under the title.
 Leaves out: vLLM's blocks beside it (vLLM 0.33's CPU offloading is a connector, not its
-prefix cache) and the slides export.
+prefix cache).
 """
 
 from __future__ import annotations
@@ -16,7 +18,16 @@ import scenarios.hosttier as ht
 from app_pages._player import Player
 from app_pages._shell import max_scale, min_font_px, presenter, say, tier_tree_height
 from viz.component import tree_view
-from viz.hosttier import TIER_LEGEND, TIER_WORDS, event_line, frame_line, served_line, tier_scene
+from viz.hosttier import (
+    TIER_LEGEND,
+    TIER_WORDS,
+    event_line,
+    export_frame,
+    frame_line,
+    last_of_request,
+    served_line,
+    tier_scene,
+)
 
 
 @st.cache_resource(max_entries=1)
@@ -46,7 +57,7 @@ def show() -> None:
             m = st.columns(3)
             for col, tier in zip(m, ("device", "both", "host")):
                 col.metric(TIER_WORDS[tier], f"{tiers.count(tier)} node(s)")
-            if f.request >= 0 and _last_of_request(frames, i):
+            if f.request >= 0 and last_of_request(frames, i):
                 say("markdown", served_line(steps[f.request]), bold="Served.")
             done = [event_line(g.event) for g in frames[1:i + 1] if g.request == f.request]
             if done:
@@ -54,6 +65,5 @@ def show() -> None:
 
     player.frames(_show)
 
-
-def _last_of_request(frames: list[ht.TierFrame], i: int) -> bool:
-    return i + 1 == len(frames) or frames[i + 1].request != frames[i].request
+    with st.expander("export frames for slides (animated HTML)"):
+        player.export(ht.TOUR_WALK, lambda i: export_frame(frames, steps, i), note=TIER_LEGEND)

@@ -16,11 +16,11 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages._shell import tree_height
+from app_pages._shell import max_scale, min_font_px, tree_height
 from scenarios.why import causes, compare
 from scenarios.whyhash import compare_hash_ids
 from viz.component import tree_view
-from viz.why import marked_grid_figure, parting_scene
+from viz.why import marked_grid_chart, marked_grid_height, parting_scene
 
 
 def _pick(rid: str, partner: str) -> None:
@@ -32,14 +32,18 @@ def draw_pair(view: Any, key: str) -> None:
     """The tree that cached A then B (blue: both paths; black: A only; green: B only; orange
     ◆: where B leaves A), the pool that ran them (B's blocks outlined, ★ the first whose hash
     differs, the cause as the title), the sentences, and B's blocks around that one."""
+    # presenter mode: labels >= 14 px (at the plain 1.5 x scale they were 13.5, #24 item 4);
+    # a pair's tree (a few nodes, LR) fits the page's width at 14 px
     tree_view(parting_scene(view.tree, view.highlight, view.names, view.parting_node,
                             view.parting_label), key=key, height=tree_height(200),
-              duration_ms=0)
+              duration_ms=0, max_scale=max_scale(), min_font_px=min_font_px())
     st.markdown(f"**Tree.** {view.tree_sentence}. ◆ marks the node where B leaves A.")
     g = view.grid
-    st.plotly_chart(marked_grid_figure(g.snapshot, g.b_block_ids, g.mark_block_id,
-                                       g.mark_label, view.block_sentence, g.labels),
-                    key=f"{key}_blocks", config={"displaylogo": False})
+    # keyed ECharts, as every page's grid: another pick redraws it in place (a plotly figure
+    # was a new element, blank for a frame, #24)
+    grid = marked_grid_chart(g.snapshot, g.b_block_ids, g.mark_block_id, g.mark_label,
+                             view.block_sentence, g.labels)
+    st.echarts_chart(grid, key=f"{key}_blocks", height=marked_grid_height(grid), renderer="svg")
     st.markdown(f"**Block grid.** {view.block_sentence}.")
     rows = view.block_rows
     lo = max(0, (view.first_bad_block or len(rows)) - 3)

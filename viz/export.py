@@ -28,7 +28,7 @@ body {{ font-family: "DejaVu Sans", sans-serif; margin: 16px; color: #222; }}
 #bar input[type=range] {{ flex: 1; }}
 button {{ font-size: 16px; padding: 4px 12px; }}
 </style></head><body>
-<h2>{title}</h2>
+<h2>{title}</h2>{note}
 <div id="bar"><button id="back">&#9664; back</button><button id="play">pause</button>
 <button id="next">next &#9654;</button><input id="scrub" type="range" min="0" value="0">
 <span id="where"></span></div>
@@ -87,10 +87,11 @@ def _json(value: Any) -> str:
 
 def export_html(scenes: list[dict[str, Any]], captions: list[str], title: str,
                 interval_ms: int = 1_200, height: int = 520, duration_ms: int = 600,
-                figures: list[Any] | None = None) -> str:
+                figures: list[Any] | None = None, note: str = "") -> str:
     """One HTML file that plays `scenes` (viz/scene.py scenes) with their captions, and with
     `figures` (one plotly figure per scene: the block view beside the tree) below the tree;
-    plotly.js is then inlined too (about 4.6 MB), so the file still needs no network."""
+    plotly.js is then inlined too (about 4.6 MB), so the file still needs no network. `note`:
+    a line under the title (the host tier walk's colour legend); none, the file is as before."""
     if not scenes or len(scenes) != len(captions):
         raise ValueError("export: one caption per scene, at least one scene")
     if figures is not None and len(figures) != len(scenes):
@@ -103,6 +104,7 @@ def export_html(scenes: list[dict[str, Any]], captions: list[str], title: str,
 
         plotly = "<script>" + get_plotlyjs().replace("</script", "<\\/script") + "</script>"
         figures = [json.loads(f.to_json()) if hasattr(f, "to_json") else f for f in figures]
-    return PAGE.format(title=html.escape(title), bundle=bundle_script(), plotly=plotly,
+    note = f'\n<p id="note">{html.escape(note)}</p>' if note else ""
+    return PAGE.format(title=html.escape(title), note=note, bundle=bundle_script(), plotly=plotly,
                        frames=_json(frames), captions=_json(list(captions)),
                        figures=_json(figures), interval=int(interval_ms))

@@ -1,8 +1,9 @@
 """Pictures and words for the host tier walk (scenarios/hosttier.py): the tree with each node
 coloured by where its KV lives, as a scene for the animated tree view (viz/component: a
 demotion's copy slides down to the host, a load back's rises to the device, the box's colour
-fades to its new tier), and one sentence per tier event. Follows SGLang 0.5.23's HiCache
-vocabulary (backup, demote, load back). Reads a walk only.
+fades to its new tier), one sentence per tier event, and each frame's words for the slides
+export (`export_frame`). Follows SGLang 0.5.23's HiCache vocabulary (backup, demote, load
+back). Reads a walk only.
 """
 
 from __future__ import annotations
@@ -101,3 +102,27 @@ def frame_line(frame: Any, steps: list[Any]) -> str:
     if frame.event is None:
         return "The cache is empty: device and host pools free."
     return f"{steps[frame.request].title}: {event_line(frame.event)}"
+
+
+def last_of_request(frames: list[Any], i: int) -> bool:
+    """Whether frame `i` is the last of its request's frames (its request is then served)."""
+    return i + 1 == len(frames) or frames[i + 1].request != frames[i].request
+
+
+def export_frame(frames: list[Any], steps: list[Any], i: int) -> tuple[dict[str, Any], str]:
+    """Frame `i` for the slides export (viz/export.py): its tier-coloured scene, with the
+    move the browser plays, and its words (`frame_caption`)."""
+    f = frames[i]
+    return tier_scene(f.nodes, f.moved, f.event), frame_caption(frames, steps, i)
+
+
+def frame_caption(frames: list[Any], steps: list[Any], i: int) -> str:
+    """Frame `i`'s words for the slides export: the page's sentence (`frame_line`) and, on a
+    request's last frame, how it was served.
+
+    Frame 3 of the walk (chat B's first and only demotion; chat B has more frames): "chat B:
+    node #1 demoted: its 6 device slots freed, its host copy kept"."""
+    words = frame_line(frames[i], steps)
+    if frames[i].request >= 0 and last_of_request(frames, i):
+        words = f"{words.rstrip('.')}. Served: {served_line(steps[frames[i].request])}."
+    return words

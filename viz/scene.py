@@ -377,13 +377,16 @@ def tree_items(snapshot: TreeSnapshot, *, decode: Decode | None = None,
                max_depth: int | None = None, keep: Iterable[int] = (),
                prefer: Sequence[int] = (), names: Mapping[int, str] | None = None,
                ids: Callable[[Any], str] | None = None,
-               chains: bool = False) -> tuple[list[Box], list[Line]]:
+               chains: bool = False, chain_marked: bool = False) -> tuple[list[Box], list[Line]]:
     """The boxes and edges to draw, in pre-order; `highlight` maps node id -> a role of ROLES,
     `names` adds a second label line to some nodes ("system prompt S"), `prefer` ranks some
     children ahead when a node folds (fold_tree), `ids` shows an edge's
     tokens in place of the token preview (a Mooncake trace's hash ids). `chains` (with a fold):
     each run of two or more nodes drawn only as ancestors of highlighted or kept ones becomes
     one box (`chain_runs`), and fold summaries take one line (their counts go to the tooltip).
+    `chain_marked` (with `chains`): highlighted nodes chain too, a run of one role drawn as one
+    box of that role, so a step that locks a whole deep path still folds; the deepest
+    highlighted node of each path, and `keep`, stay boxes of their own (`marked_tips`).
 
     A root with one 3-token child: boxes "root" and "#1  r=0" (dashed: an evictable leaf),
     one edge e1 from n0 to n1 labelled "3 tok" newline "[1 2 3]".
@@ -396,14 +399,15 @@ def tree_items(snapshot: TreeSnapshot, *, decode: Decode | None = None,
     if max_children is not None or max_depth is not None:
         plan = fold_tree(snapshot, max_children, max_depth, [*highlight, *keep], prefer)
     names = names or {}
-    runs = chain_runs(snapshot, plan, [*highlight, *keep]) if chains and plan else ()
+    kept = [*(marked_tips(snapshot, highlight) if chain_marked else highlight), *keep]
+    runs = chain_runs(snapshot, plan, kept, highlight) if chains and plan else ()
     gone, into, heads = _chained(snapshot, plan, runs) if runs else (set(), {}, {})
     boxes, lines = [], []
     for node in snapshot.nodes:
         if node.id in heads:
             box, line = _chain_items(heads[node.id])
-            boxes.append(box)
-            lines.append(line)
+            boxes.append(box)  # a run of one role may hang below a run of another
+            lines.append(line._replace(source=into.get(heads[node.id].parent, line.source)))
             continue
         if plan is not None and node.id not in plan.drawn or node.id in gone:
             continue
@@ -431,13 +435,31 @@ class Chain(NamedTuple):
     tokens: int  # tokens on the run's edges
     lock_refs: tuple[int, ...]  # each node's lock_ref, in `ids` order
     hidden: int  # drawn or folded nodes beside the run that the chain box leaves out
+    role: str = ""  # the highlight role every node of the run has ("" when none)
 
 
-def chain_runs(snapshot: TreeSnapshot, plan: FoldPlan, kept: Iterable[int]) -> tuple[Chain, ...]:
+def marked_tips(snapshot: TreeSnapshot, highlight: Mapping[int, str]) -> list[int]:
+    """The highlighted nodes with no highlighted node below them: a step that locked root >
+    #2 > #1 > #4 > #5 > #6 (all five highlighted) has one tip, #6."""
+    by_id = {n.id: n for n in snapshot.nodes}
+    above: set[int] = set()
+    for i in highlight:
+        i = by_id[i].parent if i in by_id else None
+        while i is not None and i not in above:
+            above.add(i)
+            i = by_id[i].parent
+    return [i for i in highlight if i in by_id and i not in above]
+
+
+def chain_runs(snapshot: TreeSnapshot, plan: FoldPlan, kept: Iterable[int],
+               roles: Mapping[int, str] | None = None) -> tuple[Chain, ...]:
     """The runs of two or more drawn nodes that are drawn only as ancestors of `kept` ones
     (not the root, not kept), each the only child of the one before it on the way to a kept
-    node; the run ends where the path branches or reaches a kept node. A lock walk's first hop
-    at #6 on root > #2 > #1 > #4 > #5 > #6: one run (2, 1, 4, 5), drawn as one box."""
+    node; the run ends where the path branches or reaches a kept node, and where the role in
+    `roles` (node id -> highlight role) changes. A lock walk's first hop at #6 on root > #2 >
+    #1 > #4 > #5 > #6: one run (2, 1, 4, 5), drawn as one box; with #2 and #1 highlighted as
+    "lock": two runs, (2, 1) of role "lock" and (4, 5)."""
+    roles = roles or {}
     by_id = {n.id: n for n in snapshot.nodes}
     kept = {i for i in kept if i in by_id}
     onpath: set[int] = set()
@@ -459,9 +481,9 @@ def chain_runs(snapshot: TreeSnapshot, plan: FoldPlan, kept: Iterable[int]) -> t
         while len(below.get(ids[-1], ())) == 1 and below[ids[-1]][0] in onpath:
             ids.append(below[ids[-1]][0])
         seen.update(ids)
-        if len(ids) >= 2:
-            runs.append(ids)
-    return tuple(_chain(by_id, plan, ids) for ids in runs)
+        cut = [0, *(k for k in range(1, len(ids)) if roles.get(ids[k]) != roles.get(ids[k - 1]))]
+        runs += [part for a, b in zip(cut, [*cut[1:], len(ids)]) if len(part := ids[a:b]) >= 2]
+    return tuple(_chain(by_id, plan, ids)._replace(role=roles.get(ids[0], "")) for ids in runs)
 
 
 def _chain(by_id: Mapping[int, Any], plan: FoldPlan, ids: list[int]) -> Chain:
@@ -492,17 +514,20 @@ def _chain_items(chain: Chain) -> tuple[Box, Line]:
     """The chain's box and its edge. Run 2, 1, 4, 5 of 2,100 tokens, none locked: label
     "#2 … #5" newline "4 nodes, r=0", edge "2,100 tok"."""
     lo, hi = min(chain.lock_refs), max(chain.lock_refs)
+    stroke, width = ROLES[chain.role] if chain.role else ("#555555", 1.0)
     refs = f"r={lo}" if lo == hi else f"r={lo}..{hi}"
     box_id = f"c{chain.ids[0]}"
     label = f"#{chain.ids[0]} … #{chain.ids[-1]}\n{len(chain.ids)} nodes, {refs}"
     tooltip = (f"nodes {', '.join(f'#{i}' for i in chain.ids)} on the path, drawn as one box: "
                f"{chain.tokens:,} tokens")
+    if chain.role:
+        tooltip += f"; each of them: {chain.role}"
     if chain.hidden:
         tooltip += f"; not drawn beside them: {chain.hidden:,} node(s)"
     fill = FILL_PROTECTED if hi > 0 else FILL_CACHED
-    box = Box(box_id, label, fill, "#555555", 1.0, False, tooltip, "")
-    return box, Line(f"e{box_id}", f"n{chain.parent}", box_id, f"{chain.tokens:,} tok",
-                     "#777777", 1.2)
+    box = Box(box_id, label, fill, stroke, width, False, tooltip, chain.role)
+    edge = ROLES[chain.role] if chain.role else ("#777777", 1.2)
+    return box, Line(f"e{box_id}", f"n{chain.parent}", box_id, f"{chain.tokens:,} tok", *edge)
 
 
 def tree_scene(snapshot: TreeSnapshot, *, rankdir: str = "TB", **items: Any) -> dict[str, Any]:
@@ -531,8 +556,10 @@ def fit_tree_scene(snapshot: TreeSnapshot, width_px: float, height_px: float,
     then 1 children per node, then depth caps from the deepest level up; highlighted and
     `keep` nodes and their ancestors are always drawn (fold_tree). When the path to a deep
     highlight alone is too tall, the same caps again with `chains` (tree_items): runs of
-    ancestors drawn as one box, fold summaries on one line. When nothing fits, the most folded
-    scene (the view then pans around its highlight)."""
+    ancestors drawn as one box, fold summaries on one line; then with `chain_marked` too (a
+    step that highlights a whole deep path: its runs of one role drawn as one box of that
+    role). When nothing fits, the most folded scene (the view then pans around its
+    highlight)."""
     scene = tree_scene(snapshot, **items)
     if fits(scene, width_px, height_px, min_font_px):
         return scene
@@ -541,10 +568,11 @@ def fit_tree_scene(snapshot: TreeSnapshot, width_px: float, height_px: float,
         depth[node.id] = depth.get(node.parent, -1) + 1
     caps = [(c, None) for c in FIT_CHILDREN]
     caps += [(1, d) for d in range(max(depth.values(), default=0) - 1, 0, -1)]
-    for chains in (False, True):
+    for chains, marked in ((False, False), (True, False), (True, True)):
         for max_children, max_depth in caps:
             scene = tree_scene(snapshot, **{**items, "max_children": max_children,
-                                            "max_depth": max_depth, "chains": chains})
+                                            "max_depth": max_depth, "chains": chains,
+                                            "chain_marked": marked})
             if fits(scene, width_px, height_px, min_font_px):
                 return scene
     return scene

@@ -4,9 +4,11 @@ Reads what scenarios/whypair.py computed (a tree snapshot whose nodes carry role
 block-pool snapshot with B's block table and the block to mark); builds no cache. The tree is
 viz/scene.py's (drawn by the component every tree view uses): A's path and B's path keep their
 roles' pens, and the node at whose end B leaves A gets the mark, an orange box with the line
-"◆ B leaves A here: token N". The grid is viz/blocks.py's: B's chain outlined, the marked block
-a star with an arrow and its label, the sentence of cause as the title.
-Leaves out: folding (a pair's tree has at most four nodes per namespace).
+"◆ B leaves A here: token N". The grid is viz/grid_chart.py's keyed ECharts grid (as every
+page's, so a new pick changes it in place): B's chain outlined, the marked block a star with its
+label, the sentence of cause as the title.
+Leaves out: folding (a pair's tree has at most four nodes per namespace); plotly's arrow from
+the label to the star (the label sits beside it).
 """
 
 from __future__ import annotations
@@ -15,10 +17,8 @@ import textwrap
 from collections.abc import Collection, Mapping
 from typing import Any
 
-import plotly.graph_objects as go
-
-from viz.blocks import LEGEND_PX, block_grid_figure, drawn_blocks
-from viz.escape import esc_html
+from viz.blocks import LEGEND_PX, drawn_blocks
+from viz.grid_chart import block_grid_chart, grid_height
 from viz.scene import Decode, place, tree_items
 
 PARTING_ROLE = "parting"  # the role of the marked node (the browser's data-role)
@@ -54,32 +54,49 @@ def grid_columns(snap: Any) -> int:
     return 16 if len(drawn_blocks(snap)) <= 256 else 32
 
 
-def marked_grid_figure(snap: Any, chain_ids: Collection[int], mark_block_id: int | None,
-                       mark_label: str, sentence: str, labels: Mapping[int, str] | None = None,
-                       columns: int | None = None) -> go.Figure:
-    """viz/blocks.py's grid of `snap` with B's chain (`chain_ids`) outlined, block
-    `mark_block_id` starred with an arrow and `mark_label`, and `sentence` (the cause) as the
-    title, wrapped. A block past the drawn ones gets no star (the title still says it).
+STAR = ("path://M50 0L61 35L98 35L68 57L79 91L50 70L21 91L32 57L2 35L39 35Z")  # 5 points
+TITLE_LINE_PX = 18  # one more line of the wrapped title
+
+
+def marked_grid_chart(snap: Any, chain_ids: Collection[int], mark_block_id: int | None,
+                      mark_label: str, sentence: str, labels: Mapping[int, str] | None = None,
+                      columns: int | None = None) -> dict[str, Any]:
+    """viz/grid_chart.py's keyed ECharts grid of `snap` (the same cells, colours and hovers as
+    every page's block grid) with B's chain (`chain_ids`) outlined, block `mark_block_id`
+    starred and labelled "◆ `mark_label`" (beside the star, towards the grid's middle; under it
+    on the first row), and `sentence` (the cause) as the title, wrapped at TITLE_CHARS. A
+    block past the drawn ones gets no star (the title still says it). Height:
+    `marked_grid_height`.
 
     B's table [1, 2, 4, 5] marked at #4, 16 a row: #4 is drawn cell 3, so the star sits at
-    x = 3 % 16 = 3, y = 3 // 16 = 0.
+    column 3 % 16 = 3, row 3 // 16 = 0.
     """
     columns = columns or grid_columns(snap)
-    fig = block_grid_figure(snap, columns=columns, chain_ids=chain_ids, labels=labels)
+    option = block_grid_chart(snap, columns=columns, chain_ids=chain_ids, labels=labels)
     index = {b.id: i for i, b in enumerate(drawn_blocks(snap))}
     if mark_block_id in index:
         x, y = index[mark_block_id] % columns, index[mark_block_id] // columns
-        fig.add_trace(go.Scatter(
-            x=[x], y=[y], mode="markers", name=MARK_TRACE, hoverinfo="skip",
-            marker={"symbol": "star", "size": 16, "color": "#ffd400",
-                    "line": {"width": 1.5, "color": "#000000"}}))
-        fig.add_annotation(
-            x=x, y=y, text=esc_html(f"{MARK} {mark_label}"), showarrow=True, arrowhead=2,
-            ax=0, ay=28 if y == 0 else -28, xanchor="left" if x < columns / 2 else "right",
-            font={"size": LEGEND_PX}, bgcolor="#fff7e0", bordercolor=PARTING_STROKE)
+        label = {"show": True, "formatter": f"{MARK} {mark_label}",
+                 "position": "bottom" if y == 0 else "top",
+                 "align": "left" if x < columns / 2 else "right", "fontSize": LEGEND_PX,
+                 "color": "#000000", "backgroundColor": "#fff7e0",
+                 "borderColor": PARTING_STROKE, "borderWidth": 1, "padding": [2, 4]}
+        option["series"].append({
+            "type": "scatter", "name": MARK_TRACE, "symbol": STAR, "symbolSize": 16,
+            "silent": True, "tooltip": {"show": False}, "z": 5, "label": label,
+            "itemStyle": {"color": "#ffd400", "borderColor": "#000000", "borderWidth": 1.5,
+                          "opacity": 1},
+            "data": [[x, y]]})
+        option["legend"]["data"].append(MARK_TRACE)
     title = textwrap.wrap(sentence, TITLE_CHARS) or [""]
-    fig.update_layout(title={"text": "<br>".join(esc_html(t) for t in title),
-                             "font": {"size": LEGEND_PX}},
-                      margin={"t": 20 + 18 * len(title)},
-                      height=fig.layout.height + 18 * (len(title) - 1))
-    return fig
+    option["title"]["text"] = "\n".join(title)  # plain text: ECharts escapes it
+    option["title"]["textStyle"]["lineHeight"] = TITLE_LINE_PX
+    option["grid"] = {**option["grid"], "top": 20 + TITLE_LINE_PX * len(title)}
+    return option
+
+
+def marked_grid_height(option: dict[str, Any]) -> int:
+    """The marked grid's height in px: the grid's (viz/grid_chart.py grid_height) and one
+    title line more for each line past the first (a 2-row grid, 2 title lines: 200 + 18)."""
+    lines = option["title"]["text"].count("\n") + 1
+    return grid_height(option) + TITLE_LINE_PX * (lines - 1)

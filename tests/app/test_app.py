@@ -325,3 +325,5 @@ def test_tour_host_tier_walk_demotes_then_loads_back():
     at.button(key="tour.host-tier.b_end").click().run()
     shown = " ".join(texts(at.markdown))
     assert "chat A again: 0 tokens from the device, 5 loaded back from host, 1 computed" in shown
+    # the slides export, as the other walks have (its content: tests/viz/test_viz_export.py)
+    assert "tour.host-tier.export_dl" in [b.key for b in at.get("download_button")]

@@ -5,7 +5,7 @@ prompt with \\r\\n line endings."""
 from __future__ import annotations
 
 import pytest
-from apphelp import ROOT, plotly_specs
+from apphelp import ROOT, echarts
 from machine import seconds
 from streamlit.testing.v1 import AppTest
 
@@ -32,7 +32,8 @@ def test_typed_prompts_and_a_run_request():
         assert any("is the first whose hash differs" in m.value for m in at.markdown)
         drawn = [c.proto.json for c in at.get("bidi_component")]  # the parting node marked
         assert any('"role": "parting"' in d and "B leaves A here: token " in d for d in drawn)
-        assert any(t.get("name") == MARK_TRACE for p in plotly_specs(at) for t in p["data"])
+        # the grid: a keyed ECharts chart, as every page's (#24), with the star series
+        assert any(s.get("name") == MARK_TRACE for _, o in echarts(at) for s in o["series"])
         at.text_area(key="live.system").set_value(SYSTEM)
         at.text_area(key="live.message").set_value("Hi")
         at.number_input(key="live.max_new").set_value(1)

@@ -5,9 +5,8 @@ line; c repeats a's prompt under another cache_salt."""
 from __future__ import annotations
 
 import json
-from html import unescape
 
-from apphelp import finish_jobs, page, plotly_specs, texts
+from apphelp import echarts, finish_jobs, page, texts
 
 from viz.why import MARK_TRACE
 
@@ -48,12 +47,21 @@ def test_compare_two_requests_shows_the_date_and_the_first_bad_block():
     assert any("shared: 20 tokens" in d and "A only" in d and "B only" in d for d in drawn)
     # the marks (viz/why.py): the shared node where B leaves A at token 20 (the date's digit)
     assert any('"role": "parting"' in d and "B leaves A here: token 20" in d for d in drawn)
-    # and on the grid of blocks of 16: token 20 is in B's block 1, the first that differs
-    (grid,) = [p for p in plotly_specs(at) if any(t.get("name") == MARK_TRACE
-                                                  for t in p["data"])]
-    note = unescape(grid["layout"]["annotations"][0]["text"])
+    # and on the grid of blocks of 16 (a keyed ECharts chart, as every page's grid: the plotly
+    # figure blanked for a frame after each pick, #24): token 20 is in B's block 1, the first
+    # that differs
+    (grid,) = [o for key, o in echarts(at) if "trace.why_tree_blocks" in key]
+    (star,) = [s for s in grid["series"] if s.get("name") == MARK_TRACE]
+    note = star["label"]["formatter"]
     assert note.startswith("◆ B's block 1 (#") and note.endswith("the first whose hash differs")
-    assert "a date/time in the prompt" in unescape(grid["layout"]["title"]["text"])
+    assert "a date/time in the prompt" in grid["title"]["text"].replace("\n", " ")
+    # presenter mode: the pair's tree keeps 14 px labels (it was drawn at most 1.5 x 9 = 13.5)
+    at.session_state["shell.presenter"] = True
+    at.run()
+    (pair,) = [json.loads(c.proto.json) for c in at.get("bidi_component")
+               if c.proto.id.endswith("trace.why_tree")]
+    assert (pair["min_font_px"], pair["max_scale"]) == (14.0, 2.4)
+    at.session_state["shell.presenter"] = False
     at.selectbox(key="trace.why_b").set_value("c").run()
     assert "kept apart by namespace: cache_salt None vs 'tenant-2'" in report(at)
     assert "different namespaces" in " ".join(texts(at.markdown))

@@ -16,6 +16,8 @@ from browserhelp import (
     DRAWN,
     ILLEGIBLE,
     PAINTED,
+    REDRAWN,
+    ROOT,
     THROUGH,
     TREE,
     alert,
@@ -234,6 +236,31 @@ def test_failing_op_log_shows_its_last_good_tree(server, projector, tmp_path):
     # the Trace debugger's tree in presenter mode: top-down, fitted, labels >= 14 px (#24
     # item 4: drawn LR at the plain scale, at most 1.5 x 9 = 13.5 px)
     assert _illegible(projector) == []
+
+
+def test_trace_step_that_locks_the_deepest_path_folds_to_fit(server, projector):
+    """mooncake_excerpt.jsonl (the Trace debugger's sample), step 226: cache_finished_req
+    unlocks #118 > #152 > #32 (the deepest path any step of it highlights, 4 below the root,
+    with the new leaf #153). Every node was highlighted, so nothing folded: 481 scene units
+    wide, over the 402 that fit 650 px at 14 px, the view panned (#24). Now the three locks
+    are one chain box of role lock, every node box inside the view, every label >= 14 px."""
+    projector.goto(f"{server}/trace?presenter=1")
+    projector.wait_for_selector("[data-testid=stFileUploaderDropzoneInput]", state="attached",
+                                timeout=ms(60_000))
+    projector.set_input_files("[data-testid=stFileUploaderDropzoneInput]",
+                              str(ROOT / "examples" / "traces" / "mooncake_excerpt.jsonl"))
+    projector.wait_for_selector(f"{TREE} g.node", timeout=ms(120_000))
+    wait_drawn(projector)
+    before = int(projector.eval_on_selector(TREE, "e => e.dataset.renders || 0"))
+    box = projector.locator(".st-key-trace-box input")
+    box.fill("226")
+    box.press("Enter")
+    projector.get_by_text("step 226: ").first.wait_for(timeout=ms(60_000))
+    projector.wait_for_function(REDRAWN, arg=before, timeout=ms(60_000))
+    wait_drawn(projector)
+    assert projector.evaluate(FOLDED_TO_FIT) is True
+    assert projector.locator(f"{TREE} g.node[data-role=lock]").first.get_attribute("id") == "c118"
+    assert [t for t in projector.evaluate(ILLEGIBLE) if t.startswith("tree")] == []
 
 
 def test_page_by_url_right_after_a_server_start_keeps_the_menu(tmp_path, browser):

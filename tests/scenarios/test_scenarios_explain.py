@@ -22,7 +22,14 @@ from scenarios.explain import (
     step_of,
 )
 from scenarios.trace import Cancelled, replay
-from viz.explain import bucket_figure, bucket_rows, capacity_figure, loser_rows, prefix_rows
+from viz.explain import (
+    bucket_figure,
+    bucket_rows,
+    capacity_figure,
+    loser_rows,
+    page_figure,
+    prefix_rows,
+)
 
 TRACES = Path(__file__).resolve().parents[2] / "examples" / "traces"
 A = list(range(1, 41))
@@ -95,6 +102,9 @@ def test_what_ifs_fill_in_with_progress_and_figures_carry_units():
     assert seen == sorted(seen) and 0 < seen[-1] <= 1
     fig = capacity_figure(w["capacity"], x.explanation.working_set)
     assert fig.layout.xaxis.type == "log" and len(fig.data) == 2
+    # decades only: the digits between them came out at 10 px on a projector (#24)
+    assert fig.layout.xaxis.dtick == 1
+    assert list(page_figure(w["page_size"]).data[0].x) == ["1 token", "16 tokens", "64 tokens"]
     rows = bucket_rows(x.explanation)
     assert rows["bucket"][-1] == "all prompt tokens"
     assert rows["radix tree (SGLang)"][-1] == f"{x.explanation.prompt_tokens:,} tokens"

@@ -180,3 +180,49 @@ def test_host_tier_trees_fit_the_presenter_view():
     scenes = [tier_scene(f.nodes, f.moved, f.event) for f in run_frames()]
     assert all(fits(s, WIDE, 240, 14.0) for s in scenes)
     assert [i for i, s in enumerate(scenes) if not fits(s, WIDE, 220, 14.0)] == [6, 7, 8, 9]
+
+
+def _path(depth: int) -> RadixCache:
+    """root > #1 > #2 > ... > #depth, each edge 10 tokens: insert i extends the path by
+    [10(i-1)+1 .. 10i], a new child of the last node (node id i)."""
+    c = RadixCache()
+    for k in range(1, depth + 1):
+        c.insert(list(range(1, 10 * k + 1)))
+    return c
+
+
+def test_a_step_that_highlights_a_whole_deep_path_folds_it_into_one_box():
+    """The Trace debugger's presenter view, 650.4 x 483 px (app_pages/_trace_view.py:
+    presenter_tree_px(0.6, tree_height(420)), 420 x 1.15 = 483): a scene fits at 14 px when it
+    is at most 483 x 9 / 14 - 16 = 294.5 units tall. A step that locks root > #1 > ... > #10
+    (all ten highlighted "lock") drew 11 ranks, 680 units tall, and no fold could shorten it
+    (every node highlighted, so none folds or chains): the view panned (#24). Now the run
+    #1..#9 is one chain box of role lock, "#1 … #9" / "9 nodes, r=0", its edge 9 x 10 = 90
+    tokens, and the tip #10 its own box below it: 3 ranks, 154 units."""
+    snap = _path(10).snapshot()
+    lock = {i: "lock" for i in range(1, 11)}
+    fit = (WIDE, 483.0, 14.0)
+    assert tree_scene(snap, highlight=lock, rankdir="TB")["height"] == 680.0
+    scene = fit_tree_scene(snap, *fit, highlight=lock, rankdir="TB", max_children=12)
+    assert fits(scene, *fit) and scene["height"] == 154.0
+    assert _ids(scene) == ["n0", "c1", "n10"]
+    chain = _node(scene, "c1")
+    assert (chain["label"], chain["role"], chain["stroke"]) == (
+        "#1 … #9\n9 nodes, r=0", "lock", "#9467bd")
+    edges = {e["id"]: e for e in scene["edges"]}
+    assert (edges["ec1"]["label"], edges["ec1"]["stroke"]) == ("90 tok", "#9467bd")
+    assert (edges["e10"]["source"], _node(scene, "n10")["role"]) == ("c1", "lock")
+
+
+def test_chained_highlights_break_where_the_role_changes():
+    """root > #1 > ... > #10, a match walked #1..#4, a lock #5..#9, #10 new: two chain boxes,
+    c1 (#1 … #4, matched, 40 tok) and c5 (#5 … #9, lock, 50 tok) hanging below c1, then #10."""
+    snap = _path(10).snapshot()
+    roles = {**{i: "matched" for i in range(1, 5)}, **{i: "lock" for i in range(5, 10)},
+             10: "new"}
+    scene = fit_tree_scene(snap, WIDE, 483.0, 14.0, highlight=roles, rankdir="TB")
+    assert _ids(scene) == ["n0", "c1", "c5", "n10"]
+    assert [_node(scene, i)["role"] for i in ("c1", "c5", "n10")] == ["matched", "lock", "new"]
+    edges = {e["id"]: (e["source"], e["label"]) for e in scene["edges"]}
+    assert edges == {"ec1": ("n0", "40 tok"), "ec5": ("c1", "50 tok"),
+                     "e10": ("c5", "10 tok\n[91 92 93 94 95 96…]")}

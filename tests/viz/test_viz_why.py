@@ -3,15 +3,24 @@ on the node where B leaves A, the grid's star on B's first block whose hash diff
 
 from __future__ import annotations
 
+import textwrap
 from html import unescape
 
 import pytest
 
 from radix.traces import Trace, TraceRequest
 from scenarios.why import compare
-from viz.blocks import CHAIN_TRACE
+from viz.blocks import CHAIN_TRACE, STATE_COLORS, STATES, block_grid_figure
+from viz.grid_chart import grid_height
 from viz.scene import ROLES
-from viz.why import MARK_TRACE, PARTING_ROLE, PARTING_STROKE, marked_grid_figure, parting_scene
+from viz.why import (
+    MARK_TRACE,
+    PARTING_ROLE,
+    PARTING_STROKE,
+    marked_grid_chart,
+    marked_grid_height,
+    parting_scene,
+)
 
 A = tuple(range(60))
 B = (*range(40), *range(900, 920))  # parts from A at token 40
@@ -65,27 +74,61 @@ def test_tree_mark_on_a_missing_node_is_an_error():
 
 def grid_of(v):
     g = v.grid
-    return marked_grid_figure(g.snapshot, g.b_block_ids, g.mark_block_id, g.mark_label,
-                              v.block_sentence, g.labels)
+    return marked_grid_chart(g.snapshot, g.b_block_ids, g.mark_block_id, g.mark_label,
+                             v.block_sentence, g.labels)
+
+
+def _series(option: dict, name: str) -> dict:
+    (found,) = [s for s in option["series"] if s.get("name") == name]
+    return found
+
+
+def test_grid_is_every_page_grid_cell_by_cell():
+    """The why grid is the keyed ECharts grid every page draws (it was a plotly figure, blank
+    for a frame after each pick, #24): cell by cell the plotly figure's (block_grid_figure,
+    the exports' grid) of the same pool, 16 a row: (column, row), state code and hover lines
+    (the figure's <br> a newline, its escaped "B&#x27;s" plain: ECharts escapes); the same
+    chain cells and legend, the mark's entry last."""
+    v = view(A, B)
+    g = v.grid
+    option = grid_of(v)
+    fig = block_grid_figure(g.snapshot, columns=16, chain_ids=g.b_block_ids, labels=g.labels)
+    heat = fig.data[0]
+    want = {(c, r): (z, unescape(t.replace("<br>", "\n")))
+            for r, (zs, ts) in enumerate(zip(heat.z, heat.text))
+            for c, (z, t) in enumerate(zip(zs, ts)) if z is not None}
+    got = {(c, r): (z, cell["name"]) for cell in option["series"][0]["data"]
+           for c, r, z in [cell["value"]]}
+    assert got == want and len(got) > 0
+    assert option["visualMap"]["pieces"] == [{"value": i, "color": STATE_COLORS[s]}
+                                             for i, s in enumerate(STATES)]
+    assert option["legend"]["data"] == [t.name for t in fig.data[1:]] + [MARK_TRACE]
+    (chain,) = [t for t in fig.data if t.name == CHAIN_TRACE]
+    assert _series(option, CHAIN_TRACE)["data"] == [list(p) for p in zip(chain.x, chain.y)]
 
 
 def test_grid_stars_b_first_block_whose_hash_differs():
     """Blocks of 16: A takes #1..#4 and frees them (#4, partial, hashless, to the queue's head);
     B hits #1, #2 (tokens 0..31, A's) and takes #4, #5. Token 40 sits in B's block 2 = #4, the
-    first whose hash differs: drawn cell 3 of a 16-wide grid, so x = 3, y = 0."""
+    first whose hash differs: drawn cell 3 of a 16-wide grid, so x = 3, y = 0 (first row: the
+    label under the star; left half: it reads rightwards). The title wraps at 110 characters;
+    the chart grows one 18 px line for each line past the first."""
     v = view(A, B)
     assert v.grid.b_block_ids == [1, 2, 4, 5] and v.grid.mark_block_id == 4
-    fig = grid_of(v)
-    (star,) = [t for t in fig.data if t.name == MARK_TRACE]
-    assert (list(star.x), list(star.y)) == ([3], [0])
-    (chain,) = [t for t in fig.data if t.name == CHAIN_TRACE]
-    assert list(chain.x) == [0, 1, 3, 4]
-    (note,) = fig.layout.annotations
-    assert (note.x, note.y) == (3, 0)
-    assert unescape(note.text) == "◆ B's block 2 (#4): the first whose hash differs"
-    title = unescape(fig.layout.title.text.replace("<br>", " "))  # plotly reads entities
-    assert "Block 2 (tokens [32, 48)) is the first whose hash differs" in title
+    option = grid_of(v)
+    star = _series(option, MARK_TRACE)
+    assert star["data"] == [[3, 0]]
+    assert _series(option, CHAIN_TRACE)["data"] == [[0, 0], [1, 0], [3, 0], [4, 0]]
+    label = star["label"]
+    assert label["formatter"] == "◆ B's block 2 (#4): the first whose hash differs"
+    assert (label["position"], label["align"]) == ("bottom", "left")
+    title = option["title"]["text"]
+    assert "Block 2 (tokens [32, 48)) is the first whose hash differs" in title.replace("\n", " ")
     assert "Cause: no known cause" in title  # token ids only: no text detector fits
+    lines = title.count("\n") + 1
+    assert lines == len(textwrap.wrap(v.block_sentence, 110)) >= 2
+    assert marked_grid_height(option) == grid_height(option) + 18 * (lines - 1)
+    assert option["grid"]["top"] == 20 + 18 * lines
 
 
 def test_grid_without_a_differing_hash_marks_where_the_lookup_stopped():
@@ -93,6 +136,5 @@ def test_grid_without_a_differing_hash_marks_where_the_lookup_stopped():
     no block, so vLLM's lookup stops at block 2 (partial): that block is starred instead."""
     v = view(A, A[:40])
     assert v.first_bad_block is None and v.grid.mark_index == 2
-    fig = grid_of(v)
-    assert unescape(fig.layout.annotations[0].text).endswith("not a full block, so no hash")
-    assert [t for t in fig.data if t.name == MARK_TRACE]
+    star = _series(grid_of(v), MARK_TRACE)
+    assert star["label"]["formatter"].endswith("not a full block, so no hash")
