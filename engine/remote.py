@@ -36,7 +36,7 @@ _MAIN_SWAP = threading.Lock()
 
 
 @contextlib.contextmanager
-def _bare_main() -> Iterator[None]:
+def bare_main() -> Iterator[None]:
     """multiprocessing's spawn makes the child import the parent's `__main__` from its file
     first. Streamlit (and its AppTest) makes each page script `__main__` while it runs, so the
     child would run the page bare, which in AppTest killed it before it read its arguments
@@ -115,7 +115,7 @@ class ProcessBackend:
         self.process = ctx.Process(target=_serve, name="radixlens-model", daemon=True,
                                    args=(child, loaded.model, capacity_tokens, loaded.dtype,
                                          loaded.device, threads))
-        with _bare_main():
+        with bare_main():
             self.process.start()
         child.close()
         if not self._conn.poll(START_TIMEOUT_S):

@@ -177,12 +177,12 @@ class Progress(NamedTuple):
 
 
 def own_process_service(*args: Any, **kw: Any) -> Any:
-    """An EngineService whose model forward runs in a process of its own (engine/remote.py):
-    the app's engines, so the page's Python does not slow their forward (#24 item 5)."""
-    from engine.remote import ProcessBackend  # here: torch only once a real engine starts
-    from engine.service import EngineService
+    """The engine service (loop, caches, model) in a process of its own, behind a proxy with
+    EngineService's calls (engine/procservice.py): the app's engines, so the page's Python
+    slows neither their forward nor their scheduler (#24 item 5)."""
+    from engine.procservice import ProcessService  # here: torch only once an engine starts
 
-    return EngineService(*args, **kw, backend=ProcessBackend)
+    return ProcessService(*args, **kw)
 
 
 class LiveSession:
@@ -289,15 +289,18 @@ class LiveSession:
     def block_snapshot(self) -> Any:
         """vLLM's block pool (the shadow) as of the last snapshot the engine thread took; asks
         for a fresh one without waiting for a forward to end (None until the first arrives)."""
-        if not self._blocks_asked and not self.closed and hasattr(self.service, "call"):
+        if not self._blocks_asked and not self.closed and self.service is not None:
             self._blocks_asked = True
 
-            def take() -> None:
-                self._blocks = self.service.shadow.manager.snapshot()
+            def take(future: Any) -> None:
+                if future.exception() is None and future.result() is not None:
+                    self._blocks = future.result()
                 self._blocks_asked = False
 
             try:
-                self.service.call(take, timeout=0.3)
+                asked = self.service.snapshot_blocks()
+                asked.add_done_callback(take)
+                asked.result(timeout=0.3)
             except Exception:  # noqa: BLE001 - a busy or stopped engine: keep the last one
                 pass
         return self._blocks
