@@ -19,6 +19,7 @@ import itertools
 import os
 import pickle
 import queue
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -145,6 +146,12 @@ def _child(conn: Any, loaded: Any, capacity_tokens: int, kw: dict, threads: int,
             break
     out.put(None)
     sender.join()
+    conn.close()  # the parent's reader ends now
+    # subtle: a normal exit tears down torch and every module first, seconds on a busy machine,
+    # and the parent kills a child that lingers; nothing here needs that teardown
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _submit(service: EngineService, out: queue.Queue, seq: int, prompt: Any,

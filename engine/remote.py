@@ -7,8 +7,10 @@ while the page's thread runs Python every take-back waits up to the switch inter
 keeps EngineService's scheduler, radix tree and slot allocator where they were and sends only
 each forward's batch (token ids, positions, slots) to a spawned child that holds the weights
 (shared memory, not copied) and the KV rows; the last-token logits come back and are sampled
-here, as in-process. One message each way per forward. Leaves out: overlapping the next
-schedule with the running forward (SGLang's overlap scheduler).
+here, as in-process. One message each way per forward. The app now runs the whole service in
+the child (engine/procservice.py: the loop's Python was still slowed here); this split stays
+as a backend and a benchmark case. Leaves out: overlapping the next schedule with the running
+forward (SGLang's overlap scheduler).
 """
 
 from __future__ import annotations

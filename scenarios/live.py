@@ -1,9 +1,10 @@
 """One browser session's live engine: its EngineService, a live copy of its tree, its requests.
 
 The model (weights) is shared by every session of the process; each `LiveSession` owns its
-EngineService (radix tree, KV pool, block shadow, engine thread) and a private copy of the
-tokenizer for the page (a Hugging Face fast tokenizer is not safe to share between threads).
-`LiveTree` is the service's listener: the engine thread hands it every stamped event; tree events
+engine service (radix tree, KV pool, block shadow, loop: the app's in a process of its own,
+engine/procservice.py) and a private copy of the tokenizer for the page (a Hugging Face fast
+tokenizer is not safe to share between threads). `LiveTree` is the service's listener: it is
+handed every stamped event in the engine's order; tree events
 rebuild a `TreeModel` (the replay law makes it equal to the engine's tree) and the steps worth
 telling (splits, new leaves, evictions, lock walks, admissions) are kept with what the words need
 (the tree before a split, the step's key length), for viz/words.py to say. Prefill is chunked
@@ -73,7 +74,8 @@ class Told(NamedTuple):
 
 
 class LiveTree:
-    """Thread-safe: `__call__` runs on the engine thread, the readers on the page's."""
+    """Thread-safe: `__call__` runs on the engine's thread (a ProcessService's: the thread that
+    reads its child), the readers on the page's."""
 
     def __init__(self, max_told: int = 200) -> None:
         self._lock = threading.Lock()
