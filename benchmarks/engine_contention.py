@@ -64,7 +64,7 @@ def one_request(loaded, ids: list[int], busy: bool, switch_s: float, make,
     if busy:
         spinner.start()
     try:
-        with make(loaded) as service:  # make(loaded, cap=4_096)
+        with make(loaded) as service:
             t0 = time.monotonic()
             service.submit(ids, 8).result(600)
             return time.monotonic() - t0
@@ -103,6 +103,7 @@ def main() -> None:
             _, busy, switch, engine = cases[k]
             seconds[k].append(one_request(loaded, ids, busy, switch,
                                           functools.partial(engine, cap=4_096), args.hog))
+            print(f"  round {len(seconds[k])} {k}: {seconds[k][-1]:.2f} s", flush=True)
     print(f"one request: {len(ids)} prompt tokens + 8 new, {loaded.label}; busy thread: "
           f"{args.hog}; medians of {args.rounds} interleaved rounds")
     base = statistics.median(seconds["alone"]) if "alone" in seconds else None
