@@ -79,7 +79,8 @@ def main() -> None:
     ap.add_argument("--hog", choices=("spin", "sort"), default="spin",
                     help="what the busy thread runs (see one_request)")
     ap.add_argument("--cases", default="",
-                    help="comma-separated keys: alone,busy,switch,forward,engine (default all)")
+                    help="comma-separated keys: alone,busy,switch,forward,engine,engine-idle "
+                         "(default all)")
     args = ap.parse_args()
     loaded = load_model()
     ids = loaded.tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=True,
@@ -95,6 +96,8 @@ def main() -> None:
                     lambda loaded, cap: EngineService(loaded, cap, backend=ProcessBackend)),
         "engine": ("beside it, whole engine in own process", True, 0.0005,
                    lambda loaded, cap: ProcessService(loaded, cap, listener=LiveTree())),
+        "engine-idle": ("whole engine in own process, no busy thread", False, 0.0005,
+                        lambda loaded, cap: ProcessService(loaded, cap, listener=LiveTree())),
     }
     keys = args.cases.split(",") if args.cases else list(cases)
     seconds: dict[str, list[float]] = {k: [] for k in keys}
