@@ -112,7 +112,7 @@ def main() -> None:
     base = statistics.median(seconds["alone"]) if "alone" in seconds else None
     for k, xs in seconds.items():
         ratio = f"  {statistics.median(xs) / base:5.2f}x alone" if base else ""
-        print(f"  {cases[k][0]:40s} {statistics.median(xs):6.2f} s{ratio}  (rounds: "
+        print(f"  {cases[k][0]:44s} {statistics.median(xs):6.2f} s{ratio}  (rounds: "
               + ", ".join(f"{x:.2f}" for x in xs) + ")")
 
 if __name__ == "__main__":
