@@ -31,6 +31,8 @@ from radix.blocks.manager import BlockCacheManager, LookupRecord
 from radix.blocks.pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.request import Req
+from radix.runs.compare import run_blocks
+from scenarios.blockreplay import replay_blocks
 
 MIN_EVERY, MAX_KEYFRAMES = 32, 64
 FRAME_BLOCK_BYTES = 60  # a cached block in a keyframe (hash, parent hash, ids), pickled
@@ -241,6 +243,9 @@ class BlockFrames:
     def _replay(self, manager: BlockCacheManager, start: int, stop: int) -> None:
         """Requests start..stop-1 through `manager`'s pool (run_blocks)."""
         pairs = list(self.feed(start, stop))
+        if self.run is run_blocks:  # its flow, fast (scenarios/blockreplay.py)
+            replay_blocks(manager, pairs, [lk.hit_blocks for lk in self.lookups[start:stop]])
+            return
         # run_blocks ends by counting unreachable blocks over the whole pool: not needed here
         # (a snapshot or keyframe has them), and it costs as much as the requests replayed
         manager.num_unreachable_blocks = lambda: None
