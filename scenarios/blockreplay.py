@@ -4,7 +4,8 @@
 [o for _, o in pairs], ..., manager=manager)` does (block ids, hashes, free-queue order, the hash
 map's order, the eviction count), without its stats and LookupRecords, for requests that arrive
 one at a time into a pool no request holds: then every lookup hit is a free block (ref_cnt 0),
-admission needs `num_new + num_hits` free blocks, and every block a request holds has ref_cnt 1.
+admission needs `num_new + num_hits` free blocks, and the blocks a request holds it alone holds
+(their ref_cnt, 1 while held, is not written: 0 before and after).
 The known hit counts of the block-extent summary (`hit_blocks`) let a lookup read the hash map
 in C (checked, not trusted); allocation pops and evicts in one pass, caching takes one dict
 operation a block. Falls back to run_blocks for a pool with a sink or with caching off.
@@ -14,11 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from radix.blocks.hashing import hash_request_tokens
+import numpy as np
+
+from radix.blocks.hashing import BlockHash, hash_request_tokens
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool, KVCacheBlock
 from radix.request import Req
 from radix.runs.compare import run_blocks
+from radix.tokens import TokenRuns
 
 
 def replay_blocks(manager: BlockCacheManager, pairs: Sequence[tuple[Req, Sequence[int]]],
@@ -39,10 +43,8 @@ def replay_blocks(manager: BlockCacheManager, pairs: Sequence[tuple[Req, Sequenc
                    pool.block_size, manager=manager, rejected_rids=[])
         return
     bs, queue = pool.block_size, pool.free_block_queue
-    null = pool.null_block
     for k, (req, out) in enumerate(pairs):
-        hashes = manager.hash_request(req)
-        del manager.requests[req.rid]
+        hashes = _hashes(manager, req)
         prompt_len = len(req.origin_input_ids)
         max_blocks = (prompt_len - 1) // bs if prompt_len else 0
         hits = _lookup(pool, hashes, max_blocks, None if hit_blocks is None else hit_blocks[k])
@@ -70,9 +72,42 @@ def replay_blocks(manager: BlockCacheManager, pairs: Sequence[tuple[Req, Sequenc
                     if len(hashes) < num_full:
                         tokens = req.origin_input_ids + req.output_ids
                         hash_request_tokens(tokens[:num_full * bs], bs, req.extra_key,
-                                            req.cache_salt, hashes, manager.hasher)
+                                            req.cache_salt, hashes, manager.hasher, pack_runs)
                     _store(pool, blocks, hashes, num_cached, num_full)
-        queue.release(reversed(blocks), null)
+                    num_cached = num_full
+        _release(pool, blocks, num_cached)
+
+
+def _hashes(manager: BlockCacheManager, req: Req) -> list[BlockHash]:
+    """BlockCacheManager.hash_request for a request it does not hold, compact prompts packed
+    by `pack_runs`."""
+    tokens = req.origin_input_ids + req.output_ids
+
+    def compute(known: list[BlockHash]) -> list[BlockHash]:
+        return hash_request_tokens(tokens, manager.block_size, req.extra_key, req.cache_salt,
+                                   known, manager.hasher, pack_runs)
+    if manager.memo is None:
+        return compute([])
+    return manager.memo.hashes(tokens, (req.extra_key, req.cache_salt), compute)
+
+
+def pack_runs(tokens: Sequence[int]) -> bytes | None:
+    """A TokenRuns as little-endian int64s, the bytes struct.pack gives, built by numpy run by
+    run (a Mooncake prompt: runs of 512; expanding it into ints to pack cost a tenth of the
+    block replay), or None: not a TokenRuns, or a token past int64.
+
+    >>> import struct
+    >>> pack_runs(TokenRuns([(7, 2), (1, 1)])) == struct.pack("<3q", 7, 8, 1)
+    True
+    """
+    if type(tokens) is not TokenRuns or not tokens:
+        return None
+    starts, lengths = zip(*tokens.runs())
+    if min(starts) < -(1 << 63) or max(map(sum, zip(starts, lengths))) > 1 << 63:
+        return None
+    offsets = np.cumsum((0, *lengths[:-1]), dtype=np.int64)
+    firsts = np.repeat(np.array(starts, dtype=np.int64) - offsets, lengths)
+    return (firsts + np.arange(len(tokens), dtype=np.int64)).astype("<i8").tobytes()
 
 
 def _lookup(pool: BlockPool, hashes: list, max_blocks: int, expect: int | None
@@ -96,19 +131,19 @@ def _lookup(pool: BlockPool, hashes: list, max_blocks: int, expect: int | None
 
 
 def _touch(pool: BlockPool, hits: list[KVCacheBlock]) -> None:
-    """Hits of a pool no request holds: each out of the free queue, ref_cnt 1."""
+    """Hits of a pool no request holds: each out of the free queue (its ref_cnt stays 0 and
+    its own links stale until `_release` relinks it: nothing reads them in between)."""
     for block in hits:
         prev, nxt = block.prev_free_block, block.next_free_block
         prev.next_free_block = nxt
         nxt.prev_free_block = prev
-        block.prev_free_block = block.next_free_block = None
-        block.ref_cnt = 1
     pool.free_block_queue.num_free_blocks -= len(hits)
 
 
 def _take(pool: BlockPool, n: int) -> list[KVCacheBlock]:
     """BlockPool.get_new_blocks(n) without a sink: the queue's first n blocks, unlinked and
-    evicted in one pass (a hash several blocks carry keeps its place in the map's order)."""
+    evicted in one pass (a hash several blocks carry keeps its place in the map's order);
+    ref_cnt and links as `_touch` leaves them."""
     queue, cache = pool.free_block_queue, pool.cached_block_hash_to_block
     out: list[KVCacheBlock] = []
     append = out.append
@@ -128,10 +163,7 @@ def _take(pool: BlockPool, n: int) -> list[KVCacheBlock]:
             block.block_hash = block.parent_hash = None
             block.chain_pos = -1
             evicted += 1
-        block.ref_cnt = 1
-        nxt = block.next_free_block
-        block.prev_free_block = block.next_free_block = None
-        block = nxt
+        block = block.next_free_block
     queue.fake_head.next_free_block = block
     block.prev_free_block = queue.fake_head
     queue.num_free_blocks -= n
@@ -156,3 +188,21 @@ def _store(pool: BlockPool, blocks: list[KVCacheBlock], hashes: list, lo: int, h
             else:
                 entry[block.block_id] = block
         parent = block_hash
+
+
+def _release(pool: BlockPool, blocks: list[KVCacheBlock], num_hashed: int) -> None:
+    """FreeKVCacheBlockQueue.release(reversed(blocks)) for blocks only this request held, the
+    first `num_hashed` cached: those to the tail, last first; the rest (a partial block at
+    most) to the head, last first."""
+    queue = pool.free_block_queue
+    tail = queue.fake_tail
+    prev = tail.prev_free_block
+    for block in blocks[num_hashed - 1::-1] if num_hashed else ():
+        prev.next_free_block = block
+        block.prev_free_block = prev
+        prev = block
+    prev.next_free_block = tail
+    tail.prev_free_block = prev
+    queue.num_free_blocks += num_hashed
+    if len(blocks) > num_hashed:
+        queue.prepend_n(blocks[:num_hashed - 1:-1] if num_hashed else blocks[::-1])
