@@ -8,7 +8,8 @@ admission needs `num_new + num_hits` free blocks, and the blocks a request holds
 (their ref_cnt, 1 while held, is not written: 0 before and after).
 The known hit counts of the block-extent summary (`hit_blocks`) let a lookup read the hash map
 in C (checked, not trusted); allocation pops and evicts in one pass, caching takes one dict
-operation a block. Falls back to run_blocks for a pool with a sink or with caching off.
+operation a block. Falls back to run_blocks for a pool with a sink, with caching off or with
+requests still holding blocks.
 """
 
 from __future__ import annotations
