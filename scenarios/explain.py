@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from radix.hosttier.explain import HostTierExplanation, explain_host_tier
 from radix.runs.explain import BUCKETS, Explanation, explain, num_what_ifs, what_ifs
+from radix.runs.progress import with_time_left  # noqa: F401 (the panel's name, kept)
 from radix.runs.sim import SimConfig
 from radix.traces.base import Trace
 from runtime.budget import BUDGET, Budget
@@ -127,31 +128,9 @@ def run_what_ifs(trace: Trace, done: Explained, *, progress: Progress | None = N
     e = done.explanation
     t0 = time.perf_counter()
     e.what_if = what_ifs(trace, done.config, e.working_set,
-                         progress=_checked(with_time_left(progress), cancel))
+                         progress=_checked(progress, cancel))
     done.what_if_seconds = time.perf_counter() - t0
     return done
-
-
-def with_time_left(progress: Progress | None, clock: Any = time.perf_counter
-                   ) -> Progress | None:
-    """`progress` with the time left, measured: the time so far over the fraction done (said
-    once 2% is done), so the estimate is the runs' own, not a guess from another run.
-
-    >>> ticks = iter([0.0, 10.0]); said = []
-    >>> p = with_time_left(lambda f, t: said.append(t), clock=lambda: next(ticks))
-    >>> p(0.25, "what-if 4 of 13"); said  # 10 s for a quarter: 30 s to go
-    ['what-if 4 of 13; about 30 s left']
-    """
-    if progress is None:
-        return None
-    t0 = clock()
-
-    def report(fraction: float, text: str) -> None:
-        spent = clock() - t0
-        if 0.02 <= fraction < 1:
-            text += f"; about {spent / fraction * (1 - fraction):,.0f} s left"
-        progress(fraction, text)
-    return report
 
 
 def examples(e: Explanation, top: int = EXAMPLES) -> dict[str, dict[str, list[Example]]]:
