@@ -50,8 +50,9 @@ KEPT_PER_REQUEST = 2_000  # an Explanation's row per request, kept after the run
 EXAMPLES = 3  # requests shown per bucket
 WHAT_IF_RUNS = num_what_ifs()  # simulator runs of the what-ifs (at most)
 # a what-if run (plain simulator) over the watched run (probe, buckets), in CPU seconds, page 1,
-# capacity 1,000,000, fcfs, load average 12-15 on this 2-core machine: Mooncake's synthetic
-# trace 40.2 s for 13 runs after a 5.11 s watched run (0.61); PLAIN_PER_WATCHED_NOTE_CONV
+# capacity 1,000,000, fcfs, load average 12-25 on this 2-core machine: Mooncake's synthetic
+# trace 40.2 s for 13 runs after a 5.11 s watched run (0.61); the conversation stand-in 216.6 s
+# after 25.8 s (0.65)
 PLAIN_PER_WATCHED = 0.6
 
 
