@@ -22,13 +22,13 @@ from runtime.jobs import QueueFull
 from scenarios.explain import (
     HOST_RATIOS,
     POLICIES,
-    WHAT_IF_RUNS,
     host_rows,
     host_summary,
     run_explain,
     run_host_tier,
     run_what_ifs,
     step_of,
+    what_if_estimate,
 )
 from scenarios.trace import Cancelled
 from viz.escape import esc_md
@@ -191,11 +191,10 @@ def _what_ifs(r: Any, x: Any, state: dict) -> None:
             return
         job = state.get("explain_job")
         if job is None or job.name != f"what-ifs {x.key}":
-            guess = x.seconds * WHAT_IF_RUNS
+            guess = what_if_estimate(r.trace, x)
             if guess > AUTO_WHAT_IFS_S and not st.button(
-                    f"run the what-ifs ({WHAT_IF_RUNS} simulator runs; a rough guess of "
-                    f"{guess:,.0f} s, each priced as the run above, which also kept the "
-                    "buckets: the progress says the time left as measured)",
+                    f"run the what-ifs (about {guess:,.0f} s: simulator runs priced from the "
+                    "run above; the progress says the time left as measured)",
                     key="trace.explain_whatifs"):
                 return
             trace = r.trace
@@ -210,8 +209,8 @@ def _what_ifs(r: Any, x: Any, state: dict) -> None:
             _stopped(state, x.key, "The what-ifs")
             return
     w = e.what_if
-    say("markdown", f"{len(w['capacity']) + len(w['page_size']) + 2} simulator "
-                    f"runs ({x.what_if_seconds or 0:,.1f} s).", bold="What if:")
+    say("markdown", f"{len(w['capacity']) + len(w['page_size']) + 2} what-ifs "
+                    f"({x.what_if_seconds or 0:,.1f} s).", bold="What if:")
     st.plotly_chart(capacity_figure(w["capacity"], e.working_set), key="trace.explain_capacity",
                     config=PLOT)
     c = st.columns(2)

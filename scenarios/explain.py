@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from radix.hosttier.explain import HostTierExplanation, explain_host_tier
-from radix.runs.explain import BUCKETS, Explanation, explain, num_what_ifs, what_ifs
+from radix.runs.explain import (
+    BUCKETS,
+    Explanation,
+    explain,
+    num_simulator_runs,
+    num_what_ifs,
+    what_ifs,
+)
+from radix.runs.progress import with_time_left  # noqa: F401 (the panel's name, kept)
 from radix.runs.sim import SimConfig
 from radix.traces.base import Trace
 from runtime.budget import BUDGET, Budget
@@ -41,6 +49,11 @@ BYTES_PER_TOKEN = 300  # request traces spell every token: the tries keep them a
 KEPT_PER_REQUEST = 2_000  # an Explanation's row per request, kept after the run
 EXAMPLES = 3  # requests shown per bucket
 WHAT_IF_RUNS = num_what_ifs()  # simulator runs of the what-ifs (at most)
+# a what-if run (plain simulator) over the watched run (probe, buckets), in CPU seconds, page 1,
+# capacity 1,000,000, fcfs, load average 12-25 on this 2-core machine: Mooncake's synthetic
+# trace 40.2 s for 13 runs after a 5.11 s watched run (0.61); the conversation stand-in 216.6 s
+# after 25.8 s (0.65)
+PLAIN_PER_WATCHED = 0.6
 
 
 class Example(NamedTuple):
@@ -120,38 +133,33 @@ def run_explain(trace: Trace, digest: str, capacity: int, policy: str = "fcfs", 
                      examples(e))
 
 
+def what_if_estimate(trace: Trace, done: Explained) -> float:
+    """Seconds the what-ifs should take here (one process): the watched run's seconds, times
+    PLAIN_PER_WATCHED a run, times the simulator runs they make (num_simulator_runs).
+
+    >>> from radix.traces.base import TraceRequest
+    >>> t = Trace("request", [TraceRequest("a", 0.0, (1, 2, 3), 1)])
+    >>> e = explain(t, settings(1_000_000), what_if=False)
+    >>> e.working_set = 100_000  # 8 distinct capacities on the curve
+    >>> x = Explained(("d", 1_000_000, "fcfs"), settings(1_000_000), e, 10.0, {})
+    >>> round(what_if_estimate(t, x), 1)  # 13 runs (bounded base) x 0.6 x 10 s
+    78.0
+    """
+    runs = num_simulator_runs(trace, done.config, done.explanation.working_set)
+    return done.seconds * PLAIN_PER_WATCHED * runs
+
+
 def run_what_ifs(trace: Trace, done: Explained, *, progress: Progress | None = None,
                  cancel: threading.Event | None = None) -> Explained:
     """Fills `done.explanation.what_if` (the capacity curve, page/block sizes, namespaces):
-    WHAT_IF_RUNS more simulator runs, each with progress; Cancelled when cancelled."""
+    up to WHAT_IF_RUNS more simulator runs, progress within each with the time left;
+    Cancelled when cancelled."""
     e = done.explanation
     t0 = time.perf_counter()
     e.what_if = what_ifs(trace, done.config, e.working_set,
-                         progress=_checked(with_time_left(progress), cancel))
+                         progress=_checked(progress, cancel))
     done.what_if_seconds = time.perf_counter() - t0
     return done
-
-
-def with_time_left(progress: Progress | None, clock: Any = time.perf_counter
-                   ) -> Progress | None:
-    """`progress` with the time left, measured: the time so far over the fraction done (said
-    once 2% is done), so the estimate is the runs' own, not a guess from another run.
-
-    >>> ticks = iter([0.0, 10.0]); said = []
-    >>> p = with_time_left(lambda f, t: said.append(t), clock=lambda: next(ticks))
-    >>> p(0.25, "what-if 4 of 13"); said  # 10 s for a quarter: 30 s to go
-    ['what-if 4 of 13; about 30 s left']
-    """
-    if progress is None:
-        return None
-    t0 = clock()
-
-    def report(fraction: float, text: str) -> None:
-        spent = clock() - t0
-        if 0.02 <= fraction < 1:
-            text += f"; about {spent / fraction * (1 - fraction):,.0f} s left"
-        progress(fraction, text)
-    return report
 
 
 def examples(e: Explanation, top: int = EXAMPLES) -> dict[str, dict[str, list[Example]]]:

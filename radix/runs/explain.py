@@ -10,7 +10,6 @@ data (dicts, lists of points) for the CLI's JSON and the app's charts. Leaves ou
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +21,8 @@ from radix.runs.probe import (
     RequestBuckets,
     watched_run,
 )
+from radix.runs.progress import Progress, with_time_left
+from radix.runs.riders import Run, plan_runs, run_with_riders
 from radix.runs.sim import SimConfig, build, run
 from radix.runs.workers import fork_map
 from radix.traces.base import Trace
@@ -29,7 +30,6 @@ from radix.traces.base import Trace
 __all__ = ["BUCKETS", "Eviction", "Explanation", "PrefixSaved", "RequestBuckets", "explain",
            "what_ifs"]
 PAGE_SIZES = (1, 16, 64)
-Progress = Callable[[float, str], None]  # (fraction done, what runs now); may raise to stop
 
 
 @dataclass
@@ -153,23 +153,15 @@ def what_ifs(trace: Trace, config: SimConfig, working_set: int, capacities: int 
     unbounded), against page/block size (PAGE_SIZES, both caches the same), and with and
     without namespaces (extra_key, cache_salt dropped). The runs are independent: `jobs` > 1
     fans them out over forked workers (runs/workers.py), and a configuration asked twice (the
-    namespaces' "with" is the base configuration; so is unbounded when the base is) runs once.
-    `progress` as in `explain`, from `start` to 1: within each run with jobs=1, else as each
-    run comes back."""
+    namespaces' "with" is the base configuration; so is unbounded when the base is) runs once;
+    unbounded runs that differ only in block size share one run (riders.py).
+    `progress` as in `explain`, from `start` to 1, with the time left: within each run with
+    jobs=1, else as each run comes back."""
     total = sum(len(r.token_ids) for r in trace.requests) or 1
-    steps = max(capacities - 1, 1)
-    caps = sorted({max(1, round(working_set * 0.01 ** (i / steps))) for i in range(capacities)},
-                  reverse=True)
-    spaced = any(r.extra_key is not None or r.cache_salt is not None for r in trace.requests)
-    points = [({"capacity": c}, dataclasses.replace(config, capacity=c), False)
-              for c in [None, *caps]]
-    points += [({"page_size": p}, dataclasses.replace(config, page_size=p, block_size=p), False)
-               for p in PAGE_SIZES]
-    points += [({"namespaces": True}, config, False)]
-    if spaced:
-        points.append(({"namespaces": False}, config, True))
+    points = _points(trace, config, working_set, capacities)
+    spaced = points[-1][2]
     runs = list(dict.fromkeys((cfg, plain) for _, cfg, plain in points))  # each once, in order
-    totals = _run_what_ifs(trace, runs, progress, start, jobs)
+    totals = _run_what_ifs(trace, runs, with_time_left(progress, start=start), start, jobs)
     rows = []
     for extra, cfg, plain in points:
         s = totals[runs.index((cfg, plain))]
@@ -179,21 +171,67 @@ def what_ifs(trace: Trace, config: SimConfig, working_set: int, capacities: int 
                              "retractions": s["retractions"]})
     with_ns = rows[-2] if spaced else rows[-1]
     without = rows[-1] if spaced else with_ns | {"namespaces": False}
-    n = len(caps) + 1  # the capacity curve: unbounded, then each capacity
+    n = len(points) - len(PAGE_SIZES) - 1 - spaced  # the capacity curve: unbounded, each cap
     return {"capacity": rows[:n], "page_size": rows[n:n + len(PAGE_SIZES)],
             "namespaces": [with_ns, without]}
 
 
-_WHAT_IFS: tuple[Trace, Trace | None, list[tuple[SimConfig, bool]]] | None = None  # for workers
+def _points(trace: Trace, config: SimConfig, working_set: int, capacities: int
+            ) -> list[tuple[dict[str, Any], SimConfig, bool]]:
+    """The what-ifs asked, in order: (what the row says, its configuration, namespaces
+    dropped); the capacity curve, the page sizes, namespaces with (and without, if any)."""
+    steps = max(capacities - 1, 1)
+    caps = sorted({max(1, round(working_set * 0.01 ** (i / steps))) for i in range(capacities)},
+                  reverse=True)
+    points = [({"capacity": c}, dataclasses.replace(config, capacity=c), False)
+              for c in [None, *caps]]
+    points += [({"page_size": p}, dataclasses.replace(config, page_size=p, block_size=p), False)
+               for p in PAGE_SIZES]
+    points += [({"namespaces": True}, config, False)]
+    if any(r.extra_key is not None or r.cache_salt is not None for r in trace.requests):
+        points.append(({"namespaces": False}, config, True))
+    return points
 
 
-def _what_if_forked(i: int) -> dict[str, Any]:
-    trace, plain, runs = _WHAT_IFS
-    cfg, strip = runs[i]
-    return run(build(plain if strip else trace, cfg)).totals
+def num_simulator_runs(trace: Trace, config: SimConfig, working_set: int,
+                       capacities: int = 8) -> int:
+    """The simulator runs `what_ifs` makes: the what-ifs asked, each configuration once,
+    riders on their run (plan_runs). An unbounded base on a trace without namespaces: 12
+    configurations (the namespaces' "with" and unbounded are the base) in 11 runs.
+
+    >>> from radix.traces.base import TraceRequest
+    >>> t = Trace("request", [TraceRequest("a", 0.0, (1, 2, 3), 1)])
+    >>> bounded = SimConfig(capacity=500)
+    >>> num_simulator_runs(t, SimConfig(), 1000), num_simulator_runs(t, bounded, 1000)
+    (11, 13)
+    """
+    runs = dict.fromkeys((cfg, plain) for _, cfg, plain in _points(trace, config, working_set,
+                                                                   capacities))
+    return len(plan_runs(list(runs)))
 
 
-def _run_what_ifs(trace: Trace, runs: list[tuple[SimConfig, bool]], progress: Progress | None,
+_WHAT_IFS: tuple[Trace, Trace | None, list[Run], list[list[int]]] | None = None  # for workers
+
+
+def _what_if_forked(k: int) -> list[dict[str, Any]]:
+    trace, plain, runs, plan = _WHAT_IFS
+    return _simulate(plain if runs[plan[k][0]][1] else trace, runs, plan[k])
+
+
+def _simulate(trace: Trace, runs: list[Run], group: list[int], on_arrival: Any = None
+              ) -> list[dict[str, Any]]:
+    """The totals of each run of `group` (plan_runs), in its order: one simulator run, the
+    riders on it; a rider whose check failed runs on its own."""
+    cfg = runs[group[0]][0]
+    if len(group) == 1:
+        return [run(build(trace, cfg), on_arrival).totals]
+    own, riding = run_with_riders(trace, cfg, [runs[i][0].block_size for i in group[1:]],
+                                  on_arrival)
+    return [own] + [t if t is not None else run(build(trace, runs[i][0])).totals
+                    for i, t in zip(group[1:], riding, strict=True)]
+
+
+def _run_what_ifs(trace: Trace, runs: list[Run], progress: Progress | None,
                   start: float, jobs: int) -> list[dict[str, Any]]:
     """Each (config, namespaces dropped) run's totals, in order; progress as they go."""
     global _WHAT_IFS
@@ -201,31 +239,44 @@ def _run_what_ifs(trace: Trace, runs: list[tuple[SimConfig, bool]], progress: Pr
     if any(strip for _, strip in runs):
         plain = Trace(trace.format, [dataclasses.replace(r, extra_key=None, cache_salt=None)
                                      for r in trace.requests], input_lens=list(trace.input_lens))
-    n, share = len(runs), (1 - start) / max(len(runs), 1)
+    plan = plan_runs(runs)
+    n, share = len(plan), (1 - start) / max(len(plan), 1)
+    out: list[dict[str, Any] | None] = [None] * len(runs)
     if jobs > 1 and n > 1:
-        def done(i: int, _totals: Any) -> None:
+        finished = [0]
+
+        def done(k: int, totals: list[dict[str, Any]]) -> None:
+            finished[0] += 1
             if progress is not None:
-                progress(start + share * (i + 1), f"what-if {i + 1} of {n} done "
-                                                  f"({min(jobs, n)} worker processes)")
+                progress(start + share * finished[0], f"what-if {finished[0]} of {n} done "
+                                                      f"({min(jobs, n)} worker processes)")
         if progress is not None:
             progress(start, f"what-ifs: {n} runs in {min(jobs, n)} worker processes")
-        _WHAT_IFS = (trace, plain, runs)
+        _WHAT_IFS = (trace, plain, runs, plan)
         try:
-            return fork_map(_what_if_forked, n, jobs, done)
+            results = fork_map(_what_if_forked, n, jobs, done)
         finally:
             _WHAT_IFS = None
-    out = []
-    for i, (cfg, strip) in enumerate(runs):
-        t = plain if strip else trace
-        what = f"what-if {i + 1} of {n} ({_label(cfg, strip)})"
-        out.append(run(build(t, cfg), _ticker(progress, len(t.requests), start + share * i,
-                                              start + share * (i + 1), what)).totals)
+    else:
+        results = []
+        for k, group in enumerate(plan):
+            t = plain if runs[group[0]][1] else trace
+            what = f"what-if {k + 1} of {n} ({_label(runs, group)})"
+            results.append(_simulate(t, runs, group, _ticker(
+                progress, len(t.requests), start + share * k, start + share * (k + 1), what)))
+    for group, totals in zip(plan, results, strict=True):
+        for i, t in zip(group, totals, strict=True):
+            out[i] = t
     return out
 
 
-def _label(cfg: SimConfig, strip: bool) -> str:
+def _label(runs: list[Run], group: list[int]) -> str:
+    """The run's settings: "capacity unbounded, page 1, blocks of 16 and 1"."""
+    cfg, strip = runs[group[0]]
     cap = "unbounded" if cfg.capacity is None else f"{cfg.capacity:,}"
-    return f"capacity {cap}, page {cfg.page_size}" + (", no namespaces" if strip else "")
+    blocks = " and ".join(str(runs[i][0].block_size) for i in group)
+    return (f"capacity {cap}, page {cfg.page_size}, blocks of {blocks}"
+            + (", no namespaces" if strip else ""))
 
 
 def _plain(value: Any) -> Any:

@@ -14,12 +14,14 @@ from radix.traces import load_trace
 from runtime.budget import Budget, BudgetError
 from scenarios.explain import (
     KEPT_PER_REQUEST,
+    PLAIN_PER_WATCHED,
     WHAT,
     estimate,
     examples,
     run_explain,
     run_what_ifs,
     step_of,
+    what_if_estimate,
 )
 from scenarios.trace import Cancelled, replay
 from viz.explain import (
@@ -112,3 +114,24 @@ def test_what_ifs_fill_in_with_progress_and_figures_carry_units():
     prefixes = prefix_rows(x.explanation.top_prefixes["tree"], mooncake=True)
     assert prefixes and "first hash ids" in prefixes[0]
     assert all(r["lost"] for r in loser_rows(x.explanation.top_losers["tree"], "tree"))
+
+
+def test_the_estimate_counts_the_runs_the_what_ifs_make(monkeypatch):
+    """The panel's estimate (what_if_estimate) is the watched run's seconds x PLAIN_PER_WATCHED
+    x the simulator runs the what-ifs make. Its count, on the Mooncake excerpt at the page's
+    capacity (bounded base): unbounded + 8 capacities + 3 page sizes at the base capacity + the
+    base itself for namespaces = 13 runs, each a Scheduler built once; priced at 10 s a watched
+    run: 10 x 0.6 x 13 = 78 s. Before, the panel guessed WHAT_IF_RUNS (14) x the watched run,
+    140 s, while a plain run costs ~0.6 of the watched one (measured, see PLAIN_PER_WATCHED)."""
+    from radix.sched.scheduler import Scheduler
+
+    trace = load_trace(TRACES / "mooncake_excerpt.jsonl")
+    x = run_explain(trace, "d", 1_000_000, budget=Budget(2**30, 2**31))
+    x.seconds = 10.0
+    built = []
+    real = Scheduler.__init__
+    monkeypatch.setattr(Scheduler, "__init__", lambda self, *a, **k: built.append(1) or real(
+        self, *a, **k))
+    run_what_ifs(trace, x)
+    assert len(built) == 13
+    assert PLAIN_PER_WATCHED == 0.6 and what_if_estimate(trace, x) == pytest.approx(78.0)
