@@ -25,9 +25,8 @@ from itertools import compress
 from operator import attrgetter, not_
 from typing import Any, NamedTuple
 
-from radix.blocks.extents import ExtentBlockManager, ExtentHit
 from radix.blocks.hashing import BlockHasher
-from radix.blocks.manager import BlockCacheManager, LookupRecord
+from radix.blocks.manager import BlockCacheManager, ComputedBlocks, ExtentPool, LookupRecord
 from radix.blocks.pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.request import Req
@@ -139,9 +138,10 @@ class BlockFrames:
     on_lookup=...)` is run_blocks. Two passes, so that an upload is summarised fast:
 
     - the summary (stats, rejected requests, one LookupRecord and the eviction count after
-      each request) is one pass of the block-extent cache (radix/blocks/extents.py: the same
-      hits, evictions and lookups as the per-block pool, tests/radix/blocks/test_extents.py), at the
-      cost of extents: on a 12,031-request conversation trace ~2 s against ~17 s per block;
+      each request) is one pass of the block-extent storage (ExtentPool in
+      radix/blocks/manager.py: the same hits, evictions and lookups as the per-block pool,
+      tests/radix/blocks/test_extents.py), at the cost of extents: on a 12,031-request
+      conversation trace ~2 s against ~17 s per block;
     - the per-block pool (block ids, hashes, free-queue order: what the block view draws)
       is replayed only when a step asks for it, `every` requests at a time, keeping a
       keyframe at each even multiple of `every` it passes and at the one asked for (an odd
@@ -167,7 +167,7 @@ class BlockFrames:
         self.evictions: list[int] = []  # cached blocks evicted so far, after each request
         self.lookups: list[LookupRecord] = []
         self._progress = progress
-        summary = ExtentBlockManager(self.num_blocks, block_size)
+        summary = BlockCacheManager(ExtentPool(self.num_blocks, block_size))
         self.stats = self.run(self._counted(summary), self._outputs(), capacity, block_size,
                               manager=summary, rejected_rids=self.rejected,
                               on_lookup=self._looked_up)
@@ -178,7 +178,7 @@ class BlockFrames:
         self._cursor: tuple[int, BlockCacheManager] | None = None
         self._lock = threading.RLock()
 
-    def _counted(self, summary: ExtentBlockManager) -> Iterable[Req]:
+    def _counted(self, summary: BlockCacheManager) -> Iterable[Req]:
         """The requests, the eviction count recorded after each (run_blocks pulls the next
         request only after finishing the last) and progress every `every` requests."""
         self._outs: list[list[int]] = []
@@ -191,7 +191,7 @@ class BlockFrames:
             yield req
         self.evictions.append(summary.num_evictions)
 
-    def _looked_up(self, req: Req, hit: ExtentHit) -> None:
+    def _looked_up(self, req: Req, hit: ComputedBlocks) -> None:
         """The LookupRecord BlockCacheManager.get_computed_blocks keeps, from the extent hit."""
         self.lookups.append(LookupRecord(
             req.rid, len(req.origin_input_ids) + len(req.output_ids), hit.num_blocks,
