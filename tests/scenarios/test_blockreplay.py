@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+from blockhelp import pool_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,15 +14,6 @@ from radix.request import Req
 from radix.runs.compare import run_blocks
 from radix.tokens import RunList, TokenRuns
 from scenarios.blockreplay import replay_blocks
-
-
-def _pool_state(m: BlockCacheManager) -> tuple:
-    pool = m.pool
-    table = [(h, e.block_id if not isinstance(e, dict) else list(e))
-             for h, e in pool.cached_block_hash_to_block.items()]
-    blocks = [(b.block_id, b.block_hash, b.parent_hash, b.chain_pos, b.ref_cnt)
-              for b in pool.blocks]
-    return blocks, [b.block_id for b in pool.free_block_queue], table, pool.num_evictions
 
 
 def _requests(seed: int, n: int) -> list[tuple[Req, list[int]]]:
@@ -69,7 +61,7 @@ def test_replay_blocks_leaves_the_pool_run_blocks_does(seed, block_size, num_blo
         given_hits = {"right": want, "none": None,
                       "wrong": [h + (-1) ** h for h in want]}[hits]
         replay_blocks(fast, reqs[start:start + 7], given_hits)
-        assert _pool_state(fast) == _pool_state(slow), start
+        assert pool_state(fast) == pool_state(slow), start
         assert not fast.requests
         fast.check_invariants()
 
@@ -91,4 +83,4 @@ def test_replay_blocks_hashes_compact_prompts_and_huge_outputs_as_run_blocks():
     pairs = reqs()
     run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2400, 16, manager=slow)
     replay_blocks(fast, reqs(), [lk.hit_blocks for lk in slow.lookups])
-    assert _pool_state(fast) == _pool_state(slow) and slow.pool.num_evictions > 0
+    assert pool_state(fast) == pool_state(slow) and slow.pool.num_evictions > 0

@@ -12,6 +12,7 @@ import weakref
 from pathlib import Path
 
 import pytest
+from blockhelp import pool_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -137,14 +138,6 @@ def test_block_keyframes_let_go_of_their_builder_once_all_are_built():
         assert frames.at(k).snapshot == fresh.snapshot(), k
 
 
-def _pool_state(m: BlockCacheManager) -> tuple:
-    pool = m.pool
-    table = [(h, e.block_id if not isinstance(e, dict) else list(e))
-             for h, e in pool.cached_block_hash_to_block.items()]
-    blocks = [(b.block_id, b.block_hash, b.parent_hash, b.chain_pos, b.ref_cnt)
-              for b in pool.blocks]
-    return blocks, [b.block_id for b in pool.free_block_queue], table, pool.num_evictions
-
 
 @given(st.integers(0, 10**6), st.sampled_from([1, 2, 4]))
 @settings(max_examples=40, deadline=None)
@@ -166,8 +159,8 @@ def test_a_keyframe_restores_every_field(seed, block_size):
         run_blocks([Req(f"o{i}", prompt[::-1])], [out], 12 * block_size, block_size,
                    manager=other)
         frame = capture(m)
-        assert _pool_state(restore(frame)) == _pool_state(m), i
-        assert _pool_state(restore(frame, into=other)) == _pool_state(m), i
+        assert pool_state(restore(frame)) == pool_state(m), i
+        assert pool_state(restore(frame, into=other)) == pool_state(m), i
 
 
 @pytest.mark.parametrize("length", [32, 7])
@@ -178,7 +171,7 @@ def test_a_keyframe_keeps_a_parent_no_block_carries(length):
     run_blocks([Req("a", [1, 2, 3, 4, 5, 6])], [[9]], 12, 2, manager=m)
     child = next(b for b in m.pool.blocks if b.chain_pos == 2)
     child.parent_hash = b"p" * length
-    assert _pool_state(restore(capture(m))) == _pool_state(m)
+    assert pool_state(restore(capture(m))) == pool_state(m)
 
 
 @pytest.mark.parametrize("name, capacity", [("eviction_question.jsonl.gz", 2_000),
