@@ -55,6 +55,7 @@ def _group(item) -> str:
     return path
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """How `pytest -n 2` (the README's test command; `--dist loadgroup` in pyproject.toml) shares
     the tests out: the browser tests on the shared Streamlit server in one group, so one worker
