@@ -21,6 +21,9 @@ CODE_CSS = ("<div style='font-size:{size};font-weight:700;white-space:nowrap;"
 # one copy of the weights (its key is the module, the name and the source)
 @st.cache_resource(show_spinner=False)
 def _model():
+    from engine.remote import prestart  # the engines' model processes fork from a server
+
+    prestart()  # that imports torch and transformers while the weights load here
     return load_model()
 
 

@@ -24,6 +24,9 @@ from viz.live import measured_label
 
 @st.cache_resource(show_spinner=False)
 def _model():
+    from engine.remote import prestart  # the engines' model processes fork from a server
+
+    prestart()  # that imports torch and transformers while the weights load here
     return load_model()
 
 

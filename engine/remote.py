@@ -9,11 +9,22 @@ each forward's batch (token ids, positions, slots) to a spawned child that holds
 (shared memory, not copied) and the KV rows; the last-token logits come back and are sampled
 here, as in-process. One message each way per forward. Leaves out: overlapping the next
 schedule with the running forward (SGLang's overlap scheduler).
+
+Starting a child is quick on CPU: children fork from a server process that imported torch and
+transformers once (multiprocessing's forkserver with this module preloaded), and the weights
+cross as one shared buffer per dtype (`SharedWeights`) that the child maps into a model skeleton
+built on the meta device. A spawned child imported torch and transformers itself (about 20 CPU-s;
+44 s each at load 6 on 2 cores, three starts in a row, /tmp timing) and received each of the
+model's ~270 tensors as a file descriptor of its own (a forkserver passes at most 256). CUDA
+models keep spawn and torch's CUDA handles: the forkserver path is CPU-only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import math
+import multiprocessing.forkserver
 import os
 import sys
 import threading
@@ -25,6 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.multiprocessing as tmp
+from transformers import AutoModelForCausalLM
 
 from engine.kv_pool import KVPool
 from engine.model import LoadedModel
@@ -56,10 +68,104 @@ def _bare_main() -> Iterator[None]:
 START_TIMEOUT_S = 300.0  # the child imports torch and maps the weights: seconds, more if busy
 
 
+class SharedWeights:
+    """A model as it crosses to a child process: its config and, per dtype, one shared-memory
+    buffer holding every parameter and buffer, with each tensor's name, kind and place in it.
+    Made with `of(model)`, which repacks the model's own tensors in place (same values) into
+    those buffers once, so the parent keeps one copy and the child maps the same pages; `build()`
+    in the child makes the model's skeleton on the meta device and points it at them. Tied
+    weights (lm_head and the embeddings) are one tensor under two names, one place."""
+
+    _PACK = threading.Lock()
+
+    def __init__(self, config: Any, flats: dict[torch.dtype, torch.Tensor],
+                 layout: tuple[tuple[str, bool, torch.dtype, tuple[int, ...], int], ...]) -> None:
+        self.config, self.flats, self.layout = config, flats, layout
+
+    @classmethod
+    def of(cls, model: Any) -> SharedWeights:
+        with cls._PACK:
+            packed = getattr(model, "_radixlens_shared", None)
+            if packed is None:
+                packed = model._radixlens_shared = cls._pack(model)
+        return packed
+
+    @classmethod
+    def _pack(cls, model: Any) -> SharedWeights:
+        named = [(name, True, t) for name, t in model.named_parameters(remove_duplicate=False)]
+        named += [(name, False, t) for name, t in model.named_buffers(remove_duplicate=False)]
+        place: dict[int, int] = {}  # id(tensor) -> offset in its dtype's buffer
+        sizes: dict[torch.dtype, int] = {}
+        for _, _, t in named:
+            if id(t) not in place:
+                place[id(t)] = sizes.get(t.dtype, 0)
+                sizes[t.dtype] = place[id(t)] + t.numel()
+        flats = {dt: torch.empty(n, dtype=dt).share_memory_() for dt, n in sizes.items()}
+        layout = []
+        seen: set[int] = set()
+        for name, is_param, t in named:
+            off = place[id(t)]
+            view = flats[t.dtype][off:off + t.numel()].view(t.shape)
+            if id(t) not in seen:
+                view.copy_(t.detach())
+                seen.add(id(t))
+            layout.append((name, is_param, t.dtype, tuple(t.shape), off))
+        for name, is_param, dt, shape, off in layout:  # the parent's model now reads the buffers
+            owner, _, attr = name.rpartition(".")
+            module = model.get_submodule(owner)
+            view = flats[dt][off:off + math.prod(shape)].view(shape)
+            if is_param:
+                module._parameters[attr].data = view
+            else:
+                module._buffers[attr] = view
+        return cls(model.config, flats, tuple(layout))
+
+    def build(self) -> Any:
+        """The model in the child: a skeleton on the meta device (no weights allocated, no
+        initialisation), each tensor then a view of the shared buffers."""
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(self.config)
+        params: dict[tuple[torch.dtype, int], torch.nn.Parameter] = {}
+        for name, is_param, dt, shape, off in self.layout:
+            owner, _, attr = name.rpartition(".")
+            module = model.get_submodule(owner)
+            view = self.flats[dt][off:off + math.prod(shape)].view(shape)
+            if is_param:  # one Parameter per place: tied names stay tied
+                if (dt, off) not in params:
+                    params[dt, off] = torch.nn.Parameter(view, requires_grad=False)
+                module._parameters[attr] = params[dt, off]
+            else:
+                module._buffers[attr] = view
+        left = [n for n, t in itertools.chain(model.named_parameters(), model.named_buffers())
+                if t.is_meta]
+        if left:
+            raise RuntimeError(f"the shared weights do not cover {left[:3]}")
+        return model.eval()
+
+
+def _context(device: torch.device) -> Any:
+    """forkserver (preloading this module) on CPU; spawn where torch's CUDA is in play."""
+    if device.type != "cpu":
+        return tmp.get_context("spawn")
+    ctx = tmp.get_context("forkserver")
+    ctx.set_forkserver_preload([__name__])
+    return ctx
+
+
+def prestart() -> None:
+    """Starts the forkserver now (on a CPU-only machine) so that its imports run while the
+    caller loads the weights; the first ProcessBackend then forks at once. Returns at once."""
+    if not torch.cuda.is_available():
+        _context(torch.device("cpu"))
+        multiprocessing.forkserver.ensure_running()
+
+
 def _serve(conn: Any, model: Any, capacity_tokens: int, dtype: torch.dtype,
            device: torch.device, threads: int) -> None:
     """The child: a KV pool and a runner over the shared weights; answers forwards until None."""
     torch.set_num_threads(threads)
+    if isinstance(model, SharedWeights):
+        model = model.build()
     runner = ModelRunner(model, KVPool.for_model(model.config, capacity_tokens, dtype, device))
     conn.send(("ready", None))
     while (msg := conn.recv()) is not None:
@@ -110,10 +216,11 @@ class ProcessBackend:
         self.vocab_size = loaded.model.config.vocab_size
         self.max_context = loaded.max_context
         self.eos_ids = loaded.eos_token_ids
-        ctx = tmp.get_context("spawn")
+        ctx = _context(loaded.device)
+        model = SharedWeights.of(loaded.model) if loaded.device.type == "cpu" else loaded.model
         self._conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_serve, name="radixlens-model", daemon=True,
-                                   args=(child, loaded.model, capacity_tokens, loaded.dtype,
+                                   args=(child, model, capacity_tokens, loaded.dtype,
                                          loaded.device, threads))
         with _bare_main():
             self.process.start()
