@@ -166,6 +166,35 @@ def test_forward_in_its_own_process_gives_the_in_process_text(smol):
         doomed.close()
 
 
+def test_shared_weights_are_one_buffer_the_child_model_reads_as_the_parent(smol):
+    """What a model process receives (engine/remote.py's SharedWeights): one shared buffer per
+    dtype (one file descriptor, not one per tensor), the parent's own tensors repacked into it
+    once, and a model built from it whose every tensor reads those same bytes, tied weights
+    still one tensor, and whose logits equal the parent's."""
+    import torch
+
+    from engine.remote import SharedWeights
+
+    model = smol.model
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    shared = SharedWeights.of(model)
+    assert SharedWeights.of(model) is shared and len(shared.flats) <= 2
+    assert all(f.is_shared() for f in shared.flats.values())
+    child = shared.build()
+    spans = [(f.data_ptr(), f.data_ptr() + f.numel() * f.element_size())
+             for f in shared.flats.values()]
+    for mine in (model, child):
+        state = mine.state_dict()
+        assert state.keys() == before.keys()
+        for name, t in state.items():
+            assert torch.equal(t, before[name]), name
+            assert any(lo <= t.data_ptr() < hi for lo, hi in spans), name
+    assert child.lm_head.weight is child.model.embed_tokens.weight
+    ids = torch.tensor([[1, 2, 3, 4, 5]])
+    with torch.inference_mode():
+        assert torch.equal(child(ids).logits, model(ids).logits)
+
+
 def test_submit_after_close_raises_instead_of_hanging(smol):
     service = EngineService(smol, 256)
     service.close()
