@@ -181,4 +181,4 @@ def test_request_ops_keep_slots_and_locks_consistent(ops, page, policy):
         own = [s for r in runner.reqs.values() for s in r.slot_ids[r.cache_protected_len:]]
         assert len(set(tree_slots)) == len(tree_slots)
         assert not set(tree_slots) & set(own)
-        assert set(tree_slots) | set(own) == alloc._in_use
+        assert set(tree_slots) | set(own) == alloc._ids.in_use
