@@ -17,9 +17,7 @@ from hypothesis import strategies as st
 from radix.runs.ops import OpRunner
 from radix.traces.ops import Op, OpTrace
 from radix.tree import radix_cache
-from radix.tree.eviction import POLICIES
-from radix.tree.node import RadixKey
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import POLICIES, RadixCache, RadixKey
 
 NAMESPACES = (None, "lora-a")
 tokens = st.lists(st.integers(0, 3), min_size=0, max_size=24)
