@@ -16,7 +16,7 @@ from app_pages._trace_blocks import show_blocks, show_downloads
 from app_pages._trace_explain import go_to_step, show_explainer
 from app_pages._trace_kv import show_kv_recording
 from app_pages._trace_why import show_why
-from radix.tree.node import format_tree
+from radix.tree.radix_cache import format_tree
 from scenarios.trace import search
 from viz.component import tree_view
 from viz.escape import esc_md

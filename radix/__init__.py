@@ -49,14 +49,16 @@ from radix.sched.admission import PrefillAdder
 from radix.sched.policy import SchedulePolicy
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.traces import Trace, TraceError, TraceRequest, load_trace
-from radix.tree.eviction import POLICIES as EVICTION_POLICIES
-from radix.tree.node import (
+from radix.tree.radix_cache import POLICIES as EVICTION_POLICIES
+from radix.tree.radix_cache import (
     EventLog,
     EvictResult,
     InsertResult,
     InvariantError,
+    LogicalClock,
     MatchResult,
     NodeState,
+    RadixCache,
     RadixKey,
     TreeModel,
     TreeNode,
@@ -65,7 +67,6 @@ from radix.tree.node import (
     format_tree,
     snapshot,
 )
-from radix.tree.radix_cache import LogicalClock, RadixCache
 
 __all__ = [
     # the radix tree (SGLang)

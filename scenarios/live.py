@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from radix import events as ev
 from radix.sched.scheduler import SchedulerConfig
-from radix.tree.node import TreeModel, TreeSnapshot
+from radix.tree.radix_cache import TreeModel, TreeSnapshot
 
 CAPACITY_TOKENS = 4_096  # KV slots per session: 4,096 x 46,080 B = 180 MiB for SmolLM2 in fp32
 CHUNK = 256  # prefill tokens per request per round

@@ -30,8 +30,7 @@ from radix.runs.sim import SimClock, SimRunner
 from radix.sched.policy import SchedulePolicy, request_key
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.traces.base import to_req
-from radix.tree.node import TreeSnapshot
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import RadixCache, TreeSnapshot
 
 POLICIES = ("lpm", "dfs-weight", "fcfs", "lof", "random")
 FALLBACK_LEN = 128  # SGLang: LPM runs FCFS when more requests wait than this

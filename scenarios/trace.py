@@ -39,8 +39,7 @@ from radix.runs.ops import OpRunner
 from radix.tokens import TokenRuns
 from radix.traces import Trace, load_trace
 from radix.traces.ops import OpTraceError
-from radix.tree.node import EventLog, InvariantError
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import EventLog, InvariantError, RadixCache
 from runtime.budget import BUDGET, Budget, server_limits
 from scenarios.blockframes import BlockFrames
 from scenarios.kvrecording import RecordingFold, fold_recording

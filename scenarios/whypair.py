@@ -15,8 +15,7 @@ from typing import Any, NamedTuple
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.request import Req
-from radix.tree.node import RadixKey
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import RadixCache, RadixKey
 from radix.why.diff import first_diff
 from radix.why.prompt import Prompt
 

@@ -36,7 +36,7 @@ from wheels import load, run_seeds, wheel_args, wheel_parser  # noqa: E402
 from radix.allocator import SlotAllocator  # noqa: E402
 from radix.request import Req  # noqa: E402
 from radix.sched import admission as adm  # noqa: E402
-from radix.tree.eviction import POLICIES as ALL_POLICIES  # noqa: E402
+from radix.tree.radix_cache import POLICIES as ALL_POLICIES  # noqa: E402
 from radix.tree.radix_cache import RadixCache  # noqa: E402
 
 # the classic class has no T-LRU (0.5.23 keeps its bookkeeping in the unified tree only)

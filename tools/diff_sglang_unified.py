@@ -209,19 +209,19 @@ def run(usg, core: str, flavor: str, seed: int, page: int, policy: str, num_ops:
 
 
 def _break_split_time() -> None:
-    from radix.tree import unified
-    unified.split_times = lambda cache, new, child: None
+    from radix.tree import radix_cache
+    radix_cache.split_times = lambda cache, new, child: None
 
 
 def _break_tlru_history() -> None:
-    from radix.tree import eviction
-    make = eviction.make_tlru
+    from radix.tree import radix_cache
+    make = radix_cache.make_tlru
 
     def broken(threshold=0, next_prompt_estimate=0):
         key = make(threshold, next_prompt_estimate)
         return lambda node: key(_Resident(node))
 
-    eviction.make_tlru = broken
+    radix_cache.make_tlru = broken
 
 
 class _Resident:

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from radix import events as ev
-from radix.tree.node import TreeModel, TreeSnapshot
+from radix.tree.radix_cache import TreeModel, TreeSnapshot
 from viz.flavor import split_time_note
 
 # highlight role -> (pen colour, pen width)

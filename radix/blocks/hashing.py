@@ -9,7 +9,7 @@ Block i's hash = H(parent hash or NONE_HASH, the block's tokens, extra keys). `h
       extra_keys), protocol=5)); "vllm-sha256-cbor": sha256 of canonical CBOR of the same tuple.
       NONE_HASH = H(seed) with vLLM's seed "vllm-none-hash" (or the PYTHONHASHSEED the engine ran
       with); extra keys tagged as vLLM builds them: ("lora", name, path), ("cache_salt", salt).
-`HashMemo` (at the end) remembers a prompt's hashes on a prefix trie (trie.py), so that a
+`HashMemo` (at the end) remembers a prompt's hashes on a prefix trie (radix/tokens/), so that a
 prompt hashes only what no earlier prompt with the same namespace had (exact; vLLM hashes every
 full block on arrival; follows nothing upstream).
 Leaves out: multimodal and prompt-embedding keys, lookahead hashing, xxhash (random seed).
@@ -26,7 +26,7 @@ from typing import Any
 
 from msgpack import packb
 
-from radix.blocks.trie import PrefixTrie
+from radix.tokens.runs import PrefixTrie
 
 HASH_ALGOS = ("radixlens", "vllm-sha256", "vllm-sha256-cbor")
 VLLM_NONE_HASH_SEED = "vllm-none-hash"  # vLLM's seed when PYTHONHASHSEED is not set

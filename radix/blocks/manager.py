@@ -3,10 +3,11 @@ kv_cache_manager.py, single_type_kv_cache_manager.py): look up, allocate, cache 
 Lookup takes the longest run of cached full blocks from the start, capped at num_tokens - 1 tokens
 (a fully cached prompt recomputes its last block); each lookup leaves a `LookupRecord`. The pool
 it is given chooses how blocks are stored: a `BlockPool` (pool.py: a KVCacheBlock each, so block
-ids, KV events, snapshots) or an `ExtentPool` (here: runs of blocks on trie.py's prefix trie, the
-same hits, evictions and free-queue order for millions of tokens; what it cannot name raises
-`UnsupportedByStorage`). One file for the interface and the storage only it uses; the trie stays
-apart (hashing.py, below this file, and the explainer use it). Leaves out: lookahead, preemption.
+ids, KV events, snapshots) or an `ExtentPool` (here: runs of blocks on the prefix trie of
+radix/tokens/runs.py, the same hits, evictions and free-queue order for millions of tokens; what
+it cannot name raises `UnsupportedByStorage`). One file for the interface and the storage only it
+uses; the trie sits below it with the token sequences (hashing.py and the explainer use it too).
+Leaves out: lookahead, preemption.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from radix.blocks.hashing import (
 )
 from radix.blocks.pool import BlockPool, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot, take_snapshot, unreachable_block_ids
-from radix.blocks.trie import PrefixTrie, TrieNode, Walk
 from radix.events import PrefixLookedUp
 from radix.request import Req
+from radix.tokens.runs import PrefixTrie, TrieNode, Walk
 
 
 class ComputedBlocks(NamedTuple):

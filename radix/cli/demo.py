@@ -15,8 +15,7 @@ from radix import events as ev
 from radix.cli import InputError
 from radix.runs.ops import replay_ops
 from radix.traces.ops import OpTraceError, load_ops
-from radix.tree.node import EventLog, RadixKey
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import EventLog, RadixCache, RadixKey
 
 DEMO_KEYS = ([1, 2, 3], [1, 2, 3], [1, 2, 4, 5], [1, 2, 4, 5, 6, 7], [8, 9, 10, 11, 12])
 

@@ -36,9 +36,18 @@ from radix.hosttier.locks import TierLocks
 from radix.hosttier.moves import TierMoves
 from radix.hosttier.node import HostInsert, HostMatch, HostNode
 from radix.tokens import frozen
-from radix.tree.eviction import get_strategy, tlru_new_node, tlru_split
-from radix.tree.node import ROOT_PRIORITY, RadixKey, attach, concat_values, cut_edge, page_at
-from radix.tree.radix_cache import LogicalClock
+from radix.tree.radix_cache import (
+    ROOT_PRIORITY,
+    LogicalClock,
+    RadixKey,
+    attach,
+    concat_values,
+    cut_edge,
+    get_strategy,
+    page_at,
+    tlru_new_node,
+    tlru_split,
+)
 
 CHUNK = 64  # tokens compared per slice when an edge does not match whole
 
@@ -212,7 +221,7 @@ class HostTierCache(TierLocks, TierMoves):
             new.value, child.value = child.value[:m], child.value[m:]
         if child.host_value is not None:
             new.host_value, child.host_value = child.host_value[:m], child.host_value[m:]
-        cut_edge(child, new, self.page_size)  # the tree's own split links (radix/tree/node.py)
+        cut_edge(child, new, self.page_size)  # the tree's own split links (RadixCache's)
         parent = new.parent
         if self._tlru:
             tlru_split(new, child, m)

@@ -13,7 +13,7 @@ from typing import Any
 
 from radix import events as ev
 from radix.hosttier.node import HostNode
-from radix.tree.node import InvariantError
+from radix.tree.radix_cache import InvariantError
 
 
 class TierLocks:
@@ -89,7 +89,7 @@ class TierLocks:
         >>> c.evictable_size_ = 5; c.check_invariants()
         Traceback (most recent call last):
         ...
-        radix.tree.node.InvariantError: evictable/protected 5/0, the tree holds 2/0
+        radix.tree.radix_cache.InvariantError: evictable/protected 5/0, the tree holds 2/0
         """
         evictable = protected = host = 0
         for x in self._nodes.values():

@@ -4,7 +4,7 @@ that are on neither tier now, and the removal that took the first of them.
 `LossTracker` hears a replay's events (replay.py, one request at a time). Every live node's
 place is kept as (the request whose sequence made it, start, end): an insert walks that
 request's own sequence, so its prefix up to `end` is the node's path, and a split cuts the
-range. Every sequence served is recorded in a PrefixTrie (radix/blocks/trie.py); a removal
+range. Every sequence served is recorded in a PrefixTrie (radix/tokens/runs.py); a removal
 (HostLeafEvicted, DeviceLeafDropped) marks the trie along its node's path, as the tree
 explainer marks evictions (radix/runs/probe.py). Leaves out: namespaces (the replay runs
 token ids alone) and rejected requests (never cached).
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from radix import events as ev
-from radix.blocks.trie import PrefixTrie
+from radix.tokens.runs import PrefixTrie
 
 CAUSES = {"host": "evicted from host", "write_through_unbacked": "dropped (never backed up)",
           "host_pressure": "dropped (host full)"}

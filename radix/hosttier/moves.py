@@ -18,7 +18,7 @@ from typing import Any
 
 from radix import events as ev
 from radix.hosttier.node import HostMatch, HostNode, TierCounts
-from radix.tree.node import detach
+from radix.tree.radix_cache import detach
 
 
 class TierMoves:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from radix.tree.node import RadixKey
+from radix.tree.radix_cache import RadixKey
 
 
 class HostNode:

@@ -24,8 +24,7 @@ from typing import NamedTuple
 
 from radix.hosttier.cache import HostTierCache
 from radix.hosttier.node import HostInsert, HostNode
-from radix.tree.node import RadixKey
-from radix.tree.radix_cache import prompt_boundary_priority
+from radix.tree.radix_cache import RadixKey, prompt_boundary_priority
 
 
 class Served(NamedTuple):

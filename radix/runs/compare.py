@@ -25,8 +25,7 @@ from radix.events import EventSink
 from radix.request import Req
 from radix.tokens import is_compact, joined
 from radix.traces.base import OUTPUT_BASE, Trace, is_compact_trace, output_tokens, trace_reqs
-from radix.tree.node import RadixKey
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import RadixCache, RadixKey
 
 __all__ = ["OUTPUT_BASE", "compare", "fewer_collections", "output_tokens", "run_blocks",
            "run_tree", "trace_reqs"]

@@ -22,8 +22,7 @@ from radix.allocator import SlotAllocator
 from radix.events import EventSink
 from radix.request import Req
 from radix.traces.ops import Op, OpTrace, OpTraceError
-from radix.tree.node import InvariantError, RadixKey
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import InvariantError, RadixCache, RadixKey
 
 UNBOUNDED = 2**40
 CHECK_OPS_PER_NODE = 1  # default cadence: one full check (it walks every node) per this many

@@ -1,7 +1,7 @@
 """The explainer's probes: one simulated run watched, every prompt token put in one bucket.
 
 While the simulator runs (sim.py), probes record per cache everything it ever held (prefix
-tries per namespace and across them, radix/blocks/trie.py), every eviction, and the prompts that
+tries per namespace and across them, radix/tokens/runs.py), every eviction, and the prompts that
 had arrived; at a request's first admission (tree) or lookup (blocks) its prompt splits at
 nested lengths (`split`), so its buckets add up to its tokens by construction.
 Follows nothing upstream. Leaves out: the report and the what-ifs (explain.py).
@@ -13,11 +13,11 @@ from collections.abc import Hashable, Sequence
 from typing import Any, NamedTuple
 
 from radix import events as ev
-from radix.blocks.trie import PrefixTrie, Walk
 from radix.request import Req
 from radix.runs.sim import SimConfig, SimRun, build, run
 from radix.sched.scheduler import Runner
 from radix.tokens import TokenRuns
+from radix.tokens.runs import PrefixTrie, Walk
 from radix.traces.base import Trace
 from radix.traces.hashview import stretch_hash_ids
 

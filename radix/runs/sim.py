@@ -32,7 +32,7 @@ __all__ = ["BlockShadow", "CONFIGS", "OUTPUT_TOKEN_BASE", "RequestRow", "SimCloc
 @dataclass(frozen=True)
 class SimConfig:
     policy: str = "lpm"  # schedule policy (radix.sched.policy.POLICIES)
-    eviction: str = "lru"  # tree eviction policy (radix.tree.eviction)
+    eviction: str = "lru"  # tree eviction policy (radix.tree.radix_cache.POLICIES)
     page_size: int = 1  # tree page size, real tokens
     capacity: int | None = None  # KV pool size, real tokens; None: room for the whole trace
     max_prefill_tokens: int = 16384  # per-round input budget, real tokens

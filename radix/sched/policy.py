@@ -17,8 +17,7 @@ from typing import Any, NamedTuple
 
 from radix.events import Event, EventSink, PolicyFellBack, QueueSorted, RequestRanked
 from radix.request import Req
-from radix.tree.node import RadixKey
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import RadixCache, RadixKey
 
 POLICIES = ("lpm", "dfs-weight", "fcfs", "lof", "random", "routing-key")
 CACHE_AWARE = ("lpm", "dfs-weight")

@@ -30,7 +30,7 @@ from radix.traces.base import (
     read_bytes,
     type_name,
 )
-from radix.tree.eviction import POLICIES, get_strategy
+from radix.tree.radix_cache import POLICIES, get_strategy
 
 MAX_TOKENS = 1_000_000  # per op
 MAX_INT = 2**62

@@ -16,8 +16,7 @@ from typing import NamedTuple
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.request import Req
-from radix.tree.node import RadixKey
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import RadixCache, RadixKey
 
 Namespace = tuple[str | None, str | None]
 

@@ -1,6 +1,6 @@
 """Every repository path named in a docstring, a comment, the README or docs/*.md exists.
 
-A path is a run like `radix/tree/node.py` or `radix/tokens/` that starts with one of the
+A path is a run like `radix/tree/radix_cache.py` or `radix/tokens/` that starts with one of the
 repository's top-level folders; `viz/cluster` (a module named without `.py`) counts when the
 module exists. Paths of other projects (`sglang/srt/mem_cache/...`, `/tmp/sgl/ex`) do not
 start with one of ours, or start after a `/`, so they are not checked.
@@ -40,7 +40,7 @@ def _sources() -> list[Path]:
 
 def test_the_check_finds_a_stale_path():
     """Known answer: of two paths named, the one that was moved away is reported."""
-    assert stale_paths("radix/tree/node.py keeps the log (was radix/tree/eventlog.py)") == [
+    assert stale_paths("radix/tree/radix_cache.py keeps the log (was radix/tree/eventlog.py)") == [
         "radix/tree/eventlog.py"]
 
 

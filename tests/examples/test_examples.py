@@ -18,8 +18,7 @@ from examples.workloads import (
     three_requests,
 )
 from radix.traces import load_trace
-from radix.tree.node import RadixKey
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import RadixCache, RadixKey
 
 TRACES = Path(__file__).resolve().parents[2] / "examples" / "traces"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from radix import events as ev
-from radix.tree.eviction import POLICIES
+from radix.tree.radix_cache import POLICIES
 from scenarios.eviction import (
     DEFAULT,
     DESIGN_QUESTION,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from radix import events as ev
-from radix.tree.node import EventLog
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import EventLog, RadixCache
 from viz.component import view_data
 from viz.dot import dot_to_svg, tree_dot
 from viz.scene import (
@@ -189,7 +188,7 @@ def test_scrub_10000_step_log_replays_at_most_a_keyframe_interval(monkeypatch):
     64: any frame applies at most 64 steps (63 from the keyframe + the frame's own micro-events)
     and equals the log's own replay. The worst case is just before a keyframe: step 63 + 64 j
     replays 63 steps. The time is measured by benchmarks/timeline_scrub.py, not here."""
-    from radix.tree.node import TreeModel
+    from radix.tree.radix_cache import TreeModel
 
     log = EventLog(keyframe_every=64)
     c = RadixCache(sink=log)

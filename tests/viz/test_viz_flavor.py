@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from radix import events as ev
-from radix.tree.node import TreeModel
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import RadixCache, TreeModel
 from viz.flavor import flavor_line
 from viz.scene import narrate
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from radix import events as ev
 from radix.allocator import SlotAllocator
 from radix.request import Req
-from radix.tree.node import EventLog
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import EventLog, RadixCache
 from viz.scene import hit_line, narrate, step_line, step_lines
 from viz.timeline import Timeline
 

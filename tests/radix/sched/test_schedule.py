@@ -5,8 +5,7 @@ from __future__ import annotations
 from radix.events import ListSink, PolicyFellBack, QueueSorted, RequestRanked
 from radix.request import Req
 from radix.sched.policy import SchedulePolicy, dfs_weight_order
-from radix.tree.node import RadixKey
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import RadixCache, RadixKey
 
 
 def rids(queue):

@@ -18,8 +18,7 @@ from radix.request import Req
 from radix.runs.costs import CostModel
 from radix.runs.sim import SimClock, SimRunner
 from radix.sched.scheduler import Scheduler, SchedulerConfig
-from radix.tree.node import RadixKey
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import RadixCache, RadixKey
 
 PREFIX = list(range(1, 2001))  # the cold 2,000-token shared prefix
 

@@ -20,8 +20,7 @@ from radix.traces.mooncake import (
     hash_ids,
     load_mooncake,
 )
-from radix.tree.node import RadixKey
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import RadixCache, RadixKey
 
 TRACES = Path(__file__).resolve().parents[3] / "examples" / "traces"
 SAMPLE = TRACES / "mooncake_synthetic_trace.jsonl.gz"

@@ -12,9 +12,7 @@ from hypothesis import strategies as st
 from radix import events as ev
 from radix.runs.ops import OpRunner
 from radix.traces.ops import Op, OpTrace
-from radix.tree.eviction import POLICIES
-from radix.tree.node import EventLog, TreeModel
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import POLICIES, EventLog, RadixCache, TreeModel
 
 op_st = st.one_of(
     st.tuples(st.just("start"), st.lists(st.integers(0, 2), min_size=1, max_size=16)),
@@ -74,7 +72,7 @@ def test_replaying_the_events_rebuilds_the_same_tree(ops, page, policy):
 
 @pytest.mark.parametrize("flavor, kinds", [
     ("classic", ["NodeSplit", "NodesTouched", "PrefixMatched"]),
-    # unified: the split touches the child after the new node (radix/tree/unified.py)
+    # unified: the split touches the child after the new node (split_times)
     ("unified", ["NodeSplit", "NodesTouched", "NodesTouched", "PrefixMatched"]),
 ])
 def test_steps_group_one_public_call_each(flavor, kinds):

@@ -16,8 +16,7 @@ from radix.sched.admission import (
     retract_decode,
 )
 from radix.traces.ops import parse_ops
-from radix.tree.node import TreeModel
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import RadixCache, TreeModel
 
 
 class FreeLog(SlotAllocator):

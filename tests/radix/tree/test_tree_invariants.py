@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from radix.tree.node import InvariantError, RadixKey
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import InvariantError, RadixCache, RadixKey
 
 
 def _tree(page_size: int = 1, extra_key: str | None = None) -> tuple[RadixCache, list]:

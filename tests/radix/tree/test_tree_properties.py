@@ -17,9 +17,7 @@ from hypothesis import strategies as st
 from radix.runs.ops import OpRunner
 from radix.traces.ops import Op, OpTrace
 from radix.tree import radix_cache
-from radix.tree.eviction import POLICIES
-from radix.tree.node import RadixKey
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import POLICIES, RadixCache, RadixKey
 
 NAMESPACES = (None, "lora-a")
 tokens = st.lists(st.integers(0, 3), min_size=0, max_size=24)
@@ -181,4 +179,4 @@ def test_request_ops_keep_slots_and_locks_consistent(ops, page, policy):
         own = [s for r in runner.reqs.values() for s in r.slot_ids[r.cache_protected_len:]]
         assert len(set(tree_slots)) == len(tree_slots)
         assert not set(tree_slots) & set(own)
-        assert set(tree_slots) | set(own) == alloc._in_use
+        assert set(tree_slots) | set(own) == alloc._ids.in_use

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from radix.tree.eviction import get_strategy
-from radix.tree.node import EventLog, TreeModel
-from radix.tree.radix_cache import RadixCache
+from radix.tree.radix_cache import EventLog, RadixCache, TreeModel, get_strategy
 
 
 def evicted_keys(cache: RadixCache, n: int) -> list[list[int]]:
