@@ -199,10 +199,14 @@ def hash_request_tokens(
     cache_salt: str | None = None,
     known: list[BlockHash] | None = None,
     hash_algo: str | BlockHasher = "radixlens",
+    pack: Callable[[Sequence[int]], bytes | None] | None = None,
 ) -> list[BlockHash]:
     """Hashes of every *full* block of `token_ids`; extends `known` (hashes already computed for
     the first blocks, e.g. before decode added tokens) in place and returns it. `hash_algo` is
-    a HASH_ALGOS name or a BlockHasher (for vLLM's seed and LoRA paths).
+    a HASH_ALGOS name or a BlockHasher (for vLLM's seed and LoRA paths). `pack(tokens)`: the
+    radixlens mode's bytes of the tokens not hashed yet, as struct.pack("<{n}q") gives them, or
+    None when one does not fit in int64 (default: struct.pack over a list; a caller may pack a
+    compact sequence without expanding it).
 
     >>> hs = hash_request_tokens(list(range(40)), 16)
     >>> len(hs), hs[1] == hash_block_tokens(hs[0], range(16, 32))
@@ -225,11 +229,12 @@ def hash_request_tokens(
     end = num_full * block_size
     # only the blocks not hashed yet, as a list (a compact sequence expands just those)
     tokens = token_ids[i * block_size:end]
-    if not isinstance(tokens, list):
-        tokens = list(tokens)
-    start = 0
     parent = hashes[-1] if hashes else hasher.none_hash
+    packed = pack(tokens) if pack is not None and hasher.hash_algo == "radixlens" else None
+    if packed is None and not isinstance(tokens, list):
+        tokens = list(tokens)
     if hasher.hash_algo != "radixlens":
+        start = 0
         while i < num_full:
             parent = hasher.hash_block(parent, tokens[start:start + block_size],
                                        rest_keys if i else first_keys)
@@ -237,18 +242,13 @@ def hash_request_tokens(
             i += 1
             start += block_size
         return hashes
-    try:  # the default: pack every new token once, in C, then hash slices of the bytes
-        packed = struct.pack(f"<{len(tokens)}q", *tokens)
-    except struct.error:  # some token does not fit in int64: block by block (rare)
-        while i < num_full:
-            parent = _radixlens_block(parent, tokens[start:start + block_size],
-                                      rest_keys if i else first_keys)
-            hashes.append(parent)
-            i += 1
-            start += block_size
-        return hashes
     first = _pack(first_keys) if first_keys else b""
     rest = _pack(rest_keys) if rest_keys else b""
+    if packed is None:
+        try:  # the default: pack every new token once, in C, then hash slices of the bytes
+            packed = struct.pack(f"<{len(tokens)}q", *tokens)
+        except struct.error:  # some token does not fit in int64: block by block
+            return _hash_mixed(hashes, parent, tokens, i, num_full, block_size, first, rest)
     append, width, pos = hashes.append, 8 * block_size, 0
     if i == 0 and i < num_full:
         parent = sha256(parent + packed[:width] + first).digest()
@@ -260,6 +260,29 @@ def hash_request_tokens(
         append(parent)
         i += 1
         pos = nxt
+    return hashes
+
+
+_INT64 = range(-(1 << 63), 1 << 63)
+
+
+def _hash_mixed(hashes: list[BlockHash], parent: bytes, tokens: list[int], i: int,
+                num_full: int, block_size: int, first: bytes, rest: bytes) -> list[BlockHash]:
+    """hash_request_tokens' radixlens loop when some token does not fit in int64 (compact
+    traces' synthetic replies): each block as `_radixlens_block` hashes it, a block told apart
+    by its least and greatest token, not by a failed struct.pack (an exception a block)."""
+    start, fmt = 0, f"<{block_size}q"
+    while i < num_full:
+        block = tokens[start:start + block_size]
+        keys = rest if i else first
+        if min(block) in _INT64 and max(block) in _INT64:
+            parent = sha256(parent + struct.pack(fmt, *block) + keys).digest()
+        else:
+            text = ",".join(map(str, block)).encode() + b";"
+            parent = sha256(_BIG + parent + text + keys).digest()
+        hashes.append(parent)
+        i += 1
+        start += block_size
     return hashes
 
 
