@@ -96,6 +96,10 @@ def pack_runs(tokens: Sequence[int]) -> bytes | None:
     """A TokenRuns as little-endian int64s, the bytes struct.pack gives, built by numpy run by
     run (a Mooncake prompt: runs of 512; expanding it into ints to pack cost a tenth of the
     block replay), or None: not a TokenRuns, or a token past int64.
+    subtle: the runs' offsets are summed here, not by ndarray.cumsum: cumsum keeps a few KB of
+    small objects as it meets new inputs, and those made late in a replay pinned 10-20 of
+    the 1 MiB pymalloc arenas the dropped replay had emptied, more each upload
+    (tests/scenarios/test_memory_given_back.py).
 
     >>> import struct
     >>> pack_runs(TokenRuns([(7, 2), (1, 1)])) == struct.pack("<3q", 7, 8, 1)
@@ -103,12 +107,19 @@ def pack_runs(tokens: Sequence[int]) -> bytes | None:
     """
     if type(tokens) is not TokenRuns or not tokens:
         return None
-    starts, lengths = zip(*tokens.runs())
-    if min(starts) < -(1 << 63) or max(map(sum, zip(starts, lengths))) > 1 << 63:
-        return None
-    offsets = np.cumsum((0, *lengths[:-1]), dtype=np.int64)
-    firsts = np.repeat(np.array(starts, dtype=np.int64) - offsets, lengths)
-    return (firsts + np.arange(len(tokens), dtype=np.int64)).astype("<i8").tobytes()
+    firsts, lengths, offset = [], [], 0
+    for start, length in tokens.runs():  # the token at position i, in run k: firsts[k] + i
+        if start - offset < _MIN64 or start + length > _END64:
+            return None
+        firsts.append(start - offset)
+        lengths.append(length)
+        offset += length
+    out = np.repeat(np.array(firsts, dtype=np.int64), lengths)
+    out += np.arange(offset, dtype=np.int64)
+    return out.astype("<i8", copy=False).tobytes()
+
+
+_MIN64, _END64 = -(1 << 63), 1 << 63
 
 
 def _lookup(pool: BlockPool, hashes: list, max_blocks: int, expect: int | None
