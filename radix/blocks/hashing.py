@@ -27,6 +27,7 @@ from typing import Any
 from msgpack import packb
 
 from radix.blocks.trie import PrefixTrie
+from radix.tokens import TokenRuns
 
 HASH_ALGOS = ("radixlens", "vllm-sha256", "vllm-sha256-cbor")
 VLLM_NONE_HASH_SEED = "vllm-none-hash"  # vLLM's seed when PYTHONHASHSEED is not set
@@ -231,9 +232,9 @@ def hash_request_tokens(
     tokens = token_ids[i * block_size:end]
     parent = hashes[-1] if hashes else hasher.none_hash
     packed = pack(tokens) if pack is not None and hasher.hash_algo == "radixlens" else None
-    if packed is None and not isinstance(tokens, list):
-        tokens = list(tokens)
     if hasher.hash_algo != "radixlens":
+        if not isinstance(tokens, list):
+            tokens = list(tokens)
         start = 0
         while i < num_full:
             parent = hasher.hash_block(parent, tokens[start:start + block_size],
@@ -245,6 +246,10 @@ def hash_request_tokens(
     first = _pack(first_keys) if first_keys else b""
     rest = _pack(rest_keys) if rest_keys else b""
     if packed is None:
+        if type(tokens) is TokenRuns and not _runs_fit(tokens):  # not expanded: by its runs
+            return _hash_mixed(hashes, parent, tokens, i, num_full, block_size, first, rest)
+        if not isinstance(tokens, list):
+            tokens = list(tokens)
         try:  # the default: pack every new token once, in C, then hash slices of the bytes
             packed = struct.pack(f"<{len(tokens)}q", *tokens)
         except struct.error:  # some token does not fit in int64: block by block
@@ -264,26 +269,67 @@ def hash_request_tokens(
 
 
 _INT64 = range(-(1 << 63), 1 << 63)
+_DIGITS = [b"%03d" % k for k in range(1000)]  # a big token's last three digits
 
 
-def _hash_mixed(hashes: list[BlockHash], parent: bytes, tokens: list[int], i: int,
+def _runs_fit(tokens: TokenRuns) -> bool:
+    """Whether every token fits in int64."""
+    return all(start in _INT64 and start + length - 1 in _INT64
+               for start, length in tokens.runs())
+
+
+def _hash_mixed(hashes: list[BlockHash], parent: bytes, tokens: Sequence[int], i: int,
                 num_full: int, block_size: int, first: bytes, rest: bytes) -> list[BlockHash]:
     """hash_request_tokens' radixlens loop when some token does not fit in int64 (compact
     traces' synthetic replies): each block as `_radixlens_block` hashes it, a block told apart
-    by its least and greatest token, not by a failed struct.pack (an exception a block)."""
+    by its least and greatest token, not by a failed struct.pack (an exception a block).
+    `tokens`: a list, or a TokenRuns, whose blocks inside one run of tokens past int64 are
+    written without an int per token: str(v) is str(v // 1000) + v's last three digits."""
     start, fmt = 0, f"<{block_size}q"
+    runs = _BigRuns(tokens, block_size) if type(tokens) is TokenRuns else None
     while i < num_full:
-        block = tokens[start:start + block_size]
         keys = rest if i else first
-        if min(block) in _INT64 and max(block) in _INT64:
-            parent = sha256(parent + struct.pack(fmt, *block) + keys).digest()
-        else:
-            text = ",".join(map(str, block)).encode() + b";"
+        text = runs.text(start) if runs is not None else None
+        if text is not None:
             parent = sha256(_BIG + parent + text + keys).digest()
+        else:
+            block = tokens[start:start + block_size]
+            if runs is not None:
+                block = list(block)
+            if min(block) in _INT64 and max(block) in _INT64:
+                parent = sha256(parent + struct.pack(fmt, *block) + keys).digest()
+            else:
+                text = ",".join(map(str, block)).encode() + b";"
+                parent = sha256(_BIG + parent + text + keys).digest()
         hashes.append(parent)
         i += 1
         start += block_size
     return hashes
+
+
+class _BigRuns:
+    """A TokenRuns' blocks read in order: `text(pos)` is the block at `pos`'s decimal form
+    (",".join(map(str, block)).encode() + b";") when it lies in one run of tokens >= 2**63
+    that does not cross a multiple of 1,000, else None."""
+
+    def __init__(self, tokens: TokenRuns, block_size: int) -> None:
+        self.runs, self.block_size = list(tokens.runs()), block_size
+        self.k, self.lo = 0, 0  # the run the last block began in, and its first position
+
+    def text(self, pos: int) -> bytes | None:
+        runs, k, lo, size = self.runs, self.k, self.lo, self.block_size
+        while pos >= lo + runs[k][1]:
+            lo += runs[k][1]
+            k += 1
+        self.k, self.lo = k, lo
+        start, length = runs[k]
+        if pos + size > lo + length or start < _INT64.stop:
+            return None
+        high, low = divmod(start + pos - lo, 1000)
+        if low + size > 1000:
+            return None
+        prefix = b"%d" % high
+        return prefix + (b"," + prefix).join(_DIGITS[low:low + size]) + b";"
 
 
 def hash_to_int64(block_hash: BlockHash) -> int:
