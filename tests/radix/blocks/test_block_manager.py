@@ -246,3 +246,20 @@ def test_blocks_with_tokens_past_int64_hash_one_by_one_and_a_packer_changes_noth
     assert hash_request_tokens(tokens, block_size, lora, salt, pack=pack) == want
     first = hash_request_tokens(tokens[:block_size], block_size, lora, salt)
     assert hash_request_tokens(tokens, block_size, lora, salt, first, pack=pack) == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 2**63 - 20, 2**63, 2**63 + 990, 10**19 - 30,
+                                           -(2**63) - 40]),
+                          st.integers(0, 40), st.integers(1, 50)), min_size=1, max_size=4),
+       st.sampled_from([1, 4, 16]), st.sampled_from([None, "lora-a"]),
+       st.sampled_from([None, "salt"]), st.integers(0, 3))
+def test_runs_past_int64_hash_as_their_tokens_do(runs, block_size, lora, salt, known):
+    """A TokenRuns with runs past int64 (a compact trace's synthetic reply; runs crossing
+    int64's ends, a multiple of 1,000 and a power of ten) hashes by its runs, unexpanded:
+    oracle, the same tokens as a list, from the start or after `known` hashed blocks."""
+    tokens = TokenRuns([(base + skip, length) for base, skip, length in runs])
+    want = hash_request_tokens(list(tokens), block_size, lora, salt)
+    assert hash_request_tokens(tokens, block_size, lora, salt) == want
+    first = want[:known]
+    assert hash_request_tokens(tokens, block_size, lora, salt, list(first)) == want
