@@ -30,6 +30,8 @@ from radix.blocks.manager import BlockCacheManager, ComputedBlocks, ExtentPool, 
 from radix.blocks.pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.request import Req
+from radix.runs.compare import run_blocks
+from scenarios.blockreplay import replay_blocks
 
 MIN_EVERY, MAX_KEYFRAMES = 32, 64
 FRAME_BLOCK_BYTES = 60  # a cached block in a keyframe (hash, parent hash, ids), pickled
@@ -142,7 +144,10 @@ class BlockFrames:
       conversation trace ~2 s against ~17 s per block;
     - the per-block pool (block ids, hashes, free-queue order: what the block view draws)
       is replayed only when a step asks for it, `every` requests at a time, keeping a
-      keyframe at each multiple of `every` it passes; `keyframes_built` says how far it got.
+      keyframe at each even multiple of `every` it passes and at the one asked for (an odd
+      one passed is None, built from the one before it when a step in it is first asked for:
+      a capture costs about a third of replaying the requests between two, and the first
+      picture of a long trace needs only the last); `keyframes_built` says how far it got.
 
     `hash_algo`: how the pool hashes blocks (radix/blocks/hashing.py; hits do not depend on it).
     One lock guards the builder and the cursor: two threads reading one replay take turns.
@@ -169,7 +174,7 @@ class BlockFrames:
         # the per-block pool: frames[k] is the pool before request k * every, built on demand
         self._builder: BlockCacheManager | None = BlockCacheManager(
             BlockPool(self.num_blocks, block_size, hash_algo=hash_algo), hash_memo=True)
-        self.frames: list[bytes] = [capture(self._builder)]
+        self.frames: list[bytes | None] = [capture(self._builder)]
         self._cursor: tuple[int, BlockCacheManager] | None = None
         self._lock = threading.RLock()
 
@@ -225,11 +230,13 @@ class BlockFrames:
 
     def _build(self, last: int, progress: Callable[[int, int], None] | None) -> None:
         while len(self.frames) <= last:
-            start = (len(self.frames) - 1) * self.every
+            k = len(self.frames)
+            start = (k - 1) * self.every
             assert self._builder is not None
             self._replay(self._builder, start, start + self.every)
             self._builder.lookups.clear()
-            self.frames.append(capture(self._builder))
+            keep = k % 2 == 0 or k == last or k == self.num_frames - 1
+            self.frames.append(capture(self._builder) if keep else None)
             if len(self.frames) == self.num_frames:
                 # every keyframe is built: the builder's pool and hash memo (a hash for every
                 # distinct block prefix of the trace: 1.6 M on the conversation stand-in, ~100
@@ -241,6 +248,9 @@ class BlockFrames:
     def _replay(self, manager: BlockCacheManager, start: int, stop: int) -> None:
         """Requests start..stop-1 through `manager`'s pool (run_blocks)."""
         pairs = list(self.feed(start, stop))
+        if self.run is run_blocks:  # its flow, fast (scenarios/blockreplay.py)
+            replay_blocks(manager, pairs, [lk.hit_blocks for lk in self.lookups[start:stop]])
+            return
         # run_blocks ends by counting unreachable blocks over the whole pool: not needed here
         # (a snapshot or keyframe has them), and it costs as much as the requests replayed
         manager.num_unreachable_blocks = lambda: None
@@ -251,9 +261,9 @@ class BlockFrames:
     def nbytes(self) -> int:
         """What it holds, the keyframes not built yet counted at their most (every block
         cached: ~60 bytes each), so a session's budget holds them from the start."""
-        built = sum(len(f) for f in self.frames)
-        return (built + FRAME_BLOCK_BYTES * self.num_blocks * (self.num_frames - len(self.frames))
-                + 64 * len(self.lookups))
+        built = sum(len(f) for f in self.frames if f is not None)
+        missing = self.num_frames - len(self.frames) + self.frames.count(None)
+        return built + FRAME_BLOCK_BYTES * self.num_blocks * missing + 64 * len(self.lookups)
 
     def manager_at(self, n: int) -> BlockCacheManager:
         """A manager whose pool is the one after the first n requests (not to be mutated)."""
@@ -266,11 +276,16 @@ class BlockFrames:
         if self._cursor is not None and self._cursor[0] <= n < self._cursor[0] + self.every:
             start, manager = self._cursor
         else:
-            start = n // self.every * self.every
-            self._build(n // self.every, None)
+            k = n // self.every
+            start = k * self.every
+            self._build(k, None)
             scratch = self._cursor[1] if self._cursor is not None else None
-            manager = restore(self.frames[start // self.every], into=scratch,
-                              hash_algo=self.hash_algo)
+            if self.frames[k] is None:  # passed by a long build: from the one before it
+                manager = restore(self.frames[k - 1], into=scratch, hash_algo=self.hash_algo)
+                self._replay(manager, start - self.every, start)
+                self.frames[k] = capture(manager)
+            else:
+                manager = restore(self.frames[k], into=scratch, hash_algo=self.hash_algo)
         if n > start:
             self._replay(manager, start, n)
         self._cursor = (n, manager)

@@ -26,6 +26,7 @@ from typing import Any
 
 from msgpack import packb
 
+from radix.tokens import TokenRuns
 from radix.tokens.runs import PrefixTrie
 
 HASH_ALGOS = ("radixlens", "vllm-sha256", "vllm-sha256-cbor")
@@ -199,10 +200,14 @@ def hash_request_tokens(
     cache_salt: str | None = None,
     known: list[BlockHash] | None = None,
     hash_algo: str | BlockHasher = "radixlens",
+    pack: Callable[[Sequence[int]], bytes | None] | None = None,
 ) -> list[BlockHash]:
     """Hashes of every *full* block of `token_ids`; extends `known` (hashes already computed for
     the first blocks, e.g. before decode added tokens) in place and returns it. `hash_algo` is
-    a HASH_ALGOS name or a BlockHasher (for vLLM's seed and LoRA paths).
+    a HASH_ALGOS name or a BlockHasher (for vLLM's seed and LoRA paths). `pack(tokens)`: the
+    radixlens mode's bytes of the tokens not hashed yet, as struct.pack("<{n}q") gives them, or
+    None when one does not fit in int64 (default: struct.pack over a list; a caller may pack a
+    compact sequence without expanding it).
 
     >>> hs = hash_request_tokens(list(range(40)), 16)
     >>> len(hs), hs[1] == hash_block_tokens(hs[0], range(16, 32))
@@ -225,11 +230,12 @@ def hash_request_tokens(
     end = num_full * block_size
     # only the blocks not hashed yet, as a list (a compact sequence expands just those)
     tokens = token_ids[i * block_size:end]
-    if not isinstance(tokens, list):
-        tokens = list(tokens)
-    start = 0
     parent = hashes[-1] if hashes else hasher.none_hash
+    packed = pack(tokens) if pack is not None and hasher.hash_algo == "radixlens" else None
     if hasher.hash_algo != "radixlens":
+        if not isinstance(tokens, list):
+            tokens = list(tokens)
+        start = 0
         while i < num_full:
             parent = hasher.hash_block(parent, tokens[start:start + block_size],
                                        rest_keys if i else first_keys)
@@ -237,18 +243,17 @@ def hash_request_tokens(
             i += 1
             start += block_size
         return hashes
-    try:  # the default: pack every new token once, in C, then hash slices of the bytes
-        packed = struct.pack(f"<{len(tokens)}q", *tokens)
-    except struct.error:  # some token does not fit in int64: block by block (rare)
-        while i < num_full:
-            parent = _radixlens_block(parent, tokens[start:start + block_size],
-                                      rest_keys if i else first_keys)
-            hashes.append(parent)
-            i += 1
-            start += block_size
-        return hashes
     first = _pack(first_keys) if first_keys else b""
     rest = _pack(rest_keys) if rest_keys else b""
+    if packed is None:
+        if type(tokens) is TokenRuns and not _runs_fit(tokens):  # not expanded: by its runs
+            return _hash_mixed(hashes, parent, tokens, i, num_full, block_size, first, rest)
+        if not isinstance(tokens, list):
+            tokens = list(tokens)
+        try:  # the default: pack every new token once, in C, then hash slices of the bytes
+            packed = struct.pack(f"<{len(tokens)}q", *tokens)
+        except struct.error:  # some token does not fit in int64: block by block
+            return _hash_mixed(hashes, parent, tokens, i, num_full, block_size, first, rest)
     append, width, pos = hashes.append, 8 * block_size, 0
     if i == 0 and i < num_full:
         parent = sha256(parent + packed[:width] + first).digest()
@@ -261,6 +266,70 @@ def hash_request_tokens(
         i += 1
         pos = nxt
     return hashes
+
+
+_INT64 = range(-(1 << 63), 1 << 63)
+_DIGITS = [b"%03d" % k for k in range(1000)]  # a big token's last three digits
+
+
+def _runs_fit(tokens: TokenRuns) -> bool:
+    """Whether every token fits in int64."""
+    return all(start in _INT64 and start + length - 1 in _INT64
+               for start, length in tokens.runs())
+
+
+def _hash_mixed(hashes: list[BlockHash], parent: bytes, tokens: Sequence[int], i: int,
+                num_full: int, block_size: int, first: bytes, rest: bytes) -> list[BlockHash]:
+    """hash_request_tokens' radixlens loop when some token does not fit in int64 (compact
+    traces' synthetic replies): each block as `_radixlens_block` hashes it, a block told apart
+    by its least and greatest token, not by a failed struct.pack (an exception a block).
+    `tokens`: a list, or a TokenRuns, whose blocks inside one run of tokens past int64 are
+    written without an int per token: str(v) is str(v // 1000) + v's last three digits."""
+    start, fmt = 0, f"<{block_size}q"
+    runs = _BigRuns(tokens, block_size) if type(tokens) is TokenRuns else None
+    while i < num_full:
+        keys = rest if i else first
+        text = runs.text(start) if runs is not None else None
+        if text is not None:
+            parent = sha256(_BIG + parent + text + keys).digest()
+        else:
+            block = tokens[start:start + block_size]
+            if runs is not None:
+                block = list(block)
+            if min(block) in _INT64 and max(block) in _INT64:
+                parent = sha256(parent + struct.pack(fmt, *block) + keys).digest()
+            else:
+                text = ",".join(map(str, block)).encode() + b";"
+                parent = sha256(_BIG + parent + text + keys).digest()
+        hashes.append(parent)
+        i += 1
+        start += block_size
+    return hashes
+
+
+class _BigRuns:
+    """A TokenRuns' blocks read in order: `text(pos)` is the block at `pos`'s decimal form
+    (",".join(map(str, block)).encode() + b";") when it lies in one run of tokens >= 2**63
+    that does not cross a multiple of 1,000, else None."""
+
+    def __init__(self, tokens: TokenRuns, block_size: int) -> None:
+        self.runs, self.block_size = list(tokens.runs()), block_size
+        self.k, self.lo = 0, 0  # the run the last block began in, and its first position
+
+    def text(self, pos: int) -> bytes | None:
+        runs, k, lo, size = self.runs, self.k, self.lo, self.block_size
+        while pos >= lo + runs[k][1]:
+            lo += runs[k][1]
+            k += 1
+        self.k, self.lo = k, lo
+        start, length = runs[k]
+        if pos + size > lo + length or start < _INT64.stop:
+            return None
+        high, low = divmod(start + pos - lo, 1000)
+        if low + size > 1000:
+            return None
+        prefix = b"%d" % high
+        return prefix + (b"," + prefix).join(_DIGITS[low:low + size]) + b";"
 
 
 def hash_to_int64(block_hash: BlockHash) -> int:

@@ -202,7 +202,34 @@ def test_block_summary_equals_the_per_block_pool(name, capacity):
     assert frames.keyframes_built == 3 and frames.ready(11) and not frames.ready(12)
     frames.build(13)  # up to the keyframe at or before the pool after 13 requests
     assert frames.keyframes_built == 4 and frames.ready(15) and not frames.ready(16)
-    assert frames.nbytes >= sum(len(f) for f in frames.frames)
+    assert frames.nbytes >= sum(len(f) for f in frames.frames if f is not None)
+
+
+def test_a_long_build_keeps_every_other_keyframe_and_fills_the_rest_when_asked():
+    """Building to the last step keeps the keyframes at even multiples of `every` and the
+    last (eviction question: 41 requests, every 4: keyframes 0..10, so 1, 3, 5, 7, 9 are
+    skipped);
+    a step in a skipped one builds it from the one before, byte for byte the keyframe a build
+    that stops there keeps, and the pool equals a replay from scratch."""
+    trace = load_trace(TRACES / "eviction_question.jsonl.gz")
+    n = len(trace.requests)
+
+    def frames_of() -> BlockFrames:
+        return BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), run_blocks, 2_000, 16,
+                           every=4)
+    frames, stepwise = frames_of(), frames_of()
+    for k in range(frames.num_frames):
+        stepwise.build(4 * k)  # one keyframe at a time: each is the one asked for
+    frames.build()
+    assert n == 41 and [f is None for f in frames.frames] == [k % 2 == 1 for k in range(11)]
+    assert None not in stepwise.frames
+    skipped_nbytes = frames.nbytes
+    fresh = BlockCacheManager(BlockPool(2_000 // 16 + 1, 16))
+    pairs = _trace_reqs(trace, 0, 14)
+    run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2_000, 16, manager=fresh)
+    assert frames.at(14).snapshot == fresh.snapshot()
+    assert frames.frames[3] == stepwise.frames[3] and frames.frames[1] is None
+    assert frames.nbytes < skipped_nbytes  # a built keyframe is smaller than its bound
 
 
 def test_replay_two_requests_index_and_search():

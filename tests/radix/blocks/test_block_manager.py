@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -220,3 +222,44 @@ def test_the_hash_memo_gives_the_hashes_without_it(reqs, algo):
                   for a, b in zip(reqs, reqs[1:]))
     if repeats:  # the same prompt in the same namespace again: its hashes come from the memo
         assert memo.memo.reused > 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.sampled_from([0, 7, 2**63 - 1, 2**63, 2**63 + 5, -(2**63), -(2**63) - 1]),
+                min_size=1, max_size=30), st.sampled_from([1, 2, 4]),
+       st.sampled_from([None, "lora-a"]), st.sampled_from([None, "salt"]))
+def test_blocks_with_tokens_past_int64_hash_one_by_one_and_a_packer_changes_nothing(
+        tokens, block_size, lora, salt):
+    """Oracle: hash_request_tokens equals hash_block_tokens block by block (each block's own
+    form: int64s packed, or the decimal form when one of its tokens does not fit), on tokens
+    at and past int64's ends, given a packer (struct.pack's bytes, or None: cannot) or not."""
+    want, parent = [], None
+    for i in range(len(tokens) // block_size):
+        keys = BlockHasher().extra_keys(i, lora, salt)
+        parent = hash_block_tokens(parent, tokens[i * block_size:(i + 1) * block_size], keys)
+        want.append(parent)
+    assert hash_request_tokens(tokens, block_size, lora, salt) == want
+
+    def pack(new):
+        return (struct.pack(f"<{len(new)}q", *new)
+                if all(-(2**63) <= t < 2**63 for t in new) else None)
+    assert hash_request_tokens(tokens, block_size, lora, salt, pack=pack) == want
+    first = hash_request_tokens(tokens[:block_size], block_size, lora, salt)
+    assert hash_request_tokens(tokens, block_size, lora, salt, first, pack=pack) == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 2**63 - 20, 2**63, 2**63 + 990, 10**19 - 30,
+                                           -(2**63) - 40]),
+                          st.integers(0, 40), st.integers(1, 50)), min_size=1, max_size=4),
+       st.sampled_from([1, 4, 16]), st.sampled_from([None, "lora-a"]),
+       st.sampled_from([None, "salt"]), st.integers(0, 3))
+def test_runs_past_int64_hash_as_their_tokens_do(runs, block_size, lora, salt, known):
+    """A TokenRuns with runs past int64 (a compact trace's synthetic reply; runs crossing
+    int64's ends, a multiple of 1,000 and a power of ten) hashes by its runs, unexpanded:
+    oracle, the same tokens as a list, from the start or after `known` hashed blocks."""
+    tokens = TokenRuns([(base + skip, length) for base, skip, length in runs])
+    want = hash_request_tokens(list(tokens), block_size, lora, salt)
+    assert hash_request_tokens(tokens, block_size, lora, salt) == want
+    first = want[:known]
+    assert hash_request_tokens(tokens, block_size, lora, salt, list(first)) == want
