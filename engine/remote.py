@@ -7,8 +7,10 @@ while the page's thread runs Python every take-back waits up to the switch inter
 keeps EngineService's scheduler, radix tree and slot allocator where they were and sends only
 each forward's batch (token ids, positions, slots) to a spawned child that holds the weights
 (shared memory, not copied) and the KV rows; the last-token logits come back and are sampled
-here, as in-process. One message each way per forward. Leaves out: overlapping the next
-schedule with the running forward (SGLang's overlap scheduler).
+here, as in-process. One message each way per forward. The app now runs the whole service in
+the child (engine/procservice.py: the loop's Python was still slowed here); this split stays
+as a backend and a benchmark case. Leaves out: overlapping the next schedule with the running
+forward (SGLang's overlap scheduler).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ _MAIN_SWAP = threading.Lock()
 
 
 @contextlib.contextmanager
-def _bare_main() -> Iterator[None]:
+def bare_main() -> Iterator[None]:
     """multiprocessing's spawn makes the child import the parent's `__main__` from its file
     first. Streamlit (and its AppTest) makes each page script `__main__` while it runs, so the
     child would run the page bare, which in AppTest killed it before it read its arguments
@@ -115,7 +117,7 @@ class ProcessBackend:
         self.process = ctx.Process(target=_serve, name="radixlens-model", daemon=True,
                                    args=(child, loaded.model, capacity_tokens, loaded.dtype,
                                          loaded.device, threads))
-        with _bare_main():
+        with bare_main():
             self.process.start()
         child.close()
         if not self._conn.poll(START_TIMEOUT_S):
