@@ -30,11 +30,11 @@ PAGE_SPECS = [
     ("app_pages/cluster.py", "Cluster", "cluster"),
 ]
 
-# The Live and Classroom engines' schedulers run on threads of this process, beside the pages'
-# Python; their model forward runs in a process of its own (engine/remote.py). When it ran here,
-# each of a forward's hundreds of short torch ops took the GIL back, waiting up to the switch
-# interval (5 ms by default) behind a busy page thread (benchmarks/engine_contention.py: one
-# request 4.3 s alone, 11.7 s beside a busy thread, 6.8 s at 0.5 ms); kept for the scheduler.
+# The Live and Classroom model engines run in processes of their own (engine/procservice.py);
+# here a thread per engine hands their events to the page, and simulated rooms run their loop
+# on a thread. When a model engine ran here, each of a forward's hundreds of short torch ops
+# took the GIL back, waiting up to the switch interval (5 ms by default) behind a busy page
+# thread (benchmarks/engine_contention.py); kept short for the threads that remain.
 ENGINE_SWITCH_S = 0.0005
 if sys.getswitchinterval() > ENGINE_SWITCH_S:
     sys.setswitchinterval(ENGINE_SWITCH_S)

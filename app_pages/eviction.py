@@ -22,10 +22,11 @@ from viz.blocks import grid_caption
 from viz.component import tree_view
 from viz.eviction import block_short_line, describe, lab_frame, num_frames
 from viz.flavor import flavor_line
-from viz.grid_chart import block_grid_chart, grid_height
+from viz.grid_chart import block_grid_chart, folded_line, grid_height
 from viz.timeline import Timeline
 
 RAG_PROMPT = 2_624  # S + 2,112
+FOLD_ROWS = 2  # presenter mode: runs of this many grid rows alike are drawn as one
 STATES = {"the policies disagree (default)": lab.DEFAULT,
           "DESIGN.md's question: all 400 live": lab.DESIGN_QUESTION}
 
@@ -115,11 +116,18 @@ def _show(k: int, duration_ms: int) -> None:
 
 def _block_side() -> None:
     taken = {v.block_id for v in blk.victims}
+    # presenter mode: 14 px labels, and runs of rows alike drawn as one (31 rows ran past the
+    # fold at 1280x800; tests/browser/test_presenter.py), said under the grid
+    px = int(min_font_px())
+    fit = {"legend_px": px, "axis_px": px, "fold_rows": FOLD_ROWS} if presenter() else {}
     # keyed ECharts: a settings change redraws the grid in place (a changed plotly figure was
     # a new element, blank for a frame: viz/grid_chart.py)
     grid = block_grid_chart(blk.after, taken=taken, labels=blk.labels,
-                            stop_text="vLLM, 16-token blocks: the free queue decides")
+                            stop_text="vLLM, 16-token blocks: the free queue decides", **fit)
     st.echarts_chart(grid, key="eviction.grid", height=grid_height(grid), renderer="svg")
+    folded = folded_line(blk.after, taken=taken, min_rows=FOLD_ROWS) if presenter() else None
+    if folded:
+        say("caption", folded)
     short = block_short_line(blk)
     if short:
         say("error", short)

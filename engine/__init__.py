@@ -8,6 +8,7 @@ scheduler loop with them, or with the simulated runner (`backends.py`), in a bac
 thread; `sampling.py` stops and samples as a server;
 `kv_publisher.py`, `cluster.py`, `openai_api.py`, `server.py` make `python -m engine serve`
 (OpenAI API, vLLM's KV events over ZMQ, `--dp N` replicas). `python -m engine run TRACE`.
+`procservice.py` runs a whole service in a spawned child behind the same calls (the app's).
 `hosttier.py`: SGLang's host tier over the pool (`EngineService(..., host_ratio=R)`,
 `--host-ratio R`): the KV rows of demoted nodes kept in a CPU host pool and loaded back.
 The names below are the public API (docs/CONTRACTS.md); they load lazily, so `import engine`
@@ -27,7 +28,7 @@ _EXPORTS = {  # name -> module
     "SamplingParams": "engine.sampling", "ZmqEventPublisher": "engine.kv_publisher",
     "Cluster": "engine.cluster", "ClusterConfig": "engine.cluster",
     "HostKVPool": "engine.hosttier", "HostTierScheduler": "engine.hosttier",
-    "build_host_tier": "engine.hosttier",
+    "build_host_tier": "engine.hosttier", "ProcessService": "engine.procservice",
 }
 __all__ = sorted(_EXPORTS)
 

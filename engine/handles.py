@@ -115,11 +115,14 @@ class RequestHandle:
         if self._listener is not None and token_ids:
             self._listener(list(token_ids))
 
-    def _finish(self, req: Req | None, error: BaseException | None = None) -> None:
-        """Answers the handle once: a result from `req`, or `error`. Never raises: a failing
-        decode or listener becomes the request's error."""
+    def _finish(self, req: Req | None, error: BaseException | None = None,
+                result: RequestResult | None = None) -> None:
+        """Answers the handle once: a result from `req` (or `result`, made elsewhere: the
+        engine process's, engine/procservice.py), or `error`. Never raises: a failing decode or
+        listener becomes the request's error."""
         if self._done.is_set():
             return
+        self._result = result if error is None else None
         if error is None and req is not None:
             try:
                 self._result = _result_of(req, self._tokenizer)

@@ -7,21 +7,25 @@ while the page's thread runs Python every take-back waits up to the switch inter
 keeps EngineService's scheduler, radix tree and slot allocator where they were and sends only
 each forward's batch (token ids, positions, slots) to a spawned child that holds the weights
 (shared memory, not copied) and the KV rows; the last-token logits come back and are sampled
-here, as in-process. One message each way per forward. Leaves out: overlapping the next
-schedule with the running forward (SGLang's overlap scheduler).
+here, as in-process. One message each way per forward. The app runs the whole service in the
+child (engine/procservice.py: the loop's Python was still slowed here); this split stays as a
+backend and a benchmark case. Leaves out: overlapping the next schedule with the running forward
+(SGLang's overlap scheduler).
 
-Starting a child is quick on CPU: children fork from a server process that imported torch and
-transformers once (multiprocessing's forkserver with this module preloaded), and the weights
-cross as one shared buffer per dtype (`SharedWeights`) that the child maps into a model skeleton
-built on the meta device. A spawned child imported torch and transformers itself (about 20 CPU-s;
-44 s each at load 6 on 2 cores, three starts in a row, /tmp timing) and received each of the
-model's ~270 tensors as a file descriptor of its own (a forkserver passes at most 256). CUDA
-models keep spawn and torch's CUDA handles: the forkserver path is CPU-only.
+Starting a child is quick on CPU (both kinds: this module's and engine/procservice.py's):
+children fork from a server process that imported torch and transformers once
+(multiprocessing's forkserver with both modules preloaded), and the weights cross as one shared
+buffer per dtype (`SharedWeights`) that the child maps into a model skeleton built on the meta
+device. A spawned child imported torch and transformers itself (about 20 CPU-s; 44 s each at
+load 6 on 2 cores, three starts in a row) and received each of the model's ~270 tensors as a
+file descriptor of its own (a forkserver passes at most 256). CUDA models keep spawn and
+torch's CUDA handles: the forkserver path is CPU-only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import math
 import multiprocessing.forkserver
@@ -48,7 +52,7 @@ _MAIN_SWAP = threading.Lock()
 
 
 @contextlib.contextmanager
-def _bare_main() -> Iterator[None]:
+def bare_main() -> Iterator[None]:
     """multiprocessing's spawn makes the child import the parent's `__main__` from its file
     first. Streamlit (and its AppTest) makes each page script `__main__` while it runs, so the
     child would run the page bare, which in AppTest killed it before it read its arguments
@@ -143,13 +147,33 @@ class SharedWeights:
         return model.eval()
 
 
+# what the forkserver imports once (by name: engine/procservice.py sits above this module)
+PRELOAD = [__name__, "engine.procservice"]
+
+
 def _context(device: torch.device) -> Any:
-    """forkserver (preloading this module) on CPU; spawn where torch's CUDA is in play."""
+    """forkserver (preloading PRELOAD) on CPU; spawn where torch's CUDA is in play."""
     if device.type != "cpu":
         return tmp.get_context("spawn")
     ctx = tmp.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__])
+    ctx.set_forkserver_preload(PRELOAD)
     return ctx
+
+
+def shipping(loaded: LoadedModel) -> tuple[Any, LoadedModel]:
+    """The multiprocessing context a model process starts in, and `loaded` as it crosses: on
+    CPU its model as SharedWeights (the child calls `landed`), elsewhere as it is."""
+    if loaded.device.type != "cpu":
+        return _context(loaded.device), loaded
+    return _context(loaded.device), dataclasses.replace(loaded,
+                                                       model=SharedWeights.of(loaded.model))
+
+
+def landed(loaded: LoadedModel) -> LoadedModel:
+    """In the child: `loaded` with its model built from the SharedWeights it crossed as."""
+    if isinstance(loaded.model, SharedWeights):
+        return dataclasses.replace(loaded, model=loaded.model.build())
+    return loaded
 
 
 def prestart() -> None:
@@ -222,7 +246,7 @@ class ProcessBackend:
         self.process = ctx.Process(target=_serve, name="radixlens-model", daemon=True,
                                    args=(child, model, capacity_tokens, loaded.dtype,
                                          loaded.device, threads))
-        with _bare_main():
+        with bare_main():
             self.process.start()
         child.close()
         if not self._conn.poll(START_TIMEOUT_S):

@@ -191,13 +191,21 @@ class EngineService:
 
     def call(self, fn: Callable[[], Any], timeout: float | None = 60.0) -> Any:
         """Runs `fn` on the engine thread between two steps (e.g. a tree snapshot)."""
+        return self.post(fn).result(timeout)
+
+    def post(self, fn: Callable[[], Any]) -> Future:
+        """Queues `fn` for the engine thread (between two steps) without waiting: its Future."""
         future: Future = Future()
         with self._lock:
             self._raise_if_dead()
             if self._ended:
                 raise RuntimeError("this engine service is closed; start a new one")
             self._inbox.put((fn, future))
-        return future.result(timeout)
+        return future
+
+    def snapshot_blocks(self) -> Future:
+        """A Future of vLLM's block pool (the shadow) as plain data, taken between two steps."""
+        return self.post(self.shadow.manager.snapshot)
 
     def snapshot(self) -> Any:  # the tree's, taken on the engine thread
         return self.call(self.tree.snapshot)

@@ -129,7 +129,7 @@ ROOMS = Classroom()  # the process's rooms
 
 
 def model_sessions(loaded: Any, capacity_tokens: int | None = None) -> MakeSession:
-    """Room engines on a loaded model (its weights shared by every room; each room's forward in
+    """Room engines on a loaded model (its weights shared by every room; each room's engine in
     its own process, scenarios/live.py), each keeping at most 20,000 events and 200 finished
     requests however long the lesson."""
     cap = capacity_tokens or ROOMS.limits.capacity_tokens

@@ -1,9 +1,10 @@
 """One browser session's live engine: its EngineService, a live copy of its tree, its requests.
 
 The model (weights) is shared by every session of the process; each `LiveSession` owns its
-EngineService (radix tree, KV pool, block shadow, engine thread) and a private copy of the
-tokenizer for the page (a Hugging Face fast tokenizer is not safe to share between threads).
-`LiveTree` is the service's listener: the engine thread hands it every stamped event; tree events
+engine service (radix tree, KV pool, block shadow, loop: the app's in a process of its own,
+engine/procservice.py) and a private copy of the tokenizer for the page (a Hugging Face fast
+tokenizer is not safe to share between threads). `LiveTree` is the service's listener: it is
+handed every stamped event in the engine's order; tree events
 rebuild a `TreeModel` (the replay law makes it equal to the engine's tree) and the steps worth
 telling (splits, new leaves, evictions, lock walks, admissions) are kept with what the words need
 (the tree before a split, the step's key length), for viz/scene.py to say. Prefill is chunked
@@ -72,7 +73,8 @@ class Told(NamedTuple):
 
 
 class LiveTree:
-    """Thread-safe: `__call__` runs on the engine thread, the readers on the page's."""
+    """Thread-safe: `__call__` runs on the engine's thread (a ProcessService's: the thread that
+    reads its child), the readers on the page's."""
 
     def __init__(self, max_told: int = 200) -> None:
         self._lock = threading.Lock()
@@ -176,12 +178,12 @@ class Progress(NamedTuple):
 
 
 def own_process_service(*args: Any, **kw: Any) -> Any:
-    """An EngineService whose model forward runs in a process of its own (engine/remote.py):
-    the app's engines, so the page's Python does not slow their forward (#24 item 5)."""
-    from engine.remote import ProcessBackend  # here: torch only once a real engine starts
-    from engine.service import EngineService
+    """The engine service (loop, caches, model) in a process of its own, behind a proxy with
+    EngineService's calls (engine/procservice.py): the app's engines, so the page's Python
+    slows neither their forward nor their scheduler (#24 item 5)."""
+    from engine.procservice import ProcessService  # here: torch only once an engine starts
 
-    return EngineService(*args, **kw, backend=ProcessBackend)
+    return ProcessService(*args, **kw)
 
 
 class LiveSession:
@@ -288,15 +290,18 @@ class LiveSession:
     def block_snapshot(self) -> Any:
         """vLLM's block pool (the shadow) as of the last snapshot the engine thread took; asks
         for a fresh one without waiting for a forward to end (None until the first arrives)."""
-        if not self._blocks_asked and not self.closed and hasattr(self.service, "call"):
+        if not self._blocks_asked and not self.closed and self.service is not None:
             self._blocks_asked = True
 
-            def take() -> None:
-                self._blocks = self.service.shadow.manager.snapshot()
+            def take(future: Any) -> None:
+                if future.exception() is None and future.result() is not None:
+                    self._blocks = future.result()
                 self._blocks_asked = False
 
             try:
-                self.service.call(take, timeout=0.3)
+                asked = self.service.snapshot_blocks()
+                asked.add_done_callback(take)
+                asked.result(timeout=0.3)
             except Exception:  # noqa: BLE001 - a busy or stopped engine: keep the last one
                 pass
         return self._blocks

@@ -359,7 +359,8 @@ def _index(out: TraceReplay) -> None:
                 owners[e.new_node_id] = owners[e.node_id]
             elif isinstance(e, ev.NodeEvicted) and e.node_id in owners:
                 index.setdefault(owners.pop(e.node_id), []).append(
-                    Found(f"evicted (leaf #{e.node_id}, {e.num_tokens:,} tokens)", step))
+                    Found(f"evicted (leaf #{e.node_id}, {e.num_tokens:,} token"
+                          f"{'' if e.num_tokens == 1 else 's'})", step))
             elif isinstance(e, ev.PrefixMatched) and what == "looked up" and rid:
                 out.matches[rid] = e.prefix_len
     out.index, out.ends = index, sorted(last.values())

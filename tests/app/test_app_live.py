@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import multiprocessing
 import threading
 import time
 
@@ -106,28 +107,32 @@ def test_prompt_runs_then_a_shared_prefix_hits(page):
 
 @pytest.mark.engine
 def test_reset_stops_the_engine(page):
-    """Reset closes the session's engine (its thread ends) before a new one starts."""
+    """Reset closes the session's engine (its process exits) before a new one starts."""
     _ask(page, "Hi")
     old = page.session_state["live.session"]
     service = old.service
     page.button(key="live.reset").click().run()
-    assert old.closed and old.service is None and not service._thread.is_alive()
+    assert old.closed and old.service is None and service.process.exitcode == 0
     assert page.session_state["live.session"] is not old
 
 
-def _engine_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "radixlens-engine" and t.is_alive()]
+def _engines() -> tuple[int, int]:
+    """(engine reader threads here, engine child processes alive): one of each a session."""
+    readers = [t for t in threading.enumerate()
+               if t.name == "radixlens-engine-reader" and t.is_alive()]
+    children = multiprocessing.active_children()
+    return len(readers), sum(p.name == "radixlens-engine" for p in children)
 
 
 @pytest.mark.engine
 def test_reset_mid_run_cancels_and_threads_return_to_baseline(page):
     """Three cycles of run (a scenario of 3 requests, 64 new tokens each, more than a reset
     waits for; while they run, a progress bar each says what it waits for) then reset at once:
-    each reset cancels the old engine's requests (RequestCancelled, not finished) and joins its
-    thread, so the engine threads stay at one (this session's) and the process's thread count
-    returns to its baseline."""
+    each reset cancels the old engine's requests (RequestCancelled, not finished) and its
+    process exits, so the engines stay at one (this session's: a child process and the thread
+    here that reads it) and the process's thread count returns to its baseline."""
     baseline = threading.active_count()
-    assert len(_engine_threads()) == 1
+    assert _engines() == (1, 1)
     page.number_input(key="live.max_new").set_value(64)
     page.checkbox(key="live.all_at_once").check()
     for _ in range(3):
@@ -142,7 +147,7 @@ def test_reset_mid_run_cancels_and_threads_return_to_baseline(page):
         for req in old.requests:
             with pytest.raises(RequestCancelled):
                 req.handle.result(timeout=seconds(30))
-        assert len(_engine_threads()) == 1
+        assert _engines() == (1, 1)
     assert threading.active_count() == baseline
 
 

@@ -146,9 +146,12 @@ def test_policies_pop_different_leaves(server, projector):
     the oldest finished conversation (conv-000, #3), MRU the newest (conv-015, #18). At 14 px
     the lab's tree folds (S's "+N more" summary) until all of it lies inside the view, the
     popped leaf among what is drawn (#24 item 4; old code: LR, 12 boxes, panned), and the
-    numbers row under the tree is above the fold (it was at 880-949 px). A settings change
+    numbers row under the tree is above the fold (it was at 880-949 px). vLLM's block grid
+    beside it is whole above the fold too, every label of it >= 14 px, its runs of rows alike
+    folded and said (31 rows of 16 px ran past the fold, labels at 12-13 px). A settings change
     (300 -> 400 tokens to free) redraws vLLM's grid in place: no chart or tree unpainted on
-    any frame (#24: the plotly grid, keyed by its figure, was re-mounted blank)."""
+    any frame (#24: the plotly grid, keyed by its figure, was re-mounted blank), and it still
+    fits."""
     popped = {}
     for policy in ("lru", "lfu", "mru"):
         _open(projector, server, f"/eviction?policy={policy}&step=2")
@@ -161,6 +164,7 @@ def test_policies_pop_different_leaves(server, projector):
         assert folded is True, folded
         assert _clipped(projector) == [] and _illegible(projector) == []
     assert popped == {"lru": "n1", "lfu": "n3", "mru": "n18"}
+    _grid_fits(projector)
     projector.evaluate(f"(span) => {{ window.rlDrawn = ({PAINTED})(span); }}", ms(8_000))
     box = projector.get_by_label("tokens to free")
     box.fill("400")
@@ -170,6 +174,22 @@ def test_policies_pop_different_leaves(server, projector):
     assert projector.get_by_text("Eviction lab: 400 tokens must go").count() == 1
     assert drawn["runs"] >= 1 and drawn["states"][-1].startswith("notRunning"), drawn
     assert drawn["first"] >= 2 and drawn["least"] == drawn["first"], drawn
+    _grid_fits(projector)
+
+
+# The font sizes (px) of every text the Eviction lab's block grid draws.
+LAB_GRID = ".st-key-eviction-grid [data-testid=stEChartsChart]"
+GRID_TEXT_PX = f"""() => [...document.querySelectorAll("{LAB_GRID} svg text")]
+  .filter((t) => t.textContent.trim()).map((t) => parseFloat(getComputedStyle(t).fontSize))"""
+
+
+def _grid_fits(pg) -> None:
+    """The Eviction lab's block grid whole in the viewport, its labels >= 14 px, and what is
+    folded said under it."""
+    assert in_viewport(pg, LAB_GRID), pg.locator(LAB_GRID).bounding_box()
+    sizes = pg.evaluate(GRID_TEXT_PX)
+    assert sizes and min(sizes) >= 13.95, sizes
+    assert "Folded to fit" in pg.inner_text("[data-testid=stMain]")
 
 
 def test_scheduler_shows_tree_and_blocks(server, projector, tmp_path):

@@ -250,7 +250,8 @@ def test_replay_two_requests_index_and_search():
 def test_index_tells_empty_steps_by_their_place():
     """A 4-slot pool, page 1. a [1,2,3] is looked up (PrefixMatched 0), locked at the root (a
     step with no event) and finished (leaf #1, 3 slots). b [9] has an empty key (1-token prompt
-    minus its last): its lookup and its lock hold no event at all; finished (leaf #2, 1 slot).
+    minus its last): its lookup and its lock hold no event at all; finished (leaf #2, 1 slot:
+    "1 token", not "1 tokens", #24 item 10).
     c [5..9] needs 5 slots: evict takes both leaves (step 9), 4 < 5, so it is rejected by an
     unlock at the root, again a step with no event. The index tells each from its place in the
     request's flow and its typed events, not from the op's name."""
@@ -259,7 +260,7 @@ def test_index_tells_empty_steps_by_their_place():
                    {"rid": "c", "arrival": 2, "tokens": [5, 6, 7, 8, 9], "output_len": 1}])
     r = replay(data, "three.jsonl", 4, budget=BIG)
     assert [(f.what, f.step) for f in r.index["b"]] == [
-        ("looked up", 4), ("admitted", 5), ("finished", 6), ("evicted (leaf #2, 1 tokens)", 9)]
+        ("looked up", 4), ("admitted", 5), ("finished", 6), ("evicted (leaf #2, 1 token)", 9)]
     assert [(f.what, f.step) for f in r.index["c"]] == [
         ("looked up", 7), ("admitted", 8), ("rejected", 10)]
     assert r.index["a"][-1] == ("evicted (leaf #1, 3 tokens)", 9)

@@ -247,3 +247,24 @@ def test_kv_events_summary_counts_the_recording():
     text = kv_events_summary(load_trace(data))
     assert text.startswith("3 batches (ts 0 .. 2): 3 BlockStored events storing 271 blocks "
                            "(4,336 tokens), 22 BlockRemoved events removing 22 blocks")
+
+
+def test_made_up_reply_ids_are_explained():
+    """#24 item 10: a Mooncake replay's tree held ids like 9,223,372,037,272,109,056 and nothing
+    said what they were. That id is 2**63 + (199 << 21): request #199's first made-up reply
+    token (radix/traces/base.py); the note says so, and a plain trace's base (2**40, << 20)
+    likewise. A tree of the trace's own ids gets no note. (A compact trace's tree is not a
+    RadixCache, which takes int64 ids: the snapshot here has only what the note reads.)"""
+    from types import SimpleNamespace as Snap
+
+    from viz.trace import synthetic_ids_note
+
+    def tree(*paths):
+        return Snap(nodes=[Snap(token_ids=[])] + [Snap(token_ids=list(p)) for p in paths])
+
+    assert synthetic_ids_note(tree([1, 2, 3])) is None
+    note = synthetic_ids_note(tree([1, 2, 3], [9_223_372_037_272_109_056]))
+    assert note.startswith("Ids from 9,223,372,036,854,775,808 up are made-up output tokens")
+    assert "+ (i << 21) + j" in note
+    note = synthetic_ids_note(tree([5, (1 << 40) + (3 << 20)]))
+    assert "Ids from 1,099,511,627,776 up" in note and "+ (i << 20) + j" in note

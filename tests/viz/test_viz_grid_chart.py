@@ -7,8 +7,15 @@ import html
 
 import scenarios.eviction as lab
 from scenarios.tour import run_tour
-from viz.blocks import CHAIN_TRACE, STATE_COLORS, STATES, block_grid_figure
-from viz.grid_chart import block_grid_chart, grid_height
+from viz.blocks import (
+    CHAIN_TRACE,
+    STATE_COLORS,
+    STATES,
+    block_grid_figure,
+    cell_states,
+    drawn_blocks,
+)
+from viz.grid_chart import alike_runs, block_grid_chart, folded_line, grid_height
 
 RUN = run_tour()
 AFTER_R1 = 5
@@ -57,3 +64,36 @@ def test_eviction_lab_grid_with_taken_blocks_and_labels():
     assert "taken now" in option["legend"]["data"]
     codes = [c["value"][2] for c in option["series"][0]["data"]]
     assert codes.count(STATES.index("taken")) == len(taken) > 0
+
+
+def test_presenter_fold_keeps_every_block_and_says_what_it_folded():
+    """The lab's grid in presenter mode (fold_rows=2): each run of two or more rows alike is
+    one row labelled with its first and last block, whose cells stand for the whole run; the
+    rows left keep their cells. Every drawn block is one cell or in a folded run, in its
+    state; the 31 rows come down to at most 12 (110 + 16 x 12 = 302 px, under the tree's
+    345); the line under the grid names each run. Without folds the option is unchanged."""
+    blk = lab.run_block_eviction(lab.DEFAULT, lab.TO_FREE)
+    taken = {v.block_id for v in blk.victims}
+    plain = block_grid_chart(blk.after, taken=taken, labels=blk.labels)
+    option = block_grid_chart(blk.after, taken=taken, labels=blk.labels, fold_rows=2,
+                              axis_px=14, legend_px=14)
+    blocks = drawn_blocks(blk.after)
+    runs = alike_runs(blocks, 32, taken, min_rows=2)
+    names = option["yAxis"]["data"]
+    assert len(plain["yAxis"]["data"]) == 31 and len(names) <= 12 and runs
+    assert grid_height(option) <= 302 and option["yAxis"]["axisLabel"]["fontSize"] == 14
+    states = {b.id: s for b, s in zip(blk.after.blocks, cell_states(blk.after, taken))}
+    cells = {(c["value"][0], c["value"][1]): c for c in option["series"][0]["data"]}
+    covered = 0
+    for f in runs:
+        row = names.index(f.label)
+        assert f.label == f"#{f.first_block}\u2013{f.last_block}"
+        assert {states[i] for i in range(f.first_block, f.last_block + 1)} == {f.state}
+        assert [cells[(c, row)]["value"][2] for c in range(32)] == [STATES.index(f.state)] * 32
+        assert cells[(0, row)]["name"].startswith(f"blocks #{f.first_block}..#{f.last_block}")
+        covered += f.last_block - f.first_block + 1
+    assert covered + len(cells) - 32 * len(runs) == len(blocks)
+    line = folded_line(blk.after, taken=taken)
+    assert line.startswith("Folded to fit, each drawn as one row: ")
+    assert all(f"{f.label} ({f.last - f.first + 1} rows, all " in line for f in runs)
+    assert block_grid_chart(blk.after, taken=taken, labels=blk.labels, fold_rows=0) == plain
