@@ -18,7 +18,7 @@ import streamlit as st
 from streamlit import runtime
 
 from runtime.budget import BUDGET, give_back_memory, resident_growth
-from runtime.jobs import JobPool
+from runtime.jobs import Job, JobPool
 from runtime.sessions import SessionRegistry
 from viz.escape import esc_md
 
@@ -61,7 +61,9 @@ def live_sessions() -> SessionRegistry:
 class Holdings:
     """Process-wide: browser session id -> {name: object} for what a session holds that is
     big (a trace replay): kept here, not in st.session_state, so `sweep` can drop it the moment
-    the browser is gone instead of when Streamlit collects the session (minutes later)."""
+    the browser is gone instead of when Streamlit collects the session (minutes later).
+    Letting go of a holding (replaced, or its session gone) cancels the jobs it names that
+    still run: a closed tab's what-ifs stop, and their worker processes are killed."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -73,17 +75,30 @@ class Holdings:
 
     def put(self, sid: str, name: str, value: Any) -> None:
         with self._lock:
-            if value is None:
-                self._held.get(sid, {}).pop(name, None)
-            else:
-                self._held.setdefault(sid, {})[name] = value
+            mine = self._held.get(sid) if value is None else self._held.setdefault(sid, {})
+            old = None if mine is None else mine.pop(name, None)
+            if value is not None:
+                mine[name] = value
+        if old is not None and old is not value:  # what it held is let go: its jobs stop
+            _cancel_jobs(old)
 
     def sweep(self, is_active: Any) -> list[str]:
+        """Drops what browser sessions that are gone held, cancelling their jobs that still
+        run (the what-ifs' worker processes are killed); returns their ids."""
         with self._lock:
             dead = [sid for sid in self._held if not is_active(sid)]
-            for sid in dead:
-                del self._held[sid]
+            gone = [self._held.pop(sid) for sid in dead]
+        for held in gone:
+            for value in held.values():
+                _cancel_jobs(value)
         return dead
+
+
+def _cancel_jobs(value: Any) -> None:
+    """Cancels the pending jobs a holding names (itself, or its dict's values)."""
+    for job in value.values() if isinstance(value, dict) else (value,):
+        if isinstance(job, Job) and job.pending:
+            job.cancel()
 
 
 @st.cache_resource

@@ -4,6 +4,7 @@ Not a page (app.py does not list it): app_pages/_trace_view.py calls `show_expla
 replay and the session's holdings state. The explainer runs as a job (scenarios/explain.py),
 cached per trace content, capacity and policy; each bucket names its largest requests with a
 button that moves the debugger (`trace.at`) to the step where that request was looked up. The
+what-ifs run in worker processes (one per CPU) that exit when done; cancel kills them. The
 host tier section (off until a host pool is chosen) is `explain --host-ratio`'s, as its own job.
 """
 
@@ -29,6 +30,7 @@ from scenarios.explain import (
     run_what_ifs,
     step_of,
     what_if_estimate,
+    what_if_workers,
 )
 from scenarios.trace import Cancelled
 from viz.escape import esc_md
@@ -191,15 +193,16 @@ def _what_ifs(r: Any, x: Any, state: dict) -> None:
             return
         job = state.get("explain_job")
         if job is None or job.name != f"what-ifs {x.key}":
-            guess = what_if_estimate(r.trace, x)
+            workers = what_if_workers(r.trace, x)
+            guess = what_if_estimate(r.trace, x, workers)
             if guess > AUTO_WHAT_IFS_S and not st.button(
-                    f"run the what-ifs (about {guess:,.0f} s: simulator runs priced from the "
-                    "run above; the progress says the time left as measured)",
-                    key="trace.explain_whatifs"):
+                    f"run the what-ifs (about {guess:,.0f} s in {workers} worker processes: "
+                    "simulator runs priced from the run above; the progress says the time "
+                    "left as measured)", key="trace.explain_whatifs"):
                 return
             trace = r.trace
             job = _submit(state, f"what-ifs {x.key}", lambda progress, cancel: run_what_ifs(
-                trace, x, progress=progress, cancel=cancel))
+                trace, x, progress=progress, cancel=cancel, workers=workers))
             if job is None:
                 return
         if not wait_for(job, "what-ifs"):

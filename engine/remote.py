@@ -24,17 +24,13 @@ torch's CUDA handles: the forkserver path is CPU-only.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import math
 import multiprocessing.forkserver
 import os
-import sys
 import threading
 import time
-import types
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -47,27 +43,7 @@ from engine.model import LoadedModel
 from engine.runner import Batch, ModelRunner
 from radix.allocator import SlotAllocator
 from radix.request import Req
-
-_MAIN_SWAP = threading.Lock()
-
-
-@contextlib.contextmanager
-def bare_main() -> Iterator[None]:
-    """multiprocessing's spawn makes the child import the parent's `__main__` from its file
-    first. Streamlit (and its AppTest) makes each page script `__main__` while it runs, so the
-    child would run the page bare, which in AppTest killed it before it read its arguments
-    and hung the start. The child needs nothing from `__main__` (its target lives here), so a
-    blank module stands in while the process starts (a few ms; other threads reading
-    sys.modules["__main__"] meanwhile would see the blank one)."""
-    with _MAIN_SWAP:
-        main = sys.modules.get("__main__")
-        sys.modules["__main__"] = types.ModuleType("__main__")
-        try:
-            yield
-        finally:
-            if main is not None:
-                sys.modules["__main__"] = main
-
+from radix.runs.workers import bare_main
 
 START_TIMEOUT_S = 300.0  # the child imports torch and maps the weights: seconds, more if busy
 

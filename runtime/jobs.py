@@ -4,8 +4,10 @@ A job is a function `fn(progress, cancel)`: it reports `progress(fraction, text)
 `cancel` (a threading.Event) is set. At most `workers` jobs run at once; the rest wait in
 submission order, each knowing its place, and at most `max_queued` may wait (a submit past that
 is refused with the figures). Cancelling a waiting job drops it; a running one is asked to stop.
-Finished jobs keep their result until the page takes it. Leaves out: processes (the work is
-Python; two workers on a 2-core server keep pages responsive).
+Finished jobs keep their result until the page takes it. Leaves out: processes (two threads
+on a 2-core server keep pages responsive; a job whose work should leave the server with its
+memory starts its own and kills them on cancel: the what-ifs, spawn_map in
+radix/runs/workers.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The Trace debugger's "Why this hit rate?" panel: the explainer run on the uploaded trace.
 
 Runs `radix.runs.explain` (one watched simulator run: every prompt token in one bucket per
-cache; then, as a second job, the what-ifs) inside the session's memory budget
+cache; then, as a second job, the what-ifs, in worker processes that exit when done, so
+their memory does not stay in the server) inside the session's memory budget
 (runtime/budget.py) with progress and cancel as the replay has, and ties each bucket to the
 debugger: its example requests and the step of the replay where each was looked up
 (`step_of`). The explainer runs SGLang's scheduler (batches, requests in flight); the replay one
@@ -14,6 +15,8 @@ the trace one request at a time through the host tier, each host hit's demotion 
 
 from __future__ import annotations
 
+import math
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -54,6 +57,10 @@ WHAT_IF_RUNS = num_what_ifs()  # simulator runs of the what-ifs (at most)
 # trace 40.2 s for 13 runs after a 5.11 s watched run (0.61); the conversation stand-in 216.6 s
 # after 25.8 s (0.65)
 PLAIN_PER_WATCHED = 0.6
+# what-ifs that should take less than this in one process run in it (the server's job thread):
+# a worker's start (~0.6 s of imports when idle) would cost more than they do, and what they
+# build is small; longer ones go to worker processes that exit when done (run_what_ifs)
+IN_PROCESS_UNDER_S = 2.0
 
 
 class Example(NamedTuple):
@@ -133,9 +140,20 @@ def run_explain(trace: Trace, digest: str, capacity: int, policy: str = "fcfs", 
                      examples(e))
 
 
-def what_if_estimate(trace: Trace, done: Explained) -> float:
-    """Seconds the what-ifs should take here (one process): the watched run's seconds, times
-    PLAIN_PER_WATCHED a run, times the simulator runs they make (num_simulator_runs).
+def what_if_workers(trace: Trace, done: Explained) -> int:
+    """Worker processes for the what-ifs: one per CPU (os.cpu_count), at most one per
+    simulator run they make; 0 (this process) when they should take under IN_PROCESS_UNDER_S
+    in one (what_if_estimate)."""
+    if what_if_estimate(trace, done) < IN_PROCESS_UNDER_S:
+        return 0
+    runs = num_simulator_runs(trace, done.config, done.explanation.working_set)
+    return max(1, min(os.cpu_count() or 1, runs))
+
+
+def what_if_estimate(trace: Trace, done: Explained, workers: int = 1) -> float:
+    """Seconds the what-ifs should take in `workers` processes (0: this one): the watched
+    run's seconds, times PLAIN_PER_WATCHED a run, times the simulator runs each worker makes
+    (the runs, num_simulator_runs, dealt out: the slowest worker's share).
 
     >>> from radix.traces.base import TraceRequest
     >>> t = Trace("request", [TraceRequest("a", 0.0, (1, 2, 3), 1)])
@@ -144,20 +162,28 @@ def what_if_estimate(trace: Trace, done: Explained) -> float:
     >>> x = Explained(("d", 1_000_000, "fcfs"), settings(1_000_000), e, 10.0, {})
     >>> round(what_if_estimate(t, x), 1)  # 13 runs (bounded base) x 0.6 x 10 s
     78.0
+    >>> round(what_if_estimate(t, x, workers=2), 1)  # 7 of the 13 on one of them
+    42.0
     """
     runs = num_simulator_runs(trace, done.config, done.explanation.working_set)
-    return done.seconds * PLAIN_PER_WATCHED * runs
+    return done.seconds * PLAIN_PER_WATCHED * math.ceil(runs / max(1, workers))
 
 
 def run_what_ifs(trace: Trace, done: Explained, *, progress: Progress | None = None,
-                 cancel: threading.Event | None = None) -> Explained:
+                 cancel: threading.Event | None = None, workers: int | None = None
+                 ) -> Explained:
     """Fills `done.explanation.what_if` (the capacity curve, page/block sizes, namespaces):
-    up to WHAT_IF_RUNS more simulator runs, progress within each with the time left;
-    Cancelled when cancelled."""
+    up to WHAT_IF_RUNS more simulator runs, in `workers` spawned worker processes (None:
+    what_if_workers, 0 for short ones) that exit when done, so their memory leaves the
+    server with them; progress as each run comes back, with the time left; Cancelled when
+    cancelled (the workers killed within POLL_S). `workers=0`: in this process, progress
+    within each run. The figures are the same either way."""
     e = done.explanation
     t0 = time.perf_counter()
+    jobs = what_if_workers(trace, done) if workers is None else workers
     e.what_if = what_ifs(trace, done.config, e.working_set,
-                         progress=_checked(progress, cancel))
+                         progress=_checked(progress, cancel), jobs=max(1, jobs),
+                         spawn=jobs > 0)
     done.what_if_seconds = time.perf_counter() - t0
     return done
 

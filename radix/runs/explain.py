@@ -24,7 +24,7 @@ from radix.runs.probe import (
 from radix.runs.progress import Progress, with_time_left
 from radix.runs.riders import Run, plan_runs, run_with_riders
 from radix.runs.sim import SimConfig, build, run
-from radix.runs.workers import fork_map
+from radix.runs.workers import fork_map, spawn_map
 from radix.traces.base import Trace
 
 __all__ = ["BUCKETS", "Eviction", "Explanation", "PrefixSaved", "RequestBuckets", "explain",
@@ -146,8 +146,8 @@ def _rows(probe: Probe) -> list[RequestBuckets]:
 
 
 def what_ifs(trace: Trace, config: SimConfig, working_set: int, capacities: int = 8,
-             progress: Progress | None = None, start: float = 0.0, jobs: int = 1
-             ) -> dict[str, list[dict[str, Any]]]:
+             progress: Progress | None = None, start: float = 0.0, jobs: int = 1,
+             spawn: bool = False) -> dict[str, list[dict[str, Any]]]:
     """Hit rates of both caches (hit tokens / all prompt tokens, rejected requests included)
     against KV capacity (`capacities` points from the working set down to 1% of it, and
     unbounded), against page/block size (PAGE_SIZES, both caches the same), and with and
@@ -155,13 +155,17 @@ def what_ifs(trace: Trace, config: SimConfig, working_set: int, capacities: int 
     fans them out over forked workers (runs/workers.py), and a configuration asked twice (the
     namespaces' "with" is the base configuration; so is unbounded when the base is) runs once;
     unbounded runs that differ only in block size share one run (riders.py).
+    `spawn`: the runs go to `jobs` spawned workers instead (one at least; spawn_map: fresh
+    processes, safe in a server with threads, that exit when done), and `progress` hears
+    again every POLL_S while they run, so a progress that raises (a cancel) kills them then.
     `progress` as in `explain`, from `start` to 1, with the time left: within each run with
     jobs=1, else as each run comes back."""
     total = sum(len(r.token_ids) for r in trace.requests) or 1
     points = _points(trace, config, working_set, capacities)
     spaced = points[-1][2]
     runs = list(dict.fromkeys((cfg, plain) for _, cfg, plain in points))  # each once, in order
-    totals = _run_what_ifs(trace, runs, with_time_left(progress, start=start), start, jobs)
+    totals = _run_what_ifs(trace, runs, with_time_left(progress, start=start), start, jobs,
+                           spawn)
     rows = []
     for extra, cfg, plain in points:
         s = totals[runs.index((cfg, plain))]
@@ -213,7 +217,22 @@ def num_simulator_runs(trace: Trace, config: SimConfig, working_set: int,
 _WHAT_IFS: tuple[Trace, Trace | None, list[Run], list[list[int]]] | None = None  # for workers
 
 
-def _what_if_forked(k: int) -> list[dict[str, Any]]:
+def _hold(trace: Trace, runs: list[Run], plan: list[list[int]]) -> None:
+    """What the workers' `_what_if_worker` reads: set here before a fork, in each spawned
+    worker by spawn_map's setup (the namespace-free copy made there, not pickled)."""
+    global _WHAT_IFS
+    _WHAT_IFS = (trace, _without_namespaces(trace, runs), runs, plan)
+
+
+def _without_namespaces(trace: Trace, runs: list[Run]) -> Trace | None:
+    """The trace with extra_key and cache_salt dropped, if a run asks for it."""
+    if not any(strip for _, strip in runs):
+        return None
+    return Trace(trace.format, [dataclasses.replace(r, extra_key=None, cache_salt=None)
+                                for r in trace.requests], input_lens=list(trace.input_lens))
+
+
+def _what_if_worker(k: int) -> list[dict[str, Any]]:
     trace, plain, runs, plan = _WHAT_IFS
     return _simulate(plain if runs[plan[k][0]][1] else trace, runs, plan[k])
 
@@ -232,33 +251,37 @@ def _simulate(trace: Trace, runs: list[Run], group: list[int], on_arrival: Any =
 
 
 def _run_what_ifs(trace: Trace, runs: list[Run], progress: Progress | None,
-                  start: float, jobs: int) -> list[dict[str, Any]]:
+                  start: float, jobs: int, spawn: bool = False) -> list[dict[str, Any]]:
     """Each (config, namespaces dropped) run's totals, in order; progress as they go."""
     global _WHAT_IFS
-    plain = None
-    if any(strip for _, strip in runs):
-        plain = Trace(trace.format, [dataclasses.replace(r, extra_key=None, cache_salt=None)
-                                     for r in trace.requests], input_lens=list(trace.input_lens))
     plan = plan_runs(runs)
     n, share = len(plan), (1 - start) / max(len(plan), 1)
     out: list[dict[str, Any] | None] = [None] * len(runs)
-    if jobs > 1 and n > 1:
+    if spawn or (jobs > 1 and n > 1):
+        workers = max(1, min(jobs, n))
+        said = [start, f"what-ifs: {n} runs in {workers} worker processes"]
         finished = [0]
 
         def done(k: int, totals: list[dict[str, Any]]) -> None:
             finished[0] += 1
+            said[:] = [start + share * finished[0],
+                       f"what-if {finished[0]} of {n} done ({workers} worker processes)"]
             if progress is not None:
-                progress(start + share * finished[0], f"what-if {finished[0]} of {n} done "
-                                                      f"({min(jobs, n)} worker processes)")
+                progress(*said)
         if progress is not None:
-            progress(start, f"what-ifs: {n} runs in {min(jobs, n)} worker processes")
-        _WHAT_IFS = (trace, plain, runs, plan)
-        try:
-            results = fork_map(_what_if_forked, n, jobs, done)
-        finally:
-            _WHAT_IFS = None
+            progress(*said)
+        if spawn:
+            results = spawn_map(_what_if_worker, n, jobs, done, setup=_hold,
+                                setup_args=(trace, runs, plan),
+                                poll=None if progress is None else lambda: progress(*said))
+        else:
+            _hold(trace, runs, plan)
+            try:
+                results = fork_map(_what_if_worker, n, jobs, done)
+            finally:
+                _WHAT_IFS = None
     else:
-        results = []
+        plain, results = _without_namespaces(trace, runs), []
         for k, group in enumerate(plan):
             t = plain if runs[group[0]][1] else trace
             what = f"what-if {k + 1} of {n} ({_label(runs, group)})"

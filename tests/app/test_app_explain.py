@@ -198,3 +198,67 @@ def test_host_tier_section_splits_the_hits_and_says_why_each_was_on_the_host():
     rows = [d.value for d in at.dataframe if "why it was on the host" in d.value.columns][0]
     assert list(rows["request"]) == ["a2"] and list(rows["host hit"]) == [599]
     assert list(rows["why it was on the host"]) == ["599 demoted while serving b (allocation)"]
+
+
+def test_what_ifs_run_in_worker_processes_and_match_the_cli(capsys, monkeypatch):
+    """three_requests at the page's capacity (1,000,000), fcfs, with worker processes for any
+    what-ifs (short ones run in the server's thread: IN_PROCESS_UNDER_S set to 0): the panel's
+    what-ifs ran in workers (their progress lines say so: before issue 27 they ran in the
+    server's own thread, and the lines named a run and a request) that are gone once they
+    end, and they are `explain --json --policy fcfs --capacity 1000000 --jobs 1`'s (one
+    process, in order) number for number."""
+    import multiprocessing
+
+    import app_pages._trace_explain as panel_page
+    import scenarios.explain
+    from app_pages._serve import holdings
+    from radix.cli import main
+
+    monkeypatch.setattr(scenarios.explain, "IN_PROCESS_UNDER_S", 0.0)
+    said, real = [], panel_page.run_what_ifs
+
+    def heard(trace, x, *, progress, **kw):  # the job's progress lines, every one
+        return real(trace, x, progress=lambda f, t: said.append(t) or progress(f, t), **kw)
+    monkeypatch.setattr(panel_page, "run_what_ifs", heard)
+
+    path = ROOT / "examples" / "traces" / "three_requests.jsonl.gz"
+    at = page("trace").run()
+    at.file_uploader(key="trace.upload").set_value((path.name, path.read_bytes(), "x")).run()
+    at = finish_jobs(at)
+    state = holdings().get(at.session_state["trace.sid"], "trace")
+    at.session_state["trace.explain"] = True
+    at.run()
+    for _ in range(4):  # the explainer's job, then the what-ifs'
+        if (job := state.get("explain_job")) is None or not job.pending:
+            break
+        assert job.wait(seconds(120)), f"{job.name}: still running"
+        at.run()
+    assert not at.exception and said and said[0].startswith("what-ifs: "), said
+    assert said[0].endswith(" worker processes") and "worker processes)" in said[-1], said
+    assert not [p for p in multiprocessing.active_children() if p.name == "radixlens-worker"]
+    (panel,) = state["explained"].values()
+    assert panel.explanation.what_if
+    assert main(["explain", str(path), "--json", "--policy", "fcfs", "--capacity", "1000000",
+                 "--jobs", "1", "--quiet"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert json.loads(json.dumps(panel.explanation.what_if)) == cli["what_if"]
+    assert cli["what_if"]["capacity"] and cli["what_if"]["page_size"]
+
+
+def test_a_gone_session_s_running_job_is_cancelled():
+    """A session's held trace state names a job that runs until cancelled (as the what-ifs'
+    workers would): the sweep that finds the session gone cancels it, and a replaced holding
+    cancels the jobs of the one it replaces; the other session's job runs on."""
+    from app_pages._serve import Holdings
+    from runtime.jobs import JobPool
+
+    pool, held = JobPool(workers=3), Holdings()
+    a, b, c = (pool.submit(name, lambda progress, cancel: cancel.wait()) for name in "abc")
+    held.put("gone", "trace", {"key": 1, "explain_job": a})
+    held.put("here", "trace", {"key": 2, "explain_job": b})
+    held.put("here", "other", c)
+    assert held.sweep(lambda sid: sid == "here") == ["gone"]
+    assert a.wait(seconds(10)) and a.state == "cancelled" and b.pending
+    held.put("here", "trace", {"key": 3})
+    assert b.wait(seconds(10)) and b.state == "cancelled" and c.pending
+    c.cancel()

@@ -132,6 +132,6 @@ def test_the_estimate_counts_the_runs_the_what_ifs_make(monkeypatch):
     real = Scheduler.__init__
     monkeypatch.setattr(Scheduler, "__init__", lambda self, *a, **k: built.append(1) or real(
         self, *a, **k))
-    run_what_ifs(trace, x)
+    run_what_ifs(trace, x, workers=0)  # in this process, where the count is seen
     assert len(built) == 13
     assert PLAIN_PER_WATCHED == 0.6 and what_if_estimate(trace, x) == pytest.approx(78.0)
