@@ -8,8 +8,9 @@ tree, KV pool, block shadow, model forward, sampling) and the parent keeps a pro
 calls the pages use: `submit` (a `RequestHandle` here, fed tokens and its result), the stamped
 events handed to `listener` in the order the engine made them, `steps`, `snapshot_blocks`,
 `close`. Everything crosses as plain picklable data (radix's events are frozen dataclasses);
-one batched message carries whatever the child produced since the last. The weights are shared
-(torch.multiprocessing), not copied. Leaves out: `call(fn)` (a function would have to cross)
+one batched message carries whatever the child produced since the last. The weights are shared,
+not copied, and on CPU the child forks from engine/remote.py's forkserver (`shipping`,
+`landed`): it starts in about a second, not the ~30 s of a spawned child importing torch. Leaves out: `call(fn)` (a function would have to cross)
 and the service's attributes (`tree`, `pool`, `shadow` live in the child).
 """
 
@@ -178,7 +179,7 @@ def _blocks(service: EngineService, out: queue.Queue) -> None:
 
 # --- the parent -----------------------------------------------------------------------------
 class ProcessService:
-    """EngineService's calls, with the service itself in a spawned child process.
+    """EngineService's calls, with the service itself in a child process.
 
     Takes EngineService's arguments (`backend` must pickle: a class or a functools.partial,
     default ModelBackend), plus `threads`: the child's torch threads, by default one core
