@@ -136,18 +136,19 @@ def _context(device: torch.device) -> Any:
     return ctx
 
 
-def shipping(loaded: LoadedModel) -> tuple[Any, LoadedModel]:
-    """The multiprocessing context a model process starts in, and `loaded` as it crosses: on
-    CPU its model as SharedWeights (the child calls `landed`), elsewhere as it is."""
-    if loaded.device.type != "cpu":
-        return _context(loaded.device), loaded
-    return _context(loaded.device), dataclasses.replace(loaded,
-                                                       model=SharedWeights.of(loaded.model))
+def shipping(loaded: Any) -> tuple[Any, Any]:
+    """The multiprocessing context a model process starts in, and `loaded` (a LoadedModel, or
+    a stand-in without a model or a device: CPU) as it crosses: on CPU its model as
+    SharedWeights (the child calls `landed`), elsewhere as it is."""
+    device = getattr(loaded, "device", torch.device("cpu"))
+    if device.type == "cpu" and getattr(loaded, "model", None) is not None:
+        loaded = dataclasses.replace(loaded, model=SharedWeights.of(loaded.model))
+    return _context(device), loaded
 
 
-def landed(loaded: LoadedModel) -> LoadedModel:
+def landed(loaded: Any) -> Any:
     """In the child: `loaded` with its model built from the SharedWeights it crossed as."""
-    if isinstance(loaded.model, SharedWeights):
+    if isinstance(getattr(loaded, "model", None), SharedWeights):
         return dataclasses.replace(loaded, model=loaded.model.build())
     return loaded
 
