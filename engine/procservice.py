@@ -11,7 +11,8 @@ events handed to `listener` in the order the engine made them, `steps`, `snapsho
 one batched message carries whatever the child produced since the last. The weights are shared,
 not copied, and on CPU the child forks from engine/remote.py's forkserver (`shipping`,
 `landed`): it starts in about a second, not the ~30 s of a spawned child importing torch.
-Leaves out: `call(fn)` (a function would have to cross) and the service's attributes (`tree`, `pool`, `shadow` live in the child).
+Leaves out: `call(fn)` (a function would have to cross) and the service's attributes (`tree`,
+`pool`, `shadow` live in the child).
 """
 
 from __future__ import annotations
