@@ -59,9 +59,11 @@ def alike_runs(blocks: Sequence[Any], columns: int, taken: Collection[int] = (),
     in `taken` reads 'taken') and none in `chain_ids`; a last, partial row never folds.
 
     >>> from types import SimpleNamespace as B
-    >>> blocks = [B(id=i, state="in_use" if i < 9 else "free") for i in range(1, 13)]
-    >>> alike_runs(blocks, 2)  # rows 0-3 in use (blocks 1-8), row 5 free alone
+    >>> blocks = [B(id=i, state="in_use" if i < 9 else "free") for i in range(1, 12)]
+    >>> alike_runs(blocks, 2)  # rows 0-3 in use (blocks 1-8); row 4 free alone; 5 partial
     [Fold(first=0, last=3, first_block=1, last_block=8, state='in_use')]
+    >>> alike_runs(blocks + [B(id=12, state="free")], 2)[1]  # rows 4-5 free: a second fold
+    Fold(first=4, last=5, first_block=9, last_block=12, state='free')
     """
     chain = set(chain_ids)
     whole = len(blocks) // columns
