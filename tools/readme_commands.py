@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -184,18 +185,24 @@ def _installed(module: str) -> bool:
     return subprocess.run([str(python), "-c", probe], capture_output=True).returncode == 0
 
 
-def check(readme_path: Path, quick: bool, timeout: float, dry: bool = False) -> list[Outcome]:
+def check(readme_path: Path, quick: bool, timeout: float, dry: bool = False,
+          jobs: int = 1) -> list[Outcome]:
+    """Each code-block command's outcome (in README order), then each inline one's. `jobs`:
+    how many commands run at once (each its own process and outputs; most of a command's time
+    is its interpreter importing, so two overlap well on two cores)."""
     readme = readme_path.read_text(encoding="utf-8")
-    outcomes = []
     with tempfile.TemporaryDirectory(prefix="readme-commands-") as tmp:
         subs = placeholders(Path(tmp), readme)
-        for cmd in code_block_commands(readme):
+
+        def one(cmd: Command) -> Outcome:
             reason = skip_reason(cmd, quick)
             if reason is not None or dry:
-                outcomes.append(Outcome(cmd, "skip" if reason else "run", 0.0,
-                                        reason or runnable(cmd, subs)))
-            else:
-                outcomes.append(run(cmd, subs, timeout))
+                return Outcome(cmd, "skip" if reason else "run", 0.0,
+                               reason or runnable(cmd, subs))
+            return run(cmd, subs, timeout)
+
+        with ThreadPoolExecutor(max(1, jobs)) as pool:
+            outcomes = list(pool.map(one, code_block_commands(readme)))
     return outcomes + [check_inline(c) for c in inline_commands(readme)]
 
 
@@ -205,8 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="classify the commands, run nothing")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per command")
     ap.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    ap.add_argument("--jobs", type=int, default=1, help="commands run at once")
     args = ap.parse_args(argv)
-    outcomes = check(args.readme, args.quick, args.timeout, dry=args.list)
+    outcomes = check(args.readme, args.quick, args.timeout, dry=args.list, jobs=args.jobs)
     for o in outcomes:
         kind = "inline" if o.command.inline else "block"
         print(f"{o.status:<5} {o.seconds:6.1f} s  README:{o.command.line:<4} {kind:<6} "

@@ -60,8 +60,9 @@ def test_op_trace_config_example_loads_as_written(tmp_path):
 
 
 def test_quick_readme_commands_pass():
-    """Runs them: each exits 0 (its output's tail is the failure message otherwise)."""
-    outcomes = rc.check(ROOT / "README.md", quick=True, timeout=seconds(300))
+    """Runs them, two at a time: each exits 0 (its output's tail is the failure message
+    otherwise)."""
+    outcomes = rc.check(ROOT / "README.md", quick=True, timeout=seconds(300), jobs=2)
     ran = [o for o in outcomes if not o.command.inline and o.status != "skip"]
     assert len(ran) >= 8
     assert [f"README:{o.command.line} {o.command.text}: {o.detail}" for o in ran
