@@ -31,6 +31,7 @@ import multiprocessing.forkserver
 import os
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -81,39 +82,38 @@ class SharedWeights:
                 place[id(t)] = sizes.get(t.dtype, 0)
                 sizes[t.dtype] = place[id(t)] + t.numel()
         flats = {dt: torch.empty(n, dtype=dt).share_memory_() for dt, n in sizes.items()}
-        layout = []
-        seen: set[int] = set()
-        for name, is_param, t in named:
-            off = place[id(t)]
-            view = flats[t.dtype][off:off + t.numel()].view(t.shape)
-            if id(t) not in seen:
-                view.copy_(t.detach())
-                seen.add(id(t))
-            layout.append((name, is_param, t.dtype, tuple(t.shape), off))
-        for name, is_param, dt, shape, off in layout:  # the parent's model now reads the buffers
-            owner, _, attr = name.rpartition(".")
-            module = model.get_submodule(owner)
-            view = flats[dt][off:off + math.prod(shape)].view(shape)
+        copied: set[int] = set()
+        for _, _, t in named:
+            if id(t) not in copied:
+                flats[t.dtype][place[id(t)]:place[id(t)] + t.numel()].copy_(t.detach().reshape(-1))
+                copied.add(id(t))
+        shared = cls(model.config, flats, tuple((name, is_param, t.dtype, tuple(t.shape),
+                                                 place[id(t)]) for name, is_param, t in named))
+        for module, attr, is_param, _, view in shared._views(model):  # the parent reads them now
             if is_param:
                 module._parameters[attr].data = view
             else:
                 module._buffers[attr] = view
-        return cls(model.config, flats, tuple(layout))
+        return shared
+
+    def _views(self, model: Any) -> Iterator[tuple[Any, str, bool, tuple, torch.Tensor]]:
+        """(module, attribute, is a parameter, place, its view of the buffers) per name."""
+        for name, is_param, dt, shape, off in self.layout:
+            owner, _, attr = name.rpartition(".")
+            view = self.flats[dt][off:off + math.prod(shape)].view(shape)
+            yield model.get_submodule(owner), attr, is_param, (dt, off), view
 
     def build(self) -> Any:
         """The model in the child: a skeleton on the meta device (no weights allocated, no
         initialisation), each tensor then a view of the shared buffers."""
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(self.config)
-        params: dict[tuple[torch.dtype, int], torch.nn.Parameter] = {}
-        for name, is_param, dt, shape, off in self.layout:
-            owner, _, attr = name.rpartition(".")
-            module = model.get_submodule(owner)
-            view = self.flats[dt][off:off + math.prod(shape)].view(shape)
+        params: dict[tuple, torch.nn.Parameter] = {}
+        for module, attr, is_param, place, view in self._views(model):
             if is_param:  # one Parameter per place: tied names stay tied
-                if (dt, off) not in params:
-                    params[dt, off] = torch.nn.Parameter(view, requires_grad=False)
-                module._parameters[attr] = params[dt, off]
+                if place not in params:
+                    params[place] = torch.nn.Parameter(view, requires_grad=False)
+                module._parameters[attr] = params[place]
             else:
                 module._buffers[attr] = view
         left = [n for n, t in itertools.chain(model.named_parameters(), model.named_buffers())
@@ -217,11 +217,10 @@ class ProcessBackend:
         self.vocab_size = loaded.model.config.vocab_size
         self.max_context = loaded.max_context
         self.eos_ids = loaded.eos_token_ids
-        ctx = _context(loaded.device)
-        model = SharedWeights.of(loaded.model) if loaded.device.type == "cpu" else loaded.model
+        ctx, shipped = shipping(loaded)
         self._conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_serve, name="radixlens-model", daemon=True,
-                                   args=(child, model, capacity_tokens, loaded.dtype,
+                                   args=(child, shipped.model, capacity_tokens, loaded.dtype,
                                          loaded.device, threads))
         with bare_main():
             self.process.start()
