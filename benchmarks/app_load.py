@@ -46,13 +46,16 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for {pid}")
 
 
-def start(port: int, log: Path) -> subprocess.Popen:
+def start(port: int, log: Path, root: Path = ROOT, wait_s: float = 60) -> subprocess.Popen:
+    """`streamlit run app.py` of the checkout at `root` on `port` (sessions expire TTL_S after
+    their browser left), once it accepts connections (RuntimeError with its log's tail if it
+    exits, or is not up in `wait_s`). benchmarks/trace_memory.py starts its servers here too."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1",
          "--browser.gatherUsageStats", "false", "--server.disconnectedSessionTTL", str(TTL_S)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(log, "w"))  # noqa: SIM115
-    deadline = time.monotonic() + 60
+        cwd=root, stdout=subprocess.DEVNULL, stderr=open(log, "w"))  # noqa: SIM115
+    deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()

@@ -21,12 +21,12 @@ import json
 import socket
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from app_load import TTL_S, rss_mb
 from app_load import _settle as settle  # this folder: the script's own (sys.path[0])
+from app_load import rss_mb
+from app_load import start as start_app
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -36,24 +36,11 @@ VISITS = 2  # visits after the sessions closed (--visits)
 
 
 def start(root: Path, log: Path) -> tuple[subprocess.Popen, str]:
+    """app_load's server start on a free port (120 s to come up: a big checkout is slow)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--browser.gatherUsageStats", "false", "--server.disconnectedSessionTTL", str(TTL_S)],
-        cwd=root, stdout=subprocess.DEVNULL, stderr=open(log, "w"))  # noqa: SIM115
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"http://127.0.0.1:{port}"
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(log.read_text()[-2000:]) from None
-            time.sleep(0.2)
-    raise RuntimeError("the server did not start")
+    return start_app(port, log, root, wait_s=120), f"http://127.0.0.1:{port}"
 
 
 def _idle(pg, timeout_ms: int = 600_000) -> None:
