@@ -12,13 +12,15 @@ lacks the packages) and name a script or module that exists. Running them is the
 business (minutes each, some with the reference wheels).
 
 How a code-block command runs: as a new user with the environment activated (`.venv/bin` first
-on PATH, as `source .venv/bin/activate` does), from the repository root, in a shell, each with
-a time limit. Placeholders become sample inputs (`placeholders` below: TRACE is the three-request
-walk, OPS.jsonl an op trace opening with the README's config line, OUT... a temporary path),
-an optional `[--flag]` is passed. Skipped, each with its reason (SKIPS): what needs a GPU, a
-server that runs until stopped, another machine's server, the reference wheels, a checkpoint
-the user brings, or is the setup / the suite itself (CI runs those two). `--quick` also leaves
-out the commands that load the real model (SLOW).
+on PATH, as `source .venv/bin/activate` does), from the repository root, in a shell, each with a
+time limit. The root it runs in is a scratch copy made of links to the repository's top-level
+entries (`scratch_root`), so what a command writes where it stands (`sweep.jsonl`, `--html
+sweep.html`) lands in the scratch folder, not in the checkout. Placeholders become sample inputs
+(`placeholders` below: TRACE is the three-request walk, OPS.jsonl an op trace opening with the
+README's config line, OUT... a temporary path), an optional `[--flag]` is passed. Skipped, each
+with its reason (SKIPS): what needs a GPU, a server that runs until stopped, another machine's
+server, the reference wheels, a checkpoint the user brings, or is the setup / the suite itself
+(CI runs those two). `--quick` also leaves out the commands that load the real model (SLOW).
 
 Usage: .venv/bin/python tools/readme_commands.py [--quick] [--list] [--timeout S] [--readme P]
 Exit 0 when every command run passed and every inline command checked out, else 1.
@@ -145,13 +147,25 @@ def runnable(cmd: Command, subs: dict[str, str]) -> str:
     return shlex.join(words)
 
 
-def run(cmd: Command, subs: dict[str, str], timeout: float) -> Outcome:
+def scratch_root(tmp: Path) -> Path:
+    """A folder that looks like the repository's root (a link per top-level entry, .git left
+    out) for the commands to run in: they read the project through the links and write beside
+    them."""
+    work = tmp / "root"
+    work.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name != ".git":
+            (work / entry.name).symlink_to(entry, target_is_directory=entry.is_dir())
+    return work
+
+
+def run(cmd: Command, subs: dict[str, str], timeout: float, cwd: Path = ROOT) -> Outcome:
     env = dict(os.environ, PATH=f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}",
                VIRTUAL_ENV=str(ROOT / ".venv"))
     line = runnable(cmd, subs)
     started = time.monotonic()
     try:
-        done = subprocess.run(line, shell=True, cwd=ROOT, env=env, capture_output=True,
+        done = subprocess.run(line, shell=True, cwd=cwd, env=env, capture_output=True,
                               text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return Outcome(cmd, "FAIL", time.monotonic() - started, f"still running after {timeout} s")
@@ -193,13 +207,14 @@ def check(readme_path: Path, quick: bool, timeout: float, dry: bool = False,
     readme = readme_path.read_text(encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="readme-commands-") as tmp:
         subs = placeholders(Path(tmp), readme)
+        work = scratch_root(Path(tmp))
 
         def one(cmd: Command) -> Outcome:
             reason = skip_reason(cmd, quick)
             if reason is not None or dry:
                 return Outcome(cmd, "skip" if reason else "run", 0.0,
                                reason or runnable(cmd, subs))
-            return run(cmd, subs, timeout)
+            return run(cmd, subs, timeout, work)
 
         with ThreadPoolExecutor(max(1, jobs)) as pool:
             outcomes = list(pool.map(one, code_block_commands(readme)))

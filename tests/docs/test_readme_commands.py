@@ -69,6 +69,19 @@ def test_quick_readme_commands_pass():
             if o.status != "ok"] == []
 
 
+def test_a_command_writes_in_the_scratch_root_not_the_checkout(tmp_path):
+    """The README's sweep writes sweep.jsonl and sweep.html where it stands: run in the scratch
+    root, they stay out of the repository (a run once committed 4.8 MB of them)."""
+    work = rc.scratch_root(tmp_path)
+    assert (work / "examples").resolve() == ROOT / "examples" and not (work / ".git").exists()
+    out = rc.run(rc.Command(1, "cp examples/traces/three_requests.jsonl.gz copied.gz", False),
+                 {}, seconds(30), work)
+    assert out.status == "ok", out.detail
+    assert (work / "copied.gz").read_bytes() == (ROOT / "examples/traces/three_requests.jsonl.gz"
+                                                 ).read_bytes()
+    assert not (ROOT / "copied.gz").exists()
+
+
 def test_busy_spins_around_a_command_and_returns_its_status():
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "busy.py"), "--seconds", "30",
                            "--procs", "1", "--", sys.executable, "-c", "raise SystemExit(3)"],
