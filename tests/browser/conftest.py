@@ -14,8 +14,12 @@ from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
 
 def _scaled(make):
-    """`browser.new_context` / `new_page` whose result waits the scaled defaults."""
+    """`browser.new_context` / `new_page` whose result waits the scaled defaults and asks for
+    reduced motion (Streamlit's running icon and the app's CSS transitions stay still: on two
+    shared cores the renderer and the compositor drew them all through the suite; a test that
+    watches an animation says `page.emulate_media(reduced_motion="no-preference")`)."""
     def made(*args, **kwargs):
+        kwargs.setdefault("reduced_motion", "reduce")
         made_obj = make(*args, **kwargs)
         made_obj.set_default_timeout(ms(30_000))
         made_obj.set_default_navigation_timeout(ms(30_000))
@@ -48,20 +52,30 @@ def browser():
         b.close()
 
 
-def _tab(browser, width: int, height: int):
-    """A fresh tab of the given viewport in its own context (a new browser session of the app)."""
-    ctx = browser.new_context(viewport={"width": width, "height": height})
-    yield ctx.new_page()
+@pytest.fixture(scope="session")
+def tabs(browser):
+    """One browser context for the plain tabs, so each tab after the first reads the app's
+    scripts from the context's cache, compiled, instead of fetching and compiling them again."""
+    ctx = browser.new_context()
+    yield ctx
     ctx.close()
 
 
+def _tab(tabs, width: int, height: int):
+    """A fresh tab of the given viewport: a new browser session of the app."""
+    tab = tabs.new_page()
+    tab.set_viewport_size({"width": width, "height": height})
+    yield tab
+    tab.close()
+
+
 @pytest.fixture
-def page(browser):
+def page(tabs):
     """A fresh 1400 x 1000 tab."""
-    yield from _tab(browser, 1400, 1000)
+    yield from _tab(tabs, 1400, 1000)
 
 
 @pytest.fixture
-def projector(browser):
+def projector(tabs):
     """A fresh 1280 x 800 tab: a lecture hall's projector."""
-    yield from _tab(browser, 1280, 800)
+    yield from _tab(tabs, 1280, 800)

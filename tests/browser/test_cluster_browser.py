@@ -33,6 +33,8 @@ SETTLED = "() => document.getAnimations().every((a) => a.playState !== 'running'
 
 
 def test_cluster_page_in_presenter_mode(server, projector, tmp_path):
+    # the suite's tabs ask for reduced motion (conftest.py); this test watches the animation
+    projector.emulate_media(reduced_motion="no-preference")
     projector.goto(f"{server}/cluster?presenter=1")
     wait_drawn(projector)
     # the four charts arrive one by one: wait for the fourth's drawing, not the first's
