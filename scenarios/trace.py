@@ -29,17 +29,17 @@ import numpy as np
 
 from radix import events as ev
 from radix.blocks.hashing import VLLM_NONE_HASH_SEED, BlockHasher
-from radix.runs.compare import (
-    fewer_collections,
-    output_tokens,
-    run_blocks,
-    run_tree,
-    trace_reqs,
-)
+from radix.runs.compare import fewer_collections, run_blocks, run_tree
 from radix.runs.ops import OpRunner
 from radix.tokens import TokenRuns
-from radix.traces import Trace, TraceLimits, load_trace
-from radix.traces.base import DEFAULT_LIMITS
+from radix.traces.base import (
+    DEFAULT_LIMITS,
+    Trace,
+    TraceLimits,
+    load_trace,
+    output_tokens,
+    to_req,
+)
 from radix.traces.ops import OpTraceError
 from radix.tree.radix_cache import EventLog, InvariantError, RadixCache
 from scenarios.blockframes import BlockFrames
@@ -214,11 +214,10 @@ def digest(data: bytes) -> str:
 
 
 def _feed(trace: Trace, start: int, stop: int) -> Iterator[tuple[Any, list[int]]]:
-    """Fresh Reqs (in real tokens) and outputs for requests start..stop-1, one at a time."""
+    """Fresh Reqs (in real tokens: `to_req`, as trace_reqs makes them) and outputs for requests
+    start..stop-1, one at a time."""
     for i in range(start, stop):
-        one = Trace(trace.format, trace.requests[i:i + 1], trace.token_scale,
-                    trace.input_lens[i:i + 1])
-        yield trace_reqs(one)[0], output_tokens(trace, i)
+        yield to_req(trace.requests[i]), output_tokens(trace, i)
 
 
 def replay(data: bytes, name: str, capacity: int = 1_000_000, page_size: int = 1,
