@@ -12,7 +12,14 @@ from app_pages._trace_blocks import show_recording
 from app_pages._trace_view import show_replay
 from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
 from radix.traces.base import TraceError
-from runtime.budget import BUDGET, BudgetError, give_back_memory, mib, resident_growth
+from runtime.budget import (
+    BUDGET,
+    BudgetError,
+    give_back_memory,
+    mib,
+    resident_growth,
+    server_limits,
+)
 from runtime.jobs import QueueFull
 from scenarios.trace import Cancelled, digest, replay
 
@@ -75,8 +82,8 @@ if state is None or state["key"] != key:
         give_back_memory()  # the old replay's pages go back to the system
     try:
         job = jobs().submit(name, lambda progress, cancel: replay(
-            data, name, capacity, session_id=sid, progress=progress, cancel=cancel,
-            hash_algo=hash_algo, hash_seed=seed))
+            data, name, capacity, limits=server_limits(), session_id=sid, budget=BUDGET,
+            progress=progress, cancel=cancel, hash_algo=hash_algo, hash_seed=seed))
     except QueueFull as exc:
         say("error", f"The server is busy: {exc}")
         st.stop()

@@ -22,7 +22,7 @@ from pathlib import Path
 CODE = r"""
 import json, random, sys, time
 sys.path.insert(0, ".")
-from radix.allocator import SlotAllocator
+from radix.request import SlotAllocator
 ops, out = %d, {}
 
 def lists(page):

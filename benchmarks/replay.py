@@ -19,9 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from radix.allocator import SlotAllocator  # noqa: E402
 from radix.blocks.manager import BlockCacheManager, ExtentPool  # noqa: E402
-from radix.request import Req  # noqa: E402
+from radix.request import (
+    Req,  # noqa: E402
+    SlotAllocator,  # noqa: E402
+)
 from radix.runs.sim import SimConfig, simulate  # noqa: E402
 from radix.tokens import joined  # noqa: E402
 from radix.traces import load_trace  # noqa: E402

@@ -19,8 +19,7 @@ from typing import Any, Protocol
 from engine.kv_pool import KVPool
 from engine.model import LoadedModel
 from engine.runner import ModelRunner
-from radix.allocator import Allocator, SlotAllocator
-from radix.request import Req
+from radix.request import Allocator, Req, SlotAllocator
 from radix.runs.costs import CostModel
 from radix.runs.sim import SimClock, SimRunner
 from radix.sched.scheduler import Runner

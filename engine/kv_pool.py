@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from radix.allocator import SlotAllocator
+from radix.request import SlotAllocator
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9,
           "kib": 2**10, "mib": 2**20, "gib": 2**30}
@@ -87,7 +87,7 @@ class KVPool:
     def total_bytes(self) -> int:
         return self.size * self.bytes_per_token
 
-    # --- the Allocator protocol (radix/allocator.py) ---
+    # --- the Allocator protocol (radix/request.py) ---
     def alloc(self, num_tokens: int) -> list[int] | None:
         """Takes `num_tokens` slots, or returns None (nothing taken) when too few are free."""
         return self._slots.alloc(num_tokens)

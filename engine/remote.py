@@ -42,8 +42,7 @@ from transformers import AutoModelForCausalLM
 from engine.kv_pool import KVPool
 from engine.model import LoadedModel
 from engine.runner import Batch, ModelRunner
-from radix.allocator import SlotAllocator
-from radix.request import Req
+from radix.request import Req, SlotAllocator
 from radix.runs.workers import bare_main
 
 START_TIMEOUT_S = 300.0  # the child imports torch and maps the weights: seconds, more if busy

@@ -8,7 +8,6 @@ public API, listed in docs/CONTRACTS.md (a test keeps the two in step).
 """
 
 from radix import events
-from radix.allocator import Allocator, SlotAllocator
 from radix.blocks.hashing import (
     HASH_ALGOS,
     NONE_HASH,
@@ -39,7 +38,7 @@ from radix.cluster.sim import ClusterResult, simulate_cluster
 from radix.events import EventSink, ListSink
 from radix.hosttier import HostTierCache, TierCounts, host_token_capacity
 from radix.hosttier.replay import TierRun, compare_host_tiers
-from radix.request import Req
+from radix.request import Allocator, Req, SlotAllocator
 from radix.runs.compare import compare
 from radix.runs.costs import CostModel
 from radix.runs.ops import replay_ops

@@ -1,12 +1,13 @@
 """Memory budgets: what one browser session's replays may hold, and what the whole process may.
 
 A replay reserves its estimated bytes before it starts (refused with the figures when a budget
-would be passed), grows its reservation as it goes (`grow`: a replay past the budget stops with
-the figures, never an out-of-memory), and releases it when the session ends or replaces its
-trace. The defaults fit a classroom server; RADIXLENS_SESSION_MB and RADIXLENS_PROCESS_MB set
-them, and RADIXLENS_TRACE_LIMITS ("max_total_output_tokens=1e8,max_requests=200000": the
-`--limit` names of the command line) what an uploaded trace may hold. Leaves out: measuring
-Python objects exactly (estimates are calibrated in the tests and in benchmarks/app_load.py).
+would be passed), raises its reservation as it goes (`reserve` again: a replay past the budget
+stops with the figures, never an out-of-memory), and releases it when the session ends or
+replaces its trace. The defaults fit a classroom server; RADIXLENS_SESSION_MB and
+RADIXLENS_PROCESS_MB set them, and RADIXLENS_TRACE_LIMITS ("max_total_output_tokens=1e8,
+max_requests=200000": the `--limit` names of the command line) what an uploaded trace may hold
+(`server_limits`; the Trace page passes both to its replay). Leaves out: measuring Python
+objects exactly (estimates are calibrated in the tests and in benchmarks/app_load.py).
 """
 
 from __future__ import annotations
@@ -76,10 +77,6 @@ class Budget:
                                   f"{mib(self.process_bytes)} for all sessions and holds "
                                   f"{mib(total - nbytes)}: try again later")
             held[what] = nbytes
-
-    def grow(self, session_id: str, what: str, nbytes: int) -> None:
-        """Raises a running reservation to `nbytes` (BudgetError as `reserve`)."""
-        self.reserve(session_id, what, nbytes)
 
     def release(self, session_id: str, what: str | None = None) -> None:
         """Drops one reservation, or (what=None) everything the session holds."""

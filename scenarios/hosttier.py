@@ -17,10 +17,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from radix import events as ev
-from radix.allocator import SlotAllocator
 from radix.hosttier import HostTierCache, host_token_capacity
 from radix.hosttier.requests import Served, serve_request
 from radix.hosttier.tiermodel import TierModel
+from radix.request import SlotAllocator
 
 DEVICE = 8
 RATIO = 2.0

@@ -19,12 +19,11 @@ import random
 from typing import NamedTuple
 
 from examples.workloads import FEW_SHOT_LEN, SYSTEM_LEN, Tokens, cold_burst
-from radix.allocator import SlotAllocator
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.events import ListSink, PolicyFellBack, QueueSorted, RequestRanked
-from radix.request import Req
+from radix.request import Req, SlotAllocator
 from radix.runs.costs import CostModel
 from radix.runs.sim import SimClock, SimRunner
 from radix.sched.policy import SchedulePolicy, request_key

@@ -18,11 +18,10 @@ import dataclasses
 from typing import NamedTuple
 
 from examples.workloads import multi_turn, three_requests
-from radix.allocator import SlotAllocator
 from radix.blocks.manager import BlockCacheManager, LookupRecord
 from radix.blocks.pool import BlockPool
 from radix.blocks.snapshot import BlockPoolSnapshot
-from radix.request import Req
+from radix.request import Req, SlotAllocator
 from radix.runs.costs import CostModel
 from radix.traces.base import TraceRequest
 from radix.tree.radix_cache import EventLog, RadixCache, RadixKey, TreeSnapshot

@@ -6,10 +6,11 @@ after every request, and through vLLM's (`run_blocks`) into block keyframes (blo
 requests are expanded one at a time, and the log keeps token ids and slots compact (`compact`:
 as TokenRuns where they come in runs, else as `array('q')`, 8 bytes a token, not ~36 as a tuple
 of ints), so a 4,000-request Mooncake trace (~50 M logged tokens) fits a session's memory budget
-(runtime/budget.py). An index built from the typed events answers "where was request X admitted,
-finished, evicted". A KV-events recording is folded as `radix watch --read` folds it
-(scenarios/kvrecording.py). Op logs run op by op (radix.runs.ops): one that fails keeps the tree
-of its last good step, the failing op and the rule it broke.
+(runtime/budget.py: the app passes its ledger and upload limits in). An index built from the
+typed events answers "where was request X admitted, finished, evicted". A KV-events recording
+is folded as `radix watch --read` folds it (scenarios/kvrecording.py). Op logs run op by op
+(radix.runs.ops): one that fails keeps the tree of its last good step, the failing op and the
+rule it broke.
 This module is the app's only user of radix.runs.compare. Leaves out: batching (Scheduler page).
 """
 
@@ -22,25 +23,25 @@ import threading
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from radix import events as ev
 from radix.blocks.hashing import VLLM_NONE_HASH_SEED, BlockHasher
-from radix.runs.compare import (
-    fewer_collections,
-    output_tokens,
-    run_blocks,
-    run_tree,
-    trace_reqs,
-)
+from radix.runs.compare import fewer_collections, run_blocks, run_tree
 from radix.runs.ops import OpRunner
 from radix.tokens import TokenRuns
-from radix.traces import Trace, load_trace
+from radix.traces.base import (
+    DEFAULT_LIMITS,
+    Trace,
+    TraceLimits,
+    load_trace,
+    output_tokens,
+    to_req,
+)
 from radix.traces.ops import OpTraceError
 from radix.tree.radix_cache import EventLog, InvariantError, RadixCache
-from runtime.budget import BUDGET, Budget, server_limits
 from scenarios.blockframes import BlockFrames
 from scenarios.kvrecording import RecordingFold, fold_recording
 
@@ -58,6 +59,14 @@ CHECKS_PER_TRACE = 1_000
 
 class Cancelled(Exception):
     """The user cancelled the replay."""
+
+
+class Ledger(Protocol):
+    """Where a replay holds its memory: the server's `Budget` (runtime/budget.py; `reserve`
+    raises BudgetError to refuse), passed by the app. A replay without one holds nothing."""
+
+    def reserve(self, session_id: str, what: str, nbytes: int) -> None: ...
+    def release(self, session_id: str, what: str | None = None) -> None: ...
 
 
 # The log's NodeInserted (token ids, slots) and NodeEvicted (slots) are kept compact: Mooncake's
@@ -205,52 +214,60 @@ def digest(data: bytes) -> str:
 
 
 def _feed(trace: Trace, start: int, stop: int) -> Iterator[tuple[Any, list[int]]]:
-    """Fresh Reqs (in real tokens) and outputs for requests start..stop-1, one at a time."""
+    """Fresh Reqs (in real tokens: `to_req`, as trace_reqs makes them) and outputs for requests
+    start..stop-1, one at a time."""
     for i in range(start, stop):
-        one = Trace(trace.format, trace.requests[i:i + 1], trace.token_scale,
-                    trace.input_lens[i:i + 1])
-        yield trace_reqs(one)[0], output_tokens(trace, i)
+        yield to_req(trace.requests[i]), output_tokens(trace, i)
 
 
 def replay(data: bytes, name: str, capacity: int = 1_000_000, page_size: int = 1,
-           block_size: int = 16, *, session_id: str = "-", budget: Budget = BUDGET,
-           progress: Progress | None = None, cancel: threading.Event | None = None,
-           hash_algo: str = "radixlens", hash_seed: str = VLLM_NONE_HASH_SEED) -> TraceReplay:
-    """Loads `data` (any format; TraceError names line and field) and replays it. Holds its
-    memory in `budget` under (session_id, "trace replay"); BudgetError when it would not fit.
-    The block cache hashes blocks as `hash_algo` (with vLLM's seed `hash_seed`) does.
+           block_size: int = 16, *, limits: TraceLimits = DEFAULT_LIMITS, session_id: str = "-",
+           budget: Ledger | None = None, progress: Progress | None = None,
+           cancel: threading.Event | None = None, hash_algo: str = "radixlens",
+           hash_seed: str = VLLM_NONE_HASH_SEED) -> TraceReplay:
+    """Loads `data` (any format, within `limits`; TraceError names line and field) and replays
+    it. With a `budget` (the app passes the server's: runtime/budget.py's BUDGET and
+    server_limits()) its memory is held there under (session_id, "trace replay"), BudgetError
+    when it would not fit; without one nothing is held. The block cache hashes blocks as
+    `hash_algo` (with vLLM's seed `hash_seed`) does.
 
     Two requests of one output token each log 1 + 2 x 3 = 7 steps: reset, then per request
     match_prefix, inc_lock_ref and cache_finished_req (its insert and unlock inside one step).
     """
     if capacity < 1 or page_size < 1 or block_size < 1:
         raise ValueError("capacity, page size and block size must be >= 1")
-    trace = load_trace(data, limits=server_limits())
+    trace = load_trace(data, limits=limits)
     out = TraceReplay(name, digest(data), trace, capacity, page_size, block_size, None,
                       hasher=BlockHasher(hash_algo, hash_seed))
     if trace.format == "kv_events":
         out.recording = fold_recording(data, trace)
         return out
     what = "trace replay"
+
+    def hold(nbytes: int) -> None:  # what the replay holds so far (refused past the budget)
+        if budget is not None:
+            budget.reserve(session_id, what, nbytes)
+
     try:
         if trace.format == "ops":
-            budget.reserve(session_id, what, 64 * len(data))
+            hold(64 * len(data))
             with fewer_collections():
                 return _replay_ops(out, progress, cancel)
         tokens = sum(trace.input_lens) + sum(r.output_len for r in trace.requests)
         live = 2 * 36 * min(capacity, tokens)  # the tree's own lists at most
-        budget.reserve(session_id, what, live)
+        hold(live)
         with fewer_collections():
-            _replay_requests(out, session_id, budget, live, progress, cancel)
+            _replay_requests(out, hold, live, progress, cancel)
         out.nbytes = live + out.log.nbytes + out.blocks.nbytes
-        budget.reserve(session_id, what, out.nbytes)
+        hold(out.nbytes)
         return out
     except BaseException:
-        budget.release(session_id, what)  # nothing of it is kept
+        if budget is not None:
+            budget.release(session_id, what)  # nothing of it is kept
         raise
 
 
-def _replay_requests(out: TraceReplay, session_id: str, budget: Budget, live: int,
+def _replay_requests(out: TraceReplay, hold: Callable[[int], None], live: int,
                      progress: Progress | None, cancel: threading.Event | None) -> None:
     trace, n = out.trace, len(out.trace.requests)
     log = out.log = CompactLog(page_size=out.page_size)
@@ -260,7 +277,7 @@ def _replay_requests(out: TraceReplay, session_id: str, budget: Budget, live: in
             if cancel is not None and cancel.is_set():
                 raise Cancelled("cancelled")
             if i % 64 == 0:
-                budget.grow(session_id, "trace replay", live + log.nbytes)
+                hold(live + log.nbytes)
                 if progress is not None:
                     progress(0.6 * i / max(n, 1), f"radix tree: request {i:,} of {n:,}")
             yield item

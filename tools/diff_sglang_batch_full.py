@@ -34,8 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from diff_sglang_schedule import load_schedule  # noqa: E402
 from wheels import run_seeds, wheel_args, wheel_parser  # noqa: E402
 
-from radix.allocator import SlotAllocator  # noqa: E402
-from radix.request import Req  # noqa: E402
+from radix.request import (
+    Req,  # noqa: E402
+    SlotAllocator,  # noqa: E402
+)
 from radix.runs.costs import CostModel  # noqa: E402
 from radix.runs.sim import SimClock, SimRunner  # noqa: E402
 from radix.sched.admission import PrefillAdder, match_for_admission  # noqa: E402

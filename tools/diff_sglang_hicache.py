@@ -53,7 +53,6 @@ from hicache_stubs import SGSide, sg_shape  # noqa: E402
 from sglang_unified import command_line  # noqa: E402
 from wheels import run_seeds  # noqa: E402
 
-from radix.allocator import SlotAllocator  # noqa: E402
 from radix.hosttier import HostTierCache, host_token_capacity  # noqa: E402
 from radix.hosttier.requests import (  # noqa: E402
     Running,
@@ -63,6 +62,7 @@ from radix.hosttier.requests import (  # noqa: E402
     retract_request,
     serve_request,
 )
+from radix.request import SlotAllocator  # noqa: E402
 
 POLICIES = ("lru", "lfu", "slru", "priority", "tlru")
 WRITE = ("write_through", "write_through_selective", "write_back")

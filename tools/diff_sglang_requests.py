@@ -33,8 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from diff_sglang_schedule import load_schedule  # noqa: E402
 from wheels import load, run_seeds, wheel_args, wheel_parser  # noqa: E402
 
-from radix.allocator import SlotAllocator  # noqa: E402
-from radix.request import Req  # noqa: E402
+from radix.request import (
+    Req,  # noqa: E402
+    SlotAllocator,  # noqa: E402
+)
 from radix.sched import admission as adm  # noqa: E402
 from radix.tree.radix_cache import POLICIES as ALL_POLICIES  # noqa: E402
 from radix.tree.radix_cache import RadixCache  # noqa: E402

@@ -40,7 +40,7 @@ import diff_sglang_requests as dsr  # noqa: E402
 from sglang_unified import build, command_line  # noqa: E402
 from wheels import run_seeds  # noqa: E402
 
-from radix.allocator import SlotAllocator  # noqa: E402
+from radix.request import SlotAllocator  # noqa: E402
 from radix.tree.radix_cache import RadixCache  # noqa: E402
 
 POLICIES = ("lru", "lfu", "slru", "priority", "tlru")

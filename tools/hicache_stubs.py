@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import torch
 from diff_sglang_requests import make_allocator_class
 
-from radix.allocator import SlotAllocator
 from radix.hosttier.capacity import HostPool
+from radix.request import SlotAllocator
 
 
 class _Done:

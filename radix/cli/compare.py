@@ -14,7 +14,7 @@ from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
 from radix.cli.options import add_capacity, add_limits, capacity_label, load_request_trace
 from radix.runs.compare import compare
 from radix.runs.recording import match_recording
-from radix.traces.load import load_trace
+from radix.traces import load_trace
 
 # the two hit rates: over the admitted requests' prompts (what the engine's counters see), and
 # over every prompt of the trace, rejected ones included; equal when nothing is rejected
@@ -42,7 +42,7 @@ def format_table(result: dict) -> str:
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("compare", help="one trace through the radix tree and block cache")
-    p.add_argument("trace", metavar="TRACE", help="a trace file (see radix/traces/load.py)")
+    p.add_argument("trace", metavar="TRACE", help="a trace file (see radix/traces/base.py)")
     add_capacity(p)
     p.add_argument("--page-size", type=int, default=1, help="the tree's page size (SGLang: 1)")
     p.add_argument("--block-size", type=int, default=16, help="the block cache's block size")

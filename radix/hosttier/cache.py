@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from radix import events as ev
-from radix.allocator import SlotAllocator
 from radix.hosttier.capacity import (
     LOAD_BACK_THRESHOLD,
     HostPool,
@@ -35,6 +34,7 @@ from radix.hosttier.capacity import (
 from radix.hosttier.locks import TierLocks
 from radix.hosttier.moves import TierMoves
 from radix.hosttier.node import HostInsert, HostMatch, HostNode
+from radix.request import SlotAllocator
 from radix.tokens import frozen
 from radix.tree.radix_cache import (
     ROOT_PRIORITY,

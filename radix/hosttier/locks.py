@@ -83,7 +83,7 @@ class TierLocks:
         long as the key, device nodes closed toward the root, sizes, host pool use, both
         leaf sets.
 
-        >>> from radix.allocator import SlotAllocator
+        >>> from radix.request import SlotAllocator
         >>> from radix.hosttier.cache import HostTierCache
         >>> c = HostTierCache(SlotAllocator(8), 8); _ = c.insert([1, 2], [1, 2])
         >>> c.evictable_size_ = 5; c.check_invariants()

@@ -62,7 +62,7 @@ class TierMoves:
 
         Write-through (every insert backs up), device of 4: [1 2 3 4] is demoted to host.
         >>> from radix.hosttier.cache import HostTierCache
-        >>> from radix.allocator import SlotAllocator
+        >>> from radix.request import SlotAllocator
         >>> c = HostTierCache(SlotAllocator(4), 8); _ = c.insert([1, 2, 3, 4], c.allocator.alloc(4))
         >>> c.evict(1), c.allocator.available_size(), c.match_prefix([1, 2, 3, 4]).host_hit_length
         (4, 4, 4)

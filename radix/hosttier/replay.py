@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from radix import events as ev
-from radix.allocator import SlotAllocator
 from radix.hosttier.cache import HostTierCache
 from radix.hosttier.capacity import LOAD_BACK_THRESHOLD, host_token_capacity
 from radix.hosttier.requests import Served, serve_request
+from radix.request import SlotAllocator
 from radix.runs.costs import CostModel
 from radix.tokens import is_compact
 from radix.traces.base import Trace

@@ -52,7 +52,7 @@ def serve_request(cache: HostTierCache, prompt: Sequence[int],
     A[:-1] splits A's host-only node 5 + 1 and finds 5 tokens on host; loading them needs 5
     slots, 2 are free, so B is demoted; the last token is computed, and its fresh slot
     restores the [6] node (DeviceRestored).
-    >>> from radix.allocator import SlotAllocator
+    >>> from radix.request import SlotAllocator
     >>> c = HostTierCache(SlotAllocator(8), 17, load_back_threshold=1)
     >>> a, b = list(range(1, 7)), list(range(7, 13))
     >>> serve_request(c, a), serve_request(c, b).miss, serve_request(c, a)
@@ -154,7 +154,7 @@ def checkpoint_request(cache: HostTierCache, run: Running, tokens: Sequence[int]
     lock the one the insert ended at). A mid-prefill checkpoint stays inside the prompt, so
     there is no prompt-boundary split.
 
-    >>> from radix.allocator import SlotAllocator
+    >>> from radix.request import SlotAllocator
     >>> c = HostTierCache(SlotAllocator(8), 16)
     >>> adm = admit_request(c, [1, 2, 3, 4, 5], 5); run = Running.admitted(adm)
     >>> checkpoint_request(c, run, [1, 2, 3, 4, 5], 3); run.protected, c.protected_size_
@@ -189,7 +189,7 @@ def finish_running(cache: HostTierCache, run: Running, tokens: Sequence[int]) ->
 
     Page 1, nothing cached, prompt [1, 2, 3] + output [7] (priority 0): the insert makes one
     node of 4, the prompt insert splits it 3 + 1 and raises the prompt's node to priority 1.
-    >>> from radix.allocator import SlotAllocator
+    >>> from radix.request import SlotAllocator
     >>> c = HostTierCache(SlotAllocator(8), 16); tokens = [1, 2, 3, 7]
     >>> run = Running.admitted(admit_request(c, [1, 2, 3], 4)); finish_running(c, run, tokens)
     >>> top = c.root_node.children[1]

@@ -18,11 +18,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from radix.allocator import SlotAllocator
 from radix.blocks.manager import BlockCacheManager, ExtentPool
 from radix.blocks.pool import BlockPool
 from radix.events import EventSink
-from radix.request import Req
+from radix.request import Req, SlotAllocator
 from radix.tokens import is_compact, joined
 from radix.traces.base import OUTPUT_BASE, Trace, is_compact_trace, output_tokens, trace_reqs
 from radix.tree.radix_cache import RadixCache, RadixKey

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-from radix.allocator import SlotAllocator
 from radix.events import EventSink
-from radix.request import Req
+from radix.request import Req, SlotAllocator
 from radix.traces.ops import Op, OpTrace, OpTraceError
 from radix.tree.radix_cache import InvariantError, RadixCache, RadixKey
 

@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from radix.allocator import SlotAllocator
 from radix.events import EventSink
-from radix.request import Req
+from radix.request import Req, SlotAllocator
 from radix.runs.compare import fewer_collections
 from radix.runs.costs import CostModel
 from radix.runs.shadow import BlockShadow

@@ -5,7 +5,7 @@ handful of runs, not 40,000 Python ints: `TokenRuns` (runs.py) is the immutable 
 tree, the block-extent cache and the simulator keep, `RunList` its mutable sibling for a
 request's growing rows (output_ids, slot_ids), with the helpers that compare and join either
 kind and the common-prefix walks that the tree and both kinds share (KV slots are handed out
-as runs by radix/allocator.py's SlotAllocator(runs=True)).
+as runs by radix/request.py's SlotAllocator(runs=True)).
 Follows nothing upstream. Leaves out: per-token storage of any kind.
 """
 

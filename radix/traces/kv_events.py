@@ -20,7 +20,14 @@ import msgpack
 
 from radix.blocks.kv_events import batch_from_wire
 from radix.events import AllBlocksCleared, BlockRemoved, BlockStored
-from radix.traces.base import Trace, TraceError, decode_text, iter_json_lines, type_name
+from radix.traces.base import (
+    Trace,
+    TraceError,
+    TraceLimits,
+    decode_text,
+    iter_json_lines,
+    type_name,
+)
 
 _FIELD = re.compile(r"field '([^']+)'")
 
@@ -32,6 +39,12 @@ def _error(exc: ValueError, line: int | None) -> TraceError:
     match = _FIELD.search(str(exc))
     err.field = match.group(1) if match else None
     return err
+
+
+def read_kv_events(data: bytes, limits: TraceLimits) -> Trace:
+    """load_trace's recording loader: a recording is bounded by `limits.max_bytes` alone (which
+    read_bytes checked before)."""
+    return load_kv_events(data)
 
 
 def load_kv_events(data: bytes) -> Trace:

@@ -13,12 +13,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from radix.tokens import TokenRuns
 from radix.traces.base import (
     MAX_OUTPUT_LEN,
     MAX_TOKENS_PER_REQUEST,
+    MAX_TOTAL_OUTPUT_TOKENS,
     Tally,
     Trace,
     TraceError,
@@ -27,6 +29,7 @@ from radix.traces.base import (
     as_int,
     as_int_list,
     as_number,
+    decode_text,
     iter_json_lines,
     need,
     type_name,
@@ -38,6 +41,19 @@ BLOCK_TOKENS = 512  # Mooncake's block size: one hash id stands for 512 tokens
 MAX_TOTAL_OUTPUT_TOKENS_COMPACT = 1 << 24
 MAX_HASH_ID = (1 << 54) - 1  # so that every token h*512 + k fits in 63 bits
 FIELDS = ("timestamp", "input_length", "output_length", "hash_ids")
+
+
+def read_mooncake(data: bytes, limits: TraceLimits) -> Trace:
+    """load_trace's Mooncake loader: the file's text within `limits` (the default output cap
+    raised to MAX_TOTAL_OUTPUT_TOKENS_COMPACT: the replies are runs too), its totals scanned
+    before any line is parsed, then each line counted as it is loaded."""
+    text = decode_text(data)
+    if limits.max_total_output_tokens == MAX_TOTAL_OUTPUT_TOKENS:  # the default: compact
+        limits = replace(limits, max_total_output_tokens=MAX_TOTAL_OUTPUT_TOKENS_COMPACT)
+    tally = Tally(limits)
+    tally.check_lines(text, "max_requests", "requests")
+    scan_totals(text, limits)  # the totals before any line is parsed
+    return load_mooncake(text, limits.max_tokens_per_request, tally)
 
 
 def load_mooncake(text: str, max_tokens: int = MAX_TOKENS_PER_REQUEST,

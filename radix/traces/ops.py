@@ -21,6 +21,7 @@ from typing import Any
 from radix.traces.base import (
     DEFAULT_LIMITS,
     Tally,
+    Trace,
     TraceError,
     TraceLimits,
     check_text,
@@ -119,6 +120,11 @@ def _fields(line: int, row: dict, spec: dict[str, tuple[str, bool]]) -> dict[str
         elif required:
             raise OpTraceError("missing", line, name)
     return {k: v for k, v in row.items() if k != "op"}
+
+
+def read_ops(data: bytes, limits: TraceLimits = DEFAULT_LIMITS) -> Trace:
+    """load_trace's op-trace loader: the file's text as Trace("ops", ops=OpTrace)."""
+    return Trace("ops", ops=parse_ops(decode_text(data), limits))
 
 
 def parse_ops(text: str | bytes, limits: TraceLimits = DEFAULT_LIMITS) -> OpTrace:

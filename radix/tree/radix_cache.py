@@ -36,8 +36,7 @@ from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Se
 from typing import Any, NamedTuple, Protocol
 
 from radix import events as ev
-from radix.allocator import Allocator
-from radix.request import Req
+from radix.request import Allocator, Req
 from radix.tokens import TokenRuns, frozen
 from radix.tokens.runs import PrefixProbe, gallop_match
 
@@ -1244,7 +1243,7 @@ class RadixCache:
         the prompt boundary, free the duplicates, point the row at the tree's slots and move
         the lock to the new last node. Frees nothing past the floored key (see _checkpoint).
 
-        >>> from radix.allocator import SlotAllocator
+        >>> from radix.request import SlotAllocator
         >>> a = SlotAllocator(8); c = RadixCache(allocator=a)
         >>> r = Req("r1", [1, 2, 3], slot_ids=a.alloc(3)); c.checkpoint(r, up_to=3)
         >>> r.cache_protected_len, r.last_node.lock_ref, c.protected_size()
@@ -1260,7 +1259,7 @@ class RadixCache:
         prefix are freed and its lock is dropped. checkpoint=False (retraction, abort) inserts
         nothing.
 
-        >>> from radix.allocator import SlotAllocator
+        >>> from radix.request import SlotAllocator
         >>> a = SlotAllocator(8); c = RadixCache(allocator=a)
         >>> r = Req("r1", [1, 2, 3], slot_ids=a.alloc(3)); c.release_kv_cache(r, checkpoint=False)
         >>> c.total_size(), a.available_size()
@@ -1278,7 +1277,7 @@ class RadixCache:
         token was never computed, so the row holds prompt + output - 1). The output is split
         off the prompt, whose nodes get priority + 1, so eviction takes the output first.
 
-        >>> from radix.allocator import SlotAllocator
+        >>> from radix.request import SlotAllocator
         >>> a = SlotAllocator(8); c = RadixCache(allocator=a)
         >>> r = Req("r1", [1, 2, 3], output_ids=[7, 8], slot_ids=a.alloc(4))
         >>> c.cache_finished_req(r); c.total_size(), a.available_size()

@@ -10,6 +10,8 @@ from apphelp import ROOT, echarts, finish_jobs, metrics, page, plain, texts
 from machine import seconds
 from streamlit.testing.v1 import AppTest
 
+from runtime.budget import BUDGET
+
 MOONCAKE = ROOT / "examples" / "traces" / "mooncake_excerpt.jsonl"
 
 
@@ -143,6 +145,19 @@ def test_trace_bad_upload_names_line_and_field():
     assert "line 2" in err and '"tokens"' in err
 
 
+def test_trace_upload_within_the_server_limits(monkeypatch):
+    """The page replays within RADIXLENS_TRACE_LIMITS (runtime/budget.py's server_limits): under
+    max_requests=1 a two-request upload is refused on line 2, naming the limit."""
+    monkeypatch.setenv("RADIXLENS_TRACE_LIMITS", "max_requests=1")
+    at = page("trace").run()
+    two = (b'{"rid": "a", "arrival": 0, "tokens": [1, 2], "output_len": 1}\n'
+           b'{"rid": "b", "arrival": 1, "tokens": [1, 3], "output_len": 1}\n')
+    _upload(at, "two.jsonl", two)
+    assert not at.exception
+    err = plain(at.error[0].value)
+    assert "line 2" in err and "(max_requests)" in err
+
+
 def _upload(at: AppTest, name: str, data: bytes) -> AppTest:
     at.file_uploader(key="trace.upload").set_value((name, data, "text/plain")).run()
     return finish_jobs(at)
@@ -158,6 +173,7 @@ def test_trace_upload_replays_scrubs_and_searches():
             b'{"rid": "b", "arrival": 1, "tokens": [1, 2, 4], "output_len": 1}\n')
     _upload(at, "two.jsonl", good)
     assert not at.exception and not at.error
+    assert BUDGET.usage(at.session_state["trace.sid"]).session > 0  # the page holds it there
     assert "7 tree steps" in plain(at.subheader[0].value)
     assert "Invariants held" in at.success[0].value
     assert "#tokens: 4" in at.code[0].value

@@ -3,7 +3,7 @@
 Layers, top to bottom (ranks): app.py and app_pages/ (5); scenarios/ and viz/ (4, never each other);
 runtime/ (3.5: the worker pool, budgets and session registry, below the runs); engine/ and
 examples/ (3, never each other); radix/ (below; its sub-packages are ranked too:
-cli 6 > runs, watch, why 5 > traces 4 > sched 3 > tree, blocks 2 > events, request, allocator 1 >
+cli 6 > runs, watch, why 5 > traces 4 > sched 3 > tree, blocks 2 > events, request 1 >
 tokens 0). An import may go to a lower rank only, or within its own package (radix/tree
 importing radix/tree). No two modules import each other, directly or through a circle. tests/,
 tools/, benchmarks/ and the root conftest.py import anything. radix/ imports no torch, streamlit
@@ -30,7 +30,7 @@ RANKS = {
     "radix.runs": 5, "radix.watch": 5, "radix.traces": 4, "radix.sched": 3,
     "radix.why": 5,  # prompt diffs and miss causes (radix/why/): reads traces, runs caches
     "radix.tree": 2, "radix.blocks": 2,
-    "radix.events": 1, "radix.request": 1, "radix.allocator": 1,
+    "radix.events": 1, "radix.request": 1,
     "radix.tokens": 0,  # compact token sequences: below everything that holds tokens
 }
 SIBLINGS = {frozenset({"scenarios", "viz"}), frozenset({"engine", "examples"}),
@@ -44,7 +44,7 @@ DRIVERS = ("RadixCache", "BlockPool", "BlockCacheManager", "Scheduler", "EngineS
 # importing or calling RadixCache is what counts)
 DRIVER_MODULES = ("radix.blocks.pool", "radix.blocks.manager",
                   "radix.sched", "radix.runs.compare", "radix.runs.sim", "radix.runs.ops",
-                  "radix.allocator", "engine", "scenarios")
+                  "radix.request", "engine", "scenarios")
 
 
 def module_name(path: Path) -> str:

@@ -184,7 +184,7 @@ def test_a_backend_whose_rows_live_elsewhere_is_refused_and_the_simulated_one_ru
     runs the same tier logic."""
     from engine.backends import simulated
     from engine.service import EngineService
-    from radix.allocator import SlotAllocator
+    from radix.request import SlotAllocator
 
     closed = []
 

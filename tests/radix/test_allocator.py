@@ -1,4 +1,4 @@
-"""SlotAllocator (radix/allocator.py): one accounting, slots named as lists of ids or as runs.
+"""SlotAllocator (radix/request.py): one accounting, slots named as lists of ids or as runs.
 
 Known answers for both representations, and a property: whatever the calls, the free count
 (tokens or whole pages) does not depend on how the slots are named.
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radix.allocator import RunAllocator, SlotAllocator
+from radix.request import RunAllocator, SlotAllocator
 from radix.tokens import TokenRuns
 
 

@@ -9,10 +9,10 @@ import json
 import pytest
 
 from radix import events as ev
-from radix.allocator import SlotAllocator
 from radix.cli import main as radix_main
 from radix.hosttier import HostTierCache, host_token_capacity
 from radix.hosttier.requests import serve_request
+from radix.request import SlotAllocator
 
 A, B, C = list(range(1, 7)), list(range(7, 13)), list(range(13, 19))
 

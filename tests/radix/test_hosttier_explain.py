@@ -130,9 +130,9 @@ def test_a_loaded_back_node_keeps_its_hit_count_so_slru_protects_it(policy, last
     with the host Z, then W (probationary) before the protected P. So W's return is a device
     hit of 3 alone and a host hit of 3 (loaded back) with the host: same total, fewer device
     hits. Under LRU the hit count does not matter: V evicts Z and P either way."""
-    from radix.allocator import SlotAllocator
     from radix.hosttier import HostTierCache
     from radix.hosttier.requests import serve_request
+    from radix.request import SlotAllocator
 
     seqs = {"P": range(1, 5), "X": range(11, 15), "Y": range(21, 25), "Z": range(31, 35),
             "W": range(41, 45), "V": range(51, 59)}

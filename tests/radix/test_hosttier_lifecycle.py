@@ -5,7 +5,6 @@ UnifiedRadixCache.checkpoint."""
 
 from __future__ import annotations
 
-from radix.allocator import SlotAllocator
 from radix.hosttier import HostTierCache
 from radix.hosttier.requests import (
     Running,
@@ -14,6 +13,7 @@ from radix.hosttier.requests import (
     finish_running,
     retract_request,
 )
+from radix.request import SlotAllocator
 
 PROMPT = [1, 2, 3, 4, 5, 6, 7, 8]
 

@@ -4,8 +4,7 @@ split, the checkpoint after prefill, hits counted once per request, eviction of 
 from __future__ import annotations
 
 from radix import events as ev
-from radix.allocator import SlotAllocator
-from radix.request import Req
+from radix.request import Req, SlotAllocator
 from radix.tree.radix_cache import EventLog, RadixCache
 from viz.scene import hit_line, narrate, step_line, step_lines
 from viz.timeline import Timeline

@@ -6,9 +6,9 @@ tools/diff_sglang_hicache.py checks the same against SGLang's own checkpoint."""
 
 from __future__ import annotations
 
-from radix.allocator import SlotAllocator
 from radix.hosttier import HostTierCache
 from radix.hosttier.requests import Running, admit_request, finish_running, serve_request
+from radix.request import SlotAllocator
 
 
 def finish(c: HostTierCache, prompt: list[int], tokens: list[int], priority: int) -> None:

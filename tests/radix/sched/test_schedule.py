@@ -179,7 +179,7 @@ def test_cache_agnostic_sort_refreshes_waiting_prefixes_head_last_under_lru():
 
 
 def _adder(capacity: int, **kw):
-    from radix.allocator import SlotAllocator
+    from radix.request import SlotAllocator
     from radix.sched.admission import PrefillAdder
     tree = RadixCache()
     return tree, PrefillAdder(tree, SlotAllocator(capacity), [], **kw)

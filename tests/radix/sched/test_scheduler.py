@@ -6,7 +6,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radix.allocator import SlotAllocator
 from radix.events import (
     AdmissionStopped,
     ListSink,
@@ -14,7 +13,7 @@ from radix.events import (
     RequestAdmitted,
     RequestRetracted,
 )
-from radix.request import Req
+from radix.request import Req, SlotAllocator
 from radix.runs.costs import CostModel
 from radix.runs.sim import SimClock, SimRunner
 from radix.sched.scheduler import Scheduler, SchedulerConfig

@@ -161,8 +161,9 @@ def test_fallback_tokenizer_stops_past_the_per_request_cap():
     assert len(textcodec.encode("!" * 50, max_ids=11)) == 11
 
 
-def test_the_app_takes_the_limits_the_server_sets(monkeypatch):
-    """RADIXLENS_TRACE_LIMITS sets what an upload may hold: 3 Mooncake requests of 8 output
+def test_the_server_limits_bound_a_replay(monkeypatch):
+    """RADIXLENS_TRACE_LIMITS sets what an upload may hold (the Trace page passes
+    server_limits() to its replay: tests/app/test_app.py): 3 Mooncake requests of 8 output
     tokens pass 16 > 15 on line 2 under max_total_output_tokens=15, and replay under 24."""
     from runtime.budget import Budget, server_limits
     from scenarios.trace import replay
@@ -171,9 +172,10 @@ def test_the_app_takes_the_limits_the_server_sets(monkeypatch):
     monkeypatch.setenv("RADIXLENS_TRACE_LIMITS", "max_total_output_tokens=15, max_ops=9")
     assert server_limits().max_ops == 9
     with pytest.raises(TraceError) as info:
-        replay(data, "t.jsonl", budget=Budget())
+        replay(data, "t.jsonl", limits=server_limits(), budget=Budget())
     assert (info.value.line, info.value.field) == (2, "output_length")
     monkeypatch.setenv("RADIXLENS_TRACE_LIMITS", "max_total_output_tokens=24")
-    assert replay(data, "t.jsonl", budget=Budget()).stats["tree"]["requests"] == 3
+    assert replay(data, "t.jsonl", limits=server_limits(),
+                  budget=Budget()).stats["tree"]["requests"] == 3
     with pytest.raises(ValueError, match="max_requests"):
         server_limits("max_requests=0")

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radix.traces import TraceError, TraceRequest, detect_format, load_trace, to_req
-from radix.traces.load import dumps_requests
+from radix.traces.base import dumps_requests
 
 
 def test_size_cap_names_the_cap():

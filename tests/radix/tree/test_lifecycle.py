@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from radix.allocator import SlotAllocator
-from radix.request import Req
+from radix.request import Req, SlotAllocator
 from radix.runs.ops import replay_ops
 from radix.sched.admission import (
     alloc_for_decode,

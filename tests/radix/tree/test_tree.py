@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from radix.allocator import SlotAllocator
 from radix.cli.demo import DEMO_KEYS, three_request_keys
-from radix.request import Req
+from radix.request import Req, SlotAllocator
 from radix.tree.radix_cache import RadixCache, RadixKey
 
 
