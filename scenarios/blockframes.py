@@ -31,6 +31,7 @@ from radix.blocks.pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.request import Req
 from radix.runs.compare import run_blocks
+from scenarios.blockbuilder import ArrayPool
 from scenarios.blockreplay import replay_blocks
 
 MIN_EVERY, MAX_KEYFRAMES = 32, 64
@@ -171,10 +172,14 @@ class BlockFrames:
         self.stats = self.run(self._counted(summary), self._outputs(), capacity, block_size,
                               manager=summary, rejected_rids=self.rejected,
                               on_lookup=self._looked_up)
-        # the per-block pool: frames[k] is the pool before request k * every, built on demand
-        self._builder: BlockCacheManager | None = BlockCacheManager(
-            BlockPool(self.num_blocks, block_size, hash_algo=hash_algo), hash_memo=True)
-        self.frames: list[bytes | None] = [capture(self._builder)]
+        # the per-block pool: frames[k] is the pool before request k * every, built on demand;
+        # run_blocks' flow by arrays (scenarios/blockbuilder.py: the same keyframes, byte for
+        # byte), another runner's through a BlockCacheManager
+        self._builder: ArrayPool | BlockCacheManager | None = (
+            ArrayPool(self.num_blocks, block_size, hash_algo) if run is run_blocks else
+            BlockCacheManager(BlockPool(self.num_blocks, block_size, hash_algo=hash_algo),
+                              hash_memo=True))
+        self.frames: list[bytes | None] = [self._capture()]
         self._cursor: tuple[int, BlockCacheManager] | None = None
         self._lock = threading.RLock()
 
@@ -232,11 +237,15 @@ class BlockFrames:
         while len(self.frames) <= last:
             k = len(self.frames)
             start = (k - 1) * self.every
-            assert self._builder is not None
-            self._replay(self._builder, start, start + self.every)
-            self._builder.lookups.clear()
+            builder = self._builder
+            assert builder is not None
+            if isinstance(builder, ArrayPool):
+                builder.replay(list(self.feed(start, start + self.every)))
+            else:
+                self._replay(builder, start, start + self.every)
+                builder.lookups.clear()
             keep = k % 2 == 0 or k == last or k == self.num_frames - 1
-            self.frames.append(capture(self._builder) if keep else None)
+            self.frames.append(self._capture() if keep else None)
             if len(self.frames) == self.num_frames:
                 # every keyframe is built: the builder's pool and hash memo (a hash for every
                 # distinct block prefix of the trace: 1.6 M on the conversation stand-in, ~100
@@ -244,6 +253,10 @@ class BlockFrames:
                 self._builder = None
             if progress is not None:
                 progress(len(self.frames), last + 1)
+
+    def _capture(self) -> bytes:
+        builder = self._builder
+        return builder.capture() if isinstance(builder, ArrayPool) else capture(builder)
 
     def _replay(self, manager: BlockCacheManager, start: int, stop: int) -> None:
         """Requests start..stop-1 through `manager`'s pool (run_blocks)."""
