@@ -328,8 +328,9 @@ class ArrayPool:
             lost: bytes | list = table[parents[~ok]].tobytes()
         else:
             width, hashes, refs, lost = 0, [], [], []
-        present = np.unique(hs)
-        present = present[np.argsort(self.entered[present], kind="stable")]
+        # the hash map's entries: each hash once, at its first block, in the order they entered
+        heads = cached[self.first[hs] == cached]
+        present = self.hid[heads][np.argsort(self.entered[self.hid[heads]])]
         entries: list = self.first[present].tolist()
         if self.groups:
             for k, h in enumerate(present.tolist()):

@@ -144,11 +144,12 @@ class BlockFrames:
       tests/radix/blocks/test_extents.py), at the cost of extents: on a 12,031-request
       conversation trace ~2 s against ~17 s per block;
     - the per-block pool (block ids, hashes, free-queue order: what the block view draws)
-      is replayed only when a step asks for it, `every` requests at a time, keeping a
-      keyframe at each even multiple of `every` it passes and at the one asked for (an odd
-      one passed is None, built from the one before it when a step in it is first asked for:
-      a capture costs about a third of replaying the requests between two, and the first
-      picture of a long trace needs only the last); `keyframes_built` says how far it got.
+      is replayed only when a step asks for it, `every` requests at a time (run_blocks'
+      flow by numpy arrays: scenarios/blockbuilder.py), keeping a keyframe at each even
+      multiple of `every` it passes and at the one asked for (an odd one passed is None,
+      built from the one before it when a step in it is first asked for: the first picture
+      of a long trace needs only the last), and, once the last is built, the pool after
+      every request too (that first picture); `keyframes_built` says how far it got.
 
     `hash_algo`: how the pool hashes blocks (radix/blocks/hashing.py; hits do not depend on it).
     One lock guards the builder and the cursor: two threads reading one replay take turns.
@@ -180,6 +181,7 @@ class BlockFrames:
             BlockCacheManager(BlockPool(self.num_blocks, block_size, hash_algo=hash_algo),
                               hash_memo=True))
         self.frames: list[bytes | None] = [self._capture()]
+        self._last: bytes | None = None  # the pool after every request, once all are built
         self._cursor: tuple[int, BlockCacheManager] | None = None
         self._lock = threading.RLock()
 
@@ -247,6 +249,13 @@ class BlockFrames:
             keep = k % 2 == 0 or k == last or k == self.num_frames - 1
             self.frames.append(self._capture() if keep else None)
             if len(self.frames) == self.num_frames:
+                # the pool after every request, the block view's first picture of a long
+                # trace, from the builder while it is there (a restore, not a replay of up
+                # to `every` requests, when it is asked for)
+                done = (self.num_frames - 1) * self.every
+                if isinstance(builder, ArrayPool) and done < self.num_requests:
+                    builder.replay(list(self.feed(done, self.num_requests)))
+                    self._last = builder.capture()
                 # every keyframe is built: the builder's pool and hash memo (a hash for every
                 # distinct block prefix of the trace: 1.6 M on the conversation stand-in, ~100
                 # MB, not in the session's budget) are never used again
@@ -274,8 +283,9 @@ class BlockFrames:
     def nbytes(self) -> int:
         """What it holds, the keyframes not built yet counted at their most (every block
         cached: ~60 bytes each), so a session's budget holds them from the start."""
-        built = sum(len(f) for f in self.frames if f is not None)
-        missing = self.num_frames - len(self.frames) + self.frames.count(None)
+        built = sum(len(f) for f in self.frames if f is not None) + len(self._last or b"")
+        missing = self.num_frames - len(self.frames) + self.frames.count(None) + (
+            self._last is None and self.num_requests % self.every != 0)
         return built + FRAME_BLOCK_BYTES * self.num_blocks * missing + 64 * len(self.lookups)
 
     def manager_at(self, n: int) -> BlockCacheManager:
@@ -293,7 +303,10 @@ class BlockFrames:
             start = k * self.every
             self._build(k, None)
             scratch = self._cursor[1] if self._cursor is not None else None
-            if self.frames[k] is None:  # passed by a long build: from the one before it
+            if n == self.num_requests and self._last is not None:
+                start = n
+                manager = restore(self._last, into=scratch, hash_algo=self.hash_algo)
+            elif self.frames[k] is None:  # passed by a long build: from the one before it
                 manager = restore(self.frames[k - 1], into=scratch, hash_algo=self.hash_algo)
                 self._replay(manager, start - self.every, start)
                 self.frames[k] = capture(manager)
