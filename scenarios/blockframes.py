@@ -30,7 +30,7 @@ from radix.blocks.manager import BlockCacheManager, ComputedBlocks, ExtentPool, 
 from radix.blocks.pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.request import Req
-from radix.runs.compare import run_blocks
+from radix.runs.compare import fewer_collections, run_blocks
 from scenarios.blockbuilder import ArrayPool
 from scenarios.blockreplay import replay_blocks
 
@@ -318,6 +318,11 @@ class BlockFrames:
         return manager
 
     def at(self, n: int) -> BlockAt:
-        with self._lock:
+        # fewer collections: a restored pool and its snapshot are ~60 K objects each (a
+        # KVCacheBlock, a BlockState a block), whose allocation set off collections that
+        # walked the app's whole heap (a replay's event log, its tree keyframes): 1.1 of the
+        # 1.7 CPU-s of the conversation stand-in's last pool
+        with self._lock, fewer_collections():
             manager = self.manager_at(n)
             return BlockAt(manager.snapshot(), n, manager.pool.num_evictions)
+
