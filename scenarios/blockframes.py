@@ -30,7 +30,8 @@ from radix.blocks.manager import BlockCacheManager, ComputedBlocks, ExtentPool, 
 from radix.blocks.pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.request import Req
-from radix.runs.compare import run_blocks
+from radix.runs.compare import fewer_collections, run_blocks
+from scenarios.blockbuilder import ArrayPool
 from scenarios.blockreplay import replay_blocks
 
 MIN_EVERY, MAX_KEYFRAMES = 32, 64
@@ -143,11 +144,12 @@ class BlockFrames:
       tests/radix/blocks/test_extents.py), at the cost of extents: on a 12,031-request
       conversation trace ~2 s against ~17 s per block;
     - the per-block pool (block ids, hashes, free-queue order: what the block view draws)
-      is replayed only when a step asks for it, `every` requests at a time, keeping a
-      keyframe at each even multiple of `every` it passes and at the one asked for (an odd
-      one passed is None, built from the one before it when a step in it is first asked for:
-      a capture costs about a third of replaying the requests between two, and the first
-      picture of a long trace needs only the last); `keyframes_built` says how far it got.
+      is replayed only when a step asks for it, `every` requests at a time (run_blocks'
+      flow by numpy arrays: scenarios/blockbuilder.py), keeping a keyframe at each even
+      multiple of `every` it passes and at the one asked for (an odd one passed is None,
+      built from the one before it when a step in it is first asked for: the first picture
+      of a long trace needs only the last), and, once the last is built, the pool after
+      every request too (that first picture); `keyframes_built` says how far it got.
 
     `hash_algo`: how the pool hashes blocks (radix/blocks/hashing.py; hits do not depend on it).
     One lock guards the builder and the cursor: two threads reading one replay take turns.
@@ -171,10 +173,15 @@ class BlockFrames:
         self.stats = self.run(self._counted(summary), self._outputs(), capacity, block_size,
                               manager=summary, rejected_rids=self.rejected,
                               on_lookup=self._looked_up)
-        # the per-block pool: frames[k] is the pool before request k * every, built on demand
-        self._builder: BlockCacheManager | None = BlockCacheManager(
-            BlockPool(self.num_blocks, block_size, hash_algo=hash_algo), hash_memo=True)
-        self.frames: list[bytes | None] = [capture(self._builder)]
+        # the per-block pool: frames[k] is the pool before request k * every, built on demand;
+        # run_blocks' flow by arrays (scenarios/blockbuilder.py: the same keyframes, byte for
+        # byte), another runner's through a BlockCacheManager
+        self._builder: ArrayPool | BlockCacheManager | None = (
+            ArrayPool(self.num_blocks, block_size, hash_algo) if run is run_blocks else
+            BlockCacheManager(BlockPool(self.num_blocks, block_size, hash_algo=hash_algo),
+                              hash_memo=True))
+        self.frames: list[bytes | None] = [self._capture()]
+        self._last: bytes | None = None  # the pool after every request, once all are built
         self._cursor: tuple[int, BlockCacheManager] | None = None
         self._lock = threading.RLock()
 
@@ -232,18 +239,33 @@ class BlockFrames:
         while len(self.frames) <= last:
             k = len(self.frames)
             start = (k - 1) * self.every
-            assert self._builder is not None
-            self._replay(self._builder, start, start + self.every)
-            self._builder.lookups.clear()
+            builder = self._builder
+            assert builder is not None
+            if isinstance(builder, ArrayPool):
+                builder.replay(list(self.feed(start, start + self.every)))
+            else:
+                self._replay(builder, start, start + self.every)
+                builder.lookups.clear()
             keep = k % 2 == 0 or k == last or k == self.num_frames - 1
-            self.frames.append(capture(self._builder) if keep else None)
+            self.frames.append(self._capture() if keep else None)
             if len(self.frames) == self.num_frames:
+                # the pool after every request, the block view's first picture of a long
+                # trace, from the builder while it is there (a restore, not a replay of up
+                # to `every` requests, when it is asked for)
+                done = (self.num_frames - 1) * self.every
+                if isinstance(builder, ArrayPool) and done < self.num_requests:
+                    builder.replay(list(self.feed(done, self.num_requests)))
+                    self._last = builder.capture()
                 # every keyframe is built: the builder's pool and hash memo (a hash for every
                 # distinct block prefix of the trace: 1.6 M on the conversation stand-in, ~100
                 # MB, not in the session's budget) are never used again
                 self._builder = None
             if progress is not None:
                 progress(len(self.frames), last + 1)
+
+    def _capture(self) -> bytes:
+        builder = self._builder
+        return builder.capture() if isinstance(builder, ArrayPool) else capture(builder)
 
     def _replay(self, manager: BlockCacheManager, start: int, stop: int) -> None:
         """Requests start..stop-1 through `manager`'s pool (run_blocks)."""
@@ -261,8 +283,9 @@ class BlockFrames:
     def nbytes(self) -> int:
         """What it holds, the keyframes not built yet counted at their most (every block
         cached: ~60 bytes each), so a session's budget holds them from the start."""
-        built = sum(len(f) for f in self.frames if f is not None)
-        missing = self.num_frames - len(self.frames) + self.frames.count(None)
+        built = sum(len(f) for f in self.frames if f is not None) + len(self._last or b"")
+        missing = self.num_frames - len(self.frames) + self.frames.count(None) + (
+            self._last is None and self.num_requests % self.every != 0)
         return built + FRAME_BLOCK_BYTES * self.num_blocks * missing + 64 * len(self.lookups)
 
     def manager_at(self, n: int) -> BlockCacheManager:
@@ -280,7 +303,10 @@ class BlockFrames:
             start = k * self.every
             self._build(k, None)
             scratch = self._cursor[1] if self._cursor is not None else None
-            if self.frames[k] is None:  # passed by a long build: from the one before it
+            if n == self.num_requests and self._last is not None:
+                start = n
+                manager = restore(self._last, into=scratch, hash_algo=self.hash_algo)
+            elif self.frames[k] is None:  # passed by a long build: from the one before it
                 manager = restore(self.frames[k - 1], into=scratch, hash_algo=self.hash_algo)
                 self._replay(manager, start - self.every, start)
                 self.frames[k] = capture(manager)
@@ -292,6 +318,11 @@ class BlockFrames:
         return manager
 
     def at(self, n: int) -> BlockAt:
-        with self._lock:
+        # fewer collections: a restored pool and its snapshot are ~60 K objects each (a
+        # KVCacheBlock, a BlockState a block), whose allocation set off collections that
+        # walked the app's whole heap (a replay's event log, its tree keyframes): 1.1 of the
+        # 1.7 CPU-s of the conversation stand-in's last pool
+        with self._lock, fewer_collections():
             manager = self.manager_at(n)
             return BlockAt(manager.snapshot(), n, manager.pool.num_evictions)
+

@@ -1,0 +1,341 @@
+"""The keyframe builder's block pool as numpy arrays: replay_blocks' flow, its keyframes byte for
+byte what `capture` takes of a BlockPool that ran the same requests.
+
+BlockFrames (blockframes.py) replays a whole trace once, request by request, to keep its
+keyframes. Per block, in Python, that was ~17 s of the 12,031-request conversation stand-in: a
+pop, an eviction, a store, a release for every one of ~3.5 M blocks. Here a request costs a few
+numpy operations over its block ids, whatever its length:
+- a hash is an int, its id: each distinct block prefix (namespace, tokens up to the block's end)
+  gets one when first hashed, from a prefix trie of the tokens (radix/tokens/runs.py PrefixTrie,
+  as HashMemo uses it: a node's blocks have consecutive ids), so equal ids are equal hashes; the
+  32-byte hashes sit in one array by id, read only when a keyframe is taken;
+- the hash map is an array by id (the first block cached under it, -1: none) with the order
+  each id entered it (a dict's order); a hash on several blocks (a fully cached prompt
+  recomputes its last block) is kept apart, in a dict of lists, as BlockPool does;
+- the free queue is a log of block ids with each free block's place in it: a hit or a pop
+  leaves a stale entry behind (skipped when the head passes it), a release writes at the tail
+  (hashed blocks) or just before the head (the unhashed), and the log is compacted when full.
+Only for a fresh pool with caching on and no event sink, one request at a time (the builder's).
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+
+from radix.blocks.hashing import BlockHasher, hash_request_tokens
+from radix.request import Req
+from radix.tokens.runs import PrefixTrie, Walk
+from scenarios.blockreplay import pack_runs
+
+WIDTH = 32  # a block hash: a sha256 digest, in every hash_algo
+
+
+class HashIds:
+    """Each distinct full-block prefix of the token sequences seen, per namespace, as an int
+    (its hash's id), with the hash itself: `ids(tokens, ns, num_full, extra_key, cache_salt)`
+    hashes only the blocks no earlier sequence had (as HashMemo does).
+
+    >>> h = HashIds(BlockHasher(), 2); a = h.ids([1, 2, 3, 4], (None, None), 2, None, None)
+    >>> a.tolist(), h.ids([1, 2, 5, 6], (None, None), 2, None, None).tolist()
+    ([0, 1], [0, 2])
+    >>> from radix.blocks.hashing import hash_request_tokens
+    >>> h.hash(2) == hash_request_tokens([1, 2, 5, 6], 2)[1]
+    True
+    """
+
+    def __init__(self, hasher: BlockHasher, block_size: int) -> None:
+        self.hasher, self.block_size = hasher, block_size
+        self.trie = PrefixTrie(unit=block_size)
+        self._base: dict[int, int] = {}  # id(trie node) -> the id of its block d0
+        self.count = 0
+        self.hashes = np.zeros((1024, WIDTH), np.uint8)  # row k: the hash of id k
+
+    def hash(self, k: int) -> bytes:
+        return self.hashes[k].tobytes()
+
+    def ids(self, tokens: Sequence[int], ns: Hashable, num_full: int, extra_key: str | None,
+            cache_salt: str | None, resume: Walk | None = None) -> np.ndarray:
+        """The ids of the first `num_full` blocks of `tokens` (which hold no more than that);
+        `self.walk` is left covering them (to resume a longer walk of the same sequence)."""
+        trie = self.trie
+        walk = trie.walk(tokens, ns, num_full, resume)
+        pos = walk.pos
+        if pos < num_full:
+            known: list = [None] * (pos - 1) + [self.hash(self._id(walk, pos - 1))] if pos \
+                else []
+            fresh = hash_request_tokens(tokens, self.block_size, extra_key, cache_salt, known,
+                                        self.hasher, pack_runs)[pos:]
+            data = b"".join(fresh)
+            if len(data) != WIDTH * len(fresh):
+                raise ValueError("a block hash is not 32 bytes")
+            start, end = self.count, self.count + len(fresh)
+            if end > len(self.hashes):
+                grown = np.zeros((max(2 * len(self.hashes), end), WIDTH), np.uint8)
+                grown[:start] = self.hashes[:start]
+                self.hashes = grown
+            self.hashes[start:end] = np.frombuffer(data, np.uint8).reshape(-1, WIDTH)
+            self.count = end
+            walk = trie.insert(tokens, ns, num_full, None, walk)
+            node = walk.pieces[-1][0]
+            self._base[id(node)] = start - node.d0
+        self.walk = walk
+        base = self._base
+        parts = [np.arange(base[id(n)] + lo, base[id(n)] + hi) for n, lo, hi in walk.pieces]
+        if not parts:
+            return np.zeros(0, np.int64)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _id(self, walk: Walk, block: int) -> int:
+        node = walk.pieces[-1][0]
+        return self._base[id(node)] + block
+
+
+class ArrayPool:
+    """A BlockPool of `num_blocks` (block 0: the null block) replayed by `replay(pairs)` as
+    scenarios/blockreplay.py replay_blocks replays one (fresh Reqs, their outputs: each looked
+    up, admitted or rejected, decoded, freed); `capture()` is scenarios/blockframes.py
+    capture of that pool.
+
+    >>> from radix.blocks.manager import BlockCacheManager
+    >>> from radix.blocks.pool import BlockPool
+    >>> from scenarios.blockframes import capture
+    >>> from scenarios.blockreplay import replay_blocks
+    >>> a, m = ArrayPool(4, 2), BlockCacheManager(BlockPool(4, 2))
+    >>> reqs = lambda: [(Req("x", [1, 2, 3, 4, 5]), [7, 8]), (Req("y", [1, 2, 9]), [6])]
+    >>> a.replay(reqs()); replay_blocks(m, reqs())
+    >>> a.capture() == capture(m), a.num_evictions
+    (True, 1)
+    """
+
+    def __init__(self, num_blocks: int, block_size: int = 16,
+                 hash_algo: str | BlockHasher = "radixlens") -> None:
+        if num_blocks < 1:
+            raise ValueError(f"num_blocks must be >= 1 (block 0 is null), got {num_blocks}")
+        self.num_blocks, self.block_size = num_blocks, block_size
+        hasher = hash_algo if isinstance(hash_algo, BlockHasher) else BlockHasher(hash_algo)
+        self.memo = HashIds(hasher, block_size)  # the ids and the hashes
+        self.pos = np.full(num_blocks, -1, np.int64)  # chain position; -1: not cached
+        self.hid = np.full(num_blocks, -1, np.int64)  # id of the block's hash
+        self.parent = np.full(num_blocks, -1, np.int64)  # id of its parent's hash
+        # the hash map, by id: the first block cached under it (-1: none), when it entered
+        self.first = np.full(1024, -1, np.int64)
+        self.entered = np.zeros(1024, np.int64)
+        self.shared = np.zeros(1024, bool)  # several blocks carry it: `groups`
+        self.groups: dict[int, list[int]] = {}  # id -> its blocks, first cached first
+        self._entries = 0
+        self.num_evictions = 0
+        # the free queue: where[b] is block b's index in the log, -1 when b is not free
+        self.where = np.full(num_blocks, -1, np.int64)
+        self.log = np.zeros(0, np.int64)
+        self.head = self.tail = 0
+        self.num_free = 0
+        self._compact(np.arange(1, num_blocks, dtype=np.int64))
+
+    # ------------------------------------------------------------------ the free queue
+    def _compact(self, queue: np.ndarray, room: int = 0) -> None:
+        """The log rewritten to hold `queue` (head first), with room on both sides."""
+        n = self.num_blocks
+        front = max(64, n // 4)
+        self.log = np.zeros(front + len(queue) + max(n, room) + 64, np.int64)
+        self.head, self.tail = front, front + len(queue)
+        self.log[self.head:self.tail] = queue
+        self.where[queue] = np.arange(self.head, self.tail)
+        self.num_free = len(queue)
+
+    def queue(self) -> np.ndarray:
+        """The free blocks, head (taken first) to tail."""
+        seg = self.log[self.head:self.tail]
+        return seg[self.where[seg] == np.arange(self.head, self.tail)]
+
+    def _pop(self, n: int) -> np.ndarray:
+        """The queue's first n blocks, out of it (n <= num_free)."""
+        got: list[np.ndarray] = []
+        log, where, head = self.log, self.where, self.head
+        while n:
+            stop = min(head + max(2 * n, 64), self.tail)
+            seg = log[head:stop]
+            live = np.flatnonzero(where[seg] == np.arange(head, stop))
+            if len(live) >= n:
+                got.append(seg[live[:n]])
+                head += int(live[n - 1]) + 1
+                break
+            got.append(seg[live])
+            n -= len(live)
+            head = stop
+        self.head = head
+        out = got[0] if len(got) == 1 else np.concatenate(got)
+        where[out] = -1
+        self.num_free -= len(out)
+        return out
+
+    def _release(self, blocks: np.ndarray, num_hashed: int) -> None:
+        """FreeKVCacheBlockQueue.release(reversed(blocks)) of blocks only one request held:
+        the first `num_hashed` (cached) to the tail, last first; the rest to the head, the
+        last becoming the head."""
+        back, front = blocks[num_hashed - 1::-1] if num_hashed else blocks[:0], \
+            blocks[:num_hashed - 1:-1] if num_hashed else blocks[::-1]
+        if self.tail + len(back) > len(self.log) or self.head < len(front):
+            self._compact(self.queue(), len(back))
+        log, where = self.log, self.where
+        if len(back):
+            log[self.tail:self.tail + len(back)] = back
+            where[back] = np.arange(self.tail, self.tail + len(back))
+            self.tail += len(back)
+        if len(front):
+            log[self.head - len(front):self.head] = front
+            where[front] = np.arange(self.head - len(front), self.head)
+            self.head -= len(front)
+        self.num_free += len(blocks)
+
+    # ------------------------------------------------------------------ the hash map
+    def _grow(self, count: int) -> None:
+        if count > len(self.first):
+            size = max(2 * len(self.first), count)
+            for name, fill in (("first", -1), ("entered", 0), ("shared", False)):
+                old = getattr(self, name)
+                new = np.full(size, fill, old.dtype)
+                new[:len(old)] = old
+                setattr(self, name, new)
+
+    def _evict(self, blocks: np.ndarray) -> None:
+        """Popped blocks lose their hashes (BlockPool.get_new_blocks' lazy eviction)."""
+        ids = self.hid[blocks]
+        hashed = ids >= 0
+        if not hashed.any():
+            return
+        blocks, ids = blocks[hashed], ids[hashed]
+        if self.shared[ids].any():
+            for b, h in zip(blocks.tolist(), ids.tolist(), strict=True):
+                if self.shared[h]:
+                    group = self.groups[h]
+                    group.remove(b)
+                    self.first[h] = group[0]
+                    if len(group) == 1:
+                        del self.groups[h]
+                        self.shared[h] = False
+                else:
+                    self.first[h] = -1
+        else:
+            self.first[ids] = -1
+        self.hid[blocks] = self.parent[blocks] = self.pos[blocks] = -1
+        self.num_evictions += len(blocks)
+
+    def _store(self, blocks: np.ndarray, ids: np.ndarray, lo: int, hi: int) -> None:
+        """BlockPool.cache_full_blocks(blocks, hashes, lo, hi): blocks[lo:hi] take ids[lo:hi]
+        (all distinct: one chain)."""
+        if lo >= hi:
+            return
+        carriers, hs = blocks[lo:hi], ids[lo:hi]
+        self.hid[carriers] = hs
+        self.pos[carriers] = np.arange(lo, hi)
+        if lo:
+            self.parent[carriers] = ids[lo - 1:hi - 1]
+        else:
+            self.parent[carriers[0]] = -1
+            self.parent[carriers[1:]] = ids[:hi - 1]
+        new = self.first[hs] < 0
+        if new.all():
+            fresh, held = hs, None
+        else:
+            fresh, held = hs[new], np.flatnonzero(~new)
+            carriers_new = carriers[new]
+        self.first[fresh] = carriers if held is None else carriers_new
+        self.entered[fresh] = np.arange(self._entries, self._entries + len(fresh))
+        self._entries += len(fresh)
+        if held is not None:  # a hash already cached: one more block carries it
+            for j in held.tolist():
+                h, b = int(hs[j]), int(carriers[j])
+                if self.shared[h]:
+                    self.groups[h].append(b)
+                else:
+                    self.groups[h] = [int(self.first[h]), b]
+                    self.shared[h] = True
+
+    # ------------------------------------------------------------------ requests
+    def replay(self, pairs: Sequence[tuple[Req, Sequence[int]]]) -> None:
+        """The requests of `pairs` one at a time, as replay_blocks runs them."""
+        bs, memo = self.block_size, self.memo
+        for req, out in pairs:
+            tokens = req.origin_input_ids + req.output_ids
+            ns = (req.extra_key or None, req.cache_salt or None)
+            prompt_len = len(req.origin_input_ids)
+            num_cached = prompt_len // bs
+            ids = memo.ids(tokens, ns, num_cached, req.extra_key, req.cache_salt)
+            walk = memo.walk
+            self._grow(memo.count)
+            max_blocks = (prompt_len - 1) // bs if prompt_len else 0
+            found = self.first[ids[:max_blocks]]
+            miss = np.flatnonzero(found < 0)
+            num_hits = int(miss[0]) if len(miss) else max_blocks
+            num_new = -(-prompt_len // bs) - num_hits
+            if num_new + num_hits > self.num_free:
+                continue  # rejected: nothing changes
+            hits = found[:num_hits]
+            self.where[hits] = -1  # out of the queue (the log entries go stale)
+            self.num_free -= num_hits
+            if num_new:
+                new = self._pop(num_new)
+                self._evict(new)
+                blocks = np.concatenate((hits, new))
+            else:
+                blocks = hits
+            self._store(blocks, ids, num_hits, num_cached)
+            free = self.num_free
+            num = max(0, min(len(out) - 1, (len(blocks) + free) * bs - prompt_len))
+            req.output_ids.extend(out[:min(len(out), num + 1)])
+            if num:
+                total = prompt_len + num
+                more = -(-total // bs) - len(blocks)
+                if more <= free:
+                    if more > 0:
+                        new = self._pop(more)
+                        self._evict(new)
+                        blocks = np.concatenate((blocks, new))
+                    num_full = total // bs
+                    if num_full > num_cached:
+                        tokens = (req.origin_input_ids + req.output_ids)[:num_full * bs]
+                        ids = memo.ids(tokens, ns, num_full, req.extra_key, req.cache_salt,
+                                       walk)
+                        self._grow(memo.count)
+                        self._store(blocks, ids, num_cached, num_full)
+                        num_cached = num_full
+            self._release(blocks, num_cached)
+
+    # ------------------------------------------------------------------ keyframes
+    def capture(self) -> bytes:
+        """scenarios/blockframes.py capture of the BlockPool this pool stands for, byte for
+        byte (between requests: a replay holds no block after it)."""
+        positions = self.pos.tolist()
+        cached = np.flatnonzero(self.pos >= 0)
+        hs = self.hid[cached]
+        children = np.flatnonzero(self.pos > 0)
+        parents = self.parent[children]
+        table = self.memo.hashes
+        if len(cached):
+            width: int = WIDTH
+            hashes: bytes | list = table[hs].tobytes()
+            # each parent as 1 + the last cached block (by id) carrying it, else lost
+            order = np.argsort(hs, kind="stable")
+            ranked = hs[order]
+            at = np.searchsorted(ranked, parents, side="right") - 1
+            ok = at >= 0
+            ok[ok] = ranked[at[ok]] == parents[ok]
+            index = np.where(ok, order[np.maximum(at, 0)] + 1, 0).tolist()
+            refs = [k or None for k in index]
+            lost: bytes | list = table[parents[~ok]].tobytes()
+        else:
+            width, hashes, refs, lost = 0, [], [], []
+        # the hash map's entries: each hash once, at its first block, in the order they entered
+        heads = cached[self.first[hs] == cached]
+        present = self.hid[heads][np.argsort(self.entered[self.hid[heads]])]
+        entries: list = self.first[present].tolist()
+        if self.groups:
+            for k, h in enumerate(present.tolist()):
+                if self.shared[h]:
+                    entries[k] = list(self.groups[h])
+        state = (self.num_blocks, self.block_size, True, positions, width, hashes, refs, lost,
+                 self.queue().tolist(), entries, self.num_evictions, 0)
+        return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
