@@ -219,12 +219,15 @@ def test_a_dropped_replay_leaves_few_arenas_pinned():
     struct's cached formats of the block hashing ("<{n}q", one per run length, the last 100
     kept). give_back_memory empties that cache. Measured on the Mooncake excerpt in a fresh
     process: 14 arenas before, 40 held, 31 after the drop without it (17 MiB pinned), 18 with
-    it (the RSS 42 -> 59 MiB, now 42 -> 46). The bound: at most 8 arenas more than before."""
+    it (the RSS 42 -> 59 MiB, now 42 -> 46). The bound: at most 8 arenas more than before.
+    Since the keyframes are built on numpy arrays (scenarios/blockbuilder.py) the replay holds
+    far fewer arenas itself (14 before, 18 held, 16 after), so the first check asks only that
+    it held some."""
     if not hasattr(sys, "_debugmallocstats"):
         pytest.skip("not CPython")
     trace = ROOT / "examples" / "traces" / "mooncake_excerpt.jsonl"
     done = subprocess.run([sys.executable, "-c", ARENA_CHILD, str(trace)], cwd=ROOT,
                           timeout=600, capture_output=True, text=True, check=True)
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["held"] - out["before"] > 16, out  # the replay really took arenas
+    assert out["held"] > out["before"], out  # the replay really took arenas
     assert out["after"] - out["before"] <= 8, out
