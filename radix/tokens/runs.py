@@ -313,6 +313,10 @@ class RunList(TokenRuns):
         if not isinstance(index, slice) or index.step not in (None, 1):
             raise TypeError("RunList supports assignment to a contiguous slice only")
         a, b, _ = index.indices(len(self))
+        if (isinstance(values, TokenRuns) and len(values) == max(b - a, 0)
+                and self.matches_at(a, values)):
+            return  # the same ints in place already (a checkpoint's row over the tree's own
+            #        slots): nothing changes, no O(runs) copy of the whole row
         new = TokenRuns.concat([self[:a], list(values) if not isinstance(values, TokenRuns)
                                 else values, self[max(a, b):]])
         self._starts, self._ends = new._starts, new._ends
@@ -333,7 +337,7 @@ def _append_runs(starts: list[int], ends: list[int], more_s: list[int], more_e: 
             ends[-1] = base + more_e[0]
             k = 1
     starts.extend(more_s[k:])
-    ends.extend(e + base for e in more_e[k:])
+    ends.extend(map(base.__add__, more_e[k:]) if base else more_e[k:])
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
