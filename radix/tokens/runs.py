@@ -189,6 +189,9 @@ class TokenRuns(Sequence):
 
     # ------------------------------------------------------------------ combining
     def __add__(self, other: Any) -> TokenRuns:
+        if self.__class__ is TokenRuns and (other._ends == [] if other.__class__ in _RUNS
+                                            else other.__class__ is list and not other):
+            return self  # a prompt + no output yet (Req.all_ids): immutable, so itself
         if not isinstance(other, TokenRuns):
             if not isinstance(other, list | tuple | range):
                 return NotImplemented
@@ -323,6 +326,9 @@ class RunList(TokenRuns):
 
     def clear(self) -> None:
         self._starts, self._ends = [], []
+
+
+_RUNS = (TokenRuns, RunList)
 
 
 def _append_runs(starts: list[int], ends: list[int], more_s: list[int], more_e: list[int]) -> None:
