@@ -39,6 +39,26 @@ def hits(residue: int, start: int, steps: int, modulus: int) -> int:
     return 0 if first >= steps else 1 + (steps - 1 - first) // modulus
 
 
+def hits_sum(hist: list[int], start: int, steps: int) -> int:
+    """sum(h * hits(r, start, steps, len(hist)) for r, h in enumerate(hist)): each residue
+    has steps // m hits, and one more when its first lies in the first steps % m positions.
+
+    >>> hist = [3, 0, 2, 1]
+    >>> [hits_sum(hist, g, k) for g, k in ((0, 1), (1, 6), (5, 4), (2, 0))]
+    [3, 9, 6, 0]
+    >>> [sum(h * hits(r, g, k, 4) for r, h in enumerate(hist)) for g, k in ((0, 1), (1, 6),
+    ...                                                                    (5, 4), (2, 0))]
+    [3, 9, 6, 0]
+    """
+    m = len(hist)
+    laps, rem = divmod(steps, m)
+    out = laps * sum(hist) if laps else 0
+    first = -start % m  # the residue whose hit is at offset 0; offset t: first - t
+    for t in range(rem):
+        out += hist[(first - t) % m]
+    return out
+
+
 class _Entry:
     __slots__ = ("req", "seq", "g0", "finish", "near", "alive", "fresh", "keys")
 
@@ -234,8 +254,7 @@ class DecodeLedger:
         """Pages the next `steps` decode steps open in the pool."""
         if self.page == 1:
             return len(self.entries) * steps
-        g, p = self.now, self.page
-        return sum(h * hits(r, g, steps, p) for r, h in enumerate(self._slot_hist) if h)
+        return hits_sum(self._slot_hist, self.now, steps)
 
     def estimate_tokens(self) -> int:
         """SGLang's new_tokens_required_next_decode: a page per row that fills whole pages."""
@@ -245,8 +264,7 @@ class DecodeLedger:
 
     def blocks_needed(self, steps: int) -> int:
         """Blocks the next `steps` decode steps take from the shadow's pool."""
-        g, b = self.now, self.block
-        return sum(h * hits(r, g, steps, b) for r, h in enumerate(self._block_hist) if h)
+        return hits_sum(self._block_hist, self.now, steps)
 
     def block_room(self, max_steps: int) -> int:
         """The most steps (<= max_steps) whose new blocks the shadow's free pool holds."""

@@ -189,6 +189,9 @@ class TokenRuns(Sequence):
 
     # ------------------------------------------------------------------ combining
     def __add__(self, other: Any) -> TokenRuns:
+        if self.__class__ is TokenRuns and (other._ends == [] if other.__class__ in _RUNS
+                                            else other.__class__ is list and not other):
+            return self  # a prompt + no output yet (Req.all_ids): immutable, so itself
         if not isinstance(other, TokenRuns):
             if not isinstance(other, list | tuple | range):
                 return NotImplemented
@@ -313,12 +316,19 @@ class RunList(TokenRuns):
         if not isinstance(index, slice) or index.step not in (None, 1):
             raise TypeError("RunList supports assignment to a contiguous slice only")
         a, b, _ = index.indices(len(self))
+        if (isinstance(values, TokenRuns) and len(values) == max(b - a, 0)
+                and self.matches_at(a, values)):
+            return  # the same ints in place already (a checkpoint's row over the tree's own
+            #        slots): nothing changes, no O(runs) copy of the whole row
         new = TokenRuns.concat([self[:a], list(values) if not isinstance(values, TokenRuns)
                                 else values, self[max(a, b):]])
         self._starts, self._ends = new._starts, new._ends
 
     def clear(self) -> None:
         self._starts, self._ends = [], []
+
+
+_RUNS = (TokenRuns, RunList)
 
 
 def _append_runs(starts: list[int], ends: list[int], more_s: list[int], more_e: list[int]) -> None:
@@ -333,7 +343,7 @@ def _append_runs(starts: list[int], ends: list[int], more_s: list[int], more_e: 
             ends[-1] = base + more_e[0]
             k = 1
     starts.extend(more_s[k:])
-    ends.extend(e + base for e in more_e[k:])
+    ends.extend(map(base.__add__, more_e[k:]) if base else more_e[k:])
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -102,3 +102,21 @@ def test_prefix_probe_answers_as_a_slice_compare(edge, rest):
     big_edge = [10**20 + t for t in edge]
     if len(tok) > len(big_edge):
         assert probe.starts_with(tok, probe.guard(big_edge)) == (tok[:len(edge)] == big_edge)
+
+
+def test_assigning_the_ints_a_run_list_holds_keeps_it_as_it_is():
+    """A checkpoint assigns a row the tree's slots, mostly the very ints it holds: that is no
+    rebuild of the row (its run lists stay the same objects); other ints still go in, and a
+    prompt with no output yet plus nothing is the prompt itself (immutable: no copy)."""
+    r = RunList([(0, 5), (100, 3)])
+    starts, ends = r._starts, r._ends
+    r[2:6] = TokenRuns([(2, 3), (100, 1)])
+    assert r._starts is starts and r._ends is ends and list(r) == [0, 1, 2, 3, 4, 100, 101, 102]
+    r[2:4] = TokenRuns([(7, 2)])
+    assert list(r) == [0, 1, 7, 8, 4, 100, 101, 102]
+    r[8:8] = TokenRuns([])
+    assert len(r) == 8
+    t = TokenRuns([(5, 4)])
+    assert t + [] is t and t + RunList() is t and t + TokenRuns() is t
+    grown = RunList([(5, 4)]) + []
+    assert type(grown) is RunList and grown is not t and list(grown) == [5, 6, 7, 8]

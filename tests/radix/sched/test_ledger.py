@@ -10,12 +10,14 @@ newcomer whose prefix ends where a running row's run ends, admitted before that 
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radix.runs.sim import SimConfig, build, run
-from radix.sched.ledger import DecodeLedger
+from radix.sched.ledger import DecodeLedger, hits, hits_sum
 from radix.tokens import TokenRuns
 from radix.traces import Trace, TraceRequest
 from tests.radix.sched.test_sim_fastforward import assert_same, run_both
@@ -137,3 +139,14 @@ def test_the_explainer_gives_the_same_answers_with_the_ledger(reqs, capacity, pa
         m.setattr(sched_mod, "DecodeLedger", lambda sched: None)
         without = plain(explain(trace, cfg, what_if=False))
     assert with_ledger == without
+
+
+def test_hits_summed_by_laps_equal_the_sum_per_residue():
+    """pages_needed / blocks_needed count a histogram's hits by whole laps of the modulus and
+    the remainder, as the per-residue sum does (seeded cases: moduli 1..70, any start)."""
+    rng = random.Random(27)
+    for _ in range(500):
+        hist = [rng.randint(0, 9) for _ in range(rng.choice([1, 2, 3, 16, 64, rng.randint(1, 70)]))]
+        start, steps, m = rng.randint(0, 10_000), rng.randint(0, 300), len(hist)
+        assert hits_sum(hist, start, steps) == sum(h * hits(r, start, steps, m)
+                                                   for r, h in enumerate(hist)), (hist, start)
