@@ -28,7 +28,7 @@ import numpy as np
 from radix.blocks.hashing import BlockHasher, hash_request_tokens
 from radix.request import Req
 from radix.tokens.runs import PrefixTrie, Walk
-from scenarios.blockreplay import pack_runs
+from scenarios.blockreplay import decode_span, pack_runs
 
 WIDTH = 32  # a block hash: a sha256 digest, in every hash_algo
 
@@ -283,25 +283,19 @@ class ArrayPool:
             else:
                 blocks = hits
             self._store(blocks, ids, num_hits, num_cached)
-            free = self.num_free
-            num = max(0, min(len(out) - 1, (len(blocks) + free) * bs - prompt_len))
-            req.output_ids.extend(out[:min(len(out), num + 1)])
-            if num:
-                total = prompt_len + num
-                more = -(-total // bs) - len(blocks)
-                if more <= free:
-                    if more > 0:
-                        new = self._pop(more)
-                        self._evict(new)
-                        blocks = np.concatenate((blocks, new))
-                    num_full = total // bs
-                    if num_full > num_cached:
-                        tokens = (req.origin_input_ids + req.output_ids)[:num_full * bs]
-                        ids = memo.ids(tokens, ns, num_full, req.extra_key, req.cache_salt,
-                                       walk)
-                        self._grow(memo.count)
-                        self._store(blocks, ids, num_cached, num_full)
-                        num_cached = num_full
+            span = decode_span(req, out, len(blocks), self.num_free, bs)
+            if span is not None:
+                more, num_full = span
+                if more:
+                    new = self._pop(more)
+                    self._evict(new)
+                    blocks = np.concatenate((blocks, new))
+                if num_full > num_cached:
+                    tokens = (req.origin_input_ids + req.output_ids)[:num_full * bs]
+                    ids = memo.ids(tokens, ns, num_full, req.extra_key, req.cache_salt, walk)
+                    self._grow(memo.count)
+                    self._store(blocks, ids, num_cached, num_full)
+                    num_cached = num_full
             self._release(blocks, num_cached)
 
     # ------------------------------------------------------------------ keyframes

@@ -57,26 +57,41 @@ def replay_blocks(manager: BlockCacheManager, pairs: Sequence[tuple[Req, Sequenc
         blocks = hits + _take(pool, num_new) if num_new else hits
         num_cached = prompt_len // bs
         _store(pool, blocks, hashes, num_hits, num_cached)
-        # the decode tokens (run_blocks' _decode_blocks): as many as the held and free blocks
-        # hold, the token after them appended too
-        free = queue.num_free_blocks
-        num = max(0, min(len(out) - 1, (len(blocks) + free) * bs - prompt_len))
-        req.output_ids.extend(out[:min(len(out), num + 1)])
-        if num:
-            total = prompt_len + num
-            more = -(-total // bs) - len(blocks)
-            if more <= free:
-                if more > 0:
-                    blocks = blocks + _take(pool, more)
-                num_full = total // bs
-                if num_full > num_cached:
-                    if len(hashes) < num_full:
-                        tokens = req.origin_input_ids + req.output_ids
-                        hash_request_tokens(tokens[:num_full * bs], bs, req.extra_key,
-                                            req.cache_salt, hashes, manager.hasher, pack_runs)
-                    _store(pool, blocks, hashes, num_cached, num_full)
-                    num_cached = num_full
+        span = decode_span(req, out, len(blocks), queue.num_free_blocks, bs)
+        if span is not None:
+            more, num_full = span
+            if more:
+                blocks = blocks + _take(pool, more)
+            if num_full > num_cached:
+                if len(hashes) < num_full:
+                    tokens = req.origin_input_ids + req.output_ids
+                    hash_request_tokens(tokens[:num_full * bs], bs, req.extra_key,
+                                        req.cache_salt, hashes, manager.hasher, pack_runs)
+                _store(pool, blocks, hashes, num_cached, num_full)
+                num_cached = num_full
         _release(pool, blocks, num_cached)
+
+
+def decode_span(req: Req, out: Sequence[int], held: int, free: int,
+                bs: int) -> tuple[int, int] | None:
+    """The decode tokens of run_blocks' _decode_blocks, for a replay (replay_blocks and
+    scenarios/blockbuilder.py's array pool): as many of `out` as the `held` and `free` blocks
+    hold, the token after them too, appended to `req.output_ids`; then (blocks to take, full
+    blocks of the sequence), or None when no decode token was run or its blocks do not fit.
+
+    >>> from radix.request import Req
+    >>> r = Req("a", [1, 2, 3])
+    >>> decode_span(r, [7, 8, 9, 10, 11], held=1, free=1, bs=4), r.output_ids
+    ((1, 1), [7, 8, 9, 10, 11])
+    """
+    prompt_len = len(req.origin_input_ids)
+    num = max(0, min(len(out) - 1, (held + free) * bs - prompt_len))
+    req.output_ids.extend(out[:min(len(out), num + 1)])
+    if not num:
+        return None
+    total = prompt_len + num
+    more = -(-total // bs) - held
+    return (max(more, 0), total // bs) if more <= free else None
 
 
 def _hashes(manager: BlockCacheManager, req: Req) -> list[BlockHash]:
