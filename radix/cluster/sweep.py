@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import sys
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -134,6 +135,11 @@ def sweep_ray(trace: Trace, cells: list[dict[str, Any]], *, address: str | None 
             ray.shutdown()
 
 
+# how many times a local Ray is started before its slow start is reported, and the words of it
+RAY_START_TRIES = 3
+RAY_SLOW_START = "timed out during startup"
+
+
 def start_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     """`ray.init` for the sweep: a local Ray (whose workers find `radix` on PYTHONPATH) with
     `num_cpus` CPUs, or the cluster at `address`, to which this very `radix` package is shipped
@@ -151,8 +157,20 @@ def start_ray(address: str | None = None, num_cpus: int | None = None) -> None:
             raise ValueError("--workers sets a local Ray's CPUs; the cluster at "
                              f"--ray-address {address} has its own")
         runtime_env = {"py_modules": [str(package)]}
-    ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-             runtime_env=runtime_env)
+    for attempt in range(1, RAY_START_TRIES + 1):
+        try:
+            ray.init(address=address, num_cpus=num_cpus, include_dashboard=False,
+                     log_to_driver=False, runtime_env=runtime_env)
+            return
+        except Exception as error:
+            # a local Ray waits a hard-coded 30 s for its raylet (ray/_private/node.py) and
+            # raises a bare Exception on a loaded machine: slow, not broken, so start again
+            if address is not None or RAY_SLOW_START not in str(error) or \
+                    attempt == RAY_START_TRIES:
+                raise
+            ray.shutdown()
+            print(f"radix sweep: the local Ray was slow to start ({attempt} of "
+                  f"{RAY_START_TRIES}); starting it again", file=sys.stderr)
 
 
 def to_jsonl(rows: list[dict[str, Any]]) -> str:

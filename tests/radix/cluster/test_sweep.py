@@ -123,3 +123,43 @@ def test_sweep_cli_serial(tmp_path, capsys):
     assert "none.toml" in capsys.readouterr().err
     assert main(["sweep", str(TRACE), "--ray-address", "10.0.0.9:6379", "--workers", "2"]) == 2
     assert "--workers sets a local Ray's CPUs" in capsys.readouterr().err
+
+
+def test_a_slow_local_ray_start_is_tried_again(monkeypatch, capsys):
+    """A local Ray whose raylet does not register within Ray's hard-coded 30 s raises a bare
+    Exception (a loaded machine, not a broken one): `start_ray` shuts it down and starts it
+    again, up to RAY_START_TRIES times, then lets the error through; other errors, and any
+    error joining a cluster by address, pass at once."""
+    import types  # noqa: PLC0415
+
+    from radix.cluster import sweep as sweep_module  # noqa: PLC0415
+
+    calls: list[str] = []
+
+    def fake_ray(failures: int, message: str = "The current node timed out during startup."):
+        def init(**kwargs):
+            calls.append("init")
+            if calls.count("init") <= failures:
+                raise Exception(message)  # noqa: TRY002 (Ray's own kind)
+
+        module = types.SimpleNamespace(init=init, shutdown=lambda: calls.append("shutdown"))
+        monkeypatch.setitem(sys.modules, "ray", module)
+
+    fake_ray(failures=2)
+    start_ray(num_cpus=1)
+    assert calls == ["init", "shutdown", "init", "shutdown", "init"]
+    assert "slow to start (2 of 3)" in capsys.readouterr().err
+
+    calls.clear()
+    fake_ray(failures=sweep_module.RAY_START_TRIES)
+    with pytest.raises(Exception, match="timed out during startup"):
+        start_ray(num_cpus=1)
+    assert calls.count("init") == sweep_module.RAY_START_TRIES
+
+    for failing in ({"message": "some other failure"}, {}):
+        calls.clear()
+        fake_ray(failures=1, **failing)
+        address = None if failing else "10.0.0.1:6379"
+        with pytest.raises(Exception, match="other failure|timed out"):
+            start_ray(address)
+        assert calls == ["init"]
