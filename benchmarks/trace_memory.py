@@ -45,6 +45,7 @@ IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 
 VISITS = 2  # visits after the sessions closed (--visits)
 WHY = False  # each session opens the Why panel too (--why)
+WHAT_IFS: list[str] = []  # with --why, per session: the what-ifs "ran" by themselves or "offered"
 
 
 def start(root: Path, log: Path) -> tuple[subprocess.Popen, str]:
@@ -83,6 +84,7 @@ def upload(browser, base: str, trace: Path) -> tuple[object, float]:
         pg.get_by_text("What if:").or_(pg.get_by_role("button", name="run the what-ifs")
                                        ).first.wait_for(timeout=600_000)
         _idle(pg)
+        WHAT_IFS.append("ran" if pg.get_by_text("What if:").count() else "offered")
     return ctx, seconds
 
 
@@ -149,7 +151,8 @@ def one_each(browser, root: Path, trace: Path, sessions: int, log: Path,
     return {"baseline_mb": round(baseline, 1), "peak_mb": round(max(peaks), 1),
             "after_mb": round(after[-1], 1), "kept_mb": round(after[-1] - baseline, 1),
             "after_each_mb": [round(a, 1) for a in after],
-            "upload_s": [round(s, 2) for s in seconds], "load": os.getloadavg()[0]}
+            "upload_s": [round(s, 2) for s in seconds], "what_ifs": WHAT_IFS[-sessions:],
+            "load": os.getloadavg()[0]}
 
 
 def diffs(folder: Path, top: int = 15) -> None:
@@ -169,6 +172,9 @@ def diffs(folder: Path, top: int = 15) -> None:
         print(f"  threads {st.get('threads')}, glibc {st.get('glibc_mb')}, arrow "
               f"{st.get('arrow')}, anonymous maps over 1 MiB: {len(anon)}, "
               f"{sum(m[3] for m in anon) / 1024:.1f} MiB resident")
+        print(f"  made since and alive: {st.get('new_objects')} objects, "
+              f"{st.get('new_bytes', 0) / 2**20:.1f} MiB, in {st.get('new_regions_1mib')} of "
+              f"{st.get('all_regions_1mib')} 1 MiB ranges; {st.get('new_by_type', [])[:8]}")
     if not (folder / "snap-0.tm").exists() or len(stats) < 3:
         return
     keep = [tracemalloc.Filter(False, tracemalloc.__file__)]

@@ -6,8 +6,9 @@ started as `python -m streamlit ...` with RADIXLENS_MEMSNAP=DIR set (other proce
 what-ifs' spawned workers, are left alone) it starts tracemalloc (RADIXLENS_MEMSNAP_FRAMES
 frames, 1 by default; 0 does not trace) and, on SIGUSR1, collects garbage and writes
 DIR/snap-K.tm (the tracemalloc snapshot, K counting from 0), then DIR/snap-K.json: the modules
-loaded (count and names), the traced bytes, RSS and pymalloc's arenas (sys._debugmallocstats),
-and last DIR/snap-K.done, so the benchmark knows the files are whole.
+loaded (count and names), the traced bytes, RSS, pymalloc's arenas (sys._debugmallocstats),
+glibc's and Arrow's pools, the collector's objects made since the last snapshot, and last
+DIR/snap-K.done, so the benchmark knows the files are whole.
 """
 
 from __future__ import annotations
@@ -83,6 +84,33 @@ def _native() -> dict:
     return out
 
 
+_IDS = None  # the addresses of the objects the collector tracked at the last snapshot (sorted)
+
+
+def _survivors(objs: list) -> dict:
+    """The objects the collector tracks that were not there at the last snapshot (made since,
+    and alive: what a session left), by type, and the 1 MiB address ranges they and all the
+    tracked objects lie in (a few new objects in many ranges: they pin arenas)."""
+    import bisect
+    from array import array
+    from collections import Counter
+
+    global _IDS
+    ids = array("Q", sorted(id(o) for o in objs))
+    old, new = _IDS, []
+    if old is not None:
+        for o in objs:
+            i = bisect.bisect_left(old, id(o))
+            if i == len(old) or old[i] != id(o):
+                new.append(o)
+    _IDS = ids
+    kinds = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in new)
+    return {"new_objects": len(new), "new_bytes": sum(sys.getsizeof(o) for o in new),
+            "new_by_type": kinds.most_common(20),
+            "new_regions_1mib": len({id(o) >> 20 for o in new}),
+            "all_regions_1mib": len({i >> 20 for i in ids})}
+
+
 def _snap(_signum: int, _frame: object) -> None:
     import gc
     import json
@@ -100,7 +128,8 @@ def _snap(_signum: int, _frame: object) -> None:
     (folder / f"snap-{k}.json").write_text(json.dumps({
         "modules": len(mods), "module_names": mods, "rss_mb": round(rss / 1024, 1),
         "traced_mb": round(tracemalloc.get_traced_memory()[0] / 2**20, 1),
-        "gc_objects": len(gc.get_objects()), **_arenas(), **_native()}))
+        "gc_objects": len(gc.get_objects()), **_survivors(gc.get_objects()), **_arenas(),
+        **_native()}))
     (folder / f"snap-{k}.done").touch()
 
 
