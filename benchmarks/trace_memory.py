@@ -174,7 +174,8 @@ def diffs(folder: Path, top: int = 15) -> None:
               f"{sum(m[3] for m in anon) / 1024:.1f} MiB resident")
         print(f"  made since and alive: {st.get('new_objects')} objects, "
               f"{st.get('new_bytes', 0) / 2**20:.1f} MiB, in {st.get('new_regions_1mib')} of "
-              f"{st.get('all_regions_1mib')} 1 MiB ranges; {st.get('new_by_type', [])[:8]}")
+              f"{st.get('all_regions_1mib')} 1 MiB ranges; {st.get('new_by_type', [])[:8]}; "
+              f"held by {st.get('new_owners', [])[:8]}")
     if not (folder / "snap-0.tm").exists() or len(stats) < 3:
         return
     keep = [tracemalloc.Filter(False, tracemalloc.__file__)]

@@ -92,6 +92,8 @@ def _survivors(objs: list) -> dict:
     and alive: what a session left), by type, and the 1 MiB address ranges they and all the
     tracked objects lie in (a few new objects in many ranges: they pin arenas)."""
     import bisect
+    import gc
+    import reprlib
     from array import array
     from collections import Counter
 
@@ -104,9 +106,17 @@ def _survivors(objs: list) -> dict:
             if i == len(old) or old[i] != id(o):
                 new.append(o)
     _IDS = ids
-    kinds = Counter(f"{type(o).__module__}.{type(o).__qualname__}" for o in new)
+    name = lambda o: f"{type(o).__module__}.{type(o).__qualname__}"  # noqa: E731
+    kinds = Counter(name(o) for o in new)
+    fresh, owners = {id(o): o for o in new}, Counter()
+    for o in objs:  # who holds them: one pass over every tracked object's referents
+        for r in gc.get_referents(o):
+            if id(r) in fresh:
+                owners[f"{name(r)} <- {name(o)}"] += 1
+    samples = [reprlib.repr(o) for o in new if type(o) in (list, dict)][:: max(1, len(new) // 40)]
     return {"new_objects": len(new), "new_bytes": sum(sys.getsizeof(o) for o in new),
-            "new_by_type": kinds.most_common(20),
+            "new_by_type": kinds.most_common(20), "new_owners": owners.most_common(30),
+            "new_samples": samples[:40],
             "new_regions_1mib": len({id(o) >> 20 for o in new}),
             "all_regions_1mib": len({i >> 20 for i in ids})}
 
