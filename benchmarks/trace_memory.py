@@ -178,7 +178,8 @@ def diffs(folder: Path, top: int = 15) -> None:
               f"held by {st.get('new_owners', [])[:8]}")
     if not (folder / "snap-0.tm").exists() or len(stats) < 3:
         return
-    keep = [tracemalloc.Filter(False, tracemalloc.__file__)]
+    keep = [tracemalloc.Filter(False, tracemalloc.__file__),
+            tracemalloc.Filter(False, "*/memsnap/sitecustomize.py")]  # the probe's own
     snap = [tracemalloc.Snapshot.load(str(folder / f"snap-{k}.tm")).filter_traces(keep)
             for k in (1, 2, len(stats) - 1)]
     for (a, b), (i, j) in zip(((snap[0], snap[1]), (snap[1], snap[2])),
