@@ -8,8 +8,17 @@ sessions, one after another, do the same, each timed from the upload to the summ
 the page idle (wall seconds: the shared machine's load moves them; compare within a round). All
 close; past the TTL one more visit sweeps them; RSS again (after). Prints JSON lines, then each
 checkout's medians: baseline, after, after - baseline, seconds per upload.
+`--why`: each session also opens "Why this hit rate?" and waits for the explainer (and the
+what-ifs when they start by themselves). `--each` (issue 27: a leak, or a one-time cost?): no
+warm-up upload; the baseline is after one visit, and each session is closed and swept before
+the next, RSS after each (after_each_mb). `--snapshots DIR` (with --each): the servers run with
+benchmarks/memsnap/ on PYTHONPATH (tracemalloc, RADIXLENS_MEMSNAP_FRAMES frames, 0 for none),
+each RSS reading is followed by a snapshot (DIR/<checkout>-<round>/snap-K.*: K = 0 the baseline,
+k after session k) and the top 15 differences by line are printed (snap-2 - snap-1 and the last
+- snap-2: what sessions after the first keep), with the modules and pymalloc's arenas.
 
     python benchmarks/trace_memory.py [TRACE] [--base OTHER_ROOT] [--sessions 3] [--rounds 2]
+        [--why] [--each] [--snapshots DIR]
 (default TRACE: examples/traces/mooncake_excerpt.jsonl; OTHER_ROOT e.g. `git archive main |
 tar -x -C /tmp/main`.)
 """
@@ -18,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -33,6 +44,8 @@ CHROMIUM = "/usr/bin/chromium"
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
 
 VISITS = 2  # visits after the sessions closed (--visits)
+WHY = False  # each session opens the Why panel too (--why)
+WHAT_IFS: list[str] = []  # with --why, per session: the what-ifs "ran" by themselves or "offered"
 
 
 def start(root: Path, log: Path) -> tuple[subprocess.Popen, str]:
@@ -65,6 +78,13 @@ def upload(browser, base: str, trace: Path) -> tuple[object, float]:
     box.press("Enter")
     time.sleep(0.5)
     _idle(pg)
+    if WHY:  # the explainer; then the what-ifs' charts, or their button when they wait for it
+        pg.get_by_text("Why this hit rate?").click()
+        pg.get_by_text("Hit rate:").wait_for(timeout=600_000)
+        pg.get_by_text("What if:").or_(pg.get_by_role("button", name="run the what-ifs")
+                                       ).first.wait_for(timeout=600_000)
+        _idle(pg)
+        WHAT_IFS.append("ran" if pg.get_by_text("What if:").count() else "offered")
     return ctx, seconds
 
 
@@ -91,6 +111,84 @@ def one(browser, root: Path, trace: Path, sessions: int, log: Path) -> dict:
             "upload_s": [round(s, 2) for s in seconds]}
 
 
+def snapshot(pid: int, folder: Path | None) -> None:
+    """Has the server (run with benchmarks/memsnap/ on PYTHONPATH) write its next snapshot to
+    `folder`, and waits until it is whole."""
+    if folder is None:
+        return
+    k = len(list(folder.glob("snap-*.done")))
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 600
+    while not (folder / f"snap-{k}.done").exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no snapshot {k} from the server")
+        time.sleep(0.5)
+
+
+def one_each(browser, root: Path, trace: Path, sessions: int, log: Path,
+             snaps: Path | None) -> dict:
+    """--each: one visit, RSS (baseline); then each session uploads, closes and is swept before
+    the next, RSS after each (and a snapshot after each reading, with `snaps`)."""
+    proc, base = start(root, log)
+    try:
+        ctx = browser.new_context()
+        ctx.new_page().goto(f"{base}/trace")
+        _idle(ctx.pages[0])
+        ctx.close()
+        baseline = settle(browser, base, proc.pid, VISITS)
+        snapshot(proc.pid, snaps)
+        after, seconds, peaks = [], [], []
+        for _ in range(sessions):
+            ctx, s = upload(browser, base, trace)
+            seconds.append(s)
+            peaks.append(rss_mb(proc.pid))
+            ctx.close()
+            after.append(settle(browser, base, proc.pid, VISITS))
+            snapshot(proc.pid, snaps)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return {"baseline_mb": round(baseline, 1), "peak_mb": round(max(peaks), 1),
+            "after_mb": round(after[-1], 1), "kept_mb": round(after[-1] - baseline, 1),
+            "after_each_mb": [round(a, 1) for a in after],
+            "upload_s": [round(s, 2) for s in seconds], "what_ifs": WHAT_IFS[-sessions:],
+            "load": os.getloadavg()[0]}
+
+
+def diffs(folder: Path, top: int = 15) -> None:
+    """Prints the snapshots' modules, arenas and RSS, and the top differences by line."""
+    import tracemalloc
+
+    stats = [json.loads(p.read_text()) for p in sorted(folder.glob("snap-*.json"),
+                                                       key=lambda p: int(p.stem[5:]))]
+    for k, st in enumerate(stats):
+        new = sorted(set(st["module_names"]) - set(stats[k - 1]["module_names"])) if k else []
+        print(f"snap-{k}: rss {st['rss_mb']} MiB, traced {st['traced_mb']} MiB, modules "
+              f"{st['modules']} (+{len(new)}: {' '.join(new[:12])}{' ...' if new[12:] else ''}),"
+              f" arenas {st.get('arenas_allocated_current')}, allocated blocks "
+              f"{st.get('bytes_in_allocated_blocks', 0) / 2**20:.1f} MiB, gc objects "
+              f"{st['gc_objects']}")
+        anon = st.get("anon_maps_kb", [])
+        print(f"  threads {st.get('threads')}, glibc {st.get('glibc_mb')}, arrow "
+              f"{st.get('arrow')}, anonymous maps over 1 MiB: {len(anon)}, "
+              f"{sum(m[3] for m in anon) / 1024:.1f} MiB resident")
+        print(f"  made since and alive: {st.get('new_objects')} objects, "
+              f"{st.get('new_bytes', 0) / 2**20:.1f} MiB, in {st.get('new_regions_1mib')} of "
+              f"{st.get('all_regions_1mib')} 1 MiB ranges; {st.get('new_by_type', [])[:8]}; "
+              f"held by {st.get('new_owners', [])[:8]}")
+    if not (folder / "snap-0.tm").exists() or len(stats) < 3:
+        return
+    keep = [tracemalloc.Filter(False, tracemalloc.__file__),
+            tracemalloc.Filter(False, "*/memsnap/sitecustomize.py")]  # the probe's own
+    snap = [tracemalloc.Snapshot.load(str(folder / f"snap-{k}.tm")).filter_traces(keep)
+            for k in (1, 2, len(stats) - 1)]
+    for (a, b), (i, j) in zip(((snap[0], snap[1]), (snap[1], snap[2])),
+                              ((1, 2), (2, len(stats) - 1)), strict=True):
+        print(f"\nsnap-{j} - snap-{i}, top {top} by line:")
+        for d in b.compare_to(a, "lineno")[:top]:
+            print(f"  {d}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace", nargs="?", type=Path,
@@ -100,9 +198,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--visits", type=int, default=2, help="visits past the TTL before the "
                     "RSS after (each a page run that sweeps and collects)")
+    ap.add_argument("--why", action="store_true", help="each session opens the Why panel")
+    ap.add_argument("--each", action="store_true", help="RSS after each session closes")
+    ap.add_argument("--snapshots", type=Path, help="(with --each) the server's snapshots here")
     args = ap.parse_args()
-    global VISITS
-    VISITS = args.visits
+    global VISITS, WHY
+    VISITS, WHY = args.visits, args.why
+    if args.snapshots:
+        os.environ["PYTHONPATH"] = str(ROOT / "benchmarks" / "memsnap")  # the servers' only
     from playwright.sync_api import sync_playwright
 
     roots = {"this": ROOT} | ({"other": args.base.resolve()} if args.base else {})
@@ -112,11 +215,20 @@ def main() -> None:
                                      args=["--no-sandbox", "--disable-gpu"])
         for r in range(args.rounds):
             for name in (list(roots) if r % 2 == 0 else list(roots)[::-1]):
-                out = one(browser, roots[name], args.trace.resolve(), args.sessions,
-                          Path(f"/tmp/trace_memory_{name}.log"))
+                log = Path(f"/tmp/trace_memory_{name}.log")
+                snaps = args.snapshots and args.snapshots / f"{name}-{r}"
+                if snaps:
+                    snaps.mkdir(parents=True)
+                    os.environ["RADIXLENS_MEMSNAP"] = str(snaps.resolve())
+                out = (one_each(browser, roots[name], args.trace.resolve(), args.sessions, log,
+                                snaps) if args.each else
+                       one(browser, roots[name], args.trace.resolve(), args.sessions, log))
                 runs[name].append(out)
                 print(json.dumps({"checkout": name, "round": r, **out}), flush=True)
         browser.close()
+    for folder in sorted(args.snapshots.iterdir()) if args.snapshots else ():
+        print(f"\n{folder.name}:")
+        diffs(folder)
     print(f"\n{'checkout':>9}{'baseline MiB':>14}{'after MiB':>11}{'kept MiB':>10}"
           f"{'upload s':>10}   ({args.sessions} sessions, {args.rounds} rounds, medians)")
     for name, outs in runs.items():
