@@ -20,7 +20,8 @@ sweep.html`) lands in the scratch folder, not in the checkout. Placeholders beco
 README's config line, OUT... a temporary path), an optional `[--flag]` is passed. Skipped, each
 with its reason (SKIPS): what needs a GPU, a server that runs until stopped, another machine's
 server, the reference wheels, a checkpoint the user brings, or is the setup / the suite itself
-(CI runs those two). `--quick` also leaves out the commands that load the real model (SLOW).
+(CI runs those two). `--quick` also leaves out the slow commands run elsewhere in the suite
+(SLOW: the real model's, a local Ray's).
 
 Usage: .venv/bin/python tools/readme_commands.py [--quick] [--list] [--timeout S] [--readme P]
 Exit 0 when every command run passed and every inline command checked out, else 1.
@@ -61,8 +62,15 @@ SKIPS = [
     (r"/tmp/(sgl|vllm)", "needs the reference wheels unpacked at /tmp/sgl/ex, /tmp/vllm/ex"),
     (r"\bcuda\b|--device cuda", "needs a GPU"),
 ]
-# commands that load the real model (SmolLM2, CPU): --quick leaves them out
-SLOW = [r"python -m engine run TRACE(?! --random-init)"]
+# (pattern, reason): the slow commands --quick leaves out, each run elsewhere in the suite
+SLOW = [
+    (r"python -m engine run TRACE(?! --random-init)",
+     "loads the real model (left out by --quick; run without it)"),
+    (r"python -m radix sweep(?!.*--ray-address)",
+     "starts a local Ray of its own (~30 CPU-s; left out by --quick: "
+     "tests/radix/cluster/test_sweep.py starts one, runs `radix sweep` on it and holds its rows "
+     "to the serial run's)"),
+]
 
 
 class Command(NamedTuple):
@@ -118,8 +126,10 @@ def skip_reason(cmd: Command, quick: bool) -> str | None:
     for pattern, reason in SKIPS:
         if re.search(pattern, cmd.text):
             return reason
-    if quick and any(re.search(p, cmd.text) for p in SLOW):
-        return "loads the real model (left out by --quick; run without it)"
+    if quick:
+        for pattern, reason in SLOW:
+            if re.search(pattern, cmd.text):
+                return reason
     return None
 
 

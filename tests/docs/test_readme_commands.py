@@ -38,6 +38,11 @@ def test_every_code_block_command_runs_or_is_skipped_with_its_reason():
     gpu = [o for o in blocks if "llama3_8b.json" in o.command.text]
     assert gpu and all(o.status == "skip" and "GPU" in o.detail for o in gpu)
     assert all(o.detail for o in blocks if o.status == "skip")
+    # --quick leaves the local Ray sweep to tests/radix/cluster/test_sweep.py; a full run runs it
+    full = rc.check(ROOT / "README.md", quick=False, timeout=1, dry=True)
+    sweep = [(q.status, f.status) for q, f in zip(outcomes, full)
+             if "radix sweep" in q.command.text and not q.command.inline]
+    assert sweep and set(sweep) == {("skip", "run")}
 
 
 def test_prose_commands_use_the_environment_and_exist():
