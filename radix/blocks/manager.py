@@ -82,8 +82,13 @@ class BlockCacheManager:
     """
 
     def __init__(self, pool: BlockPool | ExtentPool, hash_algo: str | BlockHasher | None = None,
-                 lora_ids: dict[str, int] | None = None, hash_memo: bool = False) -> None:
+                 lora_ids: dict[str, int] | None = None, hash_memo: bool = False,
+                 pack: Callable[[Sequence[int]], bytes | None] | None = None) -> None:
         self.pool = pool
+        # the tokens' bytes for hashing, hash_request_tokens' `pack` (a compact prompt packed
+        # without expanding it: scenarios/blockbuilder.py pack_runs, by numpy, which radix/
+        # does not import); None: struct.pack over the expanded tokens, the same bytes
+        self.pack = pack
         self.block_size = pool.block_size
         self.extents = pool if isinstance(pool, ExtentPool) else None  # the extent storage
         self.lookups: list[LookupRecord] = []  # one per get_computed_blocks call
@@ -126,10 +131,11 @@ class BlockCacheManager:
             state.block_hashes = self.memo.hashes(
                 tokens, (req.extra_key, req.cache_salt),
                 lambda known: hash_request_tokens(tokens, self.block_size, req.extra_key,
-                                                  req.cache_salt, known, self.hasher))
+                                                  req.cache_salt, known, self.hasher,
+                                                  self.pack))
             return state.block_hashes
         return hash_request_tokens(tokens, self.block_size, req.extra_key, req.cache_salt,
-                                   state.block_hashes, self.hasher)
+                                   state.block_hashes, self.hasher, self.pack)
 
     # --- the three calls -----------------------------------------------------------------------
     def get_computed_blocks(self, req: Req) -> ComputedBlocks:
