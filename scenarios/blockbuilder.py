@@ -1,5 +1,5 @@
-"""The keyframe builder's block pool as numpy arrays: replay_blocks' flow, its keyframes byte for
-byte what `capture` takes of a BlockPool that ran the same requests.
+"""The keyframe builder's block pool as numpy arrays: run_blocks' flow (radix/runs/compare.py),
+its keyframes byte for byte what `capture` takes of a BlockPool that ran the same requests.
 
 BlockFrames (blockframes.py) replays a whole trace once, request by request, to keep its
 keyframes. Per block, in Python, that was ~17 s of the 12,031-request conversation stand-in: a
@@ -16,6 +16,8 @@ numpy operations over its block ids, whatever its length:
   leaves a stale entry behind (skipped when the head passes it), a release writes at the tail
   (hashed blocks) or just before the head (the unhashed), and the log is compacted when full.
 Only for a fresh pool with caching on and no event sink, one request at a time (the builder's).
+`pack_runs` packs a compact prompt's tokens for hashing, here and in the BlockCacheManager a
+keyframe is restored into (blockframes.py), which replays the requests between keyframes.
 """
 
 from __future__ import annotations
@@ -27,10 +29,42 @@ import numpy as np
 
 from radix.blocks.hashing import BlockHasher, hash_request_tokens
 from radix.request import Req
+from radix.runs.compare import decode_tokens
+from radix.tokens import TokenRuns
 from radix.tokens.runs import PrefixTrie, Walk
-from scenarios.blockreplay import decode_span, pack_runs
 
 WIDTH = 32  # a block hash: a sha256 digest, in every hash_algo
+
+
+def pack_runs(tokens: Sequence[int]) -> bytes | None:
+    """A TokenRuns as little-endian int64s, the bytes struct.pack gives, built by numpy run by
+    run (a Mooncake prompt: runs of 512; expanding it into ints to pack cost a tenth of the
+    block replay), or None: not a TokenRuns, or a token past int64. hash_request_tokens'
+    `pack` (radix/blocks/hashing.py), which radix/ cannot build without numpy.
+    subtle: the runs' offsets are summed here, not by ndarray.cumsum: cumsum keeps a few KB of
+    small objects as it meets new inputs, and those made late in a replay pinned 10-20 of
+    the 1 MiB pymalloc arenas the dropped replay had emptied, more each upload
+    (tests/scenarios/test_memory_given_back.py).
+
+    >>> import struct
+    >>> pack_runs(TokenRuns([(7, 2), (1, 1)])) == struct.pack("<3q", 7, 8, 1)
+    True
+    """
+    if type(tokens) is not TokenRuns or not tokens:
+        return None
+    firsts, lengths, offset = [], [], 0
+    for start, length in tokens.runs():  # the token at position i, in run k: firsts[k] + i
+        if start - offset < _MIN64 or start + length > _END64:
+            return None
+        firsts.append(start - offset)
+        lengths.append(length)
+        offset += length
+    out = np.repeat(np.array(firsts, dtype=np.int64), lengths)
+    out += np.arange(offset, dtype=np.int64)
+    return out.astype("<i8", copy=False).tobytes()
+
+
+_MIN64, _END64 = -(1 << 63), 1 << 63
 
 
 class HashIds:
@@ -95,17 +129,16 @@ class HashIds:
 
 class ArrayPool:
     """A BlockPool of `num_blocks` (block 0: the null block) replayed by `replay(pairs)` as
-    scenarios/blockreplay.py replay_blocks replays one (fresh Reqs, their outputs: each looked
-    up, admitted or rejected, decoded, freed); `capture()` is scenarios/blockframes.py
-    capture of that pool.
+    run_blocks runs one (fresh Reqs, their outputs: each looked up, admitted or rejected,
+    decoded, freed); `capture()` is scenarios/blockframes.py capture of that pool.
 
     >>> from radix.blocks.manager import BlockCacheManager
     >>> from radix.blocks.pool import BlockPool
+    >>> from radix.runs.compare import run_blocks
     >>> from scenarios.blockframes import capture
-    >>> from scenarios.blockreplay import replay_blocks
     >>> a, m = ArrayPool(4, 2), BlockCacheManager(BlockPool(4, 2))
     >>> reqs = lambda: [(Req("x", [1, 2, 3, 4, 5]), [7, 8]), (Req("y", [1, 2, 9]), [6])]
-    >>> a.replay(reqs()); replay_blocks(m, reqs())
+    >>> a.replay(reqs()); _ = run_blocks(*zip(*reqs()), 8, 2, manager=m)
     >>> a.capture() == capture(m), a.num_evictions
     (True, 1)
     """
@@ -256,7 +289,7 @@ class ArrayPool:
 
     # ------------------------------------------------------------------ requests
     def replay(self, pairs: Sequence[tuple[Req, Sequence[int]]]) -> None:
-        """The requests of `pairs` one at a time, as replay_blocks runs them."""
+        """The requests of `pairs` one at a time, as run_blocks runs them."""
         bs, memo = self.block_size, self.memo
         for req, out in pairs:
             tokens = req.origin_input_ids + req.output_ids
@@ -283,9 +316,10 @@ class ArrayPool:
             else:
                 blocks = hits
             self._store(blocks, ids, num_hits, num_cached)
-            span = decode_span(req, out, len(blocks), self.num_free, bs)
-            if span is not None:
-                more, num_full = span
+            num = decode_tokens(req, out, len(blocks), self.num_free, bs)
+            if num:  # its blocks fit: the tokens run are those the held and free blocks hold
+                total = prompt_len + num
+                more, num_full = -(-total // bs) - len(blocks), total // bs
                 if more:
                     new = self._pop(more)
                     self._evict(new)

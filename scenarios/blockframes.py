@@ -5,12 +5,14 @@ comes from one pass of the block-extent cache; the per-block pool is replayed on
 (`radix.runs.compare.run_blocks`'s flow, one request at a time), keeping a keyframe of the pool
 every `every` requests (at most ~64 keyframes a trace: each costs a pass over the pool); the pool
 after n requests is the keyframe at or before n, restored into a BlockCacheManager, plus at most
-`every` requests replayed. A moving cursor (the last pool built) makes a step forward cost one
-request. A keyframe is taken between two requests, when no request holds a block, so it is the
-blocks' hashes (with parent hash and chain position), the free queue's order, the hash map's
-order and the eviction count, column by column: ~44 bytes a cached block, pickled (not
-compressed: block hashes are random bytes, zlib saved 16% for a third of the upload's time; a
-1 M-token pool of 16-token blocks: ~2.7 MB a keyframe, was ~3.4 MB as a tuple per block).
+`every` requests run through it by run_blocks itself (a compact prompt's tokens packed by
+numpy: as fast as the per-block replay once written for this). A moving cursor (the last pool
+built) makes a step forward cost one request. A keyframe is taken between two requests, when no
+request holds a block, so it is the blocks' hashes (with parent hash and chain position), the
+free queue's order, the hash map's order and the eviction count, column by column: ~44 bytes a
+cached block, pickled (not compressed: block hashes are random bytes, zlib saved 16% for a
+third of the upload's time; a 1 M-token pool of 16-token blocks: ~2.7 MB a keyframe, was
+~3.4 MB as a tuple per block).
 Restoring rewrites the cursor's pool in place.
 subtle: restoring writes KVCacheBlock fields and the pool's hash map directly (radix/blocks has
 no restore); tests check a restored pool against a replayed one and its invariants.
@@ -31,8 +33,7 @@ from radix.blocks.pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.request import Req
 from radix.runs.compare import fewer_collections, run_blocks
-from scenarios.blockbuilder import ArrayPool
-from scenarios.blockreplay import replay_blocks
+from scenarios.blockbuilder import ArrayPool, pack_runs
 
 MIN_EVERY, MAX_KEYFRAMES = 32, 64
 FRAME_BLOCK_BYTES = 60  # a cached block in a keyframe (hash, parent hash, ids), pickled
@@ -86,9 +87,9 @@ def capture(manager: BlockCacheManager) -> bytes:
 
 def restore(frame: bytes, into: BlockCacheManager | None = None,
             hash_algo: str | BlockHasher = "radixlens") -> BlockCacheManager:
-    """A manager whose pool equals the one `capture` saw: a fresh one (hashing as `hash_algo`),
-    or `into` (a manager of the same pool size, between requests) rewritten in place, which
-    saves building every block."""
+    """A manager whose pool equals the one `capture` saw: a fresh one (hashing as `hash_algo`,
+    a compact prompt packed by `pack_runs`), or `into` (a manager of the same pool size,
+    between requests) rewritten in place, which saves building every block."""
     (num_blocks, block_size, caching, positions, width, hashes, refs, lost, queue, order,
      evictions, step) = pickle.loads(frame)
     if into is not None and into.pool.num_blocks == num_blocks and not into.requests:
@@ -122,7 +123,7 @@ def restore(frame: bytes, into: BlockCacheManager | None = None,
     if into is not None and into.pool is pool:
         into.lookups = []
         return into
-    return BlockCacheManager(pool)
+    return BlockCacheManager(pool, pack=pack_runs)
 
 
 class BlockAt(NamedTuple):
@@ -179,7 +180,7 @@ class BlockFrames:
         self._builder: ArrayPool | BlockCacheManager | None = (
             ArrayPool(self.num_blocks, block_size, hash_algo) if run is run_blocks else
             BlockCacheManager(BlockPool(self.num_blocks, block_size, hash_algo=hash_algo),
-                              hash_memo=True))
+                              hash_memo=True, pack=pack_runs))
         self.frames: list[bytes | None] = [self._capture()]
         self._last: bytes | None = None  # the pool after every request, once all are built
         self._cursor: tuple[int, BlockCacheManager] | None = None
@@ -268,11 +269,8 @@ class BlockFrames:
         return builder.capture() if isinstance(builder, ArrayPool) else capture(builder)
 
     def _replay(self, manager: BlockCacheManager, start: int, stop: int) -> None:
-        """Requests start..stop-1 through `manager`'s pool (run_blocks)."""
+        """Requests start..stop-1 through `manager`'s pool (the runner, run_blocks)."""
         pairs = list(self.feed(start, stop))
-        if self.run is run_blocks:  # its flow, fast (scenarios/blockreplay.py)
-            replay_blocks(manager, pairs, [lk.hit_blocks for lk in self.lookups[start:stop]])
-            return
         # run_blocks ends by counting unreachable blocks over the whole pool: not needed here
         # (a snapshot or keyframe has them), and it costs as much as the requests replayed
         manager.num_unreachable_blocks = lambda: None

@@ -1,5 +1,5 @@
-"""A BlockPool's whole state as plain data, for tests that hold two pools equal (the block
-replay's fast path against run_blocks, a keyframe restored against the pool it was taken from)."""
+"""A BlockPool's whole state as plain data, for tests that hold two pools equal (a keyframe
+restored against the pool it was taken from)."""
 
 from __future__ import annotations
 

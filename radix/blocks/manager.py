@@ -82,8 +82,13 @@ class BlockCacheManager:
     """
 
     def __init__(self, pool: BlockPool | ExtentPool, hash_algo: str | BlockHasher | None = None,
-                 lora_ids: dict[str, int] | None = None, hash_memo: bool = False) -> None:
+                 lora_ids: dict[str, int] | None = None, hash_memo: bool = False,
+                 pack: Callable[[Sequence[int]], bytes | None] | None = None) -> None:
         self.pool = pool
+        # the tokens' bytes for hashing, hash_request_tokens' `pack` (a compact prompt packed
+        # without expanding it: scenarios/blockbuilder.py pack_runs, by numpy, which radix/
+        # does not import); None: struct.pack over the expanded tokens, the same bytes
+        self.pack = pack
         self.block_size = pool.block_size
         self.extents = pool if isinstance(pool, ExtentPool) else None  # the extent storage
         self.lookups: list[LookupRecord] = []  # one per get_computed_blocks call
@@ -126,10 +131,11 @@ class BlockCacheManager:
             state.block_hashes = self.memo.hashes(
                 tokens, (req.extra_key, req.cache_salt),
                 lambda known: hash_request_tokens(tokens, self.block_size, req.extra_key,
-                                                  req.cache_salt, known, self.hasher))
+                                                  req.cache_salt, known, self.hasher,
+                                                  self.pack))
             return state.block_hashes
         return hash_request_tokens(tokens, self.block_size, req.extra_key, req.cache_salt,
-                                   state.block_hashes, self.hasher)
+                                   state.block_hashes, self.hasher, self.pack)
 
     # --- the three calls -----------------------------------------------------------------------
     def get_computed_blocks(self, req: Req) -> ComputedBlocks:
@@ -153,17 +159,15 @@ class BlockCacheManager:
         if not self.pool.enable_caching:
             reason = "disabled"
         else:
-            cache = self.pool.cached_block_hash_to_block
-            reason = "partial"
-            for block_hash in hashes[:max_blocks]:
-                entry = cache.get(block_hash)
-                if entry is None:
-                    reason = "miss"
-                    break
-                hits.append(entry if type(entry) is KVCacheBlock else next(iter(entry.values())))
+            # every hash read in C, past the first miss too (a read changes nothing): a Python
+            # loop over a long prompt's hashes was a fifth of a replay between block keyframes
+            found = list(map(self.pool.cached_block_hash_to_block.get, hashes[:max_blocks]))
+            if None in found:
+                reason, hits = "miss", found[:found.index(None)]
             else:
-                if len(hashes) > max_blocks:
-                    reason = "cap"
+                reason, hits = ("cap" if len(hashes) > max_blocks else "partial"), found
+            if dict in set(map(type, hits)):  # a hash on several blocks: the first cached
+                hits = [e if type(e) is KVCacheBlock else next(iter(e.values())) for e in hits]
         n = len(hits)
         record = LookupRecord(req.rid, num_tokens, n, n * self.block_size, n, reason)
         self.lookups.append(record)

@@ -154,7 +154,10 @@ def run_blocks(reqs: Sequence[Req], outputs: Sequence[Sequence[int]], capacity: 
                 rejected_rids.append(req.rid)
             continue
         _count(s, prompt_len, hit.num_computed_tokens)
-        _decode_blocks(m, req, out, block_size)
+        num = decode_tokens(req, out, -(-prompt_len // block_size), m.num_free_blocks,
+                            block_size)
+        if num:
+            m.allocate_slots(req, num)
         m.free(req)
     s["evictions"] = m.num_evictions
     s["unreachable_blocks"] = m.num_unreachable_blocks()
@@ -162,18 +165,21 @@ def run_blocks(reqs: Sequence[Req], outputs: Sequence[Sequence[int]], capacity: 
     return _finish(s)
 
 
-def _decode_blocks(m: BlockCacheManager, req: Req, out: Sequence[int],
-                   block_size: int) -> None:
-    """The decode tokens, as one allocate_slots per token would: that fails at the first block
-    the pool cannot give, and the tokens before it fit in the blocks held plus the free ones
-    (nothing is freed in between); the token appended before a failure is kept."""
+def decode_tokens(req: Req, out: Sequence[int], held: int, free: int, block_size: int) -> int:
+    """run_blocks' decode step, as one allocate_slots per token would run it: that fails at the
+    first block the pool cannot give, so the tokens run fit in the `held` blocks plus the `free`
+    ones (nothing is freed in between). Appends to `req.output_ids` the tokens of `out` run and
+    the one after them (appended before the failure, kept); returns how many were run, the slots
+    to allocate (0: none). Also the keyframe builder's (scenarios/blockbuilder.py ArrayPool).
+
+    >>> r = Req("a", [1, 2, 3])
+    >>> decode_tokens(r, [7, 8, 9, 10, 11], held=1, free=1, block_size=4), r.output_ids
+    (4, [7, 8, 9, 10, 11])
+    """
     prompt_len = len(req.origin_input_ids)
-    held = -(-prompt_len // block_size)
-    room = (held + m.num_free_blocks) * block_size - prompt_len
-    num = max(0, min(len(out) - 1, room))
+    num = max(0, min(len(out) - 1, (held + free) * block_size - prompt_len))
     req.output_ids.extend(out[:min(len(out), num + 1)])
-    if num:
-        m.allocate_slots(req, num)
+    return num
 
 
 def _count(s: dict[str, Any], prompt_len: int, hit: int) -> None:

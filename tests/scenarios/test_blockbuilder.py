@@ -1,11 +1,13 @@
 """scenarios/blockbuilder.py: the array pool's keyframes are, byte for byte, `capture` of the
-BlockPool run_blocks leaves."""
+BlockPool run_blocks leaves; a step between keyframes (run_blocks from a restored keyframe, a
+compact prompt packed by pack_runs) is too."""
 
 from __future__ import annotations
 
+import random
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_blockreplay import _requests
 
 from radix.blocks.hashing import BlockHasher
 from radix.blocks.manager import BlockCacheManager
@@ -14,9 +16,48 @@ from radix.request import Req
 from radix.runs.compare import run_blocks
 from radix.tokens import RunList, TokenRuns
 from scenarios.blockbuilder import ArrayPool
-from scenarios.blockframes import capture
+from scenarios.blockframes import BlockFrames, capture
 
 LORA = {"lora-a": "/adapters/a"}
+
+
+def _requests(seed: int, n: int) -> list[tuple[Req, list[int]]]:
+    """Prompts that share prefixes (a third repeat an earlier one whole, so a fully cached
+    prompt recomputes its last block and one hash lands on two blocks), some LoRA names and
+    salts, outputs of 0-7 tokens."""
+    rng = random.Random(seed)
+    seen: list[list[int]] = []
+    out = []
+    for i in range(n):
+        if seen and rng.random() < 0.3:
+            prompt = list(rng.choice(seen))
+        elif seen and rng.random() < 0.5:
+            base = rng.choice(seen)
+            prompt = base[:rng.randrange(len(base) + 1)] + [rng.randrange(4)
+                                                              for _ in range(rng.randrange(9))]
+        else:
+            prompt = [rng.randrange(4) for _ in range(rng.randrange(1, 24))]
+        prompt = prompt or [1]
+        seen.append(prompt)
+        req = Req(f"r{i}", prompt, extra_key=rng.choice([None, None, "lora-a"]),
+                  cache_salt=rng.choice([None, None, None, "tenant"]))
+        out.append((req, [90 + j for j in range(rng.randrange(8))]))
+    return out
+
+
+def _mooncake(n: int) -> list[tuple[Req, TokenRuns]]:
+    """Mooncake's shape: TokenRuns prompts (512-token hash ids) sharing their first runs,
+    outputs past int64 (compact traces' synthetic replies), request 30 repeating request 29's
+    prompt and reply whole (its blocks hit): 1,024-1,536-token prompts."""
+    out: list[tuple[Req, TokenRuns]] = []
+    for i in range(n):
+        ids = [0, 1 + i % 3] + ([100 + i] if i % 2 else [])
+        prompt = TokenRuns([(u * 512, 512) for u in ids])
+        if i == 30:  # the last request's prompt and reply, and one more token
+            prompt = out[-1][0].origin_input_ids + out[-1][1] + TokenRuns([(5, 1)])
+        reply = TokenRuns([((1 << 63) + (i << 21), 40)])
+        out.append((Req(f"m{i}", prompt, output_ids=RunList()), reply))
+    return out
 
 
 @given(st.integers(0, 10**6), st.sampled_from([1, 2, 4]), st.integers(3, 14),
@@ -41,26 +82,28 @@ def test_an_array_pool_keyframe_is_the_block_pools(seed, block_size, num_blocks,
 
 
 def test_an_array_pool_hashes_compact_prompts_and_huge_outputs_as_run_blocks():
-    """Mooncake's shape: TokenRuns prompts (512-token hash ids) sharing their first runs,
-    outputs past int64 (compact traces' synthetic replies), one reply repeated whole by a
-    later prompt (its blocks hit); evictions and a log compacted several times."""
-    def reqs() -> list[tuple[Req, TokenRuns]]:
-        out = []
-        for i in range(40):
-            ids = [0, 1 + i % 3] + ([100 + i] if i % 2 else [])
-            prompt = TokenRuns([(u * 512, 512) for u in ids])
-            if i == 30:  # the last request's prompt and reply, and one more token
-                prompt = out[-1][0].origin_input_ids + out[-1][1] + TokenRuns([(5, 1)])
-            reply = TokenRuns([((1 << 63) + (i << 21), 40)])
-            out.append((Req(f"m{i}", prompt, output_ids=RunList()), reply))
-        return out
+    """Mooncake's shape (`_mooncake`): evictions and a log compacted several times."""
     fast = ArrayPool(151, 16)
     slow = BlockCacheManager(BlockPool(151, 16))
-    pairs = reqs()
+    pairs = _mooncake(40)
     run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2400, 16, manager=slow)
-    fast.replay(reqs())
+    fast.replay(_mooncake(40))
     assert fast.capture() == capture(slow) and slow.pool.num_evictions > 0
     assert slow.lookups[30].hit_blocks > slow.lookups[29].num_tokens // 16  # the reply hit
+
+
+def test_a_step_between_keyframes_is_run_blocks_from_scratch():
+    """Oracle: the pool BlockFrames.at(n) stands on (an array pool's keyframe restored, the
+    requests after it run by run_blocks, their compact prompts packed by pack_runs) is, byte
+    for byte, the pool run_blocks leaves after the first n requests from an empty one:
+    Mooncake's shape, every 4, steps past a keyframe by 1-3 requests, back and forth."""
+    frames = BlockFrames(40, lambda a, b: _mooncake(40)[a:b], run_blocks, 2400, 16, every=4)
+    for n in (5, 7, 11, 31, 39, 6):
+        fresh = BlockCacheManager(BlockPool(151, 16))
+        pairs = _mooncake(n)
+        run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2400, 16, manager=fresh)
+        assert capture(frames.manager_at(n)) == capture(fresh), n
+    assert frames.evictions[4] > 0  # evicting from the 5th request on
 
 
 def test_an_array_pool_keeps_the_order_of_the_blocks_sharing_a_hash():

@@ -103,9 +103,10 @@ def test_compact_log_keeps_every_field_of_the_events_it_rebuilds():
 
 
 def test_block_keyframes_equal_a_replay_from_scratch():
-    """Oracle: the pool after n requests from a keyframe + replay equals run_blocks over the
-    first n requests from an empty pool, for n across keyframes (every 4); a restored pool
-    passes its invariants; totals agree with radix.runs.compare."""
+    """Oracle: the pool after n requests from a keyframe + run_blocks equals run_blocks over
+    the first n requests from an empty pool (its snapshot, and byte for byte its keyframe),
+    for n across keyframes (every 4); a restored pool passes its invariants; totals agree
+    with radix.runs.compare."""
     trace = load_trace(TRACES / "eviction_question.jsonl.gz")
     n = len(trace.requests)
     frames = BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), run_blocks, 2_000, 16, every=4)
@@ -115,6 +116,7 @@ def test_block_keyframes_equal_a_replay_from_scratch():
         pairs = _trace_reqs(trace, 0, k)
         run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2_000, 16, manager=fresh)
         assert frames.at(k).snapshot == fresh.snapshot(), k
+        assert capture(frames.manager_at(k)) == capture(fresh), k
     restore(capture(frames.manager_at(7))).check_invariants()
 
 
