@@ -125,17 +125,23 @@ def snapshot(pid: int, folder: Path | None) -> None:
         time.sleep(0.5)
 
 
+def visited_once(browser, base: str, pid: int, visits: int = 2) -> float:
+    """The server's RSS (baseline) after one visit to the Trace debugger, settled (`settle`:
+    past the session TTL, `visits` visits sweep the closed session)."""
+    ctx = browser.new_context()
+    ctx.new_page().goto(f"{base}/trace")
+    _idle(ctx.pages[0])
+    ctx.close()
+    return settle(browser, base, pid, visits)
+
+
 def one_each(browser, root: Path, trace: Path, sessions: int, log: Path,
              snaps: Path | None) -> dict:
     """--each: one visit, RSS (baseline); then each session uploads, closes and is swept before
     the next, RSS after each (and a snapshot after each reading, with `snaps`)."""
     proc, base = start(root, log)
     try:
-        ctx = browser.new_context()
-        ctx.new_page().goto(f"{base}/trace")
-        _idle(ctx.pages[0])
-        ctx.close()
-        baseline = settle(browser, base, proc.pid, VISITS)
+        baseline = visited_once(browser, base, proc.pid, VISITS)
         snapshot(proc.pid, snaps)
         after, seconds, peaks = [], [], []
         for _ in range(sessions):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from app_load import _settle as settle  # this folder: the script's own (sys.path[0])
 from app_load import rss_mb
-from trace_memory import CHROMIUM, _idle, start
+from trace_memory import CHROMIUM, _idle, start, visited_once
 
 ROOT = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
@@ -101,11 +101,7 @@ def what_ifs(browser, base: str, trace: Path, pid: int, timeout_ms: int) -> dict
 def one(browser, root: Path, trace: Path, log: Path, timeout_ms: int) -> dict:
     proc, base = start(root, log)
     try:
-        ctx = browser.new_context()
-        ctx.new_page().goto(f"{base}/trace")
-        _idle(ctx.pages[0])
-        ctx.close()
-        baseline = settle(browser, base, proc.pid)
+        baseline = visited_once(browser, base, proc.pid)
         sampler = Sampler(proc.pid)
         sampler.start()
         out = what_ifs(browser, base, trace, proc.pid, timeout_ms)
