@@ -15,7 +15,6 @@ from pathlib import Path
 import streamlit as st
 
 from app_pages._shell import shell
-from runtime.budget import cap_malloc_arenas
 
 HERE = Path(__file__).parent
 # (file, title, url path), in menu order; a page whose file is absent is left out of the menu
@@ -39,9 +38,6 @@ PAGE_SPECS = [
 ENGINE_SWITCH_S = 0.0005
 if sys.getswitchinterval() > ENGINE_SWITCH_S:
     sys.setswitchinterval(ENGINE_SWITCH_S)
-# glibc's heaps: at most 2 per-thread heaps, made before the sessions' threads come (the
-# heaps' free pages stayed behind after sessions closed: runtime/budget.py, issue 27)
-cap_malloc_arenas()
 st.set_page_config(page_title="RadixLens", layout="wide")
 pages = {url: st.Page(path, title=title, url_path=url)
          for path, title, url in PAGE_SPECS if (HERE / path).exists()}

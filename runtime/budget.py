@@ -13,7 +13,6 @@ objects exactly (estimates are calibrated in the tests and in benchmarks/app_loa
 from __future__ import annotations
 
 import ctypes
-import functools
 import gc
 import os
 import struct
@@ -25,7 +24,6 @@ from radix.traces.base import TraceLimits, parse_limits
 MIB = 2**20
 SESSION_MB = int(os.environ.get("RADIXLENS_SESSION_MB", "1536"))
 PROCESS_MB = int(os.environ.get("RADIXLENS_PROCESS_MB", "6144"))
-M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 
 
 def server_limits(spec: str | None = None) -> TraceLimits:
@@ -137,25 +135,3 @@ def give_back_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
-
-
-@functools.cache
-def cap_malloc_arenas(n: int = 2) -> bool:
-    """Caps glibc's per-thread heaps ("arenas") at `n`, as MALLOC_ARENA_MAX=n would (mallopt
-    M_ARENA_MAX); True when capped here, False off glibc or when MALLOC_ARENA_MAX is set (the
-    user's setting wins). app.py calls it on every page run: only the first reaches glibc.
-    Why (issue 27): each thread that allocates while others hold their heaps gets a heap of its
-    own, up to 8 per core, and a heap's free pages stay with it. In a Streamlit server, after
-    sessions that upload a trace and close, they went from 3 to 12 heaps, 38.5 -> 73.5 MiB, still
-    creeping at 8 sessions; with MALLOC_ARENA_MAX=2 they stayed flat (28.6 -> 24.9 MiB)
-    (benchmarks/trace_memory.py --each --why --snapshots). Users start `streamlit run app.py`
-    without the variable, hence the call.
-    subtle: glibc fixes its limit once, when the 9th heap is made, so the cap must come before
-    that; heaps made before it stay (threads beyond the cap share the existing heaps).
-    """
-    if "MALLOC_ARENA_MAX" in os.environ:
-        return False
-    try:
-        return ctypes.CDLL("libc.so.6").mallopt(M_ARENA_MAX, n) == 1
-    except (OSError, AttributeError):
-        return False

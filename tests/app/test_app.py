@@ -10,19 +10,14 @@ from apphelp import ROOT, echarts, finish_jobs, metrics, page, plain, texts
 from machine import seconds
 from streamlit.testing.v1 import AppTest
 
-from runtime import budget
 from runtime.budget import BUDGET
 
 MOONCAKE = ROOT / "examples" / "traces" / "mooncake_excerpt.jsonl"
 
 
-def test_app_navigation_runs_with_the_presenter_toggle(monkeypatch):
-    """The frame runs, and caps glibc's heaps as it starts (runtime/budget.py)."""
-    capped = []
-    monkeypatch.setattr(budget, "cap_malloc_arenas", lambda n=2: capped.append(n) or True)
+def test_app_navigation_runs_with_the_presenter_toggle():
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=seconds(30)).run()
     assert not at.exception
-    assert set(capped) == {2}  # each page run asks; only the first reaches glibc
     assert "shell.presenter" in at.session_state and not at.session_state["shell.presenter"]
 
 
