@@ -11,11 +11,13 @@ checkout's medians: baseline, after, after - baseline, seconds per upload.
 `--why`: each session also opens "Why this hit rate?" and waits for the explainer (and the
 what-ifs when they start by themselves). `--each` (issue 27: a leak, or a one-time cost?): no
 warm-up upload; the baseline is after one visit, and each session is closed and swept before
-the next, RSS after each (after_each_mb). `--snapshots DIR` (with --each): the servers run with
-benchmarks/memsnap/ on PYTHONPATH (tracemalloc, RADIXLENS_MEMSNAP_FRAMES frames, 0 for none),
-each RSS reading is followed by a snapshot (DIR/<checkout>-<round>/snap-K.*: K = 0 the baseline,
-k after session k) and the top 15 differences by line are printed (snap-2 - snap-1 and the last
-- snap-2: what sessions after the first keep), with the modules and pymalloc's arenas.
+the next, RSS after each (after_each_mb), glibc's per-thread heaps after each (heaps) and the
+server's own CPU seconds in each session, page opened to last chart (server_cpu_s).
+`--snapshots DIR` (with --each): the servers run with benchmarks/memsnap/ on PYTHONPATH
+(tracemalloc, RADIXLENS_MEMSNAP_FRAMES frames, 0 for none), each RSS reading is followed by a
+snapshot (DIR/<checkout>-<round>/snap-K.*: K = 0 the baseline, k after session k) and the top
+15 differences by line are printed (snap-2 - snap-1 and the last - snap-2: what sessions after
+the first keep), with the modules and pymalloc's arenas.
 
     python benchmarks/trace_memory.py [TRACE] [--base OTHER_ROOT] [--sessions 3] [--rounds 2]
         [--why] [--each] [--snapshots DIR]
@@ -88,6 +90,33 @@ def upload(browser, base: str, trace: Path) -> tuple[object, float]:
     return ctx, seconds
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds a process has used (user + system, from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def glibc_heaps(pid: int) -> int:
+    """glibc's per-thread heaps in a process: anonymous mappings that start on a 64 MiB boundary
+    and span 64 MiB with the reserved rest after them (heap.c's HEAP_MAX_SIZE on 64-bit)."""
+    spans = []
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        addr, perms, _, _, inode, *path = line.split()
+        lo, hi = (int(x, 16) for x in addr.split("-"))
+        spans.append((lo, hi, perms, inode == "0" and not path))
+    count, heap = 0, 64 * 2**20
+    for k, (lo, hi, perms, anon) in enumerate(spans):
+        if not (anon and perms == "rw-p" and lo % heap == 0):
+            continue
+        end = hi
+        for lo2, hi2, perms2, anon2 in spans[k + 1:]:
+            if lo2 != end or not anon2 or perms2 != "---p" or end - lo >= heap:
+                break
+            end = hi2
+        count += end - lo == heap
+    return count
+
+
 def one(browser, root: Path, trace: Path, sessions: int, log: Path) -> dict:
     proc, base = start(root, log)
     try:
@@ -143,13 +172,16 @@ def one_each(browser, root: Path, trace: Path, sessions: int, log: Path,
     try:
         baseline = visited_once(browser, base, proc.pid, VISITS)
         snapshot(proc.pid, snaps)
-        after, seconds, peaks = [], [], []
+        after, seconds, peaks, cpu, heaps = [], [], [], [], [glibc_heaps(proc.pid)]
         for _ in range(sessions):
+            c0 = cpu_s(proc.pid)
             ctx, s = upload(browser, base, trace)
+            cpu.append(cpu_s(proc.pid) - c0)
             seconds.append(s)
             peaks.append(rss_mb(proc.pid))
             ctx.close()
             after.append(settle(browser, base, proc.pid, VISITS))
+            heaps.append(glibc_heaps(proc.pid))
             snapshot(proc.pid, snaps)
     finally:
         proc.terminate()
@@ -157,7 +189,9 @@ def one_each(browser, root: Path, trace: Path, sessions: int, log: Path,
     return {"baseline_mb": round(baseline, 1), "peak_mb": round(max(peaks), 1),
             "after_mb": round(after[-1], 1), "kept_mb": round(after[-1] - baseline, 1),
             "after_each_mb": [round(a, 1) for a in after],
-            "upload_s": [round(s, 2) for s in seconds], "what_ifs": WHAT_IFS[-sessions:],
+            "upload_s": [round(s, 2) for s in seconds],
+            "server_cpu_s": [round(c, 1) for c in cpu], "heaps": heaps,
+            "what_ifs": WHAT_IFS[-sessions:],
             "load": os.getloadavg()[0]}
 
 
