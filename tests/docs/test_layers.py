@@ -18,7 +18,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FREE = ("tests", "tools", "benchmarks", "scripts", "conftest.py")  # may import anything; nothing imports them
+# may import anything; nothing imports them
+FREE = ("tests", "tools", "benchmarks", "scripts", "conftest.py")
 RANKS = {
     "app": 51, "app_pages": 50,  # app.py (the entry) may import app_pages
     "scenarios": 40, "viz": 41,  # the same height: different numbers so neither sees the other
