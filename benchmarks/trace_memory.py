@@ -90,10 +90,12 @@ def upload(browser, base: str, trace: Path) -> tuple[object, float]:
     return ctx, seconds
 
 
-def cpu_s(pid: int) -> float:
-    """CPU seconds a process has used (user + system, from /proc)."""
+def cpu_s(pid: int) -> tuple[float, float]:
+    """(the process's own CPU seconds, its waited-for children's), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+    tick = os.sysconf("SC_CLK_TCK")
+    return (utime + stime) / tick, (cutime + cstime) / tick
 
 
 def glibc_heaps(pid: int) -> int:
@@ -174,9 +176,9 @@ def one_each(browser, root: Path, trace: Path, sessions: int, log: Path,
         snapshot(proc.pid, snaps)
         after, seconds, peaks, cpu, heaps = [], [], [], [], [glibc_heaps(proc.pid)]
         for _ in range(sessions):
-            c0 = cpu_s(proc.pid)
+            c0 = cpu_s(proc.pid)[0]
             ctx, s = upload(browser, base, trace)
-            cpu.append(cpu_s(proc.pid) - c0)
+            cpu.append(cpu_s(proc.pid)[0] - c0)
             seconds.append(s)
             peaks.append(rss_mb(proc.pid))
             ctx.close()

@@ -26,17 +26,9 @@ from pathlib import Path
 
 from app_load import _settle as settle  # this folder: the script's own (sys.path[0])
 from app_load import rss_mb
-from trace_memory import CHROMIUM, _idle, start, visited_once
+from trace_memory import CHROMIUM, _idle, cpu_s, start, visited_once
 
 ROOT = Path(__file__).resolve().parents[1]
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_s(pid: int) -> tuple[float, float]:
-    """(the process's own CPU seconds, its waited-for children's), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
-    return (utime + stime) / TICK, (cutime + cstime) / TICK
 
 
 def children_mb(pid: int) -> float:
