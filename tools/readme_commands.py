@@ -123,13 +123,9 @@ def inline_commands(readme: str) -> list[Command]:
 
 
 def skip_reason(cmd: Command, quick: bool) -> str | None:
-    for pattern, reason in SKIPS:
+    for pattern, reason in SKIPS + (SLOW if quick else []):
         if re.search(pattern, cmd.text):
             return reason
-    if quick:
-        for pattern, reason in SLOW:
-            if re.search(pattern, cmd.text):
-                return reason
     return None
 
 

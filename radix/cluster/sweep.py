@@ -157,7 +157,8 @@ def start_ray(address: str | None = None, num_cpus: int | None = None) -> None:
             raise ValueError("--workers sets a local Ray's CPUs; the cluster at "
                              f"--ray-address {address} has its own")
         runtime_env = {"py_modules": [str(package)]}
-    for attempt in range(1, RAY_START_TRIES + 1):
+    tries = RAY_START_TRIES if address is None else 1  # a cluster's head is not ours to restart
+    for attempt in range(1, tries + 1):
         try:
             ray.init(address=address, num_cpus=num_cpus, include_dashboard=False,
                      log_to_driver=False, runtime_env=runtime_env)
@@ -165,8 +166,7 @@ def start_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         except Exception as error:
             # a local Ray waits a hard-coded 30 s for its raylet (ray/_private/node.py) and
             # raises a bare Exception on a loaded machine: slow, not broken, so start again
-            if address is not None or RAY_SLOW_START not in str(error) or \
-                    attempt == RAY_START_TRIES:
+            if RAY_SLOW_START not in str(error) or attempt == tries:
                 raise
             ray.shutdown()
             print(f"radix sweep: the local Ray was slow to start ({attempt} of "
