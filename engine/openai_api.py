@@ -166,31 +166,31 @@ def sglext(details: dict[str, int] | None) -> dict[str, Any] | None:
     return None if details is None else {"cached_tokens_details": details}
 
 
-def completion_body(rid: str, model: str, text: str, finish_reason: str | None,
-                    use: dict[str, Any] | None, ext: dict[str, Any] | None = None
-                    ) -> dict[str, Any]:
-    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
-              "stop_reason": None}
-    body = {"id": rid, "object": "text_completion", "created": int(time.time()),
-            "model": model, "choices": [choice]}
+def _whole_body(rid: str, model: str, kind: str, choice: dict[str, Any],
+                use: dict[str, Any] | None, ext: dict[str, Any] | None) -> dict[str, Any]:
+    """A whole (not streamed) response of `kind` with its one choice, usage and sglext."""
+    body = {"id": rid, "object": kind, "created": int(time.time()), "model": model,
+            "choices": [choice]}
     if use is not None:
         body["usage"] = use
     if ext is not None:
         body["sglext"] = ext
     return body
+
+
+def completion_body(rid: str, model: str, text: str, finish_reason: str | None,
+                    use: dict[str, Any] | None, ext: dict[str, Any] | None = None
+                    ) -> dict[str, Any]:
+    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
+              "stop_reason": None}
+    return _whole_body(rid, model, "text_completion", choice, use, ext)
 
 
 def chat_body(rid: str, model: str, text: str, finish_reason: str | None,
               use: dict[str, Any] | None, ext: dict[str, Any] | None = None) -> dict[str, Any]:
     choice = {"index": 0, "message": {"role": "assistant", "content": text},
               "logprobs": None, "finish_reason": finish_reason, "stop_reason": None}
-    body = {"id": rid, "object": "chat.completion", "created": int(time.time()),
-            "model": model, "choices": [choice]}
-    if use is not None:
-        body["usage"] = use
-    if ext is not None:
-        body["sglext"] = ext
-    return body
+    return _whole_body(rid, model, "chat.completion", choice, use, ext)
 
 
 def chat_chunk(rid: str, model: str, delta: dict[str, str] | None,
