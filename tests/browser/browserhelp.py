@@ -208,6 +208,26 @@ def click_next_until(pg, text: str, limit: int = 40) -> None:
     raise AssertionError(f"never saw {text!r}")
 
 
+def export_offline(pg, menu: str, tmp_path: Path, name: str, timeout_ms: int):
+    """Opens the `menu` expander, downloads its "animated HTML of frames" to tmp_path/name and
+    opens the file in a fresh context that refuses every network request: (the file's text,
+    the viewer page, the URLs it tried to fetch, the context to close)."""
+    pg.get_by_text(menu).click()
+    button = pg.get_by_role("button", name="animated HTML of frames")
+    button.wait_for(timeout=ms(30_000))
+    with pg.expect_download(timeout=ms(timeout_ms)) as info:
+        button.click()
+    path = tmp_path / name
+    info.value.save_as(path)
+    offline = pg.context.browser.new_context()
+    viewer = offline.new_page()
+    fetched: list[str] = []
+    viewer.route("**/*", lambda route: (fetched.append(route.request.url), route.abort())
+                 if not route.request.url.startswith("file:") else route.continue_())
+    viewer.goto(path.as_uri())
+    return path.read_text(), viewer, fetched, offline
+
+
 def in_viewport(pg, selector: str) -> bool:
     """The element is entirely inside the viewport, without scrolling."""
     box = pg.locator(selector).first.bounding_box()

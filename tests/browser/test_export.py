@@ -4,7 +4,7 @@ plays by itself in a browser, offline."""
 from __future__ import annotations
 
 import pytest
-from browserhelp import TREE, wait_drawn
+from browserhelp import TREE, export_offline, wait_drawn
 from machine import ms
 
 pytestmark = pytest.mark.browser
@@ -16,22 +16,10 @@ def test_tour_export_plays_offline(server, page, tmp_path):
     gains R2's split node on the way."""
     page.goto(f"{server}/tour?step=5&k=1")
     wait_drawn(page)
-    page.get_by_text("export frames for slides").click()
-    button = page.get_by_role("button", name="animated HTML of frames")
-    button.wait_for(timeout=ms(30_000))
-    with page.expect_download(timeout=ms(60_000)) as info:
-        button.click()
-    path = tmp_path / "frames.html"
-    info.value.save_as(path)
-    html = path.read_text()
+    html, viewer, fetched, offline = export_offline(page, "export frames for slides",
+                                                    tmp_path, "frames.html", 60_000)
     assert "window.RadixLensTree=" in html and "http" not in html.split("<script>")[0]
 
-    offline = page.context.browser.new_context()
-    viewer = offline.new_page()
-    fetched: list[str] = []
-    viewer.route("**/*", lambda route: (fetched.append(route.request.url), route.abort())
-                 if not route.request.url.startswith("file:") else route.continue_())
-    viewer.goto(path.as_uri())
     viewer.wait_for_selector(f"{TREE} g.node", timeout=ms(30_000))
     counts = {viewer.locator(f"{TREE} g.node").count()}
     viewer.wait_for_function("() => Number(document.body.dataset.frame) >= 4", timeout=ms(30_000))

@@ -5,7 +5,7 @@ caption name the same step."""
 from __future__ import annotations
 
 import pytest
-from browserhelp import IDLE, ROOT, wait_drawn
+from browserhelp import IDLE, ROOT, export_offline, wait_drawn
 from machine import ms
 
 pytestmark = pytest.mark.browser
@@ -54,19 +54,8 @@ def test_export_for_slides_has_the_block_view(server, page, tmp_path):
     tree). Every network request from the file is refused; plotly draws from the inlined
     script."""
     _open_three_requests(page, server)
-    page.get_by_text("export steps for slides").click()
-    button = page.get_by_role("button", name="animated HTML of frames")
-    button.wait_for(timeout=ms(30_000))
-    with page.expect_download(timeout=ms(120_000)) as info:
-        button.click()
-    path = tmp_path / "trace.html"
-    info.value.save_as(path)
-    offline = page.context.browser.new_context()
-    viewer = offline.new_page()
-    fetched: list[str] = []
-    viewer.route("**/*", lambda route: (fetched.append(route.request.url), route.abort())
-                 if not route.request.url.startswith("file:") else route.continue_())
-    viewer.goto(path.as_uri())
+    _, viewer, fetched, offline = export_offline(page, "export steps for slides", tmp_path,
+                                                 "trace.html", 120_000)
     viewer.wait_for_selector(".radixlens-tree g.node", timeout=ms(30_000))
     viewer.wait_for_selector("#blocks .main-svg", timeout=ms(30_000))
     assert "vLLM block pool after" in viewer.inner_text("#blocks")
