@@ -166,11 +166,11 @@ def sglext(details: dict[str, int] | None) -> dict[str, Any] | None:
     return None if details is None else {"cached_tokens_details": details}
 
 
-def _whole_body(rid: str, model: str, kind: str, choice: dict[str, Any],
-                use: dict[str, Any] | None, ext: dict[str, Any] | None) -> dict[str, Any]:
-    """A whole (not streamed) response of `kind` with its one choice, usage and sglext."""
+def _body(rid: str, model: str, kind: str, choices: list[dict[str, Any]],
+          use: dict[str, Any] | None, ext: dict[str, Any] | None) -> dict[str, Any]:
+    """A response of `kind` (whole, or one streamed chunk) with its choices, usage and sglext."""
     body = {"id": rid, "object": kind, "created": int(time.time()), "model": model,
-            "choices": [choice]}
+            "choices": choices}
     if use is not None:
         body["usage"] = use
     if ext is not None:
@@ -183,14 +183,14 @@ def completion_body(rid: str, model: str, text: str, finish_reason: str | None,
                     ) -> dict[str, Any]:
     choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
               "stop_reason": None}
-    return _whole_body(rid, model, "text_completion", choice, use, ext)
+    return _body(rid, model, "text_completion", [choice], use, ext)
 
 
 def chat_body(rid: str, model: str, text: str, finish_reason: str | None,
               use: dict[str, Any] | None, ext: dict[str, Any] | None = None) -> dict[str, Any]:
     choice = {"index": 0, "message": {"role": "assistant", "content": text},
               "logprobs": None, "finish_reason": finish_reason, "stop_reason": None}
-    return _whole_body(rid, model, "chat.completion", choice, use, ext)
+    return _body(rid, model, "chat.completion", [choice], use, ext)
 
 
 def chat_chunk(rid: str, model: str, delta: dict[str, str] | None,
@@ -200,13 +200,7 @@ def chat_chunk(rid: str, model: str, delta: dict[str, str] | None,
     `ext` SGLang's sglext-only chunk (sent before the usage chunk, as SGLang sends it)."""
     choices = [] if delta is None else [
         {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
-    body = {"id": rid, "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": model, "choices": choices}
-    if use is not None:
-        body["usage"] = use
-    if ext is not None:
-        body["sglext"] = ext
-    return body
+    return _body(rid, model, "chat.completion.chunk", choices, use, ext)
 
 
 def completion_chunk(rid: str, model: str, text: str | None, finish_reason: str | None = None,
@@ -215,13 +209,7 @@ def completion_chunk(rid: str, model: str, text: str | None, finish_reason: str 
     choices = [] if text is None else [
         {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
          "stop_reason": None}]
-    body = {"id": rid, "object": "text_completion", "created": int(time.time()),
-            "model": model, "choices": choices}
-    if use is not None:
-        body["usage"] = use
-    if ext is not None:
-        body["sglext"] = ext
-    return body
+    return _body(rid, model, "text_completion", choices, use, ext)
 
 
 def error_body(message: str, kind: str = "BadRequestError", code: int = 400) -> dict[str, Any]:
