@@ -377,6 +377,14 @@ def test_big_request_traces_check_invariants_on_a_stride(monkeypatch):
                         lambda self: (calls.append(self.total_size()), real(self))[1])
     r = replay(data, "t.jsonl")
     assert r.checked_every == 4 and len(calls) == 3 and r.first_bad_step is None
+    # past the same limit the log keeps a keyframe every LONG_KEYFRAME_EVERY steps, not 64; the
+    # tree at every step is the same as with dense keyframes
+    assert r.log.keyframe_every == trace_mod.LONG_KEYFRAME_EVERY
+    monkeypatch.setattr(trace_mod, "CHECK_EVERY_REQUEST_UP_TO", 10)
+    dense = replay(data, "t.jsonl")
+    assert dense.log.keyframe_every == 64
+    assert all(r.log.snapshot_at(k) == dense.log.snapshot_at(k)
+               for k in range(r.log.num_steps + 1))
 
     def broken(self):
         raise trace_mod.InvariantError("lock_ref below zero at node 3")
