@@ -104,6 +104,12 @@ class BlockHashes:
         self._segs.append((tokens, pos, parent, extra_key, cache_salt))
         self.count = start + n
 
+    @property
+    def nbytes(self) -> int:
+        """What it holds, roughly: ~600 bytes a segment (a compact sequence and its entry,
+        ~580 measured on the conversation stand-in), the table's rows hashed."""
+        return 600 * len(self._segs) + self._table[:self.count].nbytes * self.keep
+
     def forget(self) -> None:
         """Keep no hashes from now on: each `of` hashes what it needs afresh."""
         self.keep = False
@@ -432,15 +438,49 @@ class ArrayPool:
     def capture(self) -> bytes:
         """scenarios/blockframes.py capture of the BlockPool this pool stands for, byte for
         byte (between requests: a replay holds no block after it)."""
-        positions = self.pos.tolist()
+        return self.frame().capture()
+
+    def frame(self) -> Frame:
+        """The pool as it is now, its blocks' hashes still ids: `capture()` later."""
         cached = np.flatnonzero(self.pos >= 0)
         hs = self.hid[cached]
-        children = np.flatnonzero(self.pos > 0)
-        parents = self.parent[children]
-        table = self.memo.hashes
-        if len(cached):
+        # the hash map's entries: each hash once, at its first block, in the order they entered
+        heads = cached[self.first[hs] == cached]
+        present = self.hid[heads][np.argsort(self.entered[self.hid[heads]])]
+        shared = {k: list(self.groups[h]) for k, h in enumerate(present.tolist())
+                  if self.shared[h]} if self.groups else {}
+        return Frame(self.num_blocks, self.block_size, self.pos.astype(np.int32), hs,
+                     self.parent[self.pos > 0], self.queue().astype(np.int32),
+                     self.first[present].astype(np.int32), shared, self.num_evictions,
+                     self.memo.hashes)
+
+
+class Frame:
+    """A keyframe of an ArrayPool before its hashes are read: the arrays `capture` packs,
+    hashes as ids (`hashes` computes them). A keyframe is restored only when a step in it is
+    shown, so a replay that takes one every `every` requests hashes only those shown.
+    `nbytes`: what it holds (not counting `hashes`, which its replay's keyframes share)."""
+
+    def __init__(self, num_blocks: int, block_size: int, pos: np.ndarray, hs: np.ndarray,
+                 parents: np.ndarray, queue: np.ndarray, entries: np.ndarray,
+                 shared: dict[int, list[int]], num_evictions: int,
+                 hashes: BlockHashes) -> None:
+        self.num_blocks, self.block_size, self.num_evictions = num_blocks, block_size, \
+            num_evictions
+        self.pos = pos  # each block's chain position, -1: not cached
+        self.hs, self.parents = hs, parents  # ids: cached blocks', blocks past position 0's
+        self.queue, self.entries = queue, entries  # free queue, hash map (by first block)
+        self.shared = shared  # entry index -> the blocks carrying its hash, first cached first
+        self.hashes = hashes
+        self.nbytes = sum(a.nbytes for a in (pos, hs, parents, queue, entries)) + 64 * sum(
+            map(len, shared.values()))
+
+    def capture(self) -> bytes:
+        """scenarios/blockframes.py capture of the pool, byte for byte: the cached blocks'
+        hashes (and those of parents no longer cached) computed now."""
+        hs, parents = self.hs, self.parents
+        if len(hs):
             width: int = WIDTH
-            hashes: bytes | list = table.of(hs)
             # each parent as 1 + the last cached block (by id) carrying it, else lost
             order = np.argsort(hs, kind="stable")
             ranked = hs[order]
@@ -449,17 +489,15 @@ class ArrayPool:
             ok[ok] = ranked[at[ok]] == parents[ok]
             index = np.where(ok, order[np.maximum(at, 0)] + 1, 0).tolist()
             refs = [k or None for k in index]
-            lost: bytes | list = table.of(parents[~ok])
+            data = self.hashes.of(np.concatenate((hs, parents[~ok])))  # one pass: shared parents
+            cut = WIDTH * len(hs)
+            hashes: bytes | list = data[:cut]
+            lost: bytes | list = data[cut:]
         else:
             width, hashes, refs, lost = 0, [], [], []
-        # the hash map's entries: each hash once, at its first block, in the order they entered
-        heads = cached[self.first[hs] == cached]
-        present = self.hid[heads][np.argsort(self.entered[self.hid[heads]])]
-        entries: list = self.first[present].tolist()
-        if self.groups:
-            for k, h in enumerate(present.tolist()):
-                if self.shared[h]:
-                    entries[k] = list(self.groups[h])
-        state = (self.num_blocks, self.block_size, True, positions, width, hashes, refs, lost,
-                 self.queue().tolist(), entries, self.num_evictions, 0)
+        entries: list = self.entries.tolist()
+        for k, blocks in self.shared.items():
+            entries[k] = list(blocks)
+        state = (self.num_blocks, self.block_size, True, self.pos.tolist(), width, hashes, refs,
+                 lost, self.queue.tolist(), entries, self.num_evictions, 0)
         return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
