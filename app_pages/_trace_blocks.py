@@ -26,7 +26,8 @@ from viz.trace import id_labels, snapshot_json
 
 # the block view replays the per-block pool itself past this many requests only when asked:
 # on the 12,031-request conversation stand-in every keyframe took 24 CPU-s, twice the summary's
-# (14 CPU-s, about the summary's, since scenarios/blockbuilder.py)
+# (14 CPU-s, about the summary's, since scenarios/blockbuilder.py; ~8, half of it, since the
+# keyframes are hashed only when restored)
 AUTO_BLOCK_REQUESTS = 2_000
 
 

@@ -7,8 +7,9 @@ pop, an eviction, a store, a release for every one of ~3.5 M blocks. Here a requ
 numpy operations over its block ids, whatever its length:
 - a hash is an int, its id: each distinct block prefix (namespace, tokens up to the block's end)
   gets one when first hashed, from a prefix trie of the tokens (radix/tokens/runs.py PrefixTrie,
-  as HashMemo uses it: a node's blocks have consecutive ids), so equal ids are equal hashes; the
-  32-byte hashes sit in one array by id, read only when a keyframe is taken;
+  as HashMemo uses it: a node's blocks have consecutive ids), so equal ids are equal hashes; a
+  replay hashes nothing: the 32-byte hashes are computed when a keyframe reads them, only for
+  the blocks it holds (BlockHashes; hashing every new block was a third of the replay);
 - the hash map is an array by id (the first block cached under it, -1: none) with the order
   each id entered it (a dict's order); a hash on several blocks (a fully cached prompt
   recomputes its last block) is kept apart, in a dict of lists, as BlockPool does;
@@ -67,10 +68,121 @@ def pack_runs(tokens: Sequence[int]) -> bytes | None:
 _MIN64, _END64 = -(1 << 63), 1 << 63
 
 
+class BlockHashes:
+    """The hash of each id HashIds hands out, computed only when asked for (`of(ids)`): the
+    ids come from the trie, and a replay needs only them (equal ids, equal hashes); the 32-byte
+    hashes are read only when a keyframe is taken, and of a keyframe only its cached blocks'.
+
+    Ids are handed out in segments, one per sequence that brought new blocks: ids [start,
+    start + n) are blocks pos..pos + n - 1 of `tokens`, whose block pos - 1 (if any) has id
+    `parent`. A segment is hashed from its start up to the furthest block asked for so far
+    (hash_request_tokens from its parent's hash: the same hashes as hashing the whole sequence),
+    its parent's segment first. `keep`: remember the hashes (a table by id: its rows are
+    written only as hashed), else each `of` call hashes what it needs afresh.
+
+    >>> b = BlockHashes(BlockHasher(), 2)
+    >>> b.add(0, 2, [1, 2, 3, 4], 0, -1, None, None); b.add(2, 1, [1, 2, 5, 6], 1, 0, None, None)
+    >>> b.of([2]) == hash_request_tokens([1, 2, 5, 6], 2)[1], b.count
+    (True, 3)
+    """
+
+    def __init__(self, hasher: BlockHasher, block_size: int, keep: bool = True) -> None:
+        self.hasher, self.block_size, self.keep = hasher, block_size, keep
+        self.count = 0  # ids handed out
+        self._starts: list[int] = []  # each segment's first id
+        self._segs: list[tuple] = []  # (tokens, pos, parent id, extra_key, cache_salt)
+        self._table = np.zeros((0, WIDTH), np.uint8)  # row k: the hash of id k, once hashed
+        self._done = np.zeros(0, np.int64)  # blocks of each segment hashed into the table
+
+    def add(self, start: int, n: int, tokens: Sequence[int], pos: int, parent: int,
+            extra_key: str | None, cache_salt: str | None) -> None:
+        """Ids start..start + n - 1 (start: the ids handed out so far) are blocks pos.. of
+        `tokens`, block pos - 1's id `parent` (-1: pos is 0)."""
+        if start != self.count:
+            raise ValueError(f"segment at id {start}, but {self.count} ids are handed out")
+        self._starts.append(start)
+        self._segs.append((tokens, pos, parent, extra_key, cache_salt))
+        self.count = start + n
+
+    @property
+    def nbytes(self) -> int:
+        """What it holds, roughly: ~600 bytes a segment (a compact sequence and its entry,
+        ~580 measured on the conversation stand-in), the table's rows hashed."""
+        return 600 * len(self._segs) + self._table[:self.count].nbytes * self.keep
+
+    def forget(self) -> None:
+        """Keep no hashes from now on: each `of` hashes what it needs afresh."""
+        self.keep = False
+        self._table, self._done = np.zeros((0, WIDTH), np.uint8), np.zeros(0, np.int64)
+
+    def of(self, ids: Sequence[int] | np.ndarray) -> bytes:
+        """The hashes of `ids`, 32 bytes each, in order."""
+        ids = np.asarray(ids, np.int64)
+        if not len(ids):
+            return b""
+        if len(self._done) < len(self._segs) or len(self._table) < self.count:
+            self._grow()
+        starts = np.asarray(self._starts, np.int64)
+        seg = np.searchsorted(starts, ids, side="right") - 1
+        off = ids - starts[seg]
+        need = off >= self._done[seg]
+        if need.any():
+            segs, inv = np.unique(seg[need], return_inverse=True)
+            top = np.zeros(len(segs), np.int64)
+            np.maximum.at(top, inv, off[need])
+            for s, o in zip(segs.tolist(), top.tolist(), strict=True):
+                self._hash(s, o, starts)
+        out = self._table[ids].tobytes()
+        if not self.keep:
+            self._table, self._done = np.zeros((0, WIDTH), np.uint8), np.zeros(0, np.int64)
+        return out
+
+    def _grow(self) -> None:
+        table = np.zeros((max(self.count, 2 * len(self._table)), WIDTH), np.uint8)
+        table[:len(self._table)] = self._table
+        done = np.zeros(max(len(self._segs), 2 * len(self._done)), np.int64)
+        done[:len(self._done)] = self._done
+        self._table, self._done = table, done
+
+    def _hash(self, s: int, o: int, starts: np.ndarray) -> None:
+        """Blocks up to offset `o` of segment `s` into the table, its parents' first."""
+        table, done, bs = self._table, self._done, self.block_size
+        todo = [(s, o)]
+        while todo:
+            s, o = todo[-1]
+            have = int(done[s])
+            if have > o:
+                todo.pop()
+                continue
+            tokens, pos, parent, extra_key, cache_salt = self._segs[s]
+            if have:
+                last = table[starts[s] + have - 1].tobytes()
+            elif parent >= 0:
+                p = int(np.searchsorted(starts, parent, side="right")) - 1
+                if parent - starts[p] >= done[p]:
+                    todo.append((p, int(parent - starts[p])))
+                    continue
+                last = table[parent].tobytes()
+            else:
+                last = None
+            first = pos + have  # the first block to hash
+            known: list = [None] * (first - 1) + [last] if first else []
+            fresh = hash_request_tokens(tokens[:(pos + o + 1) * bs], bs, extra_key, cache_salt,
+                                        known, self.hasher, pack_runs)[first:]
+            data = b"".join(fresh)
+            if len(data) != WIDTH * len(fresh):
+                raise ValueError("a block hash is not 32 bytes")
+            at = starts[s] + have
+            table[at:at + len(fresh)] = np.frombuffer(data, np.uint8).reshape(-1, WIDTH)
+            done[s] = have + len(fresh)
+            todo.pop()
+
+
 class HashIds:
     """Each distinct full-block prefix of the token sequences seen, per namespace, as an int
-    (its hash's id), with the hash itself: `ids(tokens, ns, num_full, extra_key, cache_salt)`
-    hashes only the blocks no earlier sequence had (as HashMemo does).
+    (its hash's id): `ids(tokens, ns, num_full, extra_key, cache_salt)` walks and extends a
+    prefix trie (as HashMemo does) and hashes nothing: `hashes` (BlockHashes) hashes an id
+    when it is asked for.
 
     >>> h = HashIds(BlockHasher(), 2); a = h.ids([1, 2, 3, 4], (None, None), 2, None, None)
     >>> a.tolist(), h.ids([1, 2, 5, 6], (None, None), 2, None, None).tolist()
@@ -85,10 +197,10 @@ class HashIds:
         self.trie = PrefixTrie(unit=block_size)
         self._base: dict[int, int] = {}  # id(trie node) -> the id of its block d0
         self.count = 0
-        self.hashes = np.zeros((1024, WIDTH), np.uint8)  # row k: the hash of id k
+        self.hashes = BlockHashes(hasher, block_size)
 
     def hash(self, k: int) -> bytes:
-        return self.hashes[k].tobytes()
+        return self.hashes.of([k])
 
     def ids(self, tokens: Sequence[int], ns: Hashable, num_full: int, extra_key: str | None,
             cache_salt: str | None, resume: Walk | None = None) -> np.ndarray:
@@ -98,20 +210,10 @@ class HashIds:
         walk = trie.walk(tokens, ns, num_full, resume)
         pos = walk.pos
         if pos < num_full:
-            known: list = [None] * (pos - 1) + [self.hash(self._id(walk, pos - 1))] if pos \
-                else []
-            fresh = hash_request_tokens(tokens, self.block_size, extra_key, cache_salt, known,
-                                        self.hasher, pack_runs)[pos:]
-            data = b"".join(fresh)
-            if len(data) != WIDTH * len(fresh):
-                raise ValueError("a block hash is not 32 bytes")
-            start, end = self.count, self.count + len(fresh)
-            if end > len(self.hashes):
-                grown = np.zeros((max(2 * len(self.hashes), end), WIDTH), np.uint8)
-                grown[:start] = self.hashes[:start]
-                self.hashes = grown
-            self.hashes[start:end] = np.frombuffer(data, np.uint8).reshape(-1, WIDTH)
-            self.count = end
+            start = self.count
+            parent = self._id(walk, pos - 1) if pos else -1
+            self.hashes.add(start, num_full - pos, tokens, pos, parent, extra_key, cache_salt)
+            self.count = start + num_full - pos
             walk = trie.insert(tokens, ns, num_full, None, walk)
             node = walk.pieces[-1][0]
             self._base[id(node)] = start - node.d0
@@ -336,15 +438,49 @@ class ArrayPool:
     def capture(self) -> bytes:
         """scenarios/blockframes.py capture of the BlockPool this pool stands for, byte for
         byte (between requests: a replay holds no block after it)."""
-        positions = self.pos.tolist()
+        return self.frame().capture()
+
+    def frame(self) -> Frame:
+        """The pool as it is now, its blocks' hashes still ids: `capture()` later."""
         cached = np.flatnonzero(self.pos >= 0)
         hs = self.hid[cached]
-        children = np.flatnonzero(self.pos > 0)
-        parents = self.parent[children]
-        table = self.memo.hashes
-        if len(cached):
+        # the hash map's entries: each hash once, at its first block, in the order they entered
+        heads = cached[self.first[hs] == cached]
+        present = self.hid[heads][np.argsort(self.entered[self.hid[heads]])]
+        shared = {k: list(self.groups[h]) for k, h in enumerate(present.tolist())
+                  if self.shared[h]} if self.groups else {}
+        return Frame(self.num_blocks, self.block_size, self.pos.astype(np.int32), hs,
+                     self.parent[self.pos > 0], self.queue().astype(np.int32),
+                     self.first[present].astype(np.int32), shared, self.num_evictions,
+                     self.memo.hashes)
+
+
+class Frame:
+    """A keyframe of an ArrayPool before its hashes are read: the arrays `capture` packs,
+    hashes as ids (`hashes` computes them). A keyframe is restored only when a step in it is
+    shown, so a replay that takes one every `every` requests hashes only those shown.
+    `nbytes`: what it holds (not counting `hashes`, which its replay's keyframes share)."""
+
+    def __init__(self, num_blocks: int, block_size: int, pos: np.ndarray, hs: np.ndarray,
+                 parents: np.ndarray, queue: np.ndarray, entries: np.ndarray,
+                 shared: dict[int, list[int]], num_evictions: int,
+                 hashes: BlockHashes) -> None:
+        self.num_blocks, self.block_size, self.num_evictions = num_blocks, block_size, \
+            num_evictions
+        self.pos = pos  # each block's chain position, -1: not cached
+        self.hs, self.parents = hs, parents  # ids: cached blocks', blocks past position 0's
+        self.queue, self.entries = queue, entries  # free queue, hash map (by first block)
+        self.shared = shared  # entry index -> the blocks carrying its hash, first cached first
+        self.hashes = hashes
+        self.nbytes = sum(a.nbytes for a in (pos, hs, parents, queue, entries)) + 64 * sum(
+            map(len, shared.values()))
+
+    def capture(self) -> bytes:
+        """scenarios/blockframes.py capture of the pool, byte for byte: the cached blocks'
+        hashes (and those of parents no longer cached) computed now."""
+        hs, parents = self.hs, self.parents
+        if len(hs):
             width: int = WIDTH
-            hashes: bytes | list = table[hs].tobytes()
             # each parent as 1 + the last cached block (by id) carrying it, else lost
             order = np.argsort(hs, kind="stable")
             ranked = hs[order]
@@ -353,17 +489,15 @@ class ArrayPool:
             ok[ok] = ranked[at[ok]] == parents[ok]
             index = np.where(ok, order[np.maximum(at, 0)] + 1, 0).tolist()
             refs = [k or None for k in index]
-            lost: bytes | list = table[parents[~ok]].tobytes()
+            data = self.hashes.of(np.concatenate((hs, parents[~ok])))  # one pass: shared parents
+            cut = WIDTH * len(hs)
+            hashes: bytes | list = data[:cut]
+            lost: bytes | list = data[cut:]
         else:
             width, hashes, refs, lost = 0, [], [], []
-        # the hash map's entries: each hash once, at its first block, in the order they entered
-        heads = cached[self.first[hs] == cached]
-        present = self.hid[heads][np.argsort(self.entered[self.hid[heads]])]
-        entries: list = self.first[present].tolist()
-        if self.groups:
-            for k, h in enumerate(present.tolist()):
-                if self.shared[h]:
-                    entries[k] = list(self.groups[h])
-        state = (self.num_blocks, self.block_size, True, positions, width, hashes, refs, lost,
-                 self.queue().tolist(), entries, self.num_evictions, 0)
+        entries: list = self.entries.tolist()
+        for k, blocks in self.shared.items():
+            entries[k] = list(blocks)
+        state = (self.num_blocks, self.block_size, True, self.pos.tolist(), width, hashes, refs,
+                 lost, self.queue.tolist(), entries, self.num_evictions, 0)
         return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)

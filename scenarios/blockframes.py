@@ -12,7 +12,10 @@ request holds a block, so it is the blocks' hashes (with parent hash and chain p
 free queue's order, the hash map's order and the eviction count, column by column: ~44 bytes a
 cached block, pickled (not compressed: block hashes are random bytes, zlib saved 16% for a
 third of the upload's time; a 1 M-token pool of 16-token blocks: ~2.7 MB a keyframe, was
-~3.4 MB as a tuple per block).
+~3.4 MB as a tuple per block). The array pool's keyframes wait as Frames (blockbuilder.py:
+its arrays, hashes as ids, ~1.7 MB on that pool) until one is restored: only the keyframes shown
+are hashed and pickled (the block view's first picture: the last pool only; hashing every block
+replayed was a third of the replay).
 Restoring rewrites the cursor's pool in place.
 subtle: restoring writes KVCacheBlock fields and the pool's hash map directly (radix/blocks has
 no restore); tests check a restored pool against a replayed one and its invariants.
@@ -33,7 +36,7 @@ from radix.blocks.pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.request import Req
 from radix.runs.compare import fewer_collections, run_blocks
-from scenarios.blockbuilder import ArrayPool, pack_runs
+from scenarios.blockbuilder import ArrayPool, Frame, pack_runs
 
 MIN_EVERY, MAX_KEYFRAMES = 32, 64
 FRAME_BLOCK_BYTES = 60  # a cached block in a keyframe (hash, parent hash, ids), pickled
@@ -181,8 +184,9 @@ class BlockFrames:
             ArrayPool(self.num_blocks, block_size, hash_algo) if run is run_blocks else
             BlockCacheManager(BlockPool(self.num_blocks, block_size, hash_algo=hash_algo),
                               hash_memo=True, pack=pack_runs))
-        self.frames: list[bytes | None] = [self._capture()]
-        self._last: bytes | None = None  # the pool after every request, once all are built
+        # a keyframe of the array pool is a Frame (its hashes as ids) until it is restored
+        self.frames: list[bytes | Frame | None] = [self._capture()]
+        self._last: bytes | Frame | None = None  # the pool after every request, once built
         self._cursor: tuple[int, BlockCacheManager] | None = None
         self._lock = threading.RLock()
 
@@ -233,7 +237,10 @@ class BlockFrames:
         """Replays the per-block pool until `ready(n)` (default: every keyframe is kept);
         progress(frames built, frames wanted) after each keyframe."""
         last = self.num_frames - 1 if n is None else min(n // self.every, self.num_frames - 1)
-        with self._lock:
+        # fewer collections: the replay allocates small objects by the million (trie keys,
+        # walks): on the conversation stand-in 528 collections, 48 of them of the middle
+        # generation, against 5 and 1 (0.5-0.9 of ~4.5 CPU-s beside a 3 M-object heap)
+        with self._lock, fewer_collections():
             self._build(last, progress)
 
     def _build(self, last: int, progress: Callable[[int, int], None] | None) -> None:
@@ -256,17 +263,38 @@ class BlockFrames:
                 done = (self.num_frames - 1) * self.every
                 if isinstance(builder, ArrayPool) and done < self.num_requests:
                     builder.replay(list(self.feed(done, self.num_requests)))
-                    self._last = builder.capture()
-                # every keyframe is built: the builder's pool and hash memo (a hash for every
+                    self._last = builder.frame()
+                # every keyframe is built: the builder's pool and trie (an id for every
                 # distinct block prefix of the trace: 1.6 M on the conversation stand-in, ~100
-                # MB, not in the session's budget) are never used again
+                # MB, not in the session's budget) are never used again; the frames' hashes
+                # (their sequences, kept by the trace anyway) keep none of the hashes they
+                # compute
+                if isinstance(builder, ArrayPool):
+                    builder.memo.hashes.forget()
                 self._builder = None
             if progress is not None:
                 progress(len(self.frames), last + 1)
 
-    def _capture(self) -> bytes:
+    def _capture(self) -> bytes | Frame:
         builder = self._builder
-        return builder.capture() if isinstance(builder, ArrayPool) else capture(builder)
+        return builder.frame() if isinstance(builder, ArrayPool) else capture(builder)
+
+    def keyframe(self, k: int) -> bytes:
+        """Keyframe k (built; -1: the pool after every request) as `capture` gives it, its
+        hashes computed the first time it is asked for (restored)."""
+        with self._lock:
+            return self._frame(k)
+
+    def _frame(self, k: int) -> bytes:
+        frame = self._last if k < 0 else self.frames[k]
+        assert frame is not None
+        if isinstance(frame, Frame):
+            frame = frame.capture()
+            if k < 0:
+                self._last = frame
+            else:
+                self.frames[k] = frame
+        return frame
 
     def _replay(self, manager: BlockCacheManager, start: int, stop: int) -> None:
         """Requests start..stop-1 through `manager`'s pool (the runner, run_blocks)."""
@@ -281,7 +309,9 @@ class BlockFrames:
     def nbytes(self) -> int:
         """What it holds, the keyframes not built yet counted at their most (every block
         cached: ~60 bytes each), so a session's budget holds them from the start."""
-        built = sum(len(f) for f in self.frames if f is not None) + len(self._last or b"")
+        built = sum(_size(f) for f in self.frames if f is not None) + _size(self._last)
+        pending = [f for f in self.frames + [self._last] if isinstance(f, Frame)]
+        built += pending[0].hashes.nbytes if pending else 0  # the sequences they hash from
         missing = self.num_frames - len(self.frames) + self.frames.count(None) + (
             self._last is None and self.num_requests % self.every != 0)
         return built + FRAME_BLOCK_BYTES * self.num_blocks * missing + 64 * len(self.lookups)
@@ -303,13 +333,13 @@ class BlockFrames:
             scratch = self._cursor[1] if self._cursor is not None else None
             if n == self.num_requests and self._last is not None:
                 start = n
-                manager = restore(self._last, into=scratch, hash_algo=self.hash_algo)
+                manager = restore(self._frame(-1), into=scratch, hash_algo=self.hash_algo)
             elif self.frames[k] is None:  # passed by a long build: from the one before it
-                manager = restore(self.frames[k - 1], into=scratch, hash_algo=self.hash_algo)
+                manager = restore(self._frame(k - 1), into=scratch, hash_algo=self.hash_algo)
                 self._replay(manager, start - self.every, start)
                 self.frames[k] = capture(manager)
             else:
-                manager = restore(self.frames[k], into=scratch, hash_algo=self.hash_algo)
+                manager = restore(self._frame(k), into=scratch, hash_algo=self.hash_algo)
         if n > start:
             self._replay(manager, start, n)
         self._cursor = (n, manager)
@@ -324,3 +354,6 @@ class BlockFrames:
             manager = self.manager_at(n)
             return BlockAt(manager.snapshot(), n, manager.pool.num_evictions)
 
+
+def _size(frame: bytes | Frame | None) -> int:
+    return 0 if frame is None else frame.nbytes if isinstance(frame, Frame) else len(frame)

@@ -9,13 +9,13 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from radix.blocks.hashing import BlockHasher
+from radix.blocks.hashing import BlockHasher, hash_request_tokens
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.request import Req
 from radix.runs.compare import run_blocks
 from radix.tokens import RunList, TokenRuns
-from scenarios.blockbuilder import ArrayPool
+from scenarios.blockbuilder import ArrayPool, BlockHashes, HashIds
 from scenarios.blockframes import BlockFrames, capture
 
 LORA = {"lora-a": "/adapters/a"}
@@ -121,3 +121,35 @@ def test_an_array_pool_keeps_the_order_of_the_blocks_sharing_a_hash():
                    manager=slow)
         fast.replay(reqs())
         assert fast.capture() == capture(slow), num_blocks
+
+
+@given(st.integers(0, 10**6), st.sampled_from([2, 4, 16]),
+       st.sampled_from([BlockHasher(), BlockHasher("vllm-sha256", lora_paths=LORA)]))
+@settings(max_examples=12, deadline=None)
+def test_a_block_hash_asked_for_late_is_hash_request_tokens(seed, block_size, hash_algo):
+    """Oracle: hash_request_tokens over each sequence whole. HashIds hashes nothing when it
+    hands out ids; the hashes asked for afterwards (a few ids at a time, in a random order:
+    segments hashed part way, then further, parents first; kept, and hashed afresh each
+    time) are every block's of every sequence, prompts and prompts plus replies (a walk
+    resumed), with 16-token blocks Mooncake's compact prompts with replies past int64 too."""
+    rng = random.Random(seed)
+    pairs = _requests(seed, 12) + (_mooncake(6) if block_size == 16 else [])
+    memo = HashIds(hash_algo, block_size)
+    asked = []
+    for req, out in pairs:
+        prompt, lora, salt = req.origin_input_ids, req.extra_key, req.cache_salt
+        ns = (lora or None, salt or None)
+        ids = memo.ids(prompt, ns, len(prompt) // block_size, lora, salt)
+        whole = prompt + out
+        longer = memo.ids(whole, ns, len(whole) // block_size, lora, salt, memo.walk)
+        assert longer[:len(ids)].tolist() == ids.tolist()
+        want = hash_request_tokens(whole, block_size, lora, salt, hash_algo=hash_algo)
+        asked += zip(longer.tolist(), want, strict=True)
+    for keep in (True, False):
+        hashes = BlockHashes(hash_algo, block_size, keep)
+        hashes._starts, hashes._segs = memo.hashes._starts, memo.hashes._segs
+        hashes.count = memo.count
+        rng.shuffle(asked)
+        for k in range(0, len(asked), 9):
+            some = asked[k:k + 9]
+            assert hashes.of([i for i, _ in some]) == b"".join(h for _, h in some)

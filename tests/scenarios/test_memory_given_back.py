@@ -37,11 +37,11 @@ print(json.dumps({"before": before, "rounds": rounds}))
 
 
 def test_a_dropped_replay_gives_its_memory_back():
-    """The Mooncake excerpt (200 requests, 2.6 M tokens) with every block keyframe takes ~60
-    MB while held (measured: 37 -> 98 MB); dropped, all but ~18 MB of it comes back, and a
-    second replay does not add to what stays (no leak across uploads). The bound: what stays
-    is under half of what the replay took, and the second round keeps no more than the first
-    plus 8 MB."""
+    """The Mooncake excerpt (200 requests, 2.6 M tokens) with every block keyframe takes ~15
+    MB while held (measured: 42 -> 57 MB; 26 MB before the keyframes were hashed only when
+    restored, 60 MB before that); dropped, all but ~3 MB of it comes back, and a second replay
+    does not add to what stays (no leak across uploads). The bound: what stays is under half
+    of what the replay took, and the second round keeps no more than the first plus 8 MB."""
     trace = ROOT / "examples" / "traces" / "mooncake_excerpt.jsonl"
     done = subprocess.run([sys.executable, "-c", CHILD, str(trace)], cwd=ROOT, timeout=600,
                           capture_output=True, text=True, check=True)
@@ -49,7 +49,7 @@ def test_a_dropped_replay_gives_its_memory_back():
     before, (first, second) = out["before"], out["rounds"]
     mb = 2**20
     took = first[0] - before
-    assert took > 20 * mb, out  # the replay really held something
+    assert took > 10 * mb, out  # the replay really held something
     assert first[1] - before < took / 2, out
     assert second[1] <= first[1] + 8 * mb, out
 
@@ -84,14 +84,15 @@ def test_replays_run_by_the_app_workers_give_their_memory_back():
     kept its last job, and with it the job's result, alive until the next job came, so the
     last two replays stayed resident after every session had closed. Measured in a fresh
     process, two excerpt replays with their keyframes, one per worker: 37 -> 151 MB held; after
-    the drop 136 MB with the worker's reference (99 of 114 MB kept), 58 MB without it (21 kept).
-    The bound: what stays is under half of what the replays took."""
+    the drop 136 MB with the worker's reference (99 of 114 MB kept), 58 MB without it (21 kept);
+    since the keyframes are hashed only when restored, 42 -> 72 MB held, 48 after. The bound:
+    what stays is under half of what the replays took."""
     trace = ROOT / "examples" / "traces" / "mooncake_excerpt.jsonl"
     done = subprocess.run([sys.executable, "-c", POOL_CHILD, str(trace)], cwd=ROOT, timeout=600,
                           capture_output=True, text=True, check=True)
     out = json.loads(done.stdout.strip().splitlines()[-1])
     took = out["held"] - out["before"]
-    assert took > 40 * 2**20, out  # two replays were really held
+    assert took > 20 * 2**20, out  # two replays were really held
     assert out["after"] - out["before"] < took / 2, out
 
 
