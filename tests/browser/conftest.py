@@ -29,7 +29,15 @@ def _scaled(make):
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
-    proc, url = start_server(tmp_path_factory.mktemp("streamlit") / "stderr.txt")
+    """The shared server. Its Live page runs the simulated engine (RADIXLENS_LIVE_ENGINE=sim):
+    no model in this server (its load, forkserver and an engine process for each of the three
+    tests that open /live took ~80 CPU-s of a loaded run); the real model's Live page in a
+    browser is test_app_load.py's (its own server), in AppTest test_app_live.py's. Updating the
+    README's screenshots (RADIXLENS_UPDATE_SCREENSHOTS=1) runs the real model, for the pictures."""
+    import os
+
+    sim = {} if os.environ.get("RADIXLENS_UPDATE_SCREENSHOTS") else {"RADIXLENS_LIVE_ENGINE": "sim"}
+    proc, url = start_server(tmp_path_factory.mktemp("streamlit") / "stderr.txt", env=sim)
     yield url
     proc.terminate()
     proc.wait(timeout=seconds(20))
