@@ -3,10 +3,15 @@
 Two modes: run the model here (this session's own engine), or watch a server: its base URL
 opens the "Watch a server" page (app_pages/watch.py, `?base=`), which discovers its KV-event
 publishers and connects; the model is not loaded for that.
+
+RADIXLENS_LIVE_ENGINE=sim (read on every run) gives each session the simulated engine instead
+(no model: the same scheduler, tree and block shadow, priced; one token per character), as
+RADIXLENS_CLASSROOM_ENGINE=sim does for the Classroom; the browser tests' shared server runs so.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import streamlit as st
@@ -18,7 +23,8 @@ from app_pages._serve import live_sessions
 from app_pages._shell import long_caption, presenter, say, session_id
 from engine.model import DEFAULT_NAME, cache_root, load_model
 from scenarios.chats import SCENARIOS, SYSTEM
-from scenarios.live import LiveSession, own_process_service
+from scenarios.classroom import SimLoaded
+from scenarios.live import LiveSession, own_process_service, sim_service
 from viz.live import measured_label
 
 
@@ -65,12 +71,17 @@ long_caption("Real requests on a real model: each prompt is matched against the 
              "the unmatched suffix is prefilled (256 tokens a round), and the prompt is inserted "
              "after its prefill. Your session has its own engine, tree and KV pool; the weights "
              "are shared.")
-try:
-    loaded = _load()
-except (ValueError, OSError, RuntimeError) as exc:
-    say("error", f"The model could not be loaded: {exc}")
-    st.stop()
-MEASURED = measured_label(loaded)
+if os.environ.get("RADIXLENS_LIVE_ENGINE") == "sim":
+    say("caption", "Simulated engine (RADIXLENS_LIVE_ENGINE=sim): no model; the same scheduler, "
+        "tree and block pool, priced; one token per character.")
+    loaded, MEASURED, factory = SimLoaded(), "simulated, no model", sim_service(0.02)
+else:
+    try:
+        loaded = _load()
+    except (ValueError, OSError, RuntimeError) as exc:
+        say("error", f"The model could not be loaded: {exc}")
+        st.stop()
+    MEASURED, factory = measured_label(loaded), own_process_service
 
 # presenter mode: the pictures first (filled in below), the controls folded under them
 pictures = st.container() if presenter() else None
@@ -86,7 +97,7 @@ session: LiveSession | None = st.session_state.get("live.session")
 if session is None or reset:
     if session is not None:
         session.close()  # stops its engine thread before the new one starts
-    session = LiveSession(loaded, no_cache=no_cache, service_factory=own_process_service)
+    session = LiveSession(loaded, no_cache=no_cache, service_factory=factory)
 elif session.closed or session.no_cache != no_cache:
     # a fresh engine (empty tree); earlier rows stay. Closed: the registry swept this session
     # while its browser was disconnected, and it came back.

@@ -139,17 +139,28 @@ def model_sessions(loaded: Any, capacity_tokens: int | None = None) -> MakeSessi
 
 class CharTokenizer:
     """One token per character (its code point), with a plain chat template: what the
-    simulated engine reads when no model is loaded.
+    simulated engine reads when no model is loaded. Called, and rendering the template as
+    text (`tokenize=False`), as a Hugging Face tokenizer is: the Live page's "why" panel
+    (engine/why.py's HFCodec) reads it so.
 
     >>> t = CharTokenizer(); ids = t.apply_chat_template([{"role": "user", "content": "hi"}],
     ...     add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
     >>> t.decode(ids)
     'user: hi\\nassistant: '
+    >>> t(t.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False))[
+    ...     "input_ids"] == ids
+    True
     """
 
-    def apply_chat_template(self, messages: list[dict[str, str]], **kw: Any) -> dict[str, Any]:
+    chat_template = "{role}: {content}\\n per message, then 'assistant: '"
+
+    def apply_chat_template(self, messages: list[dict[str, str]], tokenize: bool = True,
+                            **kw: Any) -> Any:
         text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant: "
-        return {"input_ids": [ord(ch) for ch in text]}
+        return {"input_ids": [ord(ch) for ch in text]} if tokenize else text
+
+    def __call__(self, text: str, **kw: Any) -> dict[str, list[int]]:
+        return {"input_ids": self.encode(text)}
 
     def encode(self, text: str, **kw: Any) -> list[int]:
         return [ord(ch) for ch in text]

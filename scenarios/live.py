@@ -186,6 +186,19 @@ def own_process_service(*args: Any, **kw: Any) -> Any:
     return ProcessService(*args, **kw)
 
 
+def sim_service(step_s: float = 0.0) -> Callable[..., Any]:
+    """A service factory without a model: EngineService over the simulated backend (the real
+    scheduler and caches, priced; engine/backends.py), on a thread here. The Live page's engine
+    under RADIXLENS_LIVE_ENGINE=sim (the browser tests' shared server; scenarios/classroom.py's
+    SimLoaded is its `loaded`), as the Classroom's simulated rooms."""
+    def make(*args: Any, **kw: Any) -> Any:
+        from engine.backends import simulated  # here: torch comes with the engine, not at import
+        from engine.service import EngineService
+
+        return EngineService(*args, **kw, backend=simulated(step_s))
+    return make
+
+
 class LiveSession:
     """`submit` prompts, call `poll()` on every page run, read `requests` and `tree`."""
 

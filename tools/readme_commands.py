@@ -21,7 +21,9 @@ README's config line, OUT... a temporary path), an optional `[--flag]` is passed
 with its reason (SKIPS): what needs a GPU, a server that runs until stopped, another machine's
 server, the reference wheels, a checkpoint the user brings, or is the setup / the suite itself
 (CI runs those two). `--quick` also leaves out the slow commands run elsewhere in the suite
-(SLOW: the real model's, a local Ray's).
+(SLOW: the real model's, a local Ray's, and the two whose own process would import torch or
+transformers again: the test file their reason names runs them in its process,
+tests/readmehelp.py).
 
 Usage: .venv/bin/python tools/readme_commands.py [--quick] [--list] [--timeout S] [--readme P]
 Exit 0 when every command run passed and every inline command checked out, else 1.
@@ -70,6 +72,12 @@ SLOW = [
      "starts a local Ray of its own (~30 CPU-s; left out by --quick: "
      "tests/radix/cluster/test_sweep.py starts one, runs `radix sweep` on it and holds its rows "
      "to the serial run's)"),
+    (r"python -m engine why ",
+     "imports transformers and loads the tokenizer in a process of its own (~8-17 CPU-s); left "
+     "out by --quick: tests/radix/test_why.py runs this line in its process, tokenizer loaded"),
+    (r"python -m engine run \S+ --random-init \S*tiny_llama\.json",
+     "imports torch in a process of its own (~7-13 CPU-s); left out by --quick: "
+     "tests/engine/test_engine_cli.py runs this line in its process, engine imported"),
 ]
 
 
@@ -229,7 +237,8 @@ def check(readme_path: Path, quick: bool, timeout: float, dry: bool = False,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="leave out what loads the real model")
+    ap.add_argument("--quick", action="store_true",
+                    help="leave out the slow commands the suite runs elsewhere (SLOW)")
     ap.add_argument("--list", action="store_true", help="classify the commands, run nothing")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per command")
     ap.add_argument("--readme", type=Path, default=ROOT / "README.md")

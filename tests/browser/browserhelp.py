@@ -243,15 +243,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(err_path, *extra: str) -> tuple[subprocess.Popen, str]:
-    """A Streamlit server for app.py; returns (process, base URL) once it accepts connections."""
+def start_server(err_path, *extra: str, env: dict[str, str] | None = None
+                 ) -> tuple[subprocess.Popen, str]:
+    """A Streamlit server for app.py; returns (process, base URL) once it accepts connections.
+    `env`: variables added to this process's environment for the server."""
     port = _free_port()
     err = open(err_path, "w")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1",
          "--browser.gatherUsageStats", "false", *extra],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err, env={**os.environ, **(env or {})})
     deadline = time.monotonic() + seconds(60)
     while time.monotonic() < deadline:
         try:

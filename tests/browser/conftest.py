@@ -5,6 +5,8 @@ Playwright's defaults times the machine factor (tests/machine.py), as the explic
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 pytest.importorskip("playwright")
@@ -29,7 +31,14 @@ def _scaled(make):
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
-    proc, url = start_server(tmp_path_factory.mktemp("streamlit") / "stderr.txt")
+    """The shared server. Its Live page runs the simulated engine (RADIXLENS_LIVE_ENGINE=sim):
+    no model in this server (the model's load, its forkserver and an engine process for each of
+    the three tests that open /live: those three took 108.7 CPU-s with the model and 68.1
+    without, whole process tree, load ~5.5; 72 and 59 at load ~1.5). The real model's Live page
+    in a browser is test_app_load.py's (its own server), in AppTest test_app_live.py's. Updating
+    the README's screenshots (RADIXLENS_UPDATE_SCREENSHOTS=1) runs the real model, for them."""
+    sim = {} if os.environ.get("RADIXLENS_UPDATE_SCREENSHOTS") else {"RADIXLENS_LIVE_ENGINE": "sim"}
+    proc, url = start_server(tmp_path_factory.mktemp("streamlit") / "stderr.txt", env=sim)
     yield url
     proc.terminate()
     proc.wait(timeout=seconds(20))

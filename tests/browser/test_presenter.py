@@ -210,10 +210,10 @@ def test_scheduler_shows_tree_and_blocks(server, projector, tmp_path):
     shoot(projector, tmp_path, "scheduler_presenter.png", full=False)
 
 
-@pytest.mark.engine
 def test_live_shows_tree_and_blocks(server, projector, tmp_path):
-    """A prompt on the real model: the tree and vLLM's block grid side by side, the lock walk
-    and the admission told."""
+    """A prompt (on the shared server's simulated engine, conftest.py; the real model's Live
+    page in a browser: test_app_load.py): the tree and vLLM's block grid side by side, the lock
+    walk and the admission told."""
     _open(projector, server, "/live", tree=False)
     projector.get_by_text("requests and settings").click()  # folded in presenter mode
     projector.get_by_role("tab", name="your prompt").click()

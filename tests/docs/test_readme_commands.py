@@ -1,7 +1,8 @@
 """The README's commands, read from README.md when the test runs (tools/readme_commands.py).
 
-Every command in its code blocks either runs here (`--quick`: all but the real model) and
-exits 0, or is skipped with its reason; every command in its prose names an interpreter the
+Every command in its code blocks either runs here (`--quick`: all but the real model's, the
+local Ray's, and the two a test file runs in its own process, tests/readmehelp.py) and exits 0,
+or is skipped with its reason; every command in its prose names an interpreter the
 setup provides and a script or module that exists; the op-trace config example loads as
 written. Also tools/busy.py, the background load for running the suite on a busy machine.
 """
@@ -29,18 +30,25 @@ README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 def test_every_code_block_command_runs_or_is_skipped_with_its_reason():
     """The extraction finds the Command line section's commands (the demo, the CPU-sized
-    --random-init run) and the GPU one is skipped, saying so; each skip has a reason."""
+    --random-init run) and the GPU one is skipped, saying so; each skip has a reason. --quick
+    leaves the random-init run and `engine why` to the test files its reason names, which run
+    them in their process (tests/readmehelp.py); a full run runs them."""
     outcomes = rc.check(ROOT / "README.md", quick=True, timeout=1, dry=True)
+    full_outcomes = rc.check(ROOT / "README.md", quick=False, timeout=1, dry=True)
     blocks = [o for o in outcomes if not o.command.inline]
     runs = {o.command.text for o in blocks if o.status == "run"}
+    full_runs = {o.command.text for o in full_outcomes if o.status == "run"}
     assert "python -m radix demo" in runs
-    assert any("tiny_llama.json" in t for t in runs)
+    assert any("tiny_llama.json" in t for t in full_runs)
+    for words, test_file in (("tiny_llama.json", "tests/engine/test_engine_cli.py"),
+                             ("python -m engine why", "tests/radix/test_why.py")):
+        left = [o for o in blocks if words in o.command.text and o.command.text in full_runs]
+        assert left and all(o.status == "skip" and test_file in o.detail for o in left)
     gpu = [o for o in blocks if "llama3_8b.json" in o.command.text]
     assert gpu and all(o.status == "skip" and "GPU" in o.detail for o in gpu)
     assert all(o.detail for o in blocks if o.status == "skip")
     # --quick leaves the local Ray sweep to tests/radix/cluster/test_sweep.py; a full run runs it
-    full = rc.check(ROOT / "README.md", quick=False, timeout=1, dry=True)
-    sweep = [(q.status, f.status) for q, f in zip(outcomes, full)
+    sweep = [(q.status, f.status) for q, f in zip(outcomes, full_outcomes)
              if "radix sweep" in q.command.text and not q.command.inline]
     assert sweep and set(sweep) == {("skip", "run")}
 

@@ -55,6 +55,24 @@ def test_run_prints_a_row_per_request_and_totals(tmp_path, capsys):
     assert "meaningless" in out and "derived, not measured" in out
 
 
+def test_the_readmes_random_init_line(capsys, monkeypatch):
+    """The README's `python -m engine run examples/traces/three_requests.jsonl.gz --random-init
+    examples/configs/tiny_llama.json`, run here with the engine imported
+    (tools/readme_commands.py --quick leaves it to this file): exit 0, a row per request of the
+    three-request walk (R2 matches R1's 2,055 tokens, R3 512) and the totals."""
+    from readmehelp import ROOT, left_to
+
+    (words,) = left_to(__file__)
+    assert words[:4] == ["python", "-m", "engine", "run"] and "--random-init" in words
+    monkeypatch.chdir(ROOT)
+    assert main(words[3:]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line.split()[1:3] for line in out.splitlines()
+            if line.split() and line.split()[0] in ("R1", "R2", "R3")}
+    assert rows == {"R1": ["2,151", "0"], "R2": ["2,135", "2,055"], "R3": ["2,624", "512"]}
+    assert "matched 2,567 of 6,910 prompt tokens" in out
+
+
 def test_no_cache_matches_nothing(tmp_path, capsys):
     args = ["run", _trace(tmp_path), "--random-init", TINY, "--no-cache", "--capacity", "1MiB"]
     assert main(args) == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import shlex
 
 import pytest
 
@@ -109,3 +110,19 @@ def test_engine_why_on_text_files(capsys, tmp_path):
     assert "[User][:][ hi]" in out  # the tokens, decoded
     assert engine_main(["why", str(fa), str(fb), "--tokenizer", str(tmp_path)]) == 2
     assert "not a folder with tokenizer files" in capsys.readouterr().err
+
+
+def test_the_readmes_engine_why_line(capsys, monkeypatch):
+    """The README's `python -m engine why examples/why/date_a.txt examples/why/date_b.txt`, run
+    here with the tokenizer loaded (tools/readme_commands.py --quick leaves it to this file):
+    exit 0, and the output is the README's transcript of it, line for line."""
+    from readmehelp import ROOT, left_to
+
+    from engine.__main__ import main as engine_main
+    (words,) = left_to(__file__)
+    assert words[:4] == ["python", "-m", "engine", "why"]
+    monkeypatch.chdir(ROOT)
+    assert engine_main(words[3:]) == 0
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    shown = readme.split(f"$ {shlex.join(words)}\n", 1)[1].split("```", 1)[0]
+    assert capsys.readouterr().out == shown
