@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from radix.request import Req
-from radix.tokens import RunList, TokenRuns, is_compact
+from radix.tokens import RunList, TokenRuns, Tokens, is_compact
 from radix.traces import textcodec
 
 MAX_BYTES = 64 * 1024 * 1024  # a trace file's size (after gunzip)
@@ -82,7 +82,7 @@ class TraceRequest:
 
     rid: str  # request id, unique in the trace
     arrival: float  # seconds since the trace's start
-    token_ids: tuple[int, ...]  # the prompt
+    token_ids: Tokens  # the prompt (a tuple, or TokenRuns for a compact trace: radix/tokens/)
     output_len: int  # tokens to generate (always real tokens)
     extra_key: str | None = None  # namespace (LoRA id etc.): different keys never share cache
     cache_salt: str | None = None  # per-tenant salt; also a namespace
@@ -109,14 +109,15 @@ COMPACT_OUTPUT_BASE = 1 << 63  # for compact traces, above every Mooncake token 
 
 
 def to_req(tr: TraceRequest) -> Req:
-    """A fresh `Req` for the schedulers and caches, in real tokens: a compact prompt (TokenRuns,
-    Mooncake) stays compact, and so do its rows (output_ids, slot_ids are RunLists).
+    """A fresh `Req` for the schedulers and caches, in real tokens, over the trace's own prompt
+    (`Tokens`, no copy): a compact prompt (TokenRuns, Mooncake) stays compact, and so do its rows
+    (output_ids, slot_ids are RunLists).
 
-    >>> to_req(TraceRequest("r1", 0.5, (1, 2, 3), 4)).origin_input_ids
-    [1, 2, 3]
+    >>> tr = TraceRequest("r1", 0.5, (1, 2, 3), 4); to_req(tr).origin_input_ids is tr.token_ids
+    True
     """
     compact = is_compact(tr.token_ids)
-    req = Req(tr.rid, tr.token_ids if compact else list(tr.token_ids),
+    req = Req(tr.rid, tr.token_ids,
               max_new_tokens=tr.output_len, extra_key=tr.extra_key, cache_salt=tr.cache_salt,
               priority=tr.priority, arrival=tr.arrival)
     if compact:
@@ -130,7 +131,7 @@ def trace_reqs(trace: Trace) -> list[Req]:
 
     >>> t = Trace("request", [TraceRequest("a", 0, (5, 6), 1)])
     >>> [r.origin_input_ids for r in trace_reqs(t)]
-    [[5, 6]]
+    [(5, 6)]
     """
     return [to_req(tr) for tr in trace.requests]
 

@@ -37,17 +37,19 @@ from typing import Any, NamedTuple, Protocol
 
 from radix import events as ev
 from radix.request import Allocator, Req
-from radix.tokens import TokenRuns, frozen
+from radix.tokens import TokenRuns, Tokens, tokens
 from radix.tokens.runs import PrefixProbe, gallop_match
 
 # -------------------------------------------------------------------------------- key and node
 
 class RadixKey:
     """Token ids with a namespace (extra_key, cache_salt): two keys share nodes only within one
-    namespace; `child_key` names a node's edge in its parent's children dict. Like SGLang's, a
-    RadixKey trusts its caller: a list of ids is kept, not copied or checked (ids are checked
-    where they enter: trace loaders, op traces, RadixCache's plain-list arguments), since
-    building keys is on the request loop's hot path.
+    namespace; `child_key` names a node's edge in its parent's children dict. The ids are kept
+    as `Tokens` (radix/tokens/: a tuple, or TokenRuns for compact ids): what is one already (a
+    trace's prompt, a request's `all_ids`, a slice of either) is kept as it is, not copied; a
+    list is converted once. Like SGLang's, a RadixKey trusts its caller: ids are not checked
+    (they are where they enter: trace loaders, op traces, RadixCache's plain-list arguments),
+    since building keys is on the request loop's hot path.
 
     >>> k = RadixKey([1, 2, 3, 4, 5])
     >>> k.child_key(1), k.child_key(2)
@@ -64,13 +66,12 @@ class RadixKey:
         extra_key: str | None = None,
         cache_salt: str | None = None,
     ) -> None:
-        if type(token_ids) is not list and not hasattr(token_ids, "common_prefix_len"):
-            # (a compact sequence, radix/tokens/, is kept as it is: never expanded per token)
+        if token_ids.__class__ is not tuple and token_ids.__class__ is not TokenRuns:
             if isinstance(token_ids, str | bytes) or not isinstance(token_ids, Iterable):
                 raise TypeError(f"token_ids must be a sequence of ints, "
                                 f"got {type(token_ids).__name__}")
-            token_ids = list(token_ids)
-        self.token_ids: list[int] = token_ids  # not copied: the caller must not mutate it
+            token_ids = tokens(token_ids)  # a list: converted once (a compact one stays runs)
+        self.token_ids: Tokens = token_ids  # immutable, shared: never copied
         self.extra_key = extra_key  # e.g. a LoRA id
         self.cache_salt = cache_salt  # per-tenant salt
 
@@ -204,7 +205,7 @@ def split_edge(child: TreeNode, new_id: int, split_len: int, time: float,
     >>> a = TreeNode(1, RadixKey([5, 6, 7]), [0, 1, 2], 1.0); attach(root, a, 1)
     >>> new = split_edge(a, 2, 1, 3.0, 1)
     >>> new.key.token_ids, new.value, a.key.token_ids, a.parent is new, root.children[5] is new
-    ([5], [0], [6, 7], True, True)
+    ((5,), [0], (6, 7), True, True)
     """
     new = TreeNode(new_id, child.key[:split_len], child.value[:split_len], time)
     child.value = child.value[split_len:]
@@ -402,8 +403,8 @@ def node_state(node: TreeNode, evictable: bool) -> NodeState:
     compact). Positional: a snapshot builds one per node."""
     key, parent = node.key, node.parent
     return NodeState(
-        node.id, None if parent is None else parent.id, frozen(key.token_ids),
-        frozen(node.value), node.lock_ref, node.hit_count, node.last_access_time,
+        node.id, None if parent is None else parent.id, tokens(key.token_ids),
+        tokens(node.value), node.lock_ref, node.hit_count, node.last_access_time,
         node.creation_time, node.priority, evictable, key.extra_key, key.cache_salt,
         tuple([c.id for c in node.children.values()]),
     )
@@ -1049,8 +1050,8 @@ class RadixCache:
     def _record_new_leaf(self, leaf: TreeNode) -> None:
         if self._sink is not None:
             key = leaf.key
-            self._sink.emit(ev.NodeInserted(leaf.id, leaf.parent.id, frozen(key.token_ids),
-                                            frozen(leaf.value), leaf.priority,
+            self._sink.emit(ev.NodeInserted(leaf.id, leaf.parent.id, tokens(key.token_ids),
+                                            tokens(leaf.value), leaf.priority,
                                             leaf.creation_time, key.extra_key, key.cache_salt))
 
     def _record_leaf_set(self, node: TreeNode, is_leaf: bool) -> None:
@@ -1063,7 +1064,7 @@ class RadixCache:
         are scanned in place by the cache's PrefixProbe against the edge + probe, built once
         per edge (and dropped when the edge is cut)."""
         edge = child.key.token_ids
-        if type(tok) is not list or type(edge) is not list:
+        if tok.__class__ is not tuple or edge.__class__ is not tuple:
             return tok[:m] == edge
         if len(tok) == m:  # the probe would not be reached (see PrefixProbe)
             return tok == edge
@@ -1145,7 +1146,7 @@ class RadixCache:
         tokens to the kv sink (node is already out of the tree; its parent links remain)."""
         if self._sink is not None:
             self._sink.emit(ev.LeafSetChanged((), (node.id,)))
-            self._sink.emit(ev.NodeEvicted(node.id, parent.id, len(slot_ids), frozen(slot_ids),
+            self._sink.emit(ev.NodeEvicted(node.id, parent.id, len(slot_ids), tokens(slot_ids),
                                            node.heap_key))
         if self.kv_sink is not None:
             parts, x = [], node
@@ -1546,7 +1547,7 @@ class RadixCache:
         if isinstance(key, str | bytes) or not isinstance(key, Sequence | range):
             raise TypeError(f"expected a RadixKey or a sequence of token ids, "
                             f"got {type(key).__name__}")
-        ids = list(key)
+        ids = tokens(key)
         try:
             array("q", ids)
         except (TypeError, OverflowError):
@@ -1578,10 +1579,10 @@ class RadixCache:
             self._sink.emit(event)
 
 
-def _concat_tokens(parts: list) -> Sequence[int]:
+def _concat_tokens(parts: list) -> Tokens:
     if parts and isinstance(parts[0], TokenRuns):
         return TokenRuns.concat(parts)
-    return [t for part in parts for t in part]
+    return tuple(t for part in parts for t in part)
 
 
 def _check_value(value: Sequence[int], length: int) -> Sequence[int]:
@@ -1783,8 +1784,8 @@ def _copy_node(n: TreeNode) -> TreeNode:
 
 
 def _key(token_ids: Sequence[int], extra_key: str | None, cache_salt: str | None) -> RadixKey:
-    """A key over an event's frozen tokens, kept as they are (RadixKey() would copy a tuple
-    into a list; a compact sequence stays compact)."""
+    """A key over an event's tokens, kept as they are (the cache's own `Tokens`, or what a log
+    compacted them to: scenarios/trace.py's CompactLog), unchecked and not converted."""
     k = _new(RadixKey)
     k.token_ids, k.extra_key, k.cache_salt = token_ids, extra_key, cache_salt
     return k

@@ -10,8 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from radix import events as ev
+from radix.request import SlotAllocator
+from radix.runs.compare import run_tree
+from radix.tokens import TokenRuns
 from radix.traces import TraceError, TraceRequest, detect_format, load_trace, to_req
-from radix.traces.base import dumps_requests
+from radix.traces.base import dumps_requests, output_tokens
+from radix.tree.radix_cache import EventLog, RadixCache
 
 
 def test_size_cap_names_the_cap():
@@ -75,8 +80,29 @@ def test_requests_sorted_by_arrival_and_to_req():
     assert [r.rid for r in trace.requests] == ["early", "late"]
     assert trace.input_lens == [2, 1]
     req = to_req(trace.requests[0])
-    assert (req.origin_input_ids, req.max_new_tokens, req.priority) == ([7, 8], 5, 3)
+    assert (req.origin_input_ids, req.max_new_tokens, req.priority) == ((7, 8), 5, 3)
     assert (req.extra_key, req.cache_salt, req.arrival) == ("lora-a", "t1", 1.0)
+
+
+@pytest.mark.parametrize("line", [
+    b'{"rid": "a", "tokens": [5, 6, 7, 8], "output_len": 0}',  # plain ids: a tuple
+    b'{"timestamp": 0, "input_length": 1100, "output_length": 0, "hash_ids": [7, 8, 3]}',  # runs
+])
+def test_a_trace_prompt_is_converted_once_and_shared_to_the_tree_event(line):
+    """The prompt is converted once, when the trace is loaded (radix/tokens/ `Tokens`): the
+    Req, the tree's key and node and the NodeInserted event of a replayed request all hold that
+    same object, no copy (a reply-less request: its whole key is the prompt)."""
+    trace = load_trace(line + b"\n")
+    prompt = trace.requests[0].token_ids
+    assert type(prompt) is (tuple if b"tokens" in line else TokenRuns)
+    req = to_req(trace.requests[0])
+    assert req.origin_input_ids is prompt and req.all_ids is prompt
+    log = EventLog()
+    tree = RadixCache(allocator=SlotAllocator(10_000, runs=type(prompt) is TokenRuns), sink=log)
+    run_tree([req], [output_tokens(trace, 0)], 10_000, 1, tree=tree)
+    (node,) = tree.root_node.children.values()
+    (inserted,) = [e for e in log.events_of(log.num_steps - 1) if type(e) is ev.NodeInserted]
+    assert node.key.token_ids is prompt and inserted.token_ids is prompt
 
 
 def test_text_and_messages_use_given_tokenizer():
