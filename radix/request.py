@@ -48,7 +48,8 @@ class Req:
     # a hit only on nodes that end past it (SGLang 0.5.23's ReqKvInfo.cache_inserted_len).
     cache_inserted_len: int = 0
     last_node: Any = None  # TreeNode locked on this request's behalf, or None
-    fill_ids: list[int] = field(default_factory=list)  # tokens computed by the end of this chunk
+    fill_ids: Sequence[int] = field(default_factory=list)  # tokens computed by the end of this
+    # chunk (a slice of all_ids: `Tokens`)
     metrics: dict[str, float] = field(default_factory=dict)  # ttft, matched, prefilled, ...
 
     def __post_init__(self) -> None:
