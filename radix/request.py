@@ -48,8 +48,8 @@ class Req:
     # a hit only on nodes that end past it (SGLang 0.5.23's ReqKvInfo.cache_inserted_len).
     cache_inserted_len: int = 0
     last_node: Any = None  # TreeNode locked on this request's behalf, or None
-    fill_ids: Sequence[int] = field(default_factory=list)  # tokens computed by the end of this
-    # chunk (a slice of all_ids: `Tokens`)
+    fill_ids: Tokens = field(default_factory=list)  # tokens computed by the end of this chunk
+    # (all_ids or a slice of it: never mutated)
     metrics: dict[str, float] = field(default_factory=dict)  # ttft, matched, prefilled, ...
 
     def __post_init__(self) -> None:
@@ -59,10 +59,8 @@ class Req:
     def all_ids(self) -> Tokens:
         """The prompt and the output so far, one `Tokens` (the prompt itself while there is no
         output: a key over it shares the prompt's storage)."""
-        prompt, out = self.origin_input_ids, self.output_ids
-        if prompt.__class__ is tuple:
-            return prompt + tuple(out) if out else prompt
-        return prompt + out
+        out = self.output_ids
+        return self.origin_input_ids + out if out else self.origin_input_ids
 
     @property
     def finished(self) -> bool:

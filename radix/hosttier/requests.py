@@ -194,7 +194,7 @@ def finish_running(cache: HostTierCache, run: Running, tokens: Sequence[int]) ->
     >>> run = Running.admitted(admit_request(c, [1, 2, 3], 4)); finish_running(c, run, tokens)
     >>> top = c.root_node.children[1]
     >>> [(n.key.token_ids, n.priority) for n in (top, top.children[7])]
-    [((1, 2, 3), 1), ((7,), 0)]
+    [([1, 2, 3], 1), ([7], 0)]
     """
     row = run.row
     if len(tokens) > len(row):

@@ -377,26 +377,37 @@ def is_compact(seq: Any) -> bool:
     return isinstance(seq, TokenRuns)
 
 
-Tokens = tuple[int, ...] | TokenRuns  # the one immutable token sequence: see radix/tokens/
+Tokens = list[int] | TokenRuns  # the one token sequence, never mutated once made: radix/tokens/
 
 
 def tokens(seq: Iterable[int]) -> Tokens:
-    """The one immutable token sequence (`Tokens`) of `seq`, picking the representation: runs
-    (TokenRuns) for compact input, a tuple for plain ids. Free for what is already `Tokens`
-    (the same object back), so it is called where a sequence comes in (a trace line, a request,
-    a RadixKey) and everything after passes the same object on. A RunList (mutable) is frozen,
-    never expanded per token; slot rows go through it too (an event's slot_ids).
+    """The one token sequence (`Tokens`) of `seq`, picking the representation: runs (TokenRuns)
+    for compact input, a list for plain ids (SGLang's own kind: its RadixKey holds a List[int]).
+    Free for what is already `Tokens` (the same object back, no copy), so it is called where a
+    sequence comes in (a trace line, a request, a RadixKey) and everything after passes the same
+    object on; that list is never mutated again (radix/tokens/). Anything else (a tuple, a
+    range, an array) is converted once; a RunList (mutable) is frozen, never expanded per token.
 
-    >>> tokens([1, 2]), tokens(RunList([(4, 2)]))
-    ((1, 2), TokenRuns([(4, 2)]))
-    >>> t = (5, 6, 7); tokens(t) is t
+    >>> tokens((1, 2)), tokens(RunList([(4, 2)]))
+    ([1, 2], TokenRuns([(4, 2)]))
+    >>> t = [5, 6, 7]; tokens(t) is t
     True
     """
-    if seq.__class__ is tuple or seq.__class__ is TokenRuns:
+    if seq.__class__ is list or seq.__class__ is TokenRuns:
         return seq
     if isinstance(seq, TokenRuns):
         return TokenRuns._raw(list(seq._starts), list(seq._ends))
-    return tuple(seq)
+    return list(seq)
+
+
+def head(seq: Tokens, n: int) -> Tokens:
+    """seq[:n] for n >= 0, and seq itself when that is all of it (a list's slice would copy; a
+    `Tokens` list is never mutated, so the whole can be shared).
+
+    >>> t = [1, 2, 3]; head(t, 3) is t, head(t, 9) is t, head(t, 2)
+    (True, True, [1, 2])
+    """
+    return seq if n >= len(seq) else seq[:n]
 
 
 def mutable_copy(seq: Sequence[int]) -> list[int] | RunList:
@@ -462,8 +473,8 @@ def gallop_match(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 def plain_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Common prefix of two sequences of any kind, compared as they are when both are tuples
-    (or both lists), else as lists.
+    """Common prefix of two sequences of any kind, compared as they are when both are lists
+    (or both tuples), else as lists.
 
     >>> plain_prefix((1, 2, 3), range(1, 9)), plain_prefix((1, 2, 3), (1, 2))
     (3, 2)
@@ -508,7 +519,7 @@ def runs_agree(a_starts: Sequence[int], a_ends: Sequence[int], b_starts: Sequenc
 
 
 class PrefixProbe:
-    """Answers `tok[:len(edge)] == edge` for two tuples (or lists) in one C scan, without
+    """Answers `tok[:len(edge)] == edge` for two lists (or tuples) in one C scan, without
     slicing `tok`.
 
     `guard(edge)` is edge plus this probe as a last element (built once, kept by the caller).
@@ -516,8 +527,8 @@ class PrefixProbe:
     calls the probe's `__eq__` iff every pair before it was equal, i.e. iff tok starts with
     edge. The probe records that call. An exact compare: nothing is hashed or sampled.
 
-    >>> p = PrefixProbe(); guarded = p.guard((1, 2, 3))
-    >>> p.starts_with((1, 2, 3, 4), guarded), p.starts_with((1, 9, 3, 4), guarded)
+    >>> p = PrefixProbe(); guarded = p.guard([1, 2, 3])
+    >>> p.starts_with([1, 2, 3, 4], guarded), p.starts_with([1, 9, 3, 4], guarded)
     (True, False)
 
     subtle: the probe is reached only if tok is longer than edge; for len(tok) == len(edge)
@@ -530,7 +541,7 @@ class PrefixProbe:
         self.reached = False  # set by __eq__: the scan got past the edge's last token
 
     def guard(self, edge: Sequence[int]) -> Sequence:
-        """edge followed by the probe, of edge's kind (tuple or list): what `starts_with` scans
+        """edge followed by the probe, of edge's kind (list or tuple): what `starts_with` scans
         against (a sequence of the same kind as tok)."""
         return edge + (self,) if edge.__class__ is tuple else edge + [self]
 

@@ -37,7 +37,7 @@ from typing import Any, NamedTuple, Protocol
 
 from radix import events as ev
 from radix.request import Allocator, Req
-from radix.tokens import TokenRuns, Tokens, tokens
+from radix.tokens import TokenRuns, Tokens, head, tokens
 from radix.tokens.runs import PrefixProbe, gallop_match
 
 # -------------------------------------------------------------------------------- key and node
@@ -45,11 +45,12 @@ from radix.tokens.runs import PrefixProbe, gallop_match
 class RadixKey:
     """Token ids with a namespace (extra_key, cache_salt): two keys share nodes only within one
     namespace; `child_key` names a node's edge in its parent's children dict. The ids are kept
-    as `Tokens` (radix/tokens/: a tuple, or TokenRuns for compact ids): what is one already (a
-    trace's prompt, a request's `all_ids`, a slice of either) is kept as it is, not copied; a
-    list is converted once. Like SGLang's, a RadixKey trusts its caller: ids are not checked
-    (they are where they enter: trace loaders, op traces, RadixCache's plain-list arguments),
-    since building keys is on the request loop's hot path.
+    as `Tokens` (radix/tokens/: a list, or TokenRuns for compact ids): what is one already (a
+    list, a trace's prompt, a request's `all_ids`, a slice of either) is kept as it is, not
+    copied, as SGLang's RadixKey keeps its List[int]; anything else is converted once. Like
+    SGLang's, a RadixKey trusts its caller: ids are not checked (they are where they enter:
+    trace loaders, op traces, RadixCache's plain-list arguments, which it copies), and the
+    caller never mutates a list it gave, since building keys is on the request loop's hot path.
 
     >>> k = RadixKey([1, 2, 3, 4, 5])
     >>> k.child_key(1), k.child_key(2)
@@ -66,12 +67,12 @@ class RadixKey:
         extra_key: str | None = None,
         cache_salt: str | None = None,
     ) -> None:
-        if token_ids.__class__ is not tuple and token_ids.__class__ is not TokenRuns:
+        if token_ids.__class__ is not list and token_ids.__class__ is not TokenRuns:
             if isinstance(token_ids, str | bytes) or not isinstance(token_ids, Iterable):
                 raise TypeError(f"token_ids must be a sequence of ints, "
                                 f"got {type(token_ids).__name__}")
-            token_ids = tokens(token_ids)  # a list: converted once (a compact one stays runs)
-        self.token_ids: Tokens = token_ids  # immutable, shared: never copied
+            token_ids = tokens(token_ids)  # converted once (a compact one stays runs)
+        self.token_ids: Tokens = token_ids  # shared, never copied: the caller must not mutate it
         self.extra_key = extra_key  # e.g. a LoRA id
         self.cache_salt = cache_salt  # per-tenant salt
 
@@ -205,7 +206,7 @@ def split_edge(child: TreeNode, new_id: int, split_len: int, time: float,
     >>> a = TreeNode(1, RadixKey([5, 6, 7]), [0, 1, 2], 1.0); attach(root, a, 1)
     >>> new = split_edge(a, 2, 1, 3.0, 1)
     >>> new.key.token_ids, new.value, a.key.token_ids, a.parent is new, root.children[5] is new
-    ((5,), [0], (6, 7), True, True)
+    ([5], [0], [6, 7], True, True)
     """
     new = TreeNode(new_id, child.key[:split_len], child.value[:split_len], time)
     child.value = child.value[split_len:]
@@ -944,7 +945,9 @@ class RadixCache:
         walked = len(path)
         node = path[-1] if path else self.root_node
         if prefix_len < n:
-            node = self._add_leaf(node, key[prefix_len:n], value[prefix_len:n], priority)
+            # a whole key becomes the leaf's own (shared, as Tokens are: radix/tokens/)
+            edge = key if prefix_len == 0 and n == len(key) else key[prefix_len:n]
+            node = self._add_leaf(node, edge, value[prefix_len:n], priority)
             path.append(node)
         # a node counts a hit when it ends past inserted_len (SGLang: total_prefix_length >
         # inserted_len); path ends grow, so the counted nodes are a suffix of the path
@@ -1064,7 +1067,7 @@ class RadixCache:
         are scanned in place by the cache's PrefixProbe against the edge + probe, built once
         per edge (and dropped when the edge is cut)."""
         edge = child.key.token_ids
-        if tok.__class__ is not tuple or edge.__class__ is not tuple:
+        if tok.__class__ is not list or edge.__class__ is not list:
             return tok[:m] == edge
         if len(tok) == m:  # the probe would not be reached (see PrefixProbe)
             return tok == edge
@@ -1324,9 +1327,9 @@ class RadixCache:
         if not 0 <= up_to <= len(row):
             raise ValueError(f"request {req.rid!r}: up_to {up_to} is outside 0..{len(row)} "
                              "(the slots it holds)")
-        ids = req.all_ids[:up_to]
+        ids = head(req.all_ids, up_to)  # the whole row, shared, when it is all computed
         n = self._aligned(ids)
-        key = RadixKey(ids[:n], req.extra_key, req.cache_salt)
+        key = RadixKey(head(ids, n), req.extra_key, req.cache_salt)
         values = row[:n]
         priority = req.priority or 0
         result = self._insert(key, values, priority, req.cache_inserted_len)
@@ -1540,14 +1543,15 @@ class RadixCache:
 
     @staticmethod
     def _as_key(key) -> RadixKey:
-        """A RadixKey is trusted as SGLang trusts its callers; a plain sequence is checked once
-        (ints only, in C) since it comes straight from a user."""
+        """A RadixKey is trusted as SGLang trusts its callers; a plain sequence is copied and
+        checked once (ints only, in C) since it comes straight from a user (who may mutate
+        their own list afterwards: a key's list is shared, never copied again)."""
         if isinstance(key, RadixKey):
             return key
         if isinstance(key, str | bytes) or not isinstance(key, Sequence | range):
             raise TypeError(f"expected a RadixKey or a sequence of token ids, "
                             f"got {type(key).__name__}")
-        ids = tokens(key)
+        ids = tokens(key) if isinstance(key, TokenRuns) else list(key)
         try:
             array("q", ids)
         except (TypeError, OverflowError):
@@ -1582,7 +1586,7 @@ class RadixCache:
 def _concat_tokens(parts: list) -> Tokens:
     if parts and isinstance(parts[0], TokenRuns):
         return TokenRuns.concat(parts)
-    return tuple(t for part in parts for t in part)
+    return [t for part in parts for t in part]
 
 
 def _check_value(value: Sequence[int], length: int) -> Sequence[int]:

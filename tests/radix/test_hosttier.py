@@ -89,7 +89,7 @@ def test_host_eviction_takes_the_least_recent_host_leaf_unless_host_locked():
         c = cache(6, 12)
         serve_request(c, A)
         serve_request(c, B)
-        a = next(n for n in c.nodes() if n.key.token_ids[:1] == (1,))  # a match would touch A
+        a = next(n for n in c.nodes() if n.key.token_ids[:1] == [1])  # a match would touch A
         receipt = c.inc_host_lock_ref(a) if lock else None
         serve_request(c, C)
         left = sorted(n.key.token_ids[0] for n in c.nodes() if n.parent is not None)
@@ -108,7 +108,7 @@ def test_write_back_backs_up_at_eviction_and_drops_under_host_pressure():
         serve_request(c, A)
         serve_request(c, B)
         assert c.counts().demoted == 6
-        a = next(n for n in c.nodes() if n.key.token_ids[:1] == (1,))
+        a = next(n for n in c.nodes() if n.key.token_ids[:1] == [1])
         receipt = c.inc_host_lock_ref(a) if lock else None
         serve_request(c, C)
         got = c.counts()

@@ -34,7 +34,7 @@ def test_checkpoint_moves_the_lock_and_counts_each_node_once():
     checkpoint_request(c, run, PROMPT, 4)
     first = run.node
     assert (first.key.token_ids, run.protected, run.inserted, c.protected_size_) == (
-        (1, 2, 3, 4), 4, 4, 4)
+        [1, 2, 3, 4], 4, 4, 4)
     assert first.lock_ref == 1 and run.row[:4] == first.value
     finish_running(c, run, PROMPT)
     leaf = first.children[5]

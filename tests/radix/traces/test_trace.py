@@ -80,12 +80,12 @@ def test_requests_sorted_by_arrival_and_to_req():
     assert [r.rid for r in trace.requests] == ["early", "late"]
     assert trace.input_lens == [2, 1]
     req = to_req(trace.requests[0])
-    assert (req.origin_input_ids, req.max_new_tokens, req.priority) == ((7, 8), 5, 3)
+    assert (req.origin_input_ids, req.max_new_tokens, req.priority) == ([7, 8], 5, 3)
     assert (req.extra_key, req.cache_salt, req.arrival) == ("lora-a", "t1", 1.0)
 
 
 @pytest.mark.parametrize("line", [
-    b'{"rid": "a", "tokens": [5, 6, 7, 8], "output_len": 0}',  # plain ids: a tuple
+    b'{"rid": "a", "tokens": [5, 6, 7, 8], "output_len": 0}',  # plain ids: a list
     b'{"timestamp": 0, "input_length": 1100, "output_length": 0, "hash_ids": [7, 8, 3]}',  # runs
 ])
 def test_a_trace_prompt_is_converted_once_and_shared_to_the_tree_event(line):
@@ -94,7 +94,7 @@ def test_a_trace_prompt_is_converted_once_and_shared_to_the_tree_event(line):
     same object, no copy (a reply-less request: its whole key is the prompt)."""
     trace = load_trace(line + b"\n")
     prompt = trace.requests[0].token_ids
-    assert type(prompt) is (tuple if b"tokens" in line else TokenRuns)
+    assert type(prompt) is (list if b"tokens" in line else TokenRuns)
     req = to_req(trace.requests[0])
     assert req.origin_input_ids is prompt and req.all_ids is prompt
     log = EventLog()
@@ -112,8 +112,8 @@ def test_text_and_messages_use_given_tokenizer():
     seen = []
     trace = load_trace(data, tokenize=lambda s: [ord(c) for c in s],
                        chat_template=lambda ms: seen.append(ms) or [9, 9])
-    assert trace.requests[0].token_ids == (97, 98, 99)
-    assert trace.requests[1].token_ids == (9, 9)
+    assert trace.requests[0].token_ids == [97, 98, 99]
+    assert trace.requests[1].token_ids == [9, 9]
     assert seen == [[{"role": "user", "content": "hi"}]]
 
 
@@ -126,7 +126,7 @@ requests_st = st.lists(st.builds(
     TraceRequest,
     rid=st.text(min_size=1, max_size=8),
     arrival=st.floats(0, 1e6, allow_nan=False),
-    token_ids=st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=20).map(tuple),
+    token_ids=st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=20),
     output_len=st.integers(0, 50),
     extra_key=st.none() | st.text(max_size=5),
     cache_salt=st.none() | st.text(max_size=5),

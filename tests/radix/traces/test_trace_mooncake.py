@@ -128,7 +128,7 @@ def test_a_request_becomes_a_req_in_one_way_and_stays_compact():
     assert req.origin_input_ids == t.requests[0].token_ids
     assert type(req.output_ids) is RunList and type(req.slot_ids) is RunList
     assert [r.origin_input_ids for r in trace_reqs(t)] == [tr.token_ids for tr in t.requests]
-    assert to_req(TraceRequest("a", 0, (5, 6), 1)).origin_input_ids == (5, 6)
+    assert to_req(TraceRequest("a", 0, (5, 6), 1)).origin_input_ids == [5, 6]
 
 
 def test_three_line_trace_is_exact_at_any_capacity():

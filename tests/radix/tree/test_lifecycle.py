@@ -57,8 +57,8 @@ def test_finish_splits_at_the_prompt_with_priority_plus_one():
     cache.cache_finished_req(req)
     prompt = cache.root_node.children[1]
     (output,) = prompt.children.values()
-    assert (prompt.key.token_ids, prompt.priority) == ((1, 2, 3, 4, 5), 3)
-    assert (output.key.token_ids, output.priority) == ((7, 8), 2)
+    assert (prompt.key.token_ids, prompt.priority) == ([1, 2, 3, 4, 5], 3)
+    assert (output.key.token_ids, output.priority) == ([7, 8], 2)
     assert cache.root_node.priority == 3 and cache.protected_size() == 0
     assert alloc.available_size() == 32 - 7
 

@@ -150,7 +150,7 @@ def test_slru_threshold_is_configurable():
 def test_page_size_aligns_matches_and_inserts():
     """page 4: a 10-token key caches 8; a match of 7 tokens sees 4."""
     c = RadixCache(page_size=4)
-    assert c.insert(list(range(10))).last_node.key.token_ids == tuple(range(8))
+    assert c.insert(list(range(10))).last_node.key.token_ids == list(range(8))
     assert c.total_size() == 8
     assert c.match_prefix(list(range(7))).prefix_len == 4
     assert c.match_prefix([0, 1, 2, 3, 4, 5, 9, 9]).prefix_len == 4  # page 2 differs
@@ -282,7 +282,7 @@ def test_long_first_edge_is_compared_in_place_and_exactly():
     assert c.match_prefix(RadixKey(list(edge))).prefix_len == 200
     assert c.match_prefix(RadixKey(edge + [1, 2, 3, 4, 5])).prefix_len == 200
     first = next(iter(c.root_node.children.values()))
-    assert first.guarded_key is not None and first.guarded_key[:-1] == tuple(edge)
+    assert first.guarded_key is not None and first.guarded_key[:-1] == edge
     for at, want in ((0, 0), (150, 150)):
         bad = edge + [7]
         bad[at] = -1
