@@ -404,11 +404,19 @@ def node_state(node: TreeNode, evictable: bool) -> NodeState:
     compact). Positional: a snapshot builds one per node."""
     key, parent = node.key, node.parent
     return NodeState(
-        node.id, None if parent is None else parent.id, tokens(key.token_ids),
-        tokens(node.value), node.lock_ref, node.hit_count, node.last_access_time,
+        node.id, None if parent is None else parent.id, _frozen(key.token_ids),
+        _frozen(node.value), node.lock_ref, node.hit_count, node.last_access_time,
         node.creation_time, node.priority, evictable, key.extra_key, key.cache_salt,
         tuple([c.id for c in node.children.values()]),
     )
+
+
+def _frozen(seq: Sequence[int]) -> tuple[int, ...] | TokenRuns:
+    """A snapshot's own copy: a tuple for a list (snapshots are plain, immutable, hashable data,
+    compared with tuples by the pages), a compact sequence as `Tokens` (never expanded)."""
+    if isinstance(seq, TokenRuns):
+        return tokens(seq)
+    return seq if seq.__class__ is tuple else tuple(seq)
 
 
 def child_sort_key(tokens: tuple[int, ...], extra_key, cache_salt, page_size: int) -> tuple:
