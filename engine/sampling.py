@@ -95,6 +95,7 @@ class ServedReq(Req):
     _checked: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the prompt as `Tokens`, once
         if self.sampling.seed is not None and self.generator is None:
             self.generator = torch.Generator().manual_seed(self.sampling.seed)
 

@@ -47,6 +47,7 @@ from radix.runs.sim import SimConfig, SimResult, simulate
 from radix.sched.admission import PrefillAdder
 from radix.sched.policy import SchedulePolicy
 from radix.sched.scheduler import Scheduler, SchedulerConfig
+from radix.tokens import Tokens
 from radix.traces import Trace, TraceError, TraceRequest, load_trace
 from radix.tree.radix_cache import POLICIES as EVICTION_POLICIES
 from radix.tree.radix_cache import (
@@ -78,9 +79,9 @@ __all__ = [
     "hash_request_tokens", "NONE_HASH", "BlockPoolSnapshot", "BlockState",
     "take_snapshot", "EventBatch", "encode_batch", "decode_batch",
     "batch_to_json", "batch_from_json", "BlockHasher", "HASH_ALGOS", "VLLM_NONE_HASH_SEED",
-    # requests, slots, scheduling
+    # requests, slots, scheduling; the one token sequence
     "Req", "Allocator", "SlotAllocator", "SchedulePolicy", "PrefillAdder", "Scheduler",
-    "SchedulerConfig",
+    "SchedulerConfig", "Tokens",
     # events
     "events", "EventSink", "ListSink",
     # traces and runs

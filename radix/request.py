@@ -22,13 +22,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from radix.tokens.runs import TokenRuns
+from radix.tokens.runs import TokenRuns, Tokens, tokens
 
 
 @dataclass(eq=False)
 class Req:
     rid: str  # request id, unique in a run
-    origin_input_ids: list[int]  # the prompt's token ids
+    origin_input_ids: Tokens  # the prompt's token ids: converted once when the request is made
+    # (a trace's prompt, already `Tokens`, is kept as it is: radix/tokens/)
     output_ids: list[int] = field(default_factory=list)  # generated so far
     max_new_tokens: int = 16  # output_len of a trace line
     extra_key: str | None = None  # namespace: LoRA id etc.; different keys never share a node
@@ -47,12 +48,19 @@ class Req:
     # a hit only on nodes that end past it (SGLang 0.5.23's ReqKvInfo.cache_inserted_len).
     cache_inserted_len: int = 0
     last_node: Any = None  # TreeNode locked on this request's behalf, or None
-    fill_ids: list[int] = field(default_factory=list)  # tokens computed by the end of this chunk
+    fill_ids: Tokens = field(default_factory=list)  # tokens computed by the end of this chunk
+    # (all_ids or a slice of it: never mutated)
     metrics: dict[str, float] = field(default_factory=dict)  # ttft, matched, prefilled, ...
 
+    def __post_init__(self) -> None:
+        self.origin_input_ids = tokens(self.origin_input_ids)
+
     @property
-    def all_ids(self) -> list[int]:
-        return self.origin_input_ids + self.output_ids
+    def all_ids(self) -> Tokens:
+        """The prompt and the output so far, one `Tokens` (the prompt itself while there is no
+        output: a key over it shares the prompt's storage)."""
+        out = self.output_ids
+        return self.origin_input_ids + out if out else self.origin_input_ids
 
     @property
     def finished(self) -> bool:

@@ -394,7 +394,7 @@ class ArrayPool:
         """The requests of `pairs` one at a time, as run_blocks runs them."""
         bs, memo = self.block_size, self.memo
         for req, out in pairs:
-            tokens = req.origin_input_ids + req.output_ids
+            tokens = req.all_ids
             ns = (req.extra_key or None, req.cache_salt or None)
             prompt_len = len(req.origin_input_ids)
             num_cached = prompt_len // bs
@@ -427,7 +427,7 @@ class ArrayPool:
                     self._evict(new)
                     blocks = np.concatenate((blocks, new))
                 if num_full > num_cached:
-                    tokens = (req.origin_input_ids + req.output_ids)[:num_full * bs]
+                    tokens = req.all_ids[:num_full * bs]
                     ids = memo.ids(tokens, ns, num_full, req.extra_key, req.cache_salt, walk)
                     self._grow(memo.count)
                     self._store(blocks, ids, num_cached, num_full)

@@ -233,7 +233,7 @@ def hash_request_tokens(
     parent = hashes[-1] if hashes else hasher.none_hash
     packed = pack(tokens) if pack is not None and hasher.hash_algo == "radixlens" else None
     if hasher.hash_algo != "radixlens":
-        if not isinstance(tokens, list):
+        if not isinstance(tokens, list | tuple):
             tokens = list(tokens)
         start = 0
         while i < num_full:
@@ -248,7 +248,7 @@ def hash_request_tokens(
     if packed is None:
         if type(tokens) is TokenRuns and not _runs_fit(tokens):  # not expanded: by its runs
             return _hash_mixed(hashes, parent, tokens, i, num_full, block_size, first, rest)
-        if not isinstance(tokens, list):
+        if not isinstance(tokens, list | tuple):
             tokens = list(tokens)
         try:  # the default: pack every new token once, in C, then hash slices of the bytes
             packed = struct.pack(f"<{len(tokens)}q", *tokens)

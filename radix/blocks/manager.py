@@ -126,7 +126,7 @@ class BlockCacheManager:
         state = self.requests.get(req.rid)
         if state is None:
             state = self.requests[req.rid] = _ReqBlocks()
-        tokens = req.origin_input_ids + req.output_ids
+        tokens = req.all_ids
         if self.memo is not None and not state.block_hashes:
             state.block_hashes = self.memo.hashes(
                 tokens, (req.extra_key, req.cache_salt),
@@ -227,7 +227,7 @@ class BlockCacheManager:
             return
         token_ids: list[int] = []
         if len(state.block_hashes) < num_full or self.pool._sink is not None:
-            token_ids = req.origin_input_ids + req.output_ids
+            token_ids = req.all_ids
             hash_request_tokens(token_ids[:num_full * self.block_size], self.block_size,
                                 req.extra_key, req.cache_salt, state.block_hashes, self.hasher)
         keys = ()
@@ -415,7 +415,7 @@ class ExtentPool:
         state = self.requests.setdefault(req.rid, _ReqExtents())
         if state.num_blocks:
             raise ValueError(f"request {req.rid!r} already holds blocks; look up before allocating")
-        tokens = req.origin_input_ids + req.output_ids
+        tokens = req.all_ids
         bs = self.block_size
         num_full = len(tokens) // bs
         max_blocks = (len(tokens) - 1) // bs if len(tokens) else 0
@@ -545,7 +545,7 @@ class ExtentPool:
         self.num_pops += 1
 
     def _cache(self, req: Req, state: _ReqExtents, num_full: int) -> None:
-        tokens = req.origin_input_ids + req.output_ids
+        tokens = req.all_ids
         first = state.num_cached
         self._seq += 1
         state.walk = self.trie.insert(tokens, self.namespace(req), num_full, state, state.walk)

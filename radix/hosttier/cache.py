@@ -35,7 +35,7 @@ from radix.hosttier.locks import TierLocks
 from radix.hosttier.moves import TierMoves
 from radix.hosttier.node import HostInsert, HostMatch, HostNode
 from radix.request import SlotAllocator
-from radix.tokens import frozen
+from radix.tokens import tokens
 from radix.tree.radix_cache import (
     ROOT_PRIORITY,
     LogicalClock,
@@ -203,7 +203,7 @@ class HostTierCache(TierLocks, TierMoves):
             tlru_new_node(leaf, parent)
         self._nodes[leaf.id] = leaf
         self.evictable_size_ += len(value)
-        self._emit(ev.NodeInserted(leaf.id, parent.id, frozen(key.token_ids), frozen(value),
+        self._emit(ev.NodeInserted(leaf.id, parent.id, tokens(key.token_ids), tokens(value),
                                    priority, t, key.extra_key, key.cache_salt))
         self._refresh(leaf)
         self._refresh(parent)

@@ -217,7 +217,7 @@ class Probe:
         """Records what the block cache computed since the last lookup (lazily: a lookup is
         the only reader)."""
         for req, computed in self.dirty.values():
-            tokens = (req.origin_input_ids + req.output_ids)[:computed]
+            tokens = req.all_ids[:computed]
             self.blocks.record(tokens, namespace(req, True), req)
         self.dirty.clear()
 

@@ -17,7 +17,7 @@ from typing import Any
 from radix.events import AdmissionStopped, Event, EventSink, RequestAdmitted, RequestRetracted
 from radix.request import Req
 from radix.sched.policy import request_key
-from radix.tokens import mutable_copy
+from radix.tokens import head, mutable_copy
 
 CLIP_MAX_NEW_TOKENS = 4096  # SGLang clips the max_new_tokens estimate at this
 RETRACT_DECODE_STEPS = 20  # SGLang's global_config.retract_decode_steps
@@ -121,7 +121,7 @@ class PrefillAdder:
         self.log_input_tokens += extend_len
 
     def _admit(self, req: Req, prefix_len: int, extend_len: int, chunked: bool) -> None:
-        req.fill_ids = req.fill_ids[: prefix_len + extend_len]
+        req.fill_ids = head(req.fill_ids, prefix_len + extend_len)
         self.can_run_list.append(req)
         self.extend_lens.append(extend_len)
         if chunked:

@@ -2,7 +2,7 @@
 not ints (len, indexing, slicing, ==, hashing, +, `common_prefix_len`: the tree's hook for
 compact keys; `concat`: its hook for compact values). Canonical form makes == a compare of two
 short lists. Then helpers over either kind or a plain list that never expand runs
-(`common_prefix`, `frozen`, `joined`, ...), the common-prefix walks the runs and the tree
+(`common_prefix`, `tokens`, `joined`, ...), the common-prefix walks the runs and the tree
 share (`gallop_match`, `plain_prefix`, `runs_agree`, `PrefixProbe`), and `PrefixTrie`, a
 namespaced trie over token sequences built on those walks (below everything that uses it: the
 block extents and hash memo of radix/blocks/, the explainer's probe, the host tier's loss count).
@@ -377,18 +377,37 @@ def is_compact(seq: Any) -> bool:
     return isinstance(seq, TokenRuns)
 
 
-def frozen(seq: Sequence[int]) -> tuple[int, ...] | TokenRuns:
-    """An immutable copy for an event or a snapshot: a tuple for plain input, a TokenRuns for
-    compact input (a RunList is frozen, never expanded per token).
+Tokens = list[int] | TokenRuns  # the one token sequence, never mutated once made: radix/tokens/
 
-    >>> frozen([1, 2]), frozen(RunList([(4, 2)]))
-    ((1, 2), TokenRuns([(4, 2)]))
+
+def tokens(seq: Iterable[int]) -> Tokens:
+    """The one token sequence (`Tokens`) of `seq`, picking the representation: runs (TokenRuns)
+    for compact input, a list for plain ids (SGLang's own kind: its RadixKey holds a List[int]).
+    Free for what is already `Tokens` (the same object back, no copy), so it is called where a
+    sequence comes in (a trace line, a request, a RadixKey) and everything after passes the same
+    object on; that list is never mutated again (radix/tokens/). Anything else (a tuple, a
+    range, an array) is converted once; a RunList (mutable) is frozen, never expanded per token.
+
+    >>> tokens((1, 2)), tokens(RunList([(4, 2)]))
+    ([1, 2], TokenRuns([(4, 2)]))
+    >>> t = [5, 6, 7]; tokens(t) is t
+    True
     """
+    if seq.__class__ is list or seq.__class__ is TokenRuns:
+        return seq
     if isinstance(seq, TokenRuns):
-        if type(seq) is TokenRuns:
-            return seq
         return TokenRuns._raw(list(seq._starts), list(seq._ends))
-    return tuple(seq)
+    return list(seq)
+
+
+def head(seq: Tokens, n: int) -> Tokens:
+    """seq[:n] for n >= 0, and seq itself when that is all of it (a list's slice would copy; a
+    `Tokens` list is never mutated, so the whole can be shared).
+
+    >>> t = [1, 2, 3]; head(t, 3) is t, head(t, 9) is t, head(t, 2)
+    (True, True, [1, 2])
+    """
+    return seq if n >= len(seq) else seq[:n]
 
 
 def mutable_copy(seq: Sequence[int]) -> list[int] | RunList:
@@ -454,11 +473,14 @@ def gallop_match(a: Sequence[int], b: Sequence[int]) -> int:
 
 
 def plain_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Common prefix of two sequences of any kind, compared as lists.
+    """Common prefix of two sequences of any kind, compared as they are when both are lists
+    (or both tuples), else as lists.
 
-    >>> plain_prefix((1, 2, 3), range(1, 9))
-    3
+    >>> plain_prefix((1, 2, 3), range(1, 9)), plain_prefix((1, 2, 3), (1, 2))
+    (3, 2)
     """
+    if a.__class__ is b.__class__ and (a.__class__ is tuple or a.__class__ is list):
+        return gallop_match(a, b)
     n = min(len(a), len(b))
     return gallop_match(a if isinstance(a, list) else list(a[:n]),
                         b if isinstance(b, list) else list(b[:n]))
@@ -497,7 +519,8 @@ def runs_agree(a_starts: Sequence[int], a_ends: Sequence[int], b_starts: Sequenc
 
 
 class PrefixProbe:
-    """Answers `tok[:len(edge)] == edge` for two lists in one C scan, without slicing `tok`.
+    """Answers `tok[:len(edge)] == edge` for two lists (or tuples) in one C scan, without
+    slicing `tok`.
 
     `guard(edge)` is edge plus this probe as a last element (built once, kept by the caller).
     Lists compare in order, pair by pair, until the first unequal pair; so `tok < guarded`
@@ -517,11 +540,12 @@ class PrefixProbe:
     def __init__(self) -> None:
         self.reached = False  # set by __eq__: the scan got past the edge's last token
 
-    def guard(self, edge: list[int]) -> list:
-        """edge followed by the probe: the list `starts_with` scans against."""
-        return edge + [self]
+    def guard(self, edge: Sequence[int]) -> Sequence:
+        """edge followed by the probe, of edge's kind (list or tuple): what `starts_with` scans
+        against (a sequence of the same kind as tok)."""
+        return edge + (self,) if edge.__class__ is tuple else edge + [self]
 
-    def starts_with(self, tok: list[int], guarded: list) -> bool:
+    def starts_with(self, tok: Sequence[int], guarded: Sequence) -> bool:
         """tok[:len(guarded) - 1] == guarded[:-1], for len(tok) >= len(guarded)."""
         self.reached = False
         _ = tok < guarded  # the result is meaningless; whether the scan reached us is not

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from radix.request import Req
-from radix.tokens import RunList, TokenRuns, is_compact
+from radix.tokens import RunList, TokenRuns, Tokens, is_compact
 from radix.traces import textcodec
 
 MAX_BYTES = 64 * 1024 * 1024  # a trace file's size (after gunzip)
@@ -82,13 +82,16 @@ class TraceRequest:
 
     rid: str  # request id, unique in the trace
     arrival: float  # seconds since the trace's start
-    token_ids: tuple[int, ...]  # the prompt
+    token_ids: Tokens  # the prompt (a list, or TokenRuns for a compact trace: radix/tokens/),
+    # shared with the Req, the tree and its events: never mutated
     output_len: int  # tokens to generate (always real tokens)
     extra_key: str | None = None  # namespace (LoRA id etc.): different keys never share cache
     cache_salt: str | None = None  # per-tenant salt; also a namespace
     priority: int = 0  # larger is more important
     output_ids: tuple[int, ...] | None = None  # the reply a simulated run generates (recorded
     # conversations: so the next turn's prompt, which contains it, can hit the cached reply)
+
+    __hash__ = None  # type: ignore[assignment]  # compared, never hashed: token_ids is a list
 
 
 @dataclass
@@ -109,14 +112,15 @@ COMPACT_OUTPUT_BASE = 1 << 63  # for compact traces, above every Mooncake token 
 
 
 def to_req(tr: TraceRequest) -> Req:
-    """A fresh `Req` for the schedulers and caches, in real tokens: a compact prompt (TokenRuns,
-    Mooncake) stays compact, and so do its rows (output_ids, slot_ids are RunLists).
+    """A fresh `Req` for the schedulers and caches, in real tokens, over the trace's own prompt
+    (`Tokens`, no copy): a compact prompt (TokenRuns, Mooncake) stays compact, and so do its rows
+    (output_ids, slot_ids are RunLists).
 
-    >>> to_req(TraceRequest("r1", 0.5, (1, 2, 3), 4)).origin_input_ids
-    [1, 2, 3]
+    >>> tr = TraceRequest("r1", 0.5, [1, 2, 3], 4); to_req(tr).origin_input_ids is tr.token_ids
+    True
     """
     compact = is_compact(tr.token_ids)
-    req = Req(tr.rid, tr.token_ids if compact else list(tr.token_ids),
+    req = Req(tr.rid, tr.token_ids,
               max_new_tokens=tr.output_len, extra_key=tr.extra_key, cache_salt=tr.cache_salt,
               priority=tr.priority, arrival=tr.arrival)
     if compact:
@@ -128,7 +132,7 @@ def trace_reqs(trace: Trace) -> list[Req]:
     """Fresh Reqs for every request of the trace (`to_req`): what compare.py, sim.py and
     explain.py feed the caches, so that all three see the same tokens.
 
-    >>> t = Trace("request", [TraceRequest("a", 0, (5, 6), 1)])
+    >>> t = Trace("request", [TraceRequest("a", 0, [5, 6], 1)])
     >>> [r.origin_input_ids for r in trace_reqs(t)]
     [[5, 6]]
     """
@@ -340,6 +344,12 @@ def check_text(value: str, line: int | None, key: str | None) -> str:
 
 def as_int_list(value: Any, line: int, key: str, max_len: int, hi: int = MAX_TOKEN_ID) -> tuple:
     """A tuple of ints in [0, hi], at most `max_len` long."""
+    return tuple(checked_ints(value, line, key, max_len, hi))
+
+
+def checked_ints(value: Any, line: int, key: str, max_len: int,
+                 hi: int = MAX_TOKEN_ID) -> list[int]:
+    """`value` itself, checked to be a list of ints in [0, hi], at most `max_len` long."""
     if not isinstance(value, list):
         raise TraceError(f"expected a list of ints, got {type_name(value)}", line, key)
     if len(value) > max_len:
@@ -350,7 +360,7 @@ def as_int_list(value: Any, line: int, key: str, max_len: int, hi: int = MAX_TOK
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi:
                 what = type_name(v) if not isinstance(v, int) or isinstance(v, bool) else str(v)
                 raise TraceError(f"item {i} is {what}; expected an int in [0, {hi:,}]", line, key)
-    return tuple(value)
+    return value
 
 
 def ints_in_range(values: list, lo: int, hi: int) -> bool:
@@ -524,7 +534,7 @@ def load_trace(path_or_bytes: str | os.PathLike | bytes, *, fmt: str | None = No
 
     >>> t = load_trace(b'{"rid": "a", "arrival": 0, "tokens": [1, 2], "output_len": 3}')
     >>> t.format, t.requests[0].token_ids
-    ('request', (1, 2))
+    ('request', [1, 2])
     """
     if max_bytes is not None:
         limits = replace(limits, max_bytes=max_bytes)
@@ -629,10 +639,12 @@ def _prompt_field(obj: dict) -> str:
 
 def _prompt(obj: dict, key: str, line: int, tokenize: Callable[[str], list[int]] | None,
             chat_template: Callable[[list[dict]], list[int]] | None,
-            max_tokens: int) -> tuple[int, ...]:
+            max_tokens: int) -> list[int]:
+    """The prompt as `Tokens`: a list of its own (a JSON list or a tokenizer's output, checked
+    and kept as it is, not copied)."""
     value = obj[key]
     if key == "tokens":
-        ids = as_int_list(value, line, key, max_tokens)
+        ids = checked_ints(value, line, key, max_tokens)
     elif key == "text":
         if not isinstance(value, str):
             raise TraceError(f"expected a string, got {type_name(value)}", line, key)
@@ -640,12 +652,12 @@ def _prompt(obj: dict, key: str, line: int, tokenize: Callable[[str], list[int]]
             raise TraceError(f"text longer than {MAX_TEXT_CHARS:,} characters", line, key)
         check_text(value, line, key)
         raw = tokenize(value) if tokenize else textcodec.encode(value, max_tokens + 1)
-        ids = as_int_list(_capped(raw, max_tokens, line, key), line, key, max_tokens)
+        ids = checked_ints(_capped(raw, max_tokens, line, key), line, key, max_tokens)
     else:
         messages = _messages(value, line)
         raw = (chat_template(messages) if chat_template
                else textcodec.apply_chat_template(messages, max_tokens + 1))
-        ids = as_int_list(_capped(raw, max_tokens, line, key), line, key, max_tokens)
+        ids = checked_ints(_capped(raw, max_tokens, line, key), line, key, max_tokens)
     if not ids:
         raise TraceError("the prompt is empty (0 tokens)", line, key)
     return ids

@@ -37,17 +37,20 @@ from typing import Any, NamedTuple, Protocol
 
 from radix import events as ev
 from radix.request import Allocator, Req
-from radix.tokens import TokenRuns, frozen
+from radix.tokens import TokenRuns, Tokens, head, tokens
 from radix.tokens.runs import PrefixProbe, gallop_match
 
 # -------------------------------------------------------------------------------- key and node
 
 class RadixKey:
     """Token ids with a namespace (extra_key, cache_salt): two keys share nodes only within one
-    namespace; `child_key` names a node's edge in its parent's children dict. Like SGLang's, a
-    RadixKey trusts its caller: a list of ids is kept, not copied or checked (ids are checked
-    where they enter: trace loaders, op traces, RadixCache's plain-list arguments), since
-    building keys is on the request loop's hot path.
+    namespace; `child_key` names a node's edge in its parent's children dict. The ids are kept
+    as `Tokens` (radix/tokens/: a list, or TokenRuns for compact ids): what is one already (a
+    list, a trace's prompt, a request's `all_ids`, a slice of either) is kept as it is, not
+    copied, as SGLang's RadixKey keeps its List[int]; anything else is converted once. Like
+    SGLang's, a RadixKey trusts its caller: ids are not checked (they are where they enter:
+    trace loaders, op traces, RadixCache's plain-list arguments, which it copies), and the
+    caller never mutates a list it gave, since building keys is on the request loop's hot path.
 
     >>> k = RadixKey([1, 2, 3, 4, 5])
     >>> k.child_key(1), k.child_key(2)
@@ -64,13 +67,12 @@ class RadixKey:
         extra_key: str | None = None,
         cache_salt: str | None = None,
     ) -> None:
-        if type(token_ids) is not list and not hasattr(token_ids, "common_prefix_len"):
-            # (a compact sequence, radix/tokens/, is kept as it is: never expanded per token)
+        if token_ids.__class__ is not list and token_ids.__class__ is not TokenRuns:
             if isinstance(token_ids, str | bytes) or not isinstance(token_ids, Iterable):
                 raise TypeError(f"token_ids must be a sequence of ints, "
                                 f"got {type(token_ids).__name__}")
-            token_ids = list(token_ids)
-        self.token_ids: list[int] = token_ids  # not copied: the caller must not mutate it
+            token_ids = tokens(token_ids)  # converted once (a compact one stays runs)
+        self.token_ids: Tokens = token_ids  # shared, never copied: the caller must not mutate it
         self.extra_key = extra_key  # e.g. a LoRA id
         self.cache_salt = cache_salt  # per-tenant salt
 
@@ -402,11 +404,19 @@ def node_state(node: TreeNode, evictable: bool) -> NodeState:
     compact). Positional: a snapshot builds one per node."""
     key, parent = node.key, node.parent
     return NodeState(
-        node.id, None if parent is None else parent.id, frozen(key.token_ids),
-        frozen(node.value), node.lock_ref, node.hit_count, node.last_access_time,
+        node.id, None if parent is None else parent.id, _frozen(key.token_ids),
+        _frozen(node.value), node.lock_ref, node.hit_count, node.last_access_time,
         node.creation_time, node.priority, evictable, key.extra_key, key.cache_salt,
         tuple([c.id for c in node.children.values()]),
     )
+
+
+def _frozen(seq: Sequence[int]) -> tuple[int, ...] | TokenRuns:
+    """A snapshot's own copy: a tuple for a list (snapshots are plain, immutable, hashable data,
+    compared with tuples by the pages), a compact sequence as `Tokens` (never expanded)."""
+    if isinstance(seq, TokenRuns):
+        return tokens(seq)
+    return seq if seq.__class__ is tuple else tuple(seq)
 
 
 def child_sort_key(tokens: tuple[int, ...], extra_key, cache_salt, page_size: int) -> tuple:
@@ -943,7 +953,9 @@ class RadixCache:
         walked = len(path)
         node = path[-1] if path else self.root_node
         if prefix_len < n:
-            node = self._add_leaf(node, key[prefix_len:n], value[prefix_len:n], priority)
+            # a whole key becomes the leaf's own (shared, as Tokens are: radix/tokens/)
+            edge = key if prefix_len == 0 and n == len(key) else key[prefix_len:n]
+            node = self._add_leaf(node, edge, value[prefix_len:n], priority)
             path.append(node)
         # a node counts a hit when it ends past inserted_len (SGLang: total_prefix_length >
         # inserted_len); path ends grow, so the counted nodes are a suffix of the path
@@ -1049,8 +1061,8 @@ class RadixCache:
     def _record_new_leaf(self, leaf: TreeNode) -> None:
         if self._sink is not None:
             key = leaf.key
-            self._sink.emit(ev.NodeInserted(leaf.id, leaf.parent.id, frozen(key.token_ids),
-                                            frozen(leaf.value), leaf.priority,
+            self._sink.emit(ev.NodeInserted(leaf.id, leaf.parent.id, tokens(key.token_ids),
+                                            tokens(leaf.value), leaf.priority,
                                             leaf.creation_time, key.extra_key, key.cache_salt))
 
     def _record_leaf_set(self, node: TreeNode, is_leaf: bool) -> None:
@@ -1063,7 +1075,7 @@ class RadixCache:
         are scanned in place by the cache's PrefixProbe against the edge + probe, built once
         per edge (and dropped when the edge is cut)."""
         edge = child.key.token_ids
-        if type(tok) is not list or type(edge) is not list:
+        if tok.__class__ is not list or edge.__class__ is not list:
             return tok[:m] == edge
         if len(tok) == m:  # the probe would not be reached (see PrefixProbe)
             return tok == edge
@@ -1145,7 +1157,7 @@ class RadixCache:
         tokens to the kv sink (node is already out of the tree; its parent links remain)."""
         if self._sink is not None:
             self._sink.emit(ev.LeafSetChanged((), (node.id,)))
-            self._sink.emit(ev.NodeEvicted(node.id, parent.id, len(slot_ids), frozen(slot_ids),
+            self._sink.emit(ev.NodeEvicted(node.id, parent.id, len(slot_ids), tokens(slot_ids),
                                            node.heap_key))
         if self.kv_sink is not None:
             parts, x = [], node
@@ -1323,9 +1335,9 @@ class RadixCache:
         if not 0 <= up_to <= len(row):
             raise ValueError(f"request {req.rid!r}: up_to {up_to} is outside 0..{len(row)} "
                              "(the slots it holds)")
-        ids = req.all_ids[:up_to]
+        ids = head(req.all_ids, up_to)  # the whole row, shared, when it is all computed
         n = self._aligned(ids)
-        key = RadixKey(ids[:n], req.extra_key, req.cache_salt)
+        key = RadixKey(head(ids, n), req.extra_key, req.cache_salt)
         values = row[:n]
         priority = req.priority or 0
         result = self._insert(key, values, priority, req.cache_inserted_len)
@@ -1539,14 +1551,15 @@ class RadixCache:
 
     @staticmethod
     def _as_key(key) -> RadixKey:
-        """A RadixKey is trusted as SGLang trusts its callers; a plain sequence is checked once
-        (ints only, in C) since it comes straight from a user."""
+        """A RadixKey is trusted as SGLang trusts its callers; a plain sequence is copied and
+        checked once (ints only, in C) since it comes straight from a user (who may mutate
+        their own list afterwards: a key's list is shared, never copied again)."""
         if isinstance(key, RadixKey):
             return key
         if isinstance(key, str | bytes) or not isinstance(key, Sequence | range):
             raise TypeError(f"expected a RadixKey or a sequence of token ids, "
                             f"got {type(key).__name__}")
-        ids = list(key)
+        ids = tokens(key) if isinstance(key, TokenRuns) else list(key)
         try:
             array("q", ids)
         except (TypeError, OverflowError):
@@ -1578,7 +1591,7 @@ class RadixCache:
             self._sink.emit(event)
 
 
-def _concat_tokens(parts: list) -> Sequence[int]:
+def _concat_tokens(parts: list) -> Tokens:
     if parts and isinstance(parts[0], TokenRuns):
         return TokenRuns.concat(parts)
     return [t for part in parts for t in part]
@@ -1783,8 +1796,8 @@ def _copy_node(n: TreeNode) -> TreeNode:
 
 
 def _key(token_ids: Sequence[int], extra_key: str | None, cache_salt: str | None) -> RadixKey:
-    """A key over an event's frozen tokens, kept as they are (RadixKey() would copy a tuple
-    into a list; a compact sequence stays compact)."""
+    """A key over an event's tokens, kept as they are (the cache's own `Tokens`, or what a log
+    compacted them to: scenarios/trace.py's CompactLog), unchecked and not converted."""
     k = _new(RadixKey)
     k.token_ids, k.extra_key, k.cache_salt = token_ids, extra_key, cache_salt
     return k

@@ -46,7 +46,7 @@ def names(pool: BlockPool, pairs: list[Pair]) -> list:
     by_hash = {}
     bs = pool.block_size
     for p in pairs:
-        toks = p.plain.origin_input_ids + p.plain.output_ids
+        toks = p.plain.all_ids
         ns = (p.plain.extra_key or None, p.plain.cache_salt or None)
         for k, h in enumerate(hash_request_tokens(toks, bs, p.plain.extra_key,
                                                   p.plain.cache_salt)):

@@ -10,8 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from radix import events as ev
+from radix.request import SlotAllocator
+from radix.runs.compare import run_tree
+from radix.tokens import TokenRuns
 from radix.traces import TraceError, TraceRequest, detect_format, load_trace, to_req
-from radix.traces.base import dumps_requests
+from radix.traces.base import dumps_requests, output_tokens
+from radix.tree.radix_cache import EventLog, RadixCache
 
 
 def test_size_cap_names_the_cap():
@@ -79,6 +84,27 @@ def test_requests_sorted_by_arrival_and_to_req():
     assert (req.extra_key, req.cache_salt, req.arrival) == ("lora-a", "t1", 1.0)
 
 
+@pytest.mark.parametrize("line", [
+    b'{"rid": "a", "tokens": [5, 6, 7, 8], "output_len": 0}',  # plain ids: a list
+    b'{"timestamp": 0, "input_length": 1100, "output_length": 0, "hash_ids": [7, 8, 3]}',  # runs
+])
+def test_a_trace_prompt_is_converted_once_and_shared_to_the_tree_event(line):
+    """The prompt is converted once, when the trace is loaded (radix/tokens/ `Tokens`): the
+    Req, the tree's key and node and the NodeInserted event of a replayed request all hold that
+    same object, no copy (a reply-less request: its whole key is the prompt)."""
+    trace = load_trace(line + b"\n")
+    prompt = trace.requests[0].token_ids
+    assert type(prompt) is (list if b"tokens" in line else TokenRuns)
+    req = to_req(trace.requests[0])
+    assert req.origin_input_ids is prompt and req.all_ids is prompt
+    log = EventLog()
+    tree = RadixCache(allocator=SlotAllocator(10_000, runs=type(prompt) is TokenRuns), sink=log)
+    run_tree([req], [output_tokens(trace, 0)], 10_000, 1, tree=tree)
+    (node,) = tree.root_node.children.values()
+    (inserted,) = [e for e in log.events_of(log.num_steps - 1) if type(e) is ev.NodeInserted]
+    assert node.key.token_ids is prompt and inserted.token_ids is prompt
+
+
 def test_text_and_messages_use_given_tokenizer():
     data = (b'{"rid": "t", "text": "abc", "output_len": 1}\n'
             b'{"rid": "m", "messages": [{"role": "user", "content": [{"type": "text", '
@@ -86,8 +112,8 @@ def test_text_and_messages_use_given_tokenizer():
     seen = []
     trace = load_trace(data, tokenize=lambda s: [ord(c) for c in s],
                        chat_template=lambda ms: seen.append(ms) or [9, 9])
-    assert trace.requests[0].token_ids == (97, 98, 99)
-    assert trace.requests[1].token_ids == (9, 9)
+    assert trace.requests[0].token_ids == [97, 98, 99]
+    assert trace.requests[1].token_ids == [9, 9]
     assert seen == [[{"role": "user", "content": "hi"}]]
 
 
@@ -100,7 +126,7 @@ requests_st = st.lists(st.builds(
     TraceRequest,
     rid=st.text(min_size=1, max_size=8),
     arrival=st.floats(0, 1e6, allow_nan=False),
-    token_ids=st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=20).map(tuple),
+    token_ids=st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=20),
     output_len=st.integers(0, 50),
     extra_key=st.none() | st.text(max_size=5),
     cache_salt=st.none() | st.text(max_size=5),

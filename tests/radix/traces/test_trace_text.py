@@ -50,7 +50,7 @@ def test_text_trace_shares_the_system_prompt():
             b'{"rid": "c", "text": "You help. Where", "output_len": 1}\n')
     a, b, c = load_trace(data).requests
     system = textcodec.apply_chat_template([{"role": "system", "content": "You help."}])[:-3]
-    assert a.token_ids[:len(system)] == b.token_ids[:len(system)] == tuple(system)
+    assert a.token_ids[:len(system)] == b.token_ids[:len(system)] == list(system)
     assert a.token_ids[len(system) + 3] != b.token_ids[len(system) + 3]
     # pieces: "You", " help", ".", " Where"
     assert textcodec.decode(c.token_ids) == "You help. Where" and len(c.token_ids) == 4
