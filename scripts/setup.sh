@@ -43,4 +43,10 @@ fi
 site="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 cp scripts/venv_bytecode.py "$site/radixlens_bytecode.py"
 echo "import radixlens_bytecode" >"$site/radixlens-bytecode.pth"
+# after an install, fill that cache once (two processes, ~20 s): processes that start together
+# later (the app, both test workers and their servers) each compiled the same modules otherwise
+if [ ! -f .venv/.radixlens-warm ] || [ "$(cat .venv/.radixlens-warm)" != "$want" ]; then
+  "$PY" scripts/warm_bytecode.py || true
+  printf '%s' "$want" >.venv/.radixlens-warm
+fi
 echo "setup: done (.venv/bin/python)"

@@ -36,3 +36,28 @@ def test_setup_installs_the_module_the_venv_runs():
 
     assert Path(radixlens_bytecode.__file__).read_text() == \
         (ROOT / "scripts" / "venv_bytecode.py").read_text()
+
+
+def _warm_module():
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location("warm_bytecode",
+                                                  ROOT / "scripts" / "warm_bytecode.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_warm_up_names_installed_packages_and_skips_what_fails(capsys):
+    """scripts/warm_bytecode.py (setup.sh runs it after an install): every package it warms is
+    installed (a renamed one would be skipped silently, run after run), and a module that fails
+    to import is named on stderr without failing the setup."""
+    import importlib.util  # noqa: PLC0415
+
+    warm = _warm_module()
+    tops = {name.split(".")[0] for group in warm.GROUPS for name in group}
+    assert tops and all(importlib.util.find_spec(t) is not None for t in tops), tops
+    warm.warm(["json", "radixlens_no_such_module"])
+    err = capsys.readouterr().err
+    assert "radixlens_no_such_module skipped: ModuleNotFoundError" in err
+    assert "json" not in err.replace("radixlens_no_such_module", "")
