@@ -20,8 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scenarios.changes import RoomTree
-from scenarios.live import LiveSession, own_process_service
+from scenarios.live import LiveSession, own_process_service, sim_service
 from scenarios.room import MakeSession, Room, RoomError, RoomLimits
 
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read off a projector
@@ -186,16 +185,9 @@ def sim_sessions(tokenizer: Any = None, step_s: float = 0.0,
     scheduler and caches, priced; engine/backends.py)."""
     cap = capacity_tokens or ROOMS.limits.capacity_tokens
 
-    def make(tree: RoomTree) -> LiveSession:
-        from engine.backends import simulated  # here: torch comes with the engine, not at import
-        from engine.service import EngineService
-
-        return LiveSession(SimLoaded(tokenizer or CharTokenizer()), cap, tree=tree,
-                           service_factory=lambda *a, **kw: EngineService(
-                               *a, **kw, backend=simulated(step_s), max_events=10_000,
-                               max_history=200))
-
-    return make
+    factory = sim_service(step_s, max_events=10_000, max_history=200)
+    return lambda tree: LiveSession(SimLoaded(tokenizer or CharTokenizer()), cap, tree=tree,
+                                    service_factory=factory)
 
 
 __all__ = ["ALPHABET", "CODE_LEN", "Classroom", "ENGINE", "ROOMS", "Room", "RoomError",

@@ -186,16 +186,17 @@ def own_process_service(*args: Any, **kw: Any) -> Any:
     return ProcessService(*args, **kw)
 
 
-def sim_service(step_s: float = 0.0) -> Callable[..., Any]:
+def sim_service(step_s: float = 0.0, **service_kw: Any) -> Callable[..., Any]:
     """A service factory without a model: EngineService over the simulated backend (the real
-    scheduler and caches, priced; engine/backends.py), on a thread here. The Live page's engine
-    under RADIXLENS_LIVE_ENGINE=sim (the browser tests' shared server; scenarios/classroom.py's
-    SimLoaded is its `loaded`), as the Classroom's simulated rooms."""
+    scheduler and caches, priced; engine/backends.py), on a thread here, with `service_kw`
+    added to what LiveSession passes. The Live page's engine under RADIXLENS_LIVE_ENGINE=sim
+    (the browser tests' shared server; scenarios/classroom.py's SimLoaded is its `loaded`) and
+    the Classroom's simulated rooms (scenarios/classroom.py sim_sessions)."""
     def make(*args: Any, **kw: Any) -> Any:
         from engine.backends import simulated  # here: torch comes with the engine, not at import
         from engine.service import EngineService
 
-        return EngineService(*args, **kw, backend=simulated(step_s))
+        return EngineService(*args, **kw, **service_kw, backend=simulated(step_s))
     return make
 
 
