@@ -9,22 +9,16 @@ written. Also tools/busy.py, the background load for running the suite on a busy
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from machine import seconds
+from readmehelp import ROOT, rc
 
 from radix.traces.ops import OpTraceError, load_ops
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("readme_commands",
-                                               ROOT / "tools" / "readme_commands.py")
-rc = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(rc)
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
