@@ -196,8 +196,12 @@ class HashIds:
         self.hasher, self.block_size = hasher, block_size
         self.trie = PrefixTrie(unit=block_size)
         self._base: dict[int, int] = {}  # id(trie node) -> the id of its block d0
-        self.count = 0
         self.hashes = BlockHashes(hasher, block_size)
+
+    @property
+    def count(self) -> int:
+        """Ids handed out (ids are 0..count - 1)."""
+        return self.hashes.count
 
     def hash(self, k: int) -> bytes:
         return self.hashes.of([k])
@@ -213,7 +217,6 @@ class HashIds:
             start = self.count
             parent = self._id(walk, pos - 1) if pos else -1
             self.hashes.add(start, num_full - pos, tokens, pos, parent, extra_key, cache_salt)
-            self.count = start + num_full - pos
             walk = trie.insert(tokens, ns, num_full, None, walk)
             node = walk.pieces[-1][0]
             self._base[id(node)] = start - node.d0
