@@ -1,7 +1,5 @@
-"""RadixLens: `streamlit run app.py`. One page per question; the pages live in app_pages/.
-
-The folder is not `pages/`: with a `pages/` folder next to this file, Streamlit serves its
-scripts by themselves (no menu) until some session has run this file once. Every page has its
+"""RadixLens: `streamlit run app.py`. One page per question; the pages live in pages/ (its
+`__init__.py` keeps Streamlit's legacy reading of that folder off). Every page has its
 own URL (/tour, /live, ...); `/?page=tour&step=7` is a deep link too: the hidden home page sends
 it on with its other parameters. The presenter toggle (larger type, pictures first) sits above
 every page and is kept in the URL (`presenter=1`).
@@ -14,20 +12,20 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages._shell import shell
+from pages._shell import shell
 
 HERE = Path(__file__).parent
 # (file, title, url path), in menu order; a page whose file is absent is left out of the menu
 PAGE_SPECS = [
-    ("app_pages/tour.py", "Tour", "tour"),
-    ("app_pages/live.py", "Live engine", "live"),
-    ("app_pages/eviction.py", "Eviction lab", "eviction"),
-    ("app_pages/scheduler.py", "Scheduler", "scheduler"),
-    ("app_pages/trace.py", "Trace debugger", "trace"),
-    ("app_pages/configs.py", "Configurations", "configs"),
-    ("app_pages/watch.py", "Watch a server", "watch"),
-    ("app_pages/classroom.py", "Classroom", "classroom"),
-    ("app_pages/cluster.py", "Cluster", "cluster"),
+    ("pages/tour.py", "Tour", "tour"),
+    ("pages/live.py", "Live engine", "live"),
+    ("pages/eviction.py", "Eviction lab", "eviction"),
+    ("pages/scheduler.py", "Scheduler", "scheduler"),
+    ("pages/trace.py", "Trace debugger", "trace"),
+    ("pages/configs.py", "Configurations", "configs"),
+    ("pages/watch.py", "Watch a server", "watch"),
+    ("pages/classroom.py", "Classroom", "classroom"),
+    ("pages/cluster.py", "Cluster", "cluster"),
 ]
 
 # The Live and Classroom model engines run in processes of their own (engine/procservice.py);

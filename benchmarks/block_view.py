@@ -2,7 +2,7 @@
 < 15 s), CPU seconds, two checkouts.
 
 Each round runs, in a fresh subprocess per checkout (the order alternating round by round), the
-page `app_pages/trace.py` under Streamlit's AppTest: the upload of TRACE (default: Mooncake's
+page `pages/trace.py` under Streamlit's AppTest: the upload of TRACE (default: Mooncake's
 public synthetic trace, examples/traces/mooncake_synthetic_trace.jsonl.gz, 3,993 requests) and
 its summary (timed apart), then the click on "show vLLM's block pool" (past 2,000 requests the
 block view waits for it): every block keyframe replayed, the pool after the last request drawn.

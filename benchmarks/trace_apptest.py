@@ -21,7 +21,7 @@ HERE = str(Path(__file__).resolve())
 
 # the child's first lines: the measured checkout first on sys.path, this module loaded by its
 # path, the page opened (`at`). subtle: from_file takes a relative path relative to its caller's
-# file, here "<string>": the path stays "app_pages/trace.py", and the widget ids, which hash it,
+# file, here "<string>": the path stays "pages/trace.py", and the widget ids, which hash it,
 # are the same in every checkout (an absolute path would make two checkouts' pages differ).
 PRELUDE = """
 import importlib.util, sys
@@ -31,7 +31,7 @@ _helper = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_helper)
 digest, drawn, upload = _helper.digest, _helper.drawn, _helper.upload
 from streamlit.testing.v1 import AppTest
-at = AppTest.from_file("app_pages/trace.py", default_timeout=3600)
+at = AppTest.from_file("pages/trace.py", default_timeout=3600)
 at.run()
 """
 
@@ -46,7 +46,7 @@ def run(root: Path, code: str, *args: str) -> dict:
 def upload(at, data: bytes) -> None:  # noqa: ANN001 - an AppTest
     """Upload `data` as trace.jsonl, wait for the page's replay job, rerun: the summary drawn."""
     at.file_uploader(key="trace.upload").set_value(("trace.jsonl", data, "text/plain")).run()
-    from app_pages._serve import holdings  # noqa: PLC0415 - the measured checkout's
+    from pages._serve import holdings  # noqa: PLC0415 - the measured checkout's
 
     state = holdings().get(at.session_state["trace.sid"], "trace")
     if state.get("job") is not None:

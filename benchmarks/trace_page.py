@@ -1,7 +1,7 @@
 """The Trace debugger's page, upload to summary on screen, CPU seconds (issue 27's < 15 s).
 
 Each round runs, in a fresh subprocess per checkout (the order alternating round by round), the
-page `app_pages/trace.py` under Streamlit's AppTest (in process, the page's own rendering
+page `pages/trace.py` under Streamlit's AppTest (in process, the page's own rendering
 included): the upload of the conversation stand-in (examples/mooncake_conversation.py, 12,031
 requests, 144.8 M prompt tokens) or of TRACE, the replay in the page's worker thread, the rerun
 that draws the summary. CPU time of the whole process (threads included), not wall time: the

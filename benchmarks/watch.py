@@ -9,7 +9,7 @@
 2. Latency: `engine serve`'s pieces in process (an EngineService on SmolLM2, CPU, with the ZMQ
    publisher) and a Watcher in a thread; for each request, the time from the end of the step
    that prefilled it (the batch's ts) to the watcher receiving that batch. The page redraws
-   every second (app_pages/watch.py), so drawn = this + up to 1 s + the browser's render.
+   every second (pages/watch.py), so drawn = this + up to 1 s + the browser's render.
 Run: python benchmarks/watch.py [--batches N] [--events K] [--requests R] [--skip-latency]
 """
 

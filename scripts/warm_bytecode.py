@@ -25,7 +25,7 @@ GROUPS = [
     # the app's pages and the servers and clients the tests start
     ["streamlit", "streamlit.web.bootstrap", "streamlit.testing.v1", "pandas", "pyarrow",
      "plotly.graph_objects", "graphviz", "msgspec", "zmq", "fastapi", "uvicorn", "openai", "ray",
-     "playwright.sync_api", "hypothesis", "app_pages._serve"],
+     "playwright.sync_api", "hypothesis", "pages._serve"],
 ]
 
 

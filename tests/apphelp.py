@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def page(name: str, timeout: float | None = None) -> AppTest:
     """The page's AppTest; each run may take `timeout` s (60 s on an idle machine, scaled)."""
-    return AppTest.from_file(str(ROOT / "app_pages" / f"{name}.py"),
+    return AppTest.from_file(str(ROOT / "pages" / f"{name}.py"),
                              default_timeout=timeout or seconds(60))
 
 
@@ -48,7 +48,7 @@ def finish_jobs(at: AppTest, timeout: float | None = None) -> AppTest:
     progress fragment's timer does not tick in AppTest). Each job may take `timeout` s (300 s on
     an idle machine, scaled)."""
     timeout = timeout or seconds(300)
-    from app_pages._serve import holdings
+    from pages._serve import holdings
 
     jobs = [at.session_state["configs.job"]] if "configs.job" in at.session_state else []
     sid = at.session_state["trace.sid"] if "trace.sid" in at.session_state else None

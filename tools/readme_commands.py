@@ -74,7 +74,7 @@ SLOW = [
      "to the serial run's)"),
     (r"python -m engine why ",
      "imports transformers and loads the tokenizer in a process of its own (~8-17 CPU-s); left "
-     "out by --quick: tests/radix/test_why.py runs this line in its process, tokenizer loaded"),
+     "out by --quick: tests/radix/why/test_why.py runs this line in its process, tokenizer loaded"),
     (r"python -m engine run \S+ --random-init \S*tiny_llama\.json",
      "imports torch in a process of its own (~7-13 CPU-s); left out by --quick: "
      "tests/engine/test_engine_cli.py runs this line in its process, engine imported"),

@@ -3,8 +3,8 @@
 `TierModel.apply(event)` keeps, per live node, (parent id, tokens, on device, on host), from
 NodeInserted, NodeSplit and the tier events (radix.events: KVBackedUp, NodeDemoted,
 DeviceLeafDropped, HostLeafEvicted, HostCopyReclaimed, KVLoadedBack, DeviceRestored).
-tests/radix/test_hosttier.py holds it equal to the cache after every request of random runs, so
-every tier move is an event. Leaves out: locks, hit counts and times (the tree's own
+tests/radix/hosttier/test_hosttier.py holds it equal to the cache after every request of random
+runs, so every tier move is an event. Leaves out: locks, hit counts and times (the tree's own
 TreeModel, radix/tree/radix_cache.py, rebuilds those for RadixCache).
 """
 

@@ -70,7 +70,7 @@ def test_tour_speed_sets_the_animation_and_the_scrubber_jumps():
     interval): slow 1,000 ms, normal 550, fast 250 (_player.SPEEDS). The scrubber under the
     frame jumps from frame 0 straight to the walk's first split, (step 5, event 1): R2's; its
     frame index is counted from the walk. The end button lands on the last step."""
-    from app_pages._player import SPEEDS
+    from pages._player import SPEEDS
     from scenarios.tour import first_step_of, run_tour
     from viz.timeline import Timeline
 
@@ -292,7 +292,7 @@ def test_trace_long_block_replay_waits_for_the_button(monkeypatch):
     """Past AUTO_BLOCK_REQUESTS requests to replay block by block, the summary comes without
     the per-block pool (no keyframe built past the first); the button builds it. Here 40
     requests (keyframes every 32: the end needs all 40 replayed) against a limit of 10."""
-    import app_pages._trace_blocks as blocks_view
+    import pages._trace_blocks as blocks_view
 
     monkeypatch.setattr(blocks_view, "AUTO_BLOCK_REQUESTS", 10)
     at = page("trace").run()

@@ -20,7 +20,7 @@ def _explained(at: AppTest, timeout: float | None = None) -> AppTest:
     """Opens the panel and waits for the explainer's jobs (the buckets, then the what-ifs), each
     up to `timeout` s (120 s on an idle machine, scaled)."""
     timeout = timeout or seconds(120)
-    from app_pages._serve import holdings
+    from pages._serve import holdings
 
     at.session_state["trace.explain"] = True
     at.run()
@@ -83,7 +83,7 @@ def test_panel_closed_runs_nothing_and_step_narration_tells_the_split():
     hangs a 1-token output leaf under it and nothing splits. a's finish (log step 3, shown at
     4) is the one that splits: 41 tokens in one new leaf, then the prompt re-insert cuts it
     40 + 1."""
-    from app_pages._serve import holdings
+    from pages._serve import holdings
 
     at = page("trace").run()
     data = TRACE.replace('"a"', '"x"').encode()  # other content: not the first test's state
@@ -152,7 +152,7 @@ def test_panel_refused_by_the_budget_says_so_once_and_offers_a_retry(monkeypatch
     TiB) is refused with the figures; the next rerun starts no new job (the refusal stays,
     with a button to run again)."""
     import scenarios.explain
-    from app_pages._serve import holdings
+    from pages._serve import holdings
 
     monkeypatch.setattr(scenarios.explain, "BYTES_PER_REQUEST", 2**40)
     at = page("trace").run()
@@ -171,7 +171,7 @@ def test_host_tier_section_splits_the_hits_and_says_why_each_was_on_the_host():
     """Capacity 1,000, host 2x: a and b (600 distinct tokens each, 601 slots with their KV
     output) do not fit together, so b's allocation demotes a (backed up at insert); a again
     finds its first 599 tokens on the host and loads them back. Off by default: no job."""
-    from app_pages._serve import holdings
+    from pages._serve import holdings
 
     a, b = list(range(1, 601)), list(range(1_001, 1_601))
     data = "".join(json.dumps(r) + "\n" for r in (
@@ -209,9 +209,9 @@ def test_what_ifs_run_in_worker_processes_and_match_the_cli(capsys, monkeypatch)
     process, in order) number for number."""
     import multiprocessing
 
-    import app_pages._trace_explain as panel_page
+    import pages._trace_explain as panel_page
     import scenarios.explain
-    from app_pages._serve import holdings
+    from pages._serve import holdings
     from radix.cli import main
 
     monkeypatch.setattr(scenarios.explain, "IN_PROCESS_UNDER_S", 0.0)
@@ -249,7 +249,7 @@ def test_a_gone_session_s_running_job_is_cancelled():
     """A session's held trace state names a job that runs until cancelled (as the what-ifs'
     workers would): the sweep that finds the session gone cancels it, and a replaced holding
     cancels the jobs of the one it replaces; the other session's job runs on."""
-    from app_pages._serve import Holdings
+    from pages._serve import Holdings
     from runtime.jobs import JobPool
 
     pool, held = JobPool(workers=3), Holdings()

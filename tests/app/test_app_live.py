@@ -21,7 +21,7 @@ from streamlit.testing.v1 import AppTest
 from engine.handles import RequestCancelled
 from viz.scene import fits
 
-PAGE = str(ROOT / "app_pages" / "live.py")
+PAGE = str(ROOT / "pages" / "live.py")
 SYSTEM = "You answer questions about a small shop in one short sentence."
 
 
@@ -229,7 +229,7 @@ def test_watch_a_server_from_the_live_page(served_publisher):
     3 blocks arrive (replay or PUB) and its row says so."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=seconds(60))
     at.session_state["live.mode"] = "watch a server"
-    at.switch_page("app_pages/live.py").run()
+    at.switch_page("pages/live.py").run()
     assert not at.exception and not at.status  # the model is not loaded in this mode
     at.text_input(key="live.watch_base").set_value(served_publisher)
     at.button(key="live.watch_go").click().run()
@@ -243,7 +243,7 @@ def test_watch_a_server_from_the_live_page(served_publisher):
         while not (session.views() and len(session.views()[0].blocks) == 3):
             assert time.monotonic() < deadline, session.views()
             time.sleep(0.05)
-        at.switch_page("app_pages/watch.py").run()  # AppTest reruns its own page: stay here
+        at.switch_page("pages/watch.py").run()  # AppTest reruns its own page: stay here
         assert not at.exception and at.session_state["watch.session"] is session
         (row,) = at.dataframe[0].value.to_dict("records")
         assert row["blocks"] == 3

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from viz.why import MARK_TRACE
 
-PAGE = str(ROOT / "app_pages" / "live.py")
+PAGE = str(ROOT / "pages" / "live.py")
 SYSTEM = "You answer questions about a small shop.\nToday is 2026-12-01.\nBe brief."
 
 

@@ -23,7 +23,7 @@ from viz.cluster import fit_prefix_tree_scene, grid_snapshot, prefix_tree_scene
 from viz.watch_charts import chart_height, rates_chart, worker_grid_chart
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGE = str(ROOT / "app_pages" / "watch.py")
+PAGE = str(ROOT / "pages" / "watch.py")
 
 
 def _stored(hashes, parent, first_token=0):
@@ -152,7 +152,7 @@ def test_a_view_that_received_nothing_does_not_say_exact():
     at.button(key="watch.connect").click().run()
     session = at.session_state["watch.session"]
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + seconds(20)
         while not session.views()[0].status.unknown_why:  # the first poll has run
             assert time.monotonic() < deadline
             time.sleep(0.05)

@@ -68,7 +68,7 @@ def test_compare_two_requests_shows_the_date_and_the_first_bad_block():
 
 
 def test_explainer_panel_lists_causes_with_a_button_to_compare():
-    from app_pages._serve import holdings
+    from pages._serve import holdings
 
     at = _upload()
     at.session_state["trace.explain"] = True

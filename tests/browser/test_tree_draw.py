@@ -130,7 +130,7 @@ def test_tier_moves_recolour_and_travel(bundle_page):
     assert page.locator("g.node#n3 rect.rl-move").count() == 0
     assert [page.evaluate(fill, i) for i in ("n1", "n2")] == ["#ff7f0e"] * 2
     assert page.get_attribute("g.node#n2 text", "fill") == "#ffffff"
-    # presenter mode's view (app_pages/_shell.py's tier_tree_height: 240 px, labels >= 14 px):
+    # presenter mode's view (pages/_shell.py's tier_tree_height: 240 px, labels >= 14 px):
     # the deepest tree is drawn whole, not panned (#24 item 4: at 220 px it was)
     f = frames[8]
     draw_step(page, view_data(tier_scene(f.nodes, f.moved, f.event), 240, 50, 2.4, 14.0))

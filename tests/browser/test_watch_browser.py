@@ -71,7 +71,7 @@ def test_watch_engine_serve_and_see_a_prompt_land(engine_url, server, page, tmp_
     # throttling. Plotly's rates chart was re-mounted blank on most refreshes (4 of 4 runs);
     # with keyed ECharts, a send that reran the whole page still dropped the live fragment's
     # charts (all four, or one worker's column) and re-created them unpainted in 2 of 8 busy
-    # runs; with the prompt row in a fragment of its own, 0 of 8 (app_pages/watch.py)
+    # runs; with the prompt row in a fragment of its own, 0 of 8 (pages/watch.py)
     cdp = page.context.new_cdp_session(page)
     cdp.send("Emulation.setCPUThrottlingRate", {"rate": 4})
     page.evaluate(f"(span) => {{ window.rlDrawn = ({PAINTED})(span); }}", ms(6_000))

@@ -19,11 +19,16 @@ def test_every_public_name_is_listed():
     assert not missing, f"exported but not in docs/CONTRACTS.md: {missing}"
 
 
-def test_every_public_name_resolves():
-    for name in radix.__all__:
-        assert getattr(radix, name) is not None
-    for name in engine.__all__:
-        assert getattr(engine, name) is not None
+def test_every_public_name_is_bound_where_it_is_said_to_be():
+    """`from radix import *` binds every listed name: a name in `__all__` the package never
+    imports fails here, not in a user's import. engine's names load lazily from the module its
+    table names: each must be defined there (a wrong module fails only at first use)."""
+    unbound = [n for n in radix.__all__ if n not in vars(radix)]
+    assert not unbound, f"in radix.__all__ but never bound: {unbound}"
+    assert len(set(radix.__all__)) == len(radix.__all__), "a name listed twice in radix.__all__"
+    misplaced = [f"{n} ({mod})" for n, mod in engine._EXPORTS.items()
+                 if n not in vars(importlib.import_module(mod))]
+    assert not misplaced, f"engine's table names a module that does not define: {misplaced}"
 
 
 def test_every_file_and_module_named_exists():

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TOP = ("radix", "engine", "runtime", "scenarios", "viz", "app_pages", "tests", "tools",
+TOP = ("radix", "engine", "runtime", "scenarios", "viz", "pages", "tests", "tools",
        "benchmarks", "examples", "docs", "scripts")
 PATH = re.compile(r"(?<![\w./~-])((?:" + "|".join(TOP) + r")/[\w./-]*\w/?)")
 SKIP = {".venv", ".git", "__pycache__", "node_modules"}

@@ -1,6 +1,6 @@
 """The house's arrows: every import of every module, including those inside functions, points down.
 
-Layers, top to bottom (ranks): app.py and app_pages/ (5); scenarios/ and viz/ (4, never each other);
+Layers, top to bottom (ranks): app.py and pages/ (5); scenarios/ and viz/ (4, never each other);
 runtime/ (3.5: the worker pool, budgets and session registry, below the runs); engine/ and
 examples/ (3, never each other); radix/ (below; its sub-packages are ranked too:
 cli 6 > runs, watch, why 5 > traces 4 > sched 3 > tree, blocks 2 > events, request 1 >
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # may import anything; nothing imports them
 FREE = ("tests", "tools", "benchmarks", "scripts", "conftest.py")
 RANKS = {
-    "app": 51, "app_pages": 50,  # app.py (the entry) may import app_pages
+    "app": 51, "pages": 50,  # app.py (the entry) may import pages
     "scenarios": 40, "viz": 41,  # the same height: different numbers so neither sees the other
     "runtime": 35,  # the server runtime (jobs, budgets, sessions): the runs use it, it knows none
     "engine": 30, "examples": 31,

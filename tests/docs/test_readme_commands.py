@@ -35,7 +35,7 @@ def test_every_code_block_command_runs_or_is_skipped_with_its_reason():
     assert "python -m radix demo" in runs
     assert any("tiny_llama.json" in t for t in full_runs)
     for words, test_file in (("tiny_llama.json", "tests/engine/test_engine_cli.py"),
-                             ("python -m engine why", "tests/radix/test_why.py")):
+                             ("python -m engine why", "tests/radix/why/test_why.py")):
         left = [o for o in blocks if words in o.command.text and o.command.text in full_runs]
         assert left and all(o.status == "skip" and test_file in o.detail for o in left)
     gpu = [o for o in blocks if "llama3_8b.json" in o.command.text]

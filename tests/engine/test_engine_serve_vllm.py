@@ -82,7 +82,7 @@ def test_a_concrete_pub_endpoint_is_bound_and_advertised_reachable(server):
     (spec,) = discover(url)
     with Watcher([parse_endpoint(spec)], replay_timeout=5) as w:
         w.start()
-        deadline, first = time.monotonic() + 60, 1_000
+        deadline, first = time.monotonic() + seconds(60), 1_000
         while w.streams[0].last_live is None:  # a new prompt per round: its batch goes live
             assert time.monotonic() < deadline, w.status()
             _complete(url, list(range(first, first + 16)))

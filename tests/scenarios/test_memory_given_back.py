@@ -171,7 +171,7 @@ def test_closed_sessions_are_collected_once_streamlit_has_expired_them(monkeypat
     t = 10 s collects again on the first sweep past t + TTL + 1 s, once."""
     import streamlit as st
 
-    from app_pages import _serve
+    from pages import _serve
 
     trims, clock = [], [10.0]
     monkeypatch.setattr(_serve, "_trim", lambda: trims.append(clock[0]))

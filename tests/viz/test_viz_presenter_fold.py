@@ -2,7 +2,7 @@
 each page's scene builder, given the presenter's view size, folds through viz/scene.py's one
 fit_tree_scene until every label keeps 14 px. Known answers on small inputs, no browser.
 
-The views (app_pages/_shell.py's presenter_tree_px): the tree's column is 0.6 of a 1,100 px
+The views (pages/_shell.py's presenter_tree_px): the tree's column is 0.6 of a 1,100 px
 page less one 16 px gap, 650.4 px wide; tree_height(h) is h x 1.15 tall. At 14 px labels (edge
 labels are 9 scene units) a scene fits when (width + 16) x 14 / 9 <= 650.4, i.e. it is at most
 402.1 units wide.
@@ -10,7 +10,7 @@ labels are 9 scene units) a scene fits when (width + 16) x 14 / 9 <= 650.4, i.e.
 
 from __future__ import annotations
 
-from app_pages._room_view import fitted_scene
+from pages._room_view import fitted_scene
 from radix.tree.radix_cache import RadixCache
 from scenarios.eviction import run_eviction
 from scenarios.scheduler import sort_queue
@@ -114,7 +114,7 @@ def test_classroom_presenter_scene_is_built_once_per_version():
 def test_scheduler_match_scene_keeps_the_path_and_folds_the_rest():
     """LPM, 24 waiting: the tree is root -> S (#6, 512 tok) -> F (#2, 1,543) -> four histories
     (#1 120, #3 260, #4 400, #5 610 tok), plus #7 (50 tok) under S: 516 units wide, too wide
-    for the Scheduler's presenter view, 650.4 x 405 px (app_pages/scheduler.py); 2 a node is
+    for the Scheduler's presenter view, 650.4 x 405 px (pages/scheduler.py); 2 a node is
     still 456.6 units wide. One a node: S keeps F and #7 (a single leftover is drawn, not
     folded), F keeps its largest, #5, and folds #1, #3, #4 (120 + 260 + 400 = 780 tok): 4
     ranks, 231 units tall, (231 + 16) x 14 / 9 = 384.2 px <= 405 (not <= the old 345). q021
@@ -147,7 +147,7 @@ def test_prefer_ranks_after_keep_and_before_size():
 
 def test_tour_lock_walk_folds_every_hop_to_fit():
     """The Tour's multi-turn walk, u000-t5's inc_lock_ref (step 22, events 1-5: #6, #5, #4,
-    #1, #2 locked in turn) in the Tour's presenter view (650.4 x 385 px, app_pages/tour.py):
+    #1, #2 locked in turn) in the Tour's presenter view (650.4 x 385 px, pages/tour.py):
     every hop fits at 14 px with its locked node drawn (#24 item 4: hops 1-4 panned). The path
     above a deep hop is one chain box: hop 1 draws root, "#2 … #5" (4 nodes) and #6; hop 2
     root, "#2 … #4", #5 and #6; hop 5 needs no chain."""
@@ -171,7 +171,7 @@ def test_tour_lock_walk_folds_every_hop_to_fit():
 
 def test_host_tier_trees_fit_the_presenter_view():
     """The host tier walk's trees (scenarios/hosttier.py, the Eviction lab's section and the
-    Tour's walk) in presenter mode's 240 px view (app_pages/_shell.py's tier_tree_height): every
+    Tour's walk) in presenter mode's 240 px view (pages/_shell.py's tier_tree_height): every
     frame fits at 14 px labels. The four frames with a root and two levels (134 units:
     (134 + 16) x 14 / 9 = 233 px) did not in the old 220 px view, which panned them."""
     from scenarios.hosttier import run_frames
@@ -192,7 +192,7 @@ def _path(depth: int) -> RadixCache:
 
 
 def test_a_step_that_highlights_a_whole_deep_path_folds_it_into_one_box():
-    """The Trace debugger's presenter view, 650.4 x 483 px (app_pages/_trace_view.py:
+    """The Trace debugger's presenter view, 650.4 x 483 px (pages/_trace_view.py:
     presenter_tree_px(0.6, tree_height(420)), 420 x 1.15 = 483): a scene fits at 14 px when it
     is at most 483 x 9 / 14 - 16 = 294.5 units tall. A step that locks root > #1 > ... > #10
     (all ten highlighted "lock") drew 11 ranks, 680 units tall, and no fold could shorten it

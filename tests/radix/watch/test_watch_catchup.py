@@ -14,6 +14,7 @@ import time
 from types import SimpleNamespace
 
 import zmq
+from machine import seconds
 
 from engine.kv_publisher import ZmqEventPublisher
 from radix.blocks.kv_events import EventBatch, encode_batch
@@ -128,7 +129,7 @@ def test_a_late_join_on_a_publisher_holding_many_batches_is_exact():
         for h in range(1, n + 1):
             pub.publish(EventBatch(float(h), (BlockStored(
                 (h,), h - 1 if h > 1 else None, (h, h), 2, None, "GPU", None),)))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + seconds(30)
         while pub.num_published < n:
             assert time.monotonic() < deadline, "the publisher did not send"
             time.sleep(0.01)

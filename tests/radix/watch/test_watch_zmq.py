@@ -275,7 +275,7 @@ def _free_port() -> int:
 
 def _first_message(sub: zmq.Socket, pub: ZmqEventPublisher) -> list[bytes]:
     """Publishes empty batches until one reaches `sub` (ZMQ's slow joiner)."""
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + seconds(20)
     while not sub.poll(100):
         assert time.monotonic() < deadline, "nothing arrived"
         pub.publish(EventBatch(0.0, ()))

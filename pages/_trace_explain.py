@@ -1,6 +1,6 @@
 """The Trace debugger's "Why this hit rate?" panel: buckets, their requests, the what-ifs.
 
-Not a page (app.py does not list it): app_pages/_trace_view.py calls `show_explainer` with the
+Not a page (app.py does not list it): pages/_trace_view.py calls `show_explainer` with the
 replay and the session's holdings state. The explainer runs as a job (scenarios/explain.py),
 cached per trace content, capacity and policy; each bucket names its largest requests with a
 button that moves the debugger (`trace.at`) to the step where that request was looked up. The
@@ -14,9 +14,9 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages._serve import jobs, wait_for
-from app_pages._shell import say
-from app_pages._trace_why import show_causes
+from pages._serve import jobs, wait_for
+from pages._shell import say
+from pages._trace_why import show_causes
 from radix.hosttier.capacity import WRITE_POLICIES
 from runtime.budget import BudgetError
 from runtime.jobs import QueueFull

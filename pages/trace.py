@@ -6,10 +6,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from app_pages._serve import holdings, jobs, wait_for
-from app_pages._shell import long_caption, say, session_id
-from app_pages._trace_blocks import show_recording
-from app_pages._trace_view import show_replay
+from pages._serve import holdings, jobs, wait_for
+from pages._shell import long_caption, say, session_id
+from pages._trace_blocks import show_recording
+from pages._trace_view import show_replay
 from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
 from radix.traces.base import TraceError
 from runtime.budget import (

@@ -6,7 +6,7 @@ above the fold on a 1280x800 projector. `say` is the pages' one way to put text 
 user strings into an alert or caption: it escapes it (viz/escape.py). Streamlit's running
 indicator is moved to the bottom right corner (in the header it covered the toggle while a page
 ran). `shell` also runs the
-sweep of app_pages/_serve.py. Not a page: app.py does not list it.
+sweep of pages/_serve.py. Not a page: app.py does not list it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from app_pages._serve import sweep
+from pages._serve import sweep
 from viz.escape import esc_md
 
 PRESENTER_CSS = """<style>

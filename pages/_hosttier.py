@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 import scenarios.hosttier as ht
-from app_pages._shell import max_scale, min_font_px, say, tier_tree_height
+from pages._shell import max_scale, min_font_px, say, tier_tree_height
 from viz.component import tree_view
 from viz.hosttier import TIER_LEGEND, event_line, served_line, tier_scene
 

@@ -1,7 +1,7 @@
 """The Live page's "Why did this prompt miss?" panel: two requests run here, or two typed
 prompts, compared through the model's tokenizer (scenarios/why.py `compare_live`).
 
-Not a page (app.py does not list it): app_pages/live.py calls `show_live_why`.
+Not a page (app.py does not list it): pages/live.py calls `show_live_why`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages._trace_why import draw_pair
+from pages._trace_why import draw_pair
 from scenarios.why import compare_live
 
 TYPED = "two typed prompts"

@@ -1,6 +1,6 @@
 """The Trace debugger's block view, downloads and slides export for one replay and step.
 
-Not a page (app.py does not list it): app_pages/_trace_view.py calls these. vLLM's pool is shown
+Not a page (app.py does not list it): pages/_trace_view.py calls these. vLLM's pool is shown
 after the requests the tree had finished by the step (whole requests), from the replay's block
 keyframes (built the first time a step past them is shown, with a progress bar); a session keeps
 the last few pools it drew.
@@ -13,8 +13,8 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages._player import export_range
-from app_pages._shell import say
+from pages._player import export_range
+from pages._shell import say
 from scenarios.kvrecording import recording_verdict
 from scenarios.trace import digest
 from viz.blocks import block_grid_figure, grid_caption, lookup_line, queue_line, request_chain

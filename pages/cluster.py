@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages._shell import link_int, long_caption, presenter, say
+from pages._shell import link_int, long_caption, presenter, say
 from radix.cluster import ROUTERS
 from radix.cluster.sweep_html import figures
 from radix.runs.costs import LABEL

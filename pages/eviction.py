@@ -5,9 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 import scenarios.eviction as lab
-from app_pages import _hosttier, _tlru
-from app_pages._player import Player
-from app_pages._shell import (
+from pages import _hosttier, _tlru
+from pages._player import Player
+from pages._shell import (
     long_caption,
     max_scale,
     min_font_px,

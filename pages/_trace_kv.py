@@ -1,6 +1,6 @@
 """The Trace debugger's view of a KV-event recording: the fold, the final pool and its tree.
 
-Not a page (app.py does not list it): app_pages/_trace_view.py calls `show_kv_recording` for a
+Not a page (app.py does not list it): pages/_trace_view.py calls `show_kv_recording` for a
 recording. Per source, the table of viz/recording.py, then the block grid and the prefix tree
 viz/cluster.py draws for a watched worker (the same pictures as the Watch page).
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages._shell import say
+from pages._shell import say
 from viz.cluster import grid_caption, prefix_tree_scene
 from viz.component import tree_view
 from viz.escape import esc_md

@@ -15,7 +15,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages._shell import max_scale, min_font_px, presenter, presenter_fit, say, tree_height
+from pages._shell import max_scale, min_font_px, presenter, presenter_fit, say, tree_height
 from radix.runs.costs import LABEL
 from viz.blocks import grid_caption
 from viz.component import tree_view

@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 import scenarios.tlru as tq
-from app_pages._shell import say
+from pages._shell import say
 from viz.tlru import leaf_rows, popped, why_line
 
 KEYS = ("eviction.tlru.threshold", "eviction.tlru.next_prompt")

@@ -6,7 +6,7 @@ import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from app_pages._shell import max_scale, min_font_px, presenter_tree_px, say
+from pages._shell import max_scale, min_font_px, presenter_tree_px, say
 from runtime.sessions import SessionRegistry
 from scenarios.watch import WatchSession, discover, http_json
 from viz.cluster import fit_prefix_tree_scene, grid_caption, prefix_tree_scene, status_rows

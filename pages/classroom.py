@@ -6,9 +6,9 @@ import secrets
 
 import streamlit as st
 
-from app_pages._room_view import show_room
-from app_pages._shell import long_caption, presenter, say
 from engine.model import load_model
+from pages._room_view import show_room
+from pages._shell import long_caption, presenter, say
 from scenarios import classroom as cls
 from scenarios.room import LECTURER, RoomError, reserved_name
 from viz.escape import esc_html

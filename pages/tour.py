@@ -5,9 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 import scenarios.hosttier as ht
-from app_pages import _tour_hosttier
-from app_pages._player import Player
-from app_pages._shell import (
+from pages import _tour_hosttier
+from pages._player import Player
+from pages._shell import (
     below_alert_px,
     long_caption,
     max_scale,
@@ -55,7 +55,7 @@ head[0].title(TITLES[name])
 head[1].selectbox("walk", list(TITLES), key="tour.walk", label_visibility="collapsed",
                   format_func=lambda w: TITLES[w].removeprefix("Tour: "))
 st.query_params["walk"] = name
-if name == ht.TOUR_WALK:  # the host tier: its own cache and player (app_pages/_tour_hosttier.py)
+if name == ht.TOUR_WALK:  # the host tier: its own cache and player (pages/_tour_hosttier.py)
     long_caption(ht.TOUR_ABOUT + " Blue: device only; green: device + host copy; orange: host "
                  "only. The red outline: the node(s) the event moved.")
     _tour_hosttier.show()

@@ -1,7 +1,7 @@
 """Live engine: real requests on the real default model through the radix tree, as they run.
 
 Two modes: run the model here (this session's own engine), or watch a server: its base URL
-opens the "Watch a server" page (app_pages/watch.py, `?base=`), which discovers its KV-event
+opens the "Watch a server" page (pages/watch.py, `?base=`), which discovers its KV-event
 publishers and connects; the model is not loaded for that.
 
 RADIXLENS_LIVE_ENGINE=sim (read on every run) gives each session the simulated engine instead
@@ -16,12 +16,12 @@ import time
 
 import streamlit as st
 
-from app_pages._live_view import show_session
-from app_pages._live_why import show_live_why
-from app_pages._player import export_range
-from app_pages._serve import live_sessions
-from app_pages._shell import long_caption, presenter, say, session_id
 from engine.model import DEFAULT_NAME, cache_root, load_model
+from pages._live_view import show_session
+from pages._live_why import show_live_why
+from pages._player import export_range
+from pages._serve import live_sessions
+from pages._shell import long_caption, presenter, say, session_id
 from scenarios.chats import SCENARIOS, SYSTEM
 from scenarios.classroom import SimLoaded
 from scenarios.live import LiveSession, own_process_service, sim_service
@@ -64,7 +64,7 @@ if mode == WATCH:
     base = st.text_input("server base URL (OpenAI API)", key="live.watch_base",
                          placeholder="http://127.0.0.1:8000/v1")
     if st.button("watch this server", key="live.watch_go", type="primary"):
-        st.switch_page("app_pages/watch.py",
+        st.switch_page("pages/watch.py",
                        query_params={"base": base.strip()} if base.strip() else None)
     st.stop()
 long_caption("Real requests on a real model: each prompt is matched against the radix tree, only "

@@ -1,8 +1,8 @@
 """The Trace debugger's view of one replay: summary, step box and search, the tree at the step.
 
-Not a page (app.py does not list it): app_pages/trace.py calls `show_replay` once the replay is
+Not a page (app.py does not list it): pages/trace.py calls `show_replay` once the replay is
 ready. The step lives in `trace.at` (steps done: the tree after them); the step box, the slider,
-the search results and the explainer's buckets (app_pages/_trace_explain.py) all move it.
+the search results and the explainer's buckets (pages/_trace_explain.py) all move it.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages._shell import max_scale, min_font_px, presenter_tree_px, say, tree_height
-from app_pages._trace_blocks import show_blocks, show_downloads
-from app_pages._trace_explain import go_to_step, show_explainer
-from app_pages._trace_kv import show_kv_recording
-from app_pages._trace_why import show_why
+from pages._shell import max_scale, min_font_px, presenter_tree_px, say, tree_height
+from pages._trace_blocks import show_blocks, show_downloads
+from pages._trace_explain import go_to_step, show_explainer
+from pages._trace_kv import show_kv_recording
+from pages._trace_why import show_why
 from radix.tree.radix_cache import format_tree
 from scenarios.trace import search
 from viz.component import tree_view

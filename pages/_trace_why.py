@@ -1,6 +1,6 @@
 """The Trace debugger's "Why did this request miss?" panel: two requests compared.
 
-Not a page (app.py does not list it): app_pages/_trace_view.py calls `show_why` with the
+Not a page (app.py does not list it): pages/_trace_view.py calls `show_why` with the
 replay. Pick A (cached first) and B; the panel shows radix/why's report (where the token
 streams part, what each cache reuses, the cause), the pair's tree with the node where B leaves
 A's path marked, and the block grid of a pool that ran A then B with the first block whose hash
@@ -16,7 +16,7 @@ from typing import Any
 
 import streamlit as st
 
-from app_pages._shell import max_scale, min_font_px, tree_height
+from pages._shell import max_scale, min_font_px, tree_height
 from scenarios.why import causes, compare
 from scenarios.whyhash import compare_hash_ids
 from viz.component import tree_view

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages._shell import (
+from pages._shell import (
     long_caption,
     max_scale,
     min_font_px,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages._serve import jobs, wait_for
-from app_pages._shell import long_caption, say
+from pages._serve import jobs, wait_for
+from pages._shell import long_caption, say
 from radix.runs.costs import LABEL
 from radix.traces import TraceError
 from runtime.jobs import QueueFull
