@@ -29,7 +29,7 @@ import numpy as np
 
 from radix import events as ev
 from radix.blocks.hashing import VLLM_NONE_HASH_SEED, BlockHasher
-from radix.runs.compare import fewer_collections, run_blocks, run_tree
+from radix.runs.compare import fewer_collections, run_tree
 from radix.runs.ops import OpRunner
 from radix.tokens import TokenRuns
 from radix.traces.base import (
@@ -325,9 +325,8 @@ def _replay_requests(out: TraceReplay, hold: Callable[[int], None], live: int,
             progress(0.6 + 0.4 * i / max(n, 1), f"block cache: request {i:,} of {n:,}")
 
     usable = sum(trace.input_lens) + sum(r.output_len + out.block_size for r in trace.requests)
-    out.blocks = BlockFrames(n, lambda a, b: _feed(trace, a, b), run_blocks,
-                             min(out.capacity, usable), out.block_size, progress=block_progress,
-                             hash_algo=out.hasher)
+    out.blocks = BlockFrames(n, lambda a, b: _feed(trace, a, b), min(out.capacity, usable),
+                             out.block_size, progress=block_progress, hash_algo=out.hasher)
     out.stats = {"tree": tree, "blocks": out.blocks.stats}
     _index(out)
     rejected = {rid for rid, found in out.index.items() if any(f.what == "rejected" for f in found)}
