@@ -3,8 +3,8 @@
 Follows the tree's EventLog. One pass of run_blocks over the trace's requests, through a
 BlockCacheManager whose storage is the array pool (blockbuilder.py), gives the summary (hits,
 rejections, each request's lookup, the eviction count after each request) and keeps a keyframe of
-the pool every `every` requests (at most ~64 a trace; the odd ones are dropped, rebuilt from the
-one before when first asked for). The pool after n requests is the keyframe at or before n,
+the pool every `every` requests (at most ~64 a trace). The pool after n requests is the keyframe
+at or before n,
 restored into a BlockCacheManager over a BlockPool, plus at most `every` requests run through it
 by run_blocks (a compact prompt's tokens packed by numpy). A moving cursor (the last pool built)
 makes a step forward cost one request. A keyframe is taken between two requests, when no
@@ -38,7 +38,7 @@ from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.request import Req
 from radix.runs.compare import fewer_collections, run_blocks
 from scenarios.blockbuilder import ArrayPool, Frame
-from scenarios.blockhashes import pack_runs
+from scenarios.blockhashes import SEGMENT_BYTES, pack_runs
 
 MIN_EVERY, MAX_KEYFRAMES = 32, 64
 FRAME_BLOCK_BYTES = 60  # a cached block in a keyframe (hash, parent hash, ids), pickled
@@ -142,11 +142,11 @@ class BlockFrames:
     `feed(start, stop)` yields (Req, output tokens) for requests start..stop-1 (fresh Reqs, in
     order). Made by one pass of run_blocks over every request, on the array pool: `stats`,
     `rejected`, `lookups` (one LookupRecord a request), `evictions` (the count after each
-    request) and the keyframes, frames[k] the pool before request k * every (None: an odd one,
-    built from the one before it when a step in it is first asked for), and the pool after
+    request) and the keyframes, frames[k] the pool before request k * every, and the pool after
     every request (the block view's first picture). On the 12,031-request conversation
     stand-in the pass is ~2 CPU-s; it was a summary pass over block extents (~0.9 s) and,
-    past 2,000 requests, a replay of the keyframes when a button asked for it.
+    past 2,000 requests, a replay of the keyframes when a button asked for it (~1.8 s), which
+    kept only every other one.
 
     `hash_algo`: how the pool hashes blocks (radix/blocks/hashing.py; hits do not depend on it).
     One lock guards the cursor: two threads reading one replay take turns.
@@ -157,8 +157,7 @@ class BlockFrames:
                  hash_algo: str | BlockHasher = "radixlens") -> None:
         self.num_requests, self.feed = num_requests, feed
         self.hash_algo = hash_algo
-        # default: a keyframe every 32 requests, fewer on long traces (at most ~64 keyframes)
-        every = every or max(MIN_EVERY, -(-num_requests // MAX_KEYFRAMES))
+        every = every or default_every(num_requests)
         self.capacity, self.block_size, self.every = capacity, block_size, every
         self.num_blocks = capacity // block_size + 1  # block 0 is vLLM's null block
         self.rejected: list[str] = []
@@ -167,7 +166,7 @@ class BlockFrames:
         pool = ArrayPool(self.num_blocks, block_size, hash_algo)
         manager = BlockCacheManager(pool)
         # a keyframe of the array pool is a Frame (its hashes as ids) until it is restored
-        self.frames: list[bytes | Frame | None] = [pool.frame()]
+        self.frames: list[bytes | Frame] = [pool.frame()]
         self._last: bytes | Frame | None = None  # the pool after every request
         # fewer collections: the pass allocates small objects by the million (trie keys,
         # walks): on the conversation stand-in 528 collections, 48 of them of the middle
@@ -185,17 +184,14 @@ class BlockFrames:
 
     def _counted(self, manager: BlockCacheManager, pool: ArrayPool) -> Iterable[Req]:
         """The requests; between two (run_blocks pulls the next request only after finishing
-        the last) the eviction count, a keyframe every `every` requests (the even ones and the
-        last kept) and progress."""
+        the last) the eviction count, a keyframe every `every` requests and progress."""
         self._outs: list[list[int]] = []
-        last = self.num_frames - 1
         for i, (req, out) in enumerate(self.feed(0, self.num_requests)):
             if i:
                 self.evictions.append(manager.num_evictions)
             if i % self.every == 0:
-                k = i // self.every
-                if k:
-                    self.frames.append(pool.frame() if k % 2 == 0 or k == last else None)
+                if i:
+                    self.frames.append(pool.frame())
                 if self._progress is not None:
                     self._progress(i)
             self._outs.append(out)
@@ -221,15 +217,32 @@ class BlockFrames:
         """Keyframes the trace has: the pool before requests 0, every, 2 * every, ... <= n."""
         return self.num_requests // self.every + 1
 
+    @staticmethod
+    def max_nbytes(num_requests: int, capacity: int, block_size: int = 16,
+                   every: int | None = None) -> int:
+        """What a BlockFrames of these sizes may hold at most, known before the pass, so a
+        session's budget can refuse it first: every keyframe with each block cached (~60 bytes
+        a block), the sequences the keyframes hash from (two segments a request) and a lookup
+        a request. 40 requests, every 32: keyframes 0 and 1 and the pool after the 40th, of 3
+        blocks (with the null block): 3 x 3 x 60 + 40 x (2 x 600 + 64).
+
+        >>> BlockFrames.max_nbytes(40, 32, 16, every=32)
+        51100
+        """
+        num_frames = num_requests // (every or default_every(num_requests)) + 2  # + the last
+        per_request = 2 * SEGMENT_BYTES + 64
+        return (FRAME_BLOCK_BYTES * (capacity // block_size + 1) * num_frames
+                + per_request * num_requests)
+
     def keyframe(self, k: int) -> bytes:
-        """Keyframe k (kept; -1: the pool after every request, when n is not a multiple of
-        `every`) as `capture` gives it, its hashes computed the first time it is asked for."""
+        """Keyframe k (-1: the pool after every request, when n is not a multiple of `every`)
+        as `capture` gives it, its hashes computed the first time it is asked for."""
         with self._lock:
             return self._frame(k)
 
     def _frame(self, k: int) -> bytes:
         frame = self._last if k < 0 else self.frames[k]
-        assert frame is not None
+        assert frame is not None, "no pool after every request: the last keyframe is it"
         if isinstance(frame, Frame):
             frame = frame.capture()
             if k < 0:
@@ -249,13 +262,13 @@ class BlockFrames:
 
     @property
     def nbytes(self) -> int:
-        """What it holds, the keyframes not rebuilt yet counted at their most (every block
-        cached: ~60 bytes each), so a session's budget holds them from the start."""
-        built = sum(_size(f) for f in self.frames if f is not None) + _size(self._last)
-        pending = [f for f in self.frames + [self._last] if isinstance(f, Frame)]
+        """What it holds (at most `max_nbytes`): the keyframes, the sequences the ones not
+        restored yet hash from, the lookups."""
+        frames = [*self.frames, self._last]
+        built = sum(_size(f) for f in frames)
+        pending = [f for f in frames if isinstance(f, Frame)]
         built += pending[0].hashes.nbytes if pending else 0  # the sequences they hash from
-        missing = self.frames.count(None)
-        return built + FRAME_BLOCK_BYTES * self.num_blocks * missing + 64 * len(self.lookups)
+        return built + 64 * len(self.lookups)
 
     def manager_at(self, n: int) -> BlockCacheManager:
         """A manager whose pool is the one after the first n requests (not to be mutated)."""
@@ -272,14 +285,8 @@ class BlockFrames:
             start = k * self.every
             scratch = self._cursor[1] if self._cursor is not None else None
             if n == self.num_requests and self._last is not None:
-                start = n
-                manager = restore(self._frame(-1), into=scratch, hash_algo=self.hash_algo)
-            elif self.frames[k] is None:  # an odd one, dropped by the pass: from the one before
-                manager = restore(self._frame(k - 1), into=scratch, hash_algo=self.hash_algo)
-                self._replay(manager, start - self.every, start)
-                self.frames[k] = capture(manager)
-            else:
-                manager = restore(self._frame(k), into=scratch, hash_algo=self.hash_algo)
+                start, k = n, -1
+            manager = restore(self._frame(k), into=scratch, hash_algo=self.hash_algo)
         if n > start:
             self._replay(manager, start, n)
         self._cursor = (n, manager)
@@ -293,6 +300,11 @@ class BlockFrames:
         with self._lock, fewer_collections():
             manager = self.manager_at(n)
             return BlockAt(manager.snapshot(), n, manager.pool.num_evictions)
+
+
+def default_every(num_requests: int) -> int:
+    """Requests between keyframes: 32, more on long traces (at most ~64 keyframes)."""
+    return max(MIN_EVERY, -(-num_requests // MAX_KEYFRAMES))
 
 
 def _size(frame: bytes | Frame | None) -> int:

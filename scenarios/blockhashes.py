@@ -20,6 +20,8 @@ from radix.tokens import TokenRuns
 from radix.tokens.runs import PrefixTrie, Walk
 
 WIDTH = 32  # a block hash: a sha256 digest, in every hash_algo
+SEGMENT_BYTES = 600  # a segment of ids: its compact sequence and entry (~580 measured on the
+#                      conversation stand-in); a request brings at most two (prompt, reply)
 
 
 def pack_runs(tokens: Sequence[int]) -> bytes | None:
@@ -91,9 +93,8 @@ class BlockHashes:
 
     @property
     def nbytes(self) -> int:
-        """What it holds, roughly: ~600 bytes a segment (a compact sequence and its entry,
-        ~580 measured on the conversation stand-in), the table's rows hashed."""
-        return 600 * len(self._segs) + self._table[:self.count].nbytes * self.keep
+        """What it holds, roughly: SEGMENT_BYTES a segment, the table's rows hashed."""
+        return SEGMENT_BYTES * len(self._segs) + self._table[:self.count].nbytes * self.keep
 
     def forget(self) -> None:
         """Keep no hashes from now on: each `of` hashes what it needs afresh."""

@@ -26,6 +26,7 @@ from radix.tree.radix_cache import RadixCache
 from runtime.budget import Budget, BudgetError
 from runtime.jobs import JobPool, QueueFull
 from scenarios import blockframes
+from scenarios import trace as trace_run
 from scenarios.blockbuilder import ArrayPool
 from scenarios.blockframes import BlockFrames, capture, restore
 from scenarios.trace import CompactLog, compact, nbytes, replay, search
@@ -188,13 +189,12 @@ def test_block_summary_equals_the_per_block_pool(name, capacity):
     """Oracle: the summary (from the block-extent cache) equals a per-block BlockCacheManager
     run request by request: the totals, the rejected requests, every LookupRecord and the
     eviction count after each request; capacities small enough to evict (and, for the
-    eviction question, to reject). The one pass keeps every even keyframe and the last."""
+    eviction question, to reject). The same pass keeps every keyframe."""
     trace = load_trace(TRACES / name)
     n = len(trace.requests)
     frames = BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), capacity, 16,
                          every=4)
-    last = frames.num_frames - 1
-    assert [f is None for f in frames.frames] == [k % 2 == 1 and k < last for k in range(last + 1)]
+    assert len(frames.frames) == frames.num_frames == n // 4 + 1
     fresh = BlockCacheManager(BlockPool(capacity // 16 + 1, 16))
     rejected, evictions = [], []
     for req, out in _trace_reqs(trace, 0, n):
@@ -206,32 +206,28 @@ def test_block_summary_equals_the_per_block_pool(name, capacity):
     assert frames.stats == want
     assert frames.lookups == fresh.lookups and frames.rejected == rejected
     assert frames.evictions == evictions and evictions[-1] > 0
-    frames.at(5)  # keyframe 1, dropped by the pass, is built from keyframe 0
-    assert frames.frames[1] is not None and frames.frames[3] is None
-    assert frames.nbytes >= sum(len(frames.keyframe(k)) for k, f in enumerate(frames.frames)
-                                if f is not None)
+    restored = sum(len(frames.keyframe(k)) for k in range(frames.num_frames))  # as bytes now
+    assert restored <= frames.nbytes <= BlockFrames.max_nbytes(n, capacity, 16, every=4)
 
 
-def test_the_pass_keeps_every_other_keyframe_and_fills_the_rest_when_asked():
-    """The pass keeps the keyframes at even multiples of `every` and the last (eviction
-    question: 41 requests, every 4: keyframes 0..10, so 1, 3, 5, 7, 9 are dropped) and the
-    pool after the 41st; a step in a dropped one builds it from the one before, byte for byte
-    the pool run_blocks leaves after its first 12 requests, and the pool after 14 requests
-    equals a replay from scratch."""
+def test_the_pass_keeps_every_keyframe_and_the_last_pool():
+    """Eviction question: 41 requests, every 4: keyframes 0..10 and the pool after the 41st,
+    each byte for byte the pool run_blocks leaves after as many requests from an empty one;
+    the pool after 14 (keyframe 3 and two requests) equals a replay from scratch; what they
+    hold stays under the bound the session's budget holds before the pass."""
     trace = load_trace(TRACES / "eviction_question.jsonl.gz")
     n = len(trace.requests)
     frames = BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), 2_000, 16, every=4)
-    assert n == 41 and [f is None for f in frames.frames] == [k % 2 == 1 for k in range(11)]
-    dropped_nbytes = frames.nbytes
     fresh = {}
-    for k in (12, 14, n):
+    for k in (12, 14, 40, n):
         fresh[k] = BlockCacheManager(BlockPool(2_000 // 16 + 1, 16))
         pairs = _trace_reqs(trace, 0, k)
         run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2_000, 16, manager=fresh[k])
+    assert n == 41 and len(frames.frames) == 11
     assert frames.at(14).snapshot == fresh[14].snapshot()
-    assert frames.keyframe(3) == capture(fresh[12]) and frames.frames[1] is None
-    assert frames.nbytes < dropped_nbytes  # a built keyframe is smaller than its bound
+    assert frames.keyframe(3) == capture(fresh[12]) and frames.keyframe(10) == capture(fresh[40])
     assert frames.keyframe(-1) == capture(fresh[n])
+    assert frames.nbytes < BlockFrames.max_nbytes(n, 2_000, 16, every=4)
 
 
 def test_replay_two_requests_index_and_search():
@@ -305,6 +301,19 @@ def test_budget_refuses_with_the_figures_and_releases():
     assert b.usage("s").session == 0
     data = (TRACES / "mooncake_excerpt.jsonl").read_bytes()
     with pytest.raises(BudgetError):
+        replay(data, "m.jsonl", 1_000_000, session_id="s", budget=b)
+    assert b.usage("s").session == 0
+
+
+def test_budget_refuses_the_block_keyframes_before_either_cache_runs(monkeypatch):
+    """The block keyframes at their most (BlockFrames.max_nbytes: 8 frames of 62,501 blocks
+    for the excerpt's 200 requests at 1 M tokens, ~30 MB) are held before any cache runs: a
+    session budget with room for the tree's lists (72 MB) but not for them too refuses the
+    upload without running the tree, and holds nothing afterwards."""
+    data = (TRACES / "mooncake_excerpt.jsonl").read_bytes()
+    monkeypatch.setattr(trace_run, "run_tree", lambda *a, **k: pytest.fail("the tree ran"))
+    b = Budget(90 * 2**20, 2**30)
+    with pytest.raises(BudgetError, match="this session may hold 90.0 MiB"):
         replay(data, "m.jsonl", 1_000_000, session_id="s", budget=b)
     assert b.usage("s").session == 0
 
