@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radix.blocks.hashing import BlockHasher, hash_request_tokens
-from radix.blocks.manager import BlockCacheManager
+from radix.blocks.manager import BlockCacheManager, UnsupportedByStorage
 from radix.blocks.pool import BlockPool
 from radix.request import Req
 from radix.runs.compare import run_blocks
@@ -98,6 +99,26 @@ def test_an_array_pool_hashes_compact_prompts_and_huge_outputs_as_run_blocks():
     assert got == want and fast.lookups == slow.lookups
     assert fast.pool.capture() == capture(slow) and slow.pool.num_evictions > 0
     assert slow.lookups[30].hit_blocks > slow.lookups[29].num_tokens // 16  # the reply hit
+
+
+def test_an_array_pool_holds_one_request_at_a_time_and_names_what_it_cannot_do():
+    """Its hits are free blocks only because no other request holds one: a second lookup
+    while a request holds blocks is refused; snapshots, prepaid blocks and a reset raise
+    UnsupportedByStorage naming it; its invariants hold, and fail on a miscounted queue."""
+    m = BlockCacheManager(ArrayPool(8, 2))
+    a, b = Req("a", [1, 2, 3, 4, 5]), Req("b", [1, 2, 9])
+    assert m.allocate_slots(a, 5, m.get_computed_blocks(a)) == 3
+    with pytest.raises(ValueError, match="one request at a time"):
+        m.get_computed_blocks(b)
+    for call in (m.snapshot, lambda: m.reserve_blocks(1), m.reset_prefix_cache):
+        with pytest.raises(UnsupportedByStorage, match="an ArrayPool"):
+            call()
+    m.check_invariants()
+    m.free(a)
+    assert m.get_computed_blocks(b).num_computed_tokens == 2
+    m.pool.num_free += 1
+    with pytest.raises(AssertionError, match="free count"):
+        m.check_invariants()
 
 
 def test_a_step_between_keyframes_is_run_blocks_from_scratch():
