@@ -3,7 +3,7 @@
 A backend is a runner (radix/sched/scheduler.py's `Runner`: `extend`, `decode`), the pool its
 slots come from, the clock the scheduler reads, and the few facts `submit` checks a request
 against. `ModelBackend` is the model on its paged KV pool (engine/runner.py, wall clock), on
-the loop's thread; engine/remote.py's `ProcessBackend` runs the same forward in its own process;
+the loop's thread (engine/procservice.py runs the whole service in a process of its own);
 `SimBackend` is radix's SimRunner (priced for Llama-3-8B on an H100, derived, not measured) on
 a SlotAllocator and a simulated clock: no model is loaded and nothing is computed, every reply
 is REPLY's tokens, and `step_s` paces the loop so a classroom sees it change at a visible rate.
@@ -45,7 +45,7 @@ class Backend(Protocol):
         """The request `rid` is answered (finished, failed or cancelled)."""
 
     def close(self) -> None:
-        """The loop has ended: release what the backend holds (engine/remote.py: its process)."""
+        """The loop has ended: release what the backend holds."""
 
 
 class ModelBackend:

@@ -78,8 +78,7 @@ class ModelRunner:
 
     @torch.inference_mode()
     def forward(self, batch: Batch) -> torch.Tensor:
-        """Runs the new tokens of every request in one pass; returns last-token logits [B, V]
-        (engine/remote.py runs this in the model's own process)."""
+        """Runs the new tokens of every request in one pass; returns last-token logits [B, V]."""
         core = self.model.model
         lens = [len(t) for t in batch.token_ids]
         flat = [t for toks in batch.token_ids for t in toks]

@@ -29,7 +29,7 @@ import numpy as np
 
 from radix import events as ev
 from radix.blocks.hashing import VLLM_NONE_HASH_SEED, BlockHasher
-from radix.runs.compare import fewer_collections, run_blocks, run_tree
+from radix.runs.compare import fewer_collections, run_tree
 from radix.runs.ops import OpRunner
 from radix.tokens import TokenRuns
 from radix.traces.base import (
@@ -278,6 +278,12 @@ def _replay_requests(out: TraceReplay, hold: Callable[[int], None], live: int,
     trace, n = out.trace, len(out.trace.requests)
     log = out.log = CompactLog(64 if n <= CHECK_EVERY_REQUEST_UP_TO else LONG_KEYFRAME_EVERY,
                                out.page_size)
+    # the block keyframes at their most, held before the tree runs: a pool they would not fit
+    # is refused before any of it is built
+    usable = sum(trace.input_lens) + sum(r.output_len + out.block_size for r in trace.requests)
+    capacity = min(out.capacity, usable)
+    live += BlockFrames.max_nbytes(n, capacity, out.block_size)
+    hold(live)
 
     def tree_feed() -> Iterator[tuple[Any, list[int]]]:
         for i, item in enumerate(_feed(trace, 0, n)):
@@ -324,10 +330,8 @@ def _replay_requests(out: TraceReplay, hold: Callable[[int], None], live: int,
         if progress is not None:
             progress(0.6 + 0.4 * i / max(n, 1), f"block cache: request {i:,} of {n:,}")
 
-    usable = sum(trace.input_lens) + sum(r.output_len + out.block_size for r in trace.requests)
-    out.blocks = BlockFrames(n, lambda a, b: _feed(trace, a, b), run_blocks,
-                             min(out.capacity, usable), out.block_size, progress=block_progress,
-                             hash_algo=out.hasher)
+    out.blocks = BlockFrames(n, lambda a, b: _feed(trace, a, b), capacity, out.block_size,
+                             progress=block_progress, hash_algo=out.hasher)
     out.stats = {"tree": tree, "blocks": out.blocks.stats}
     _index(out)
     rejected = {rid for rid, found in out.index.items() if any(f.what == "rejected" for f in found)}

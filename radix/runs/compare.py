@@ -170,7 +170,7 @@ def decode_tokens(req: Req, out: Sequence[int], held: int, free: int, block_size
     first block the pool cannot give, so the tokens run fit in the `held` blocks plus the `free`
     ones (nothing is freed in between). Appends to `req.output_ids` the tokens of `out` run and
     the one after them (appended before the failure, kept); returns how many were run, the slots
-    to allocate (0: none). Also the keyframe builder's (scenarios/blockbuilder.py ArrayPool).
+    to allocate (0: none).
 
     >>> r = Req("a", [1, 2, 3])
     >>> decode_tokens(r, [7, 8, 9, 10, 11], held=1, free=1, block_size=4), r.output_ids
