@@ -1,5 +1,6 @@
 """vLLM 0.33's single-type KV cache managers for attention
-(v1/core/single_type_kv_cache_manager.py): one per KV-cache group, each keeping its group's block table per request.
+(v1/core/single_type_kv_cache_manager.py): one per KV-cache group, each keeping its group's block
+table per request.
 
 `SingleTypeKVCacheManager` holds what every kind shares: how many blocks a step needs, adding a
 request's hits, new blocks, caching full blocks (through the kind's `reachable_block_mask`),
