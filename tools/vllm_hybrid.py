@@ -6,8 +6,9 @@ single_type_kv_cache_manager.py, kv_cache_coordinator.py and kv_cache_manager.py
 unpacked wheel, stubbing what they import for a GPU (platform, metrics, request). The
 scheduler's `_mamba_block_aligned_split` is lifted out of scheduler.py by its syntax tree and
 bound to a small object with the scheduler fields it reads (`Scheduler` is not built). `VSide`
-holds one KVCacheManager and drives it the way the scheduler does. Leaves out: EAGLE, KV
-connectors, async scheduling, speculative decoding, multimodal inputs.
+holds one KVCacheManager, built from one of our layouts (radix/models/vllm.py) with vLLM's own
+spec classes, and drives it the way the scheduler does; `VReq` is the Request it reads. Leaves
+out: EAGLE, KV connectors, async scheduling, speculative decoding, multimodal inputs.
 """
 
 from __future__ import annotations
@@ -95,3 +96,132 @@ def _lift_method(path: Path, name: str, namespace: dict):
             exec(compile(module, str(path), "exec"), scope)  # noqa: S102 - vLLM's own code
             return scope[name]
     raise LookupError(f"{path}: no method {name}")
+
+
+class VReq:
+    """The fields of vllm.v1.request.Request that the KV cache manager and the split read."""
+
+    def __init__(self, hasher, rid: str, tokens: list[int], lora: str | None,
+                 salt: str | None) -> None:
+        self.request_id, self.all_token_ids = rid, list(tokens)
+        self.num_prompt_tokens = len(tokens)
+        self.lora_request = None if lora is None else types.SimpleNamespace(
+            lora_name=lora, name=lora, lora_path=f"/loras/{lora}", adapter_id=1)
+        self.cache_salt, self.mm_features, self.prompt_embeds = salt, [], None
+        self.session_id, self.shared_prefix_boundary = None, 0
+        self.num_computed_tokens = self.num_in_flight_tokens = self.num_preemptions = 0
+        self.status, self.skip_reading_prefix_cache = _Status.WAITING, False
+        self._hasher, self.block_hashes = hasher, []
+        self.block_hashes.extend(hasher(self))
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.all_token_ids)
+
+    def append(self, token: int) -> None:
+        self.all_token_ids.append(token)
+        self.block_hashes.extend(self._hasher(self))
+
+
+class VSide:
+    """vLLM's KVCacheManager for one of our layouts, plus the scheduler's Mamba split."""
+
+    def __init__(self, v, layout, preset, num_blocks: int, budget: int) -> None:
+        self.v, self.layout = v, layout
+        torch, iface = v.torch, v.iface
+        dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16,
+                 "float32": torch.float32}
+        groups = []
+        for g in layout.groups:
+            spec = g.kv_cache_spec
+            common = dict(block_size=spec.block_size, num_kv_heads=preset.num_kv_heads,
+                          head_size=preset.head_dim, dtype=dtype[preset.dtype])
+            if spec.kind == "full_attention":
+                vspec = iface.FullAttentionSpec(**common)
+            elif spec.kind == "sliding_window":
+                vspec = iface.SlidingWindowSpec(sliding_window=spec.sliding_window, **common)
+            else:
+                vspec = iface.MambaSpec(
+                    block_size=spec.block_size, shapes=preset.mamba_state_shapes,
+                    dtypes=tuple(dtype[d] for d in preset.mamba_state_dtypes),
+                    page_size_padded=layout.page_size_bytes,
+                    mamba_cache_mode=spec.mamba_cache_mode,
+                    num_prefill_checkpoint_blocks=spec.num_prefill_checkpoint_blocks,
+                    prefill_checkpoint_alignment=spec.prefill_checkpoint_alignment)
+            groups.append(iface.KVCacheGroupSpec(list(g.layer_names), vspec))
+        self.specs = [g.kv_cache_spec for g in groups]
+        opts = layout.options
+        config = iface.KVCacheConfig(
+            num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=groups,
+            prefix_cache_retention_interval=opts.prefix_cache_retention_interval)
+        self.mgr = v.manager.KVCacheManager(
+            config, max_model_len=opts.max_model_len,
+            scheduler_block_size=layout.scheduler_block_size,
+            hash_block_size=layout.hash_block_size, max_in_flight_tokens=budget,
+            enable_caching=layout.enable_caching, enable_kv_cache_events=True)
+        self.coord = self.mgr.coordinator
+        self.pool = self.mgr.block_pool
+        self.hasher = v.utils.get_request_block_hasher(layout.hash_block_size, v.hashing.sha256)
+        mamba = [s for s in self.specs if isinstance(s, iface.MambaSpec)]
+        align = bool(mamba) and mamba[0].mamba_cache_mode == "align"
+        bs = layout.scheduler_block_size
+        self.sched = types.SimpleNamespace(
+            block_size=bs, cache_config=types.SimpleNamespace(block_size=layout.block_size),
+            hash_block_size=layout.hash_block_size, use_eagle_block_drop=False,
+            num_hash_lookahead_tokens=0, max_num_scheduled_tokens=budget,
+            scheduler_config=types.SimpleNamespace(long_prefill_token_threshold=0),
+            mamba_has_prefill_checkpoint_blocks=bool(mamba) and all(
+                s.num_prefill_checkpoint_blocks > 0 for s in mamba),
+            mamba_prefill_checkpoint_alignment=(mamba[0].prefill_checkpoint_alignment
+                                                if mamba else None),
+            mamba_partial_cache_hit=align and layout.hash_block_size < bs and getattr(
+                self.coord, "enable_partial_hash_hits", False),
+            mamba_shared_prefix_checkpoint=False)
+        self.align = align
+
+    def lookup(self, req: VReq):
+        blocks, hit, spb = self.mgr.get_computed_blocks(req)
+        req.shared_prefix_boundary = spb  # the scheduler stores it at admission
+        return blocks, hit, spb
+
+    def split(self, req: VReq, num_new: int, local: int) -> int:
+        if not self.align:
+            return num_new
+        return self.v.split(self.sched, req, num_new, local, 0)
+
+    def per_group_hits(self, req: VReq) -> tuple[int, ...]:
+        """Each group's own hit, looked up alone (vLLM's managers, one group id each)."""
+        coord, out = self.coord, []
+        for gid, manager in enumerate(coord.single_type_managers):
+            if not self.layout.enable_caching:
+                out.append(0)
+                continue
+            align = getattr(coord, "_cache_hit_alignment_tokens", manager.block_size)
+            _, n = type(manager).find_longest_cache_hit(
+                block_hashes=req.block_hashes, max_length=req.num_tokens - 1,
+                kv_cache_group_ids=[gid], block_pool=self.pool,
+                kv_cache_spec=manager.kv_cache_spec, drop_eagle_block=False,
+                alignment_tokens=align)
+            out.append(n)
+        return tuple(out)
+
+    def allocate(self, req: VReq, num_new: int, blocks=None, hit: int = 0,
+                 must_fit: bool = False):
+        out = self.mgr.allocate_slots(req, num_new, num_new_computed_tokens=hit,
+                                      new_computed_blocks=blocks,
+                                      full_sequence_must_fit=must_fit)
+        if out is None:
+            return None
+        req.num_computed_tokens += hit + num_new
+        req.status = _Status.RUNNING
+        return out.blocks
+
+    def free(self, req: VReq) -> None:
+        self.mgr.free(req)
+
+    def end_step(self) -> list[tuple[int, int]]:
+        """This step's copy-on-write pairs; their held blocks go back to the pool."""
+        copies, retained = self.mgr.take_kv_cache_block_copies()
+        if copies:
+            self.pool.free_blocks(retained)
+        return [(c.src_block_id, c.dst_block_id) for c in copies]

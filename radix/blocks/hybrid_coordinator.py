@@ -213,6 +213,12 @@ class HybridKVCacheCoordinator(KVCacheCoordinator):
             return num_computed_tokens
         return num_computed_tokens // self.scheduler_block_size * self.scheduler_block_size
 
+    @staticmethod
+    def _stop(converged: bool, simple: bool) -> bool:
+        """The loop's rule: stop when no group lowered the candidate, or after one pass when
+        the groups are full attention plus one other kind (its one check is enough)."""
+        return converged or simple
+
     def find_longest_cache_hit(self, block_hashes, max_cache_hit_length):
         """The fixed point; see the module docstring. Changes nothing."""
         num_groups = len(self.groups)
@@ -235,10 +241,10 @@ class HybridKVCacheCoordinator(KVCacheCoordinator):
                 for gid, group_blocks in zip(group_ids, blocks):
                     blocks_by_group[gid], length_by_group[gid] = group_blocks, curr
                 longest = max(longest, curr)
-            if curr >= hit_length:
-                break
-            hit_length = curr
-            if simple:
+            converged = curr >= hit_length
+            if not converged:
+                hit_length = curr
+            if self._stop(converged, simple):
                 break
         for spec, group_ids, _ in self.attention_groups:
             if isinstance(spec, FullAttentionSpec):
