@@ -210,17 +210,19 @@ class Pair:
         return out
 
     def state(self, pool, managers, ours: bool) -> tuple:
-        k = (lambda x: self.key(x, ours))
+        def k(key):
+            return self.key(key, ours)
+
         blocks = tuple((b.ref_cnt, k(b.block_hash),
                         b.block_hash_num_tokens if b.block_hash is not None else None)
                        for b in pool.blocks)
         queue = tuple(b.block_id for b in (pool.free_block_queue if ours else
                                            pool.free_block_queue.get_all_free_blocks()))
         table = pool.cached_block_hash_to_block if ours else pool.cached_block_hash_to_block._cache
-        cached = {k(h): sorted([e.block_id] if hasattr(e, "block_id") else list(e))
+        cached = {k(h): [e.block_id] if hasattr(e, "block_id") else list(e)  # first cached first
                   for h, e in table.items()}
-        extra = {bid: sorted(map(k, keys)) for bid, keys in pool.cached_block_hashes_by_block.items()
-                 if keys}
+        extra = {bid: sorted(map(k, keys))
+                 for bid, keys in pool.cached_block_hashes_by_block.items() if keys}
         mgrs = []
         for m in managers:
             mgrs.append((
