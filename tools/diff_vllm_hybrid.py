@@ -10,7 +10,8 @@ cache_salt, copy-on-write copies released after each step. After every op it com
 per group (each alone) and agreed, num_uncached_common_prefix_tokens, the junction, the split,
 the blocks handed out per group, every block table, ref counts, the free queue, the hash map
 and each block's keys, the Mamba manager's state, and the KV events (as chains; odd seeds hash
-as vLLM does and each step's events must encode to the same EventBatch bytes).
+as vLLM does and each step's events must encode to the same EventBatch bytes). First it checks
+each configuration's layout (state shapes, page bytes, groups) against vLLM's code.
 
     python tools/diff_vllm_hybrid.py /tmp/vllm/ex --requests 2000
     python tools/diff_vllm_hybrid.py /tmp/vllm/ex --break-rule no-junction --requests 300
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from diff_vllm_hybrid_rules import BREAK_RULES, break_rule  # noqa: E402
-from vllm_hybrid import VReq, VSide, load_vllm_hybrid  # noqa: E402
+from vllm_hybrid import VReq, VSide, check_layouts, load_vllm_hybrid  # noqa: E402
 
 from radix.blocks.hashing import BlockHasher  # noqa: E402
 from radix.blocks.kv_events import EventBatch, encode_batch  # noqa: E402
@@ -341,9 +342,16 @@ def main() -> int:
     v = load_vllm_hybrid(args.root)
     logging.disable(logging.WARNING)
     names = [n for n in args.configs.split(",") if n] or list(CONFIGS)
+    layouts = [(load_model(CONFIGS[n][0]), vllm_layout(load_model(CONFIGS[n][0]), CONFIGS[n][1]))
+               for n in names]
+    problems = check_layouts(v, args.root, layouts)
+    for problem in problems:
+        print("LAYOUT MISMATCH", problem)
+    print(f"layouts: {len(layouts)} configurations' state shapes, page bytes and KV-cache "
+          f"groups against vLLM's code, {len(problems)} differences")
     if args.break_rule:
         break_rule(args.break_rule)
-    failed = 0
+    failed = len(problems)
     for name in names:
         t0 = time.perf_counter()
         seen = dict.fromkeys(COVERAGE, 0)

@@ -86,11 +86,11 @@ def load_vllm_hybrid(root: Path) -> types.SimpleNamespace:
 
 
 def _lift_method(path: Path, name: str, namespace: dict):
-    """The function `name` defined in a class of the file at `path`, compiled on its own with
+    """The function (or class) `name` defined in the file at `path`, compiled on its own with
     `namespace` as its globals (the module itself is never executed)."""
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == name:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name == name:
             module = ast.Module(body=[node], type_ignores=[])
             scope = dict(namespace)
             exec(compile(module, str(path), "exec"), scope)  # noqa: S102 - vLLM's own code
@@ -225,3 +225,73 @@ class VSide:
         if copies:
             self.pool.free_blocks(retained)
         return [(c.src_block_id, c.dst_block_id) for c in copies]
+
+
+def check_layouts(v, root: Path, presets) -> list[str]:
+    """Our presets' bytes and groups against vLLM's own code: the state shapes of
+    MambaStateShapeCalculator (lifted from mamba_utils.py, TP 1), the page sizes of vLLM's
+    spec classes, and the groups of `_get_kv_cache_groups_uniform_page_size` (lifted from
+    kv_cache_planning.py) over one vLLM spec per layer. Returns the differences (none: [])."""
+    from collections import defaultdict
+
+    torch, iface = v.torch, v.iface
+    src = root / "vllm"
+    calc = _lift_method(src / "model_executor/layers/mamba/mamba_utils.py",
+                        "MambaStateShapeCalculator",
+                        {"divide": lambda a, b: a // b, "is_conv_state_dim_first": lambda: True})
+    scope = {"KVCacheGroupSpec": iface.KVCacheGroupSpec, "defaultdict": defaultdict,
+             "cdiv": lambda a, b: -(-a // b), "logger": logging.getLogger("vllm")}
+    scope["create_kv_cache_group_specs"] = _lift_method(
+        src / "v1/core/kv_cache_planning.py", "create_kv_cache_group_specs", scope)
+    grouping = _lift_method(src / "v1/core/kv_cache_planning.py",
+                            "_get_kv_cache_groups_uniform_page_size", scope)
+    dtypes = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+    problems = []
+    for preset, layout in presets:
+        c = preset.config.get("text_config") or preset.config
+        if preset.mamba_kind == "gdn":
+            shapes = calc.gated_delta_net_state_shape(
+                1, c["linear_num_key_heads"], c["linear_num_value_heads"],
+                c["linear_key_head_dim"], c["linear_value_head_dim"],
+                c["linear_conv_kernel_dim"])
+        elif preset.mamba_kind == "mamba2":
+            shapes = calc.mamba2_state_shape(
+                1, c["mamba_num_heads"] * c["mamba_head_dim"], c["n_groups"],
+                c["mamba_num_heads"], c["mamba_head_dim"], c["ssm_state_size"],
+                c["conv_kernel"])
+        else:
+            shapes = ()
+        if tuple(map(tuple, shapes)) != preset.mamba_state_shapes:
+            problems.append(f"{preset.name}: state shapes {shapes} != {preset.mamba_state_shapes}")
+        attn = dict(num_kv_heads=preset.num_kv_heads, head_size=preset.head_dim,
+                    dtype=dtypes[preset.dtype])
+        if iface.FullAttentionSpec(block_size=1, **attn).page_size_bytes != (
+                preset.kv_bytes_per_token_per_layer):
+            problems.append(f"{preset.name}: KV bytes per token per layer")
+        mamba = None
+        if shapes:
+            mamba = iface.MambaSpec(block_size=layout.mamba_block_size, shapes=tuple(shapes),
+                                    dtypes=tuple(dtypes[d] for d in preset.mamba_state_dtypes),
+                                    page_size_padded=layout.page_size_bytes)
+            if mamba.real_page_size_bytes != preset.mamba_state_bytes_per_layer:
+                problems.append(f"{preset.name}: Mamba state bytes")
+        per_layer = {}
+        for i, kind in enumerate(preset.layer_types):
+            if kind == "full_attention":
+                per_layer[f"layers.{i}"] = iface.FullAttentionSpec(block_size=layout.block_size,
+                                                                   **attn)
+            elif kind == "sliding_attention":
+                per_layer[f"layers.{i}"] = iface.SlidingWindowSpec(
+                    block_size=layout.block_size, sliding_window=preset.sliding_window, **attn)
+            elif kind != "none":
+                per_layer[f"layers.{i}"] = mamba
+        if len(set(per_layer.values())) == 1:
+            theirs = [(tuple(per_layer), type(mamba or next(iter(per_layer.values()))))]
+        else:
+            theirs = [(tuple(g.layer_names), type(g.kv_cache_spec)) for g in grouping(per_layer)]
+        kinds = {"full_attention": iface.FullAttentionSpec, "mamba": iface.MambaSpec,
+                 "sliding_window": iface.SlidingWindowSpec}
+        ours = [(g.layer_names, kinds[g.kv_cache_spec.kind]) for g in layout.groups]
+        if theirs != ours:
+            problems.append(f"{preset.name}: groups {theirs} != ours {ours}")
+    return problems
