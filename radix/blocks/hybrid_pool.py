@@ -160,6 +160,9 @@ class HybridBlockPool:
                          group_ids: Sequence[int]) -> list[HybridBlock] | None:
         """The first block cached under `block_hash` in each group, or None if any group misses.
         Changes nothing."""
+        if len(group_ids) == 1:
+            block = self.get_one_block(block_hash + group_ids[0].to_bytes(4, "big"))
+            return None if block is None else [block]
         out = []
         for gid in group_ids:
             block = self.get_one_block(make_block_hash_with_group_id(block_hash, gid))
@@ -217,6 +220,8 @@ class HybridBlockPool:
         return removed
 
     def _emit_removed(self, keys: list[bytes]) -> None:
+        if not keys or not (self.enable_kv_cache_events or self.sink is not None):
+            return
         for key in keys:  # one event per key, as vLLM
             self._kv_event(BlockRemoved((hash_to_int64(get_block_hash(key)),), MEDIUM_GPU,
                                         get_group_id(key)))
@@ -239,18 +244,20 @@ class HybridBlockPool:
         hashes = hashes_at(request.block_hashes, self.hash_block_size, block_size)
         stored: list[int] = []
         keys: list[tuple | None] = []
+        listened = self.enable_kv_cache_events or self.sink is not None
+        suffix = group_id.to_bytes(4, "big")
         for i in range(num_cached_blocks, num_full_blocks):
             block = blocks[i]
             if block.is_null or (block_mask is not None and not block_mask[i - num_cached_blocks]):
                 continue
-            key = make_block_hash_with_group_id(hashes[i], group_id)
             if block.block_hash is not None:  # a partial entry grows into the full block
                 self._emit_removed(self._remove_cached_block_hashes(block))
-            self._insert_block_hash(key, block, (i + 1) * block_size)
-            stored.append(hash_to_int64(hashes[i]))
-            keys.append(block_extra_keys(0 if i == 0 else 1, request.lora_name,
-                                         request.cache_salt))
-        if self.enable_kv_cache_events or self.sink is not None:
+            self._insert_block_hash(hashes[i] + suffix, block, (i + 1) * block_size)
+            if listened:
+                stored.append(hash_to_int64(hashes[i]))
+                keys.append(block_extra_keys(0 if i == 0 else 1, request.lora_name,
+                                             request.cache_salt))
+        if listened:
             parent = hash_to_int64(hashes[num_cached_blocks - 1]) if num_cached_blocks else None
             tokens = request.all_token_ids[num_cached_blocks * block_size:
                                            num_full_blocks * block_size]

@@ -128,8 +128,9 @@ class KVCacheManager:
             state = self.requests[req.rid] = CacheRequest(
                 req.rid, list(req.all_ids), len(req.origin_input_ids), lora_name=req.extra_key,
                 lora_id=self.lora_ids.get(req.extra_key), cache_salt=req.cache_salt)
-        elif len(state.all_token_ids) != len(req.origin_input_ids) + len(req.output_ids):
-            state.all_token_ids.extend(req.all_ids[len(state.all_token_ids):])
+        elif len(state.all_token_ids) != state.num_prompt_tokens + len(req.output_ids):
+            state.all_token_ids.extend(req.output_ids[len(state.all_token_ids)
+                                                      - state.num_prompt_tokens:])
         tokens = state.all_token_ids
         if len(state.block_hashes) < len(tokens) // self.hash_block_size:
             hash_request_tokens(tokens, self.hash_block_size, req.extra_key, req.cache_salt,
@@ -149,7 +150,8 @@ class KVCacheManager:
             blocks, n, uncached = self.coordinator.find_longest_cache_hit(
                 state.block_hashes, state.num_tokens - 1)
             hit = HybridHit(blocks, n, n + uncached if uncached else 0, uncached)
-            group_hits = self.find_longest_cache_hit_per_group(state)
+            group_hits = (self.find_longest_cache_hit_per_group(state) if groups > 1
+                          else (n,))
         state.shared_prefix_boundary = hit.shared_prefix_boundary  # the scheduler's admission
         record = HybridLookup(req.rid, state.num_tokens, hit.num_computed_tokens, group_hits,
                               hit.num_uncached_common_prefix_tokens, hit.shared_prefix_boundary)
