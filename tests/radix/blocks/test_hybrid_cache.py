@@ -134,3 +134,21 @@ def test_random_lifecycles_keep_the_invariants_on_every_preset():
             m.free(req)
         m.check_invariants()
         assert m.block_pool.get_num_free_blocks() == m.block_pool.num_gpu_blocks - 1, name
+
+
+def test_every_call_is_a_step_of_events():
+    """With a sink, a lookup says how each group saw the prompt, and each allocate/free is one
+    step holding the pool's micro-events and the block tables it changed."""
+    from radix.blocks.kv_cache_manager import BlockTableChanged, HybridLookedUp
+    from radix.events import BlockAllocated, ListSink, StepEnded, StepStarted
+
+    sink = ListSink()
+    m = vllm_layout(load_model("gpt-oss-20b")).manager(32, sink=sink)
+    req = Req("a", list(range(40)))
+    prefill(m, req)
+    m.free(req)
+    kinds = [type(e) for e in sink.events]
+    assert kinds[0] is HybridLookedUp and kinds.count(StepStarted) == kinds.count(StepEnded) == 2
+    assert BlockAllocated in kinds and BlockStored in kinds
+    tables = [e for e in sink.events if type(e) is BlockTableChanged]
+    assert [(e.group_idx, len(e.block_ids)) for e in tables] == [(0, 3), (1, 3), (0, 0), (1, 0)]
