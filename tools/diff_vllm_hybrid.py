@@ -61,7 +61,7 @@ CONFIGS = {  # name -> (preset or config.json, options)
 }
 STATS = {"byte_batches": 0, "ops": 0}
 COVERAGE = ("hits", "junctions", "partial_hits", "groups_disagree", "evictions", "no_room",
-            "preemptions", "cow_copies", "resets")
+            "preemptions", "cow_copies", "resets", "multi_key_blocks")
 
 
 class Mismatch(AssertionError):
@@ -263,6 +263,7 @@ class Pair:
         for what, a, b in zip(("blocks", "free queue", "hash map", "extra keys", "managers"),
                               theirs, ours, strict=True):
             self.same(a, b, where, what)
+        self.seen["multi_key_blocks"] += sum(len(keys) > 1 for keys in ours[3].values())
         te, oe = self.vs.mgr.take_events(), self.m.take_events()
         self.seen["evictions"] += sum(type(e).__name__ == "BlockRemoved" for e in oe)
         self.same(self.event_rows(te, False), self.event_rows(oe, True), where, "KV events")
