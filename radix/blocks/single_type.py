@@ -229,12 +229,20 @@ class FullAttentionManager(SingleTypeKVCacheManager):
         fine = alignment_tokens < bs and bs % alignment_tokens == 0
         full_hashes = hashes_at(block_hashes, alignment_tokens if fine else hbs, bs)
         computed = tuple([] for _ in kv_cache_group_ids)
-        for block_hash in full_hashes[:max_length // bs]:
-            cached = block_pool.get_cached_block(block_hash, kv_cache_group_ids)
-            if not cached:
-                break
-            for out, block in zip(computed, cached):
-                out.append(block)
+        if len(kv_cache_group_ids) == 1:  # one group: every key read in C, as vLLM's loop would
+            suffix = kv_cache_group_ids[0].to_bytes(4, "big")
+            found = list(map(block_pool.cached_block_hash_to_block.get,
+                             [h + suffix for h in full_hashes[:max_length // bs]]))
+            found = found[:found.index(None)] if None in found else found
+            computed[0].extend(e if type(e) is HybridBlock else next(iter(e.values()))
+                               for e in found)
+        else:
+            for block_hash in full_hashes[:max_length // bs]:
+                cached = block_pool.get_cached_block(block_hash, kv_cache_group_ids)
+                if not cached:
+                    break
+                for out, block in zip(computed, cached):
+                    out.append(block)
         hit = len(computed[0]) * bs
         if fine:  # phase 2: a boundary inside the first block not matched
             scale = bs // alignment_tokens
