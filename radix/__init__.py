@@ -1,7 +1,8 @@
 """RadixLens's model of LLM prefix caches: pure Python, deterministic, no torch, no streamlit.
 
 `RadixCache` follows SGLang's radix tree (mem_cache/radix_cache.py); `BlockPool` and
-`BlockCacheManager` follow vLLM v1's block-hash prefix cache; `SchedulePolicy`, `PrefillAdder`
+`BlockCacheManager` follow vLLM v1's block-hash prefix cache, `KVCacheManager` its hybrid cache
+(KV-cache groups of a `ModelPreset`, radix/models/); `SchedulePolicy`, `PrefillAdder`
 and `Scheduler` follow SGLang's scheduler; `simulate` runs a trace through all of them with a
 cost model. Every mutation is emitted as an event (`radix.events`). The names below are the
 public API, listed in docs/CONTRACTS.md (a test keeps the two in step).
@@ -16,6 +17,15 @@ from radix.blocks.hashing import (
     hash_block_tokens,
     hash_request_tokens,
 )
+from radix.blocks.hybrid_coordinator import HybridKVCacheCoordinator
+from radix.blocks.hybrid_pool import HybridBlock, HybridBlockPool
+from radix.blocks.hybrid_specs import (
+    FullAttentionSpec,
+    KVCacheGroupSpec,
+    MambaSpec,
+    SlidingWindowSpec,
+)
+from radix.blocks.kv_cache_manager import HybridHit, HybridLookup, KVCacheManager
 from radix.blocks.kv_events import (
     EventBatch,
     batch_from_json,
@@ -38,6 +48,8 @@ from radix.cluster.sim import ClusterResult, simulate_cluster
 from radix.events import EventSink, ListSink
 from radix.hosttier import HostTierCache, TierCounts, host_token_capacity
 from radix.hosttier.replay import TierRun, compare_host_tiers
+from radix.models import PRESETS as MODEL_PRESETS
+from radix.models import ModelPreset, VllmLayout, VllmOptions, load_model, vllm_layout
 from radix.request import Allocator, Req, SlotAllocator
 from radix.runs.compare import compare
 from radix.runs.costs import CostModel
@@ -79,6 +91,10 @@ __all__ = [
     "hash_request_tokens", "NONE_HASH", "BlockPoolSnapshot", "BlockState",
     "take_snapshot", "EventBatch", "encode_batch", "decode_batch",
     "batch_to_json", "batch_from_json", "BlockHasher", "HASH_ALGOS", "VLLM_NONE_HASH_SEED",
+    # the hybrid block cache (vLLM 0.33's hybrid coordinator) and model presets
+    "KVCacheManager", "HybridKVCacheCoordinator", "HybridBlockPool", "HybridBlock", "HybridHit",
+    "HybridLookup", "KVCacheGroupSpec", "FullAttentionSpec", "SlidingWindowSpec", "MambaSpec",
+    "ModelPreset", "MODEL_PRESETS", "load_model", "VllmOptions", "VllmLayout", "vllm_layout",
     # requests, slots, scheduling; the one token sequence
     "Req", "Allocator", "SlotAllocator", "SchedulePolicy", "PrefillAdder", "Scheduler",
     "SchedulerConfig", "Tokens",
