@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from radix.blocks.manager import BlockCacheManager  # noqa: E402
 from radix.blocks.pool import BlockPool  # noqa: E402
-from radix.models import load_model, vllm_layout  # noqa: E402
+from radix.models import load_preset, vllm_layout  # noqa: E402
 from radix.request import Req  # noqa: E402
 
 HYBRID = ("llama-3-8b", "gpt-oss-20b", "gemma-3-27b", "qwen3.5-4b")
@@ -68,7 +68,7 @@ def run_baseline(prompts: list[list[int]]) -> float:
 
 def run_hybrid(prompts: list[list[int]], preset: str) -> float:
     """Seconds for the whole trace on KVCacheManager over `preset`'s vLLM layout."""
-    layout = vllm_layout(load_model(preset))
+    layout = vllm_layout(load_preset(preset))
     per_group = -(-2000 // layout.block_size) + 2
     m = layout.manager(RUNNING * per_group * len(layout.groups) + 600)
     live: list[Req] = []

@@ -49,7 +49,7 @@ from radix.events import EventSink, ListSink
 from radix.hosttier import HostTierCache, TierCounts, host_token_capacity
 from radix.hosttier.replay import TierRun, compare_host_tiers
 from radix.models import PRESETS as MODEL_PRESETS
-from radix.models import ModelPreset, VllmLayout, VllmOptions, load_model, vllm_layout
+from radix.models import ModelPreset, VllmLayout, VllmOptions, load_preset, vllm_layout
 from radix.request import Allocator, Req, SlotAllocator
 from radix.runs.compare import compare
 from radix.runs.costs import CostModel
@@ -94,7 +94,7 @@ __all__ = [
     # the hybrid block cache (vLLM 0.33's hybrid coordinator) and model presets
     "KVCacheManager", "HybridKVCacheCoordinator", "HybridBlockPool", "HybridBlock", "HybridHit",
     "HybridLookup", "KVCacheGroupSpec", "FullAttentionSpec", "SlidingWindowSpec", "MambaSpec",
-    "ModelPreset", "MODEL_PRESETS", "load_model", "VllmOptions", "VllmLayout", "vllm_layout",
+    "ModelPreset", "MODEL_PRESETS", "load_preset", "VllmOptions", "VllmLayout", "vllm_layout",
     # requests, slots, scheduling; the one token sequence
     "Req", "Allocator", "SlotAllocator", "SchedulePolicy", "PrefillAdder", "Scheduler",
     "SchedulerConfig", "Tokens",

@@ -34,7 +34,7 @@ from vllm_hybrid import VReq, VSide, check_layouts, load_vllm_hybrid  # noqa: E4
 
 from radix.blocks.hashing import BlockHasher  # noqa: E402
 from radix.blocks.kv_events import EventBatch, encode_batch  # noqa: E402
-from radix.models import VllmOptions, load_model, vllm_layout  # noqa: E402
+from radix.models import VllmOptions, load_preset, vllm_layout  # noqa: E402
 from radix.request import Req  # noqa: E402
 
 THREE_KINDS = Path(__file__).resolve().parent / "data" / "three_kinds_config.json"
@@ -315,7 +315,7 @@ def run_seed(v, preset, layout, seed: int, num_requests: int, seen: dict) -> int
 
 def run_config(v, name: str, total: int, per_seed: int, seen: dict) -> tuple[int, int]:
     source, options = CONFIGS[name]
-    preset = load_model(source)
+    preset = load_preset(source)
     layout = vllm_layout(preset, options)
     requests = mismatches = seed = 0
     while requests < total:
@@ -343,7 +343,7 @@ def main() -> int:
     v = load_vllm_hybrid(args.root)
     logging.disable(logging.WARNING)
     names = [n for n in args.configs.split(",") if n] or list(CONFIGS)
-    layouts = [(load_model(CONFIGS[n][0]), vllm_layout(load_model(CONFIGS[n][0]), CONFIGS[n][1]))
+    layouts = [(load_preset(CONFIGS[n][0]), vllm_layout(load_preset(CONFIGS[n][0]), CONFIGS[n][1]))
                for n in names]
     problems = check_layouts(v, args.root, layouts)
     for problem in problems:

@@ -1,6 +1,6 @@
 """config.json -> ModelPreset: the readers of each dialect (see radix/models/preset.py).
 
-`load_model` takes a preset name (the configs shipped in radix/models/data/, sources in
+`load_preset` takes a preset name (the configs shipped in radix/models/data/, sources in
 SOURCES.md there) or a path to any config.json; `preset_from_config` reads a parsed one. Every
 error names the file, the field and, when the file has one per line, its line. Leaves out:
 quantization, MoE and vision fields (no cache depends on them).
@@ -33,10 +33,10 @@ _LAYER_NAMES = {"full_attention": FULL, "attention": FULL, "global": FULL,
 _PATTERN = {"M": MAMBA, "*": FULL, "-": NONE, "E": NONE}  # Nemotron-H's hybrid_override_pattern
 
 
-def load_model(name_or_path: str | Path) -> ModelPreset:
+def load_preset(name_or_path: str | Path) -> ModelPreset:
     """A preset by name (PRESETS) or a config.json by path.
 
-    >>> load_model("gpt-oss-20b").sliding_window
+    >>> load_preset("gpt-oss-20b").sliding_window
     128
     """
     text = str(name_or_path)

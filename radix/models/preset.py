@@ -33,8 +33,8 @@ class ModelPreset:
     """One model's cache shape (see the module docstring). Bytes are per layer unless named
     otherwise; `*_per_token` sum over the layers of that kind.
 
-    >>> from radix.models import load_model
-    >>> p = load_model("qwen3.5-4b")
+    >>> from radix.models import load_preset
+    >>> p = load_preset("qwen3.5-4b")
     >>> p.num_layers_of(FULL), p.num_layers_of(LINEAR), p.full_kv_bytes_per_token
     (8, 24, 32768)
     >>> p.mamba_state_bytes_per_layer, p.mamba_state_shapes

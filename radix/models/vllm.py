@@ -98,10 +98,10 @@ class VllmLayout:
 def vllm_layout(preset: ModelPreset, options: VllmOptions | None = None) -> VllmLayout:
     """The layout vLLM 0.33 builds for `preset` under `options` (defaults: an H100).
 
-    >>> from radix.models import load_model
-    >>> vllm_layout(load_model("qwen3.5-4b")).block_size
+    >>> from radix.models import load_preset
+    >>> vllm_layout(load_preset("qwen3.5-4b")).block_size
     576
-    >>> vllm_layout(load_model("qwen3.5-4b"), VllmOptions(gdn_prefill_backend="triton")).block_size
+    >>> vllm_layout(load_preset("qwen3.5-4b"), VllmOptions(gdn_prefill_backend="triton")).block_size
     528
     """
     opts = options or VllmOptions()

@@ -11,7 +11,7 @@ import random
 
 from radix.blocks.kv_events import EventBatch, decode_batch, encode_batch
 from radix.events import BlockRemoved, BlockStored
-from radix.models import PRESETS, VllmOptions, load_model, vllm_layout
+from radix.models import PRESETS, VllmOptions, load_preset, vllm_layout
 from radix.request import Req
 
 
@@ -28,7 +28,7 @@ def test_a_sliding_window_hit_needs_the_whole_window():
     200 tokens + its own: full attention alone hits 192, the window group finds 2 blocks before
     192 (10, 11): not a window, so 0 -- and the junction (192) is pinned. B caches the 8 blocks
     before 192, and C, sharing the same 200 tokens, hits 192."""
-    m = vllm_layout(load_model("gpt-oss-20b")).manager(200)
+    m = vllm_layout(load_preset("gpt-oss-20b")).manager(200)
     a = Req("a", list(range(300)))
     prefill(m, a)
     assert [b is m.block_pool.null_block for b in m.coordinator.single_type_managers[0]
@@ -50,7 +50,7 @@ def test_a_sliding_window_hit_needs_the_whole_window():
 def test_mamba_none_mode_never_hits_and_holds_one_state():
     """mamba_cache_mode="none" (prefix caching off): no hit, one Mamba block of max_model_len
     tokens per group, attention blocks of 528 (Triton-sized: no checkpoint grid)."""
-    layout = vllm_layout(load_model("qwen3.5-4b"), VllmOptions(mamba_cache_mode="none"))
+    layout = vllm_layout(load_preset("qwen3.5-4b"), VllmOptions(mamba_cache_mode="none"))
     assert (layout.enable_caching, layout.block_size, layout.mamba_block_size) == (False, 528,
                                                                                      32768)
     m = layout.manager(64)
@@ -68,7 +68,7 @@ def test_fine_grained_hits_land_inside_a_block_and_copy_on_write():
     second attention block; a replay hits 960 (not a multiple of 576) and its shared tail
     blocks are copied (one copy per group). Not in the step that cached A's states: a Mamba
     state cached this step cannot be hit before the step runs."""
-    m = vllm_layout(load_model("qwen3.5-4b"), VllmOptions(prefix_match_unit=64)).manager(64)
+    m = vllm_layout(load_preset("qwen3.5-4b"), VllmOptions(prefix_match_unit=64)).manager(64)
     a = Req("a", list(range(1000)))
     prefill(m, a)
     m.free(a)
@@ -87,7 +87,7 @@ def test_fine_grained_hits_land_inside_a_block_and_copy_on_write():
 def test_kv_events_carry_their_group_kind_and_window_through_the_wire():
     """gpt-oss: group 0 is the window (128), group 1 full attention; a BlockRemoved names the
     group of the key it drops; the batch survives vLLM's wire format."""
-    m = vllm_layout(load_model("gpt-oss-20b")).manager(12, enable_kv_cache_events=True)
+    m = vllm_layout(load_preset("gpt-oss-20b")).manager(12, enable_kv_cache_events=True)
     for rid in ("a", "b"):  # b evicts a's cached blocks
         req = Req(rid, [ord(rid)] * 80)
         prefill(m, req)
@@ -107,7 +107,7 @@ def test_random_lifecycles_keep_the_invariants_on_every_preset():
     free blocks, every key maps to the blocks carrying it."""
     rng = random.Random(7)
     for name in PRESETS:
-        layout = vllm_layout(load_model(name))
+        layout = vllm_layout(load_preset(name))
         m = layout.manager(6 * len(layout.groups) + 4)
         prefix = list(range(2 * layout.block_size))
         live: dict[str, Req] = {}
@@ -143,7 +143,7 @@ def test_every_call_is_a_step_of_events():
     from radix.events import BlockAllocated, ListSink, StepEnded, StepStarted
 
     sink = ListSink()
-    m = vllm_layout(load_model("gpt-oss-20b")).manager(32, sink=sink)
+    m = vllm_layout(load_preset("gpt-oss-20b")).manager(32, sink=sink)
     req = Req("a", list(range(40)))
     prefill(m, req)
     m.free(req)

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import pytest
 
-from radix.models import VllmOptions, load_model, vllm_layout
+from radix.models import VllmOptions, load_preset, vllm_layout
 from radix.request import Req
 
 
 def run(options: VllmOptions, shared: int, unique: int, n: int = 64) -> list[int]:
-    layout = vllm_layout(load_model("qwen3.5-4b"), options)
+    layout = vllm_layout(load_preset("qwen3.5-4b"), options)
     m = layout.manager(400, max_in_flight_tokens=8192)
     hits = []
     for r in range(n):
@@ -61,7 +61,7 @@ def test_qwen35_hits_from_the_junction_on(options, shared, unique, later):
 def test_the_second_request_pins_the_junction_and_cuts_its_chunk_there():
     """Request 2 at block 576: attention alone would hit 1,152, Mamba 0; the 1,152 uncached
     common tokens pin the junction, and the split stops the 2,200-token prefill at it."""
-    layout = vllm_layout(load_model("qwen3.5-4b"))
+    layout = vllm_layout(load_preset("qwen3.5-4b"))
     m = layout.manager(400)
     for r in range(2):
         req = Req(f"r{r}", list(range(1600)) + [10**6 + r * 1000 + i for i in range(600)])

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from radix.models import ConfigError, VllmOptions, load_model, vllm_layout
+from radix.models import ConfigError, VllmOptions, load_preset, vllm_layout
 
 
 def test_bytes_per_token_and_per_state():
@@ -23,7 +23,7 @@ def test_bytes_per_token_and_per_state():
                    p.chunk_size)
             for name in ("qwen3.5-4b", "qwen3-next-80b-a3b", "gpt-oss-20b", "gemma-3-27b",
                          "nemotron-h-8b", "llama-3-8b")
-            for p in [load_model(name)]}
+            for p in [load_preset(name)]}
     assert rows == {
         "qwen3.5-4b": (8, 0, 4096, 2146304, None, 64),
         "qwen3-next-80b-a3b": (12, 0, 2048, 1097728, None, 64),
@@ -31,7 +31,7 @@ def test_bytes_per_token_and_per_state():
         "gemma-3-27b": (10, 52, 8192, 0, 1024, None),
         "nemotron-h-8b": (4, 0, 4096, 4255744, None, 128),
         "llama-3-8b": (32, 0, 4096, 0, None, None)}
-    assert load_model("llama-3-8b").full_kv_bytes_per_token == 131072  # DESIGN.md's 128 KiB
+    assert load_preset("llama-3-8b").full_kv_bytes_per_token == 131072  # DESIGN.md's 128 KiB
 
 
 def test_vllm_blocks_and_groups_on_an_h100():
@@ -40,7 +40,7 @@ def test_vllm_blocks_and_groups_on_an_h100():
     Nemotron-H 16 x ceil(4,255,744 / 65,536) = 1,040. Groups: as many layers each as the
     smallest kind (Gemma 3: 52 sliding layers in 6 groups of <= 10, then the 10 full)."""
     def shape(name, **kw):
-        layout = vllm_layout(load_model(name), VllmOptions(**kw))
+        layout = vllm_layout(load_preset(name), VllmOptions(**kw))
         return layout.block_size, [g.kv_cache_spec.kind[0] for g in layout.groups]
 
     assert shape("qwen3.5-4b") == (576, ["m", "m", "m", "f"])
@@ -50,7 +50,7 @@ def test_vllm_blocks_and_groups_on_an_h100():
     assert shape("gpt-oss-20b") == (16, ["s", "f"])
     assert shape("gemma-3-27b") == (16, ["s"] * 6 + ["f"])
     assert shape("llama-3-8b") == (16, ["f"])
-    fine = vllm_layout(load_model("qwen3.5-4b"), VllmOptions(prefix_match_unit=64))
+    fine = vllm_layout(load_preset("qwen3.5-4b"), VllmOptions(prefix_match_unit=64))
     assert (fine.hash_block_size, fine.scheduler_block_size, fine.checkpoint_alignment) == (
         64, 576, 64)
 
@@ -63,7 +63,7 @@ def test_a_config_path_works_where_a_preset_name_does(tmp_path):
                                 "linear_num_key_heads": 2, "linear_num_value_heads": 4,
                                 "linear_key_head_dim": 32, "linear_value_head_dim": 32,
                                 "linear_conv_kernel_dim": 4, "torch_dtype": "bfloat16"}))
-    preset = load_model(path)
+    preset = load_preset(path)
     assert preset.layer_types.count("full_attention") == 2
     assert vllm_layout(preset).groups[0].kv_cache_spec.kind == "mamba"
 
@@ -82,9 +82,9 @@ def test_bad_configs_name_the_field_and_line(tmp_path, text, message):
     path = tmp_path / "config.json"
     path.write_text(text)
     with pytest.raises(ConfigError, match=re.escape(message)):
-        load_model(path)
+        load_preset(path)
 
 
 def test_an_unknown_name_says_what_it_accepts():
     with pytest.raises(ConfigError, match="neither a preset .*qwen3.5-4b"):
-        load_model("qwen9")
+        load_preset("qwen9")
