@@ -28,7 +28,7 @@ from radix import events as ev
 from radix.request import Req
 from radix.tokens import TokenRuns, tokens
 from radix.tokens.runs import gallop_match
-from radix.tree import unified_caching, unified_evict
+from radix.tree import unified_caching, unified_check, unified_evict
 from radix.tree.components.base import (
     FULL,
     MAMBA,
@@ -565,6 +565,14 @@ class UnifiedRadixCache:
             parts.append(node.value)
             node = node.parent
         return [s for part in reversed(parts) for s in part]
+
+    def check_invariants(self) -> None:
+        """Raises InvariantError on the first broken rule (unified_check.py)."""
+        unified_check.check_invariants(self)
+
+    def snapshot(self) -> tuple:
+        """Every node as a ComponentNodeState (unified_check.py), pre-order."""
+        return unified_check.component_snapshot(self)
 
     # -------------------------------------------------------------------------------- helpers
 
