@@ -76,14 +76,15 @@ def _rust_shape(tree, comps) -> tuple:
         while j < len(rows) and rows[j][0] > depth:
             kid, j = at(j)
             kids.append(kid)
-        return (vals, lock if i else None, tuple(sorted(kids, key=repr))), j
+        return (vals, lock if i else None, tuple(sorted(kids, key=_first_slot))), j
 
     return at(0)[0]
 
 
 def _py_shape(node, comps, root: bool = True) -> tuple:
     data = [node.component_data[_sg_ct(ct)] for ct in comps]
-    kids = tuple(sorted((_py_shape(c, comps, False) for c in node.children.values()), key=repr))
+    kids = tuple(sorted((_py_shape(c, comps, False) for c in node.children.values()),
+                        key=_first_slot))
     if root:
         return ((), None, kids)
     return (tuple(_vals(d.value) for d in data), tuple(d.lock_ref for d in data),
@@ -92,7 +93,7 @@ def _py_shape(node, comps, root: bool = True) -> tuple:
 
 def _our_shape(node, comps, rich: bool, root: bool = True) -> tuple:
     kids = tuple(sorted((_our_shape(c, comps, rich, False) for c in node.children.values()),
-                        key=repr))
+                        key=_first_slot))
     if root:
         return ((), None, kids)
     vals = tuple(_vals(node.value if ct == FULL else node.component_data[ct].value)
@@ -122,6 +123,11 @@ def _requests(p, where: str) -> None:
             want = (st.mamba_pool_idx, st.mamba_ping_pong_track_buffer,
                     st.mamba_last_track_seqlen)
             assert sg == want, f"{where}: {o.rid} Mamba slots\n  SGLang {sg}\n  ours   {want}"
+
+
+def _first_slot(shape: tuple) -> int:
+    """A node's first FULL slot: unique among siblings (slots are owned once), cheap to sort."""
+    return shape[0][0][0]
 
 
 def _int(x) -> int | None:

@@ -32,10 +32,11 @@ SPLITS = ((1600, 600), (1500, 700), (480, 100))
 WINDOWS = (128, 1024)
 
 
-def side(usg, components, core: str, extra: bool, window=None, size=200_000, width=4096):
+def side(usg, components, core: str, extra: bool, window=None, size=200_000, width=4096,
+         mamba_size: int = 300):
     k = SimpleNamespace(components=components, core=core, page=1, policy="lru", config={},
                         chunk=64, size=size, size_swa=size, window=window, width=width,
-                        mamba_size=300, extra_buffer=extra, overlap=extra,
+                        mamba_size=mamba_size, extra_buffer=extra, overlap=extra,
                         max_states_per_path=-1, track_interval=256, swa_interval=128,
                         release_prefill_swa=False)
     return SGSide(usg, k)
