@@ -40,12 +40,12 @@ class SWAKVPool(KVPool):
 
     @classmethod
     def for_model(cls, config: Any, size: int, dtype: torch.dtype, device: torch.device | str,
-                  swa_ratio: float = 1.0) -> SWAKVPool:
+                  swa_ratio: float = 1.0, allocator: Any = None) -> SWAKVPool:
         """`swa_ratio`: SWA rows per full row (SGLang's --swa-full-tokens-ratio)."""
         head_dim = getattr(config, "head_dim", None) or (
             config.hidden_size // config.num_attention_heads)
         return cls(size, max(1, int(size * swa_ratio)), config.layer_types,
-                   config.num_key_value_heads, head_dim, dtype, device)
+                   config.num_key_value_heads, head_dim, dtype, device, allocator)
 
     @property
     def total_bytes(self) -> int:

@@ -4,8 +4,9 @@ The model is examples/configs/tiny_gemma3.json with random weights (6 layers, wi
 sees itself and the 7 positions before it, so SGLang's sliding_window_size is 7) and random norm
 weights too (Gemma's init leaves them 0, and it scales by 1 + w). The oracles are transformers'
 own forward (last-token logits within 1e-4) and generate (greedy tokens, equal), cold, with a
-prefix read from the pool, in ragged batched decode, and through the service while the window
-frees SWA rows (every freed row is counted: n new tokens free n - 2 - 7 rows past the prompt).
+prefix read from the pool, in ragged batched decode, through the service while the window frees
+SWA rows (every freed row counted: n new tokens free n - 2 - 7 past the prompt), and through
+the component tree (UnifiedRadixCache, FULL + SWA), whose hits depend on the live window.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from functools import partial
 import pytest
 
 from radix.request import Req
+from radix.tree.components.base import SWA
 
 torch = load_model = KVPool = SWAKVPool = ModelRunner = SlidingWindowRunner = None
-plan_spans = check_supported = ModelBackend = EngineService = None
+plan_spans = check_supported = ModelBackend = EngineService = UnifiedEngine = SchedulerKnobs = None
 
 pytestmark = pytest.mark.engine
 TINY = "examples/configs/tiny_gemma3.json"
@@ -29,7 +31,7 @@ W = 7  # SGLang's sliding_window_size: the config's sliding_window (8) - 1
 @pytest.fixture(autouse=True, scope="module")
 def _imports():
     global torch, load_model, KVPool, SWAKVPool, ModelRunner, SlidingWindowRunner, plan_spans
-    global check_supported, ModelBackend, EngineService
+    global check_supported, ModelBackend, EngineService, UnifiedEngine, SchedulerKnobs
     import torch
 
     from engine.attention import plan_spans
@@ -40,6 +42,8 @@ def _imports():
     from engine.service import EngineService
     from engine.swa_pool import SWAKVPool
     from engine.swa_window import SlidingWindowRunner
+    from engine.unified_engine import UnifiedEngine
+    from radix.tree.hybrid_lifecycle import SchedulerKnobs
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +67,18 @@ def _hf_logits(gemma, ids: list[int]) -> torch.Tensor:
         return gemma.model(torch.tensor([ids])).logits[0, -1].float()
 
 
+_GENERATED: dict[tuple, list[int]] = {}  # (prompt, n) -> generate's tokens, for this module
+
+
 def _hf_generate(gemma, ids: list[int], n: int) -> list[int]:
-    x = torch.tensor([ids])
-    with torch.inference_mode():
-        out = gemma.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=n,
-                                   do_sample=False, pad_token_id=0)
-    return out[0, len(ids):].tolist()
+    key = (tuple(ids), n)
+    if key not in _GENERATED:
+        x = torch.tensor([ids])
+        with torch.inference_mode():
+            out = gemma.model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=n,
+                                       do_sample=False, pad_token_id=0)
+        _GENERATED[key] = out[0, len(ids):].tolist()
+    return _GENERATED[key]
 
 
 def _prefill(runner, pool, ids: list[int], prefix_slots: list[int], n: int) -> Req:
@@ -175,6 +185,52 @@ def test_service_frees_window_rows_as_counted_and_caches_only_live_ones(gemma):
     assert [r.metrics["matched_tokens"] for r in (ra, rb, rc)] == [0, 24, 30]
     for prompt, result in ((a, ra), (b, rb), (c, rc)):
         assert list(result.output_ids) == _hf_generate(gemma, prompt, 16)
+
+
+A = [(i * 104729) % 45000 + 10 for i in range(30)]  # the first request's prompt
+
+
+def _turns(gemma, engine) -> list[Req]:
+    """A alone; then B24 and B29 together (A's first 24 / 29 tokens and 8 more); then C (A's
+    prompt and output and 5 more), 16 new tokens each; each output checked against generate."""
+    a = engine.run([Req("A", A, max_new_tokens=16)])[0]
+    tail = list(range(40, 48))
+    bs = engine.run([Req("B24", A[:24] + tail, max_new_tokens=16),
+                     Req("B29", A[:29] + tail, max_new_tokens=16)])
+    c = engine.run([Req("C", A + a.output_ids + list(range(70, 75)), max_new_tokens=16)])
+    done = sorted([a, *bs, *c], key=lambda r: r.rid)
+    for r in done:
+        assert r.output_ids == _hf_generate(gemma, list(r.origin_input_ids), 16), r.rid
+    return done
+
+
+def test_component_tree_tombstones_out_of_window_swa_and_hits_where_the_window_lives(gemma):
+    """UnifiedRadixCache (FULL + SWA, window 7) drives the requests; outputs equal generate.
+    A's checkpoint after its prefill frees SWA rows 0..21 (positions past 29 - 7), so A's prompt
+    is a tombstone [0, 22) and a live [22, 30). B24 matches 24 FULL tokens but only 2 live
+    ones behind them: hit 0. B29 has 7 live ones: hit 29. C walks A's prompt and output
+    (tombstone [30, 37) freed by A's decode, live [37, 45)): hit 45, where radix's FULL-only
+    tree (EngineService) stops at A's prompt, 30. Rows freed as the window passed: A 22 + 7,
+    B24 24 + 7, B29 0 + 7 (its match covers its window), C 0 + 7: 74."""
+    engine = UnifiedEngine(gemma, 300, knobs=SchedulerKnobs(enable_overlap_schedule=False,
+                                                            swa_eviction_interval=1))
+    done = _turns(gemma, engine)
+    assert [r.metrics["matched_tokens"] for r in done] == [0, 0, 29, 45]
+    assert engine.counts.window_freed == 74 and engine.counts.tombstoned == 0
+    alloc, cache = engine.allocator, engine.cache
+    alloc.check_invariants()
+    assert alloc.full_available_size() == 300 - cache.total_size()
+    assert alloc.swa.num_used == cache.component_evictable_size(SWA)
+
+
+def test_component_tree_under_swa_pressure_still_equals_transformers(gemma):
+    """45 SWA rows for 300 full ones: allocations tombstone cached SWA (the tree's LRU), and
+    every output still equals generate (the hits drop: a match needs a live window)."""
+    engine = UnifiedEngine(gemma, 300, swa_ratio=0.15, knobs=SchedulerKnobs(
+        enable_overlap_schedule=False, swa_eviction_interval=1))
+    _turns(gemma, engine)
+    assert engine.counts.tombstoned > 0
+    engine.allocator.check_invariants()
 
 
 def test_windowed_plan_masks_keys_past_the_window():
