@@ -1,6 +1,7 @@
 """RadixLens's model of LLM prefix caches: pure Python, deterministic, no torch, no streamlit.
 
-`RadixCache` follows SGLang's radix tree (mem_cache/radix_cache.py); `BlockPool` and
+`RadixCache` follows SGLang's radix tree (mem_cache/radix_cache.py), `UnifiedRadixCache` its
+tree with FULL, SWA and MAMBA components (hybrid models); `BlockPool` and
 `BlockCacheManager` follow vLLM v1's block-hash prefix cache; `SchedulePolicy`, `PrefillAdder`
 and `Scheduler` follow SGLang's scheduler; `simulate` runs a trace through all of them with a
 cost model. Every mutation is emitted as an event (`radix.events`). The names below are the
@@ -49,6 +50,26 @@ from radix.sched.policy import SchedulePolicy
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.tokens import Tokens
 from radix.traces import Trace, TraceError, TraceRequest, load_trace
+from radix.tree import hybrid_lifecycle
+from radix.tree.components import (
+    ComponentData,
+    ComponentType,
+    FullComponent,
+    LockReceipt,
+    MambaComponent,
+    ReqKvInfo,
+    SWAComponent,
+    TreeComponent,
+)
+from radix.tree.hybrid_args import (
+    HybridServerArgs,
+    HybridShape,
+    PoolSizes,
+    build_hybrid_cache,
+    pool_sizes,
+)
+from radix.tree.hybrid_lifecycle import SchedulerKnobs
+from radix.tree.hybrid_pools import MambaSlotPool, SWASlotAllocator
 from radix.tree.radix_cache import POLICIES as EVICTION_POLICIES
 from radix.tree.radix_cache import (
     EventLog,
@@ -67,12 +88,21 @@ from radix.tree.radix_cache import (
     format_tree,
     snapshot,
 )
+from radix.tree.unified_check import ComponentNodeState
+from radix.tree.unified_radix_cache import UnifiedRadixCache, UnifiedTreeNode
+from radix.tree.unified_types import HybridMatchResult, InsertParams
 
 __all__ = [
     # the radix tree (SGLang)
     "RadixKey", "TreeNode", "RadixCache", "LogicalClock", "MatchResult", "InsertResult",
     "EvictResult", "EVICTION_POLICIES", "TreeSnapshot", "NodeState", "snapshot", "format_tree",
     "check_invariants", "InvariantError", "TreeModel", "EventLog",
+    # the unified tree with components (SGLang's UnifiedRadixCache: hybrid models)
+    "UnifiedRadixCache", "UnifiedTreeNode", "InsertParams", "HybridMatchResult", "ComponentType",
+    "ComponentData", "TreeComponent", "FullComponent", "SWAComponent", "MambaComponent",
+    "LockReceipt", "ReqKvInfo", "ComponentNodeState", "SWASlotAllocator", "MambaSlotPool",
+    "HybridShape", "HybridServerArgs", "PoolSizes", "pool_sizes", "build_hybrid_cache",
+    "SchedulerKnobs", "hybrid_lifecycle",
     # the block cache (vLLM)
     "BlockPool", "KVCacheBlock", "FreeKVCacheBlockQueue", "BlockCacheManager", "ComputedBlocks",
     "ExtentPool", "UnsupportedByStorage", "LookupRecord", "hash_block_tokens",

@@ -82,11 +82,32 @@ def _copy_on_write(cache: UnifiedRadixCache, state, node) -> None:
 
 
 def admit(cache: UnifiedRadixCache, req: Req, knobs: SchedulerKnobs) -> None:
-    """Locks the match and gives the request its Mamba slots (ensure_mamba_capacity, then
-    HybridReqToTokenPool.alloc: the working slot, then the ping-pong track slots)."""
+    """Locks the match (lock_match) and gives the request its row and Mamba slots
+    (alloc_req_slots)."""
+    lock_match(cache, req)
+    alloc_req_slots(cache, req, knobs)
+
+
+def lock_match(cache: UnifiedRadixCache, req: Req) -> None:
     state = cache.kv_of(req)
     state.receipt = cache.inc_lock_ref(req.last_node, rid=req.rid)
     state.swa_released = False
+
+
+def unlock_match(cache: UnifiedRadixCache, req: Req) -> None:
+    """Not admitted after all: the lock goes, and the copy-on-write slot (the scheduler
+    reverts it)."""
+    state = cache.req_states.pop(req)
+    cache.dec_lock_ref(req.last_node, state.receipt, rid=req.rid)
+    if state.mamba_pool_idx is not None:
+        cache.mamba_pool.free([state.mamba_pool_idx])
+
+
+def alloc_req_slots(cache: UnifiedRadixCache, req: Req, knobs: SchedulerKnobs) -> None:
+    """The row starts with the match; a Mamba tree adds the request's slots
+    (ensure_mamba_capacity, then HybridReqToTokenPool.alloc: the working slot, then the
+    ping-pong track slots)."""
+    state = cache.kv_of(req)
     req.slot_ids = list(req.prefix_indices)
     if not cache.is_mamba_enabled:
         return
@@ -115,18 +136,34 @@ def _alloc_or_fail(cache: UnifiedRadixCache, n: int) -> list[int]:
     return got
 
 
-def alloc_kv(cache: UnifiedRadixCache, req: Req, num_tokens: int, reserve: int) -> None:
-    """num_tokens more KV slots for req's row, after evicting so that `reserve` tokens fit
-    in every pool (evict_from_tree_cache; the SWA allocator asks per pool)."""
+def evict_to_free_tokens(cache: UnifiedRadixCache, num_tokens: int) -> None:
+    """Evicts so that `num_tokens` fit in every KV pool (the allocator's
+    evict_to_free_tokens: the SWA allocator asks each pool for its own shortfall)."""
     a = cache.allocator
     if cache.is_swa_enabled:
         full, swa = a.full_available_size(), a.swa_available_size()
-        if full < reserve or swa < reserve:
-            cache.evict_for_alloc(max(0, reserve - full), max(0, reserve - swa))
-    elif a.available_size() < reserve:
-        cache.evict_for_alloc(reserve - a.available_size())
+        if full < num_tokens or swa < num_tokens:
+            cache.evict_for_alloc(max(0, num_tokens - full), max(0, num_tokens - swa))
+    elif a.available_size() < num_tokens:
+        cache.evict_for_alloc(num_tokens - a.available_size())
+
+
+def check_decode_capacity(cache: UnifiedRadixCache, reqs: list[Req]) -> bool:
+    """Whether the next decode step fits after evicting (check_decode_mem): a page for
+    each request whose row ends on a page boundary."""
+    ps = cache.page_size
+    need = sum(1 for r in reqs if len(r.slot_ids) % ps == 0) * ps
+    evict_to_free_tokens(cache, need)
+    return cache.allocator.available_size() >= need
+
+
+def alloc_kv(cache: UnifiedRadixCache, req: Req, num_tokens: int, reserve: int) -> None:
+    """num_tokens more KV slots for req's row, after evicting so that `reserve` tokens fit
+    (evict_from_tree_cache); reserve 0 evicts nothing."""
+    if reserve:
+        evict_to_free_tokens(cache, reserve)
     last = req.slot_ids[-1] if req.slot_ids else None
-    got = a.alloc_extend(last, num_tokens)
+    got = cache.allocator.alloc_extend(last, num_tokens)
     if got is None:
         raise RuntimeError(f"request {req.rid!r}: out of KV slots for {num_tokens} tokens")
     req.slot_ids += got
@@ -185,9 +222,9 @@ def decode_step(cache: UnifiedRadixCache, reqs: list[Req], knobs: SchedulerKnobs
     if cache.is_swa_enabled:
         for req in reqs:
             _maybe_evict_swa(cache, req, knobs)
-    ps = cache.page_size
+    evict_to_free_tokens(cache, len(reqs) * cache.page_size)
     for req in reqs:
-        alloc_kv(cache, req, 1, len(reqs) * ps)
+        alloc_kv(cache, req, 1, 0)
         req.output_ids.append(next_token(req))
         state = cache.kv_of(req)
         state.decode_batch_idx += 1

@@ -10,6 +10,7 @@ tree) while the full slot lives on. Leaves out: the per-request SWA ring, the un
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 from radix.request import SlotAllocator
@@ -24,11 +25,12 @@ class SWASlotAllocator:
     ([0, 0, 3], 3, 5)
     """
 
-    def __init__(self, size: int, size_swa: int, page_size: int = 1) -> None:
+    def __init__(self, size: int, size_swa: int, page_size: int = 1, check: bool = True) -> None:
         self.page_size = page_size
-        self.full = SlotAllocator(size, page_size=page_size)
-        self.swa = SlotAllocator(size_swa, page_size=page_size)
-        self.mapping: dict[int, int] = {}  # full slot -> its SWA slot, while both live
+        self.full = SlotAllocator(size, check=check, page_size=page_size)
+        self.swa = SlotAllocator(size_swa, check=check, page_size=page_size)
+        # full slot -> its SWA slot (0: none), as SGLang's full_to_swa_index_mapping
+        self.mapping: list[int] = [0] * ((size // page_size + 2) * page_size)
 
     @property
     def size(self) -> int:
@@ -55,15 +57,17 @@ class SWASlotAllocator:
         if need_pages * ps > min(self.full.available_size(), self.swa.available_size()):
             return None
         full = self.full.alloc_extend(last_slot, num_tokens)
-        swa_last = None if last_slot is None else self.mapping.get(last_slot) or None
+        swa_last = None if last_slot is None else self.mapping[last_slot] or None
         swa = self.swa.alloc_extend(swa_last, num_tokens)
-        self.mapping.update(zip(full, swa))
+        m = self.mapping
+        for f, w in zip(full, swa):
+            m[f] = w
         return full
 
     def translate(self, full_ids: Sequence[int]) -> list[int]:
         """The SWA slot of each full slot (0 where its SWA was freed)."""
-        get = self.mapping.get
-        return [get(f, 0) for f in full_ids]
+        m = self.mapping
+        return [m[f] for f in full_ids]
 
     def free(self, full_ids: Sequence[int]) -> None:
         """Both sides (SGLang's free_segment): the SWA peers first, through the mapping."""
@@ -81,32 +85,37 @@ class SWASlotAllocator:
         whose SWA is already free raises (SGLang asserts the peer is mapped)."""
         if not len(full_ids):
             return
-        ps, mapping = self.page_size, self.mapping
-        reps = full_ids[::ps] if ps > 1 else full_ids
-        swa_ids = []
-        for rep in reps:
-            peer = mapping.get(rep)
-            if not peer:
-                raise ValueError(f"full slot {rep} has no SWA peer to free (freed twice?)")
-            swa_ids.append(peer)
-            base = rep - rep % ps
-            for f in range(base, base + ps):
-                mapping.pop(f, None)
+        ps, m = self.page_size, self.mapping
+        if ps == 1:
+            swa_ids = [m[f] for f in full_ids]
+            for f in full_ids:
+                m[f] = 0
+        else:
+            swa_ids = []
+            for rep in full_ids[::ps]:
+                swa_ids.append(m[rep])
+                base = rep - rep % ps
+                m[base: base + ps] = [0] * ps
+        if 0 in swa_ids:
+            raise ValueError(f"a full slot of {list(full_ids)[:8]}... has no SWA peer to free "
+                             "(freed twice?)")
         self.swa.free(swa_ids)
 
     def move_swa(self, kept: Sequence[int], incoming: Sequence[int]) -> list[int]:
         """A locked tombstone recovered from a request's slots: the kept full slots take the
         incoming slots' SWA peers (RecoverSWAWithLockedFull's mapping move); returns them."""
-        swa = self.translate(incoming)
+        swa, m = self.translate(incoming), self.mapping
         for f in incoming:
-            self.mapping.pop(f, None)
-        self.mapping.update(zip(kept, swa))
+            m[f] = 0
+        for f, w in zip(kept, swa):
+            m[f] = w
         return swa
 
     def check_invariants(self) -> None:
         self.full.check_invariants()
         self.swa.check_invariants()
-        assert len(set(self.mapping.values())) == len(self.mapping), "two full slots, one SWA"
+        peers = [w for w in self.mapping if w]
+        assert len(set(peers)) == len(peers), "two full slots map to one SWA slot"
 
 
 class MambaSlotPool:
@@ -123,24 +132,26 @@ class MambaSlotPool:
         if not isinstance(size, int) or size < 1:
             raise ValueError(f"size must be an int >= 1 (max_mamba_cache_size), got {size!r}")
         self.size = size
-        self.free_slots: list[int] = list(range(1, size + 1))
+        self.free_slots: deque[int] = deque(range(1, size + 1))
         self.in_use: set[int] = set()
 
     def available_size(self) -> int:
         return len(self.free_slots)
 
     def alloc(self, n: int) -> list[int] | None:
-        if n > len(self.free_slots):
+        free = self.free_slots
+        if n > len(free):
             return None
-        out, self.free_slots = self.free_slots[:n], self.free_slots[n:]
+        out = [free.popleft() for _ in range(n)]
         self.in_use.update(out)
         return out
 
     def free(self, slots: Sequence[int]) -> None:
+        in_use = self.in_use
         for s in slots:
-            if s not in self.in_use:
+            if s not in in_use:
                 raise ValueError(f"mamba slot {s} is not in use (freed twice?)")
-            self.in_use.discard(s)
+            in_use.discard(s)
         self.free_slots.extend(slots)
 
     def check_invariants(self) -> None:

@@ -57,10 +57,9 @@ def checkpoint_into_tree(cache, req: Req, up_to: int) -> None:
         cache._insert(InsertParams(params.key[:prompt], row[:prompt], prompt, prompt,
                                    min(params.priority + 1, INT64_MAX)))
     new_last = result.last_node
-    path = cache.path_values(new_last)
-    assert len(path) == n, (len(path), n)
     protected = req.cache_protected_len
-    row[protected:n] = path[protected:]
+    if n > protected:  # the tree's slots for what the row does not own through the tree yet
+        row[protected:n] = cache.path_values(new_last, n - protected)
     _move_lock(cache, req, state, new_last)
     req.cache_protected_len = n
     for comp in cache.aux:

@@ -28,7 +28,7 @@ from radix import events as ev
 from radix.request import Req
 from radix.tokens import TokenRuns, tokens
 from radix.tokens.runs import gallop_match
-from radix.tree import unified_caching, unified_evict
+from radix.tree import unified_caching, unified_check, unified_evict
 from radix.tree.components.base import (
     FULL,
     MAMBA,
@@ -118,6 +118,7 @@ class UnifiedRadixCache:
             t: COMPONENT_CLASSES[t](self) for t in types}
         self.comps = tuple(self.components.values())
         self.aux = self.comps[1:]
+        self._aux_types = tuple(int(c.component_type) for c in self.aux)
         self.full: FullComponent = self.components[FULL]
         self._slots = max(types) + 1  # length of a node's component_data list
         self.num_steps = 0
@@ -411,9 +412,16 @@ class UnifiedRadixCache:
     def update_leaf(self, node) -> None:
         """node is an evictable leaf iff it is not the root, keeps its FULL slots, has no
         child and no component holds a lock on it (SGLang's _is_device_leaf)."""
-        is_leaf = (not node.children and node.lock_ref == 0 and node.value is not None
-                   and node is not self.root_node
-                   and not any(c.data(node).lock_ref for c in self.aux))
+        is_leaf = not node.children and node.lock_ref == 0 and node.value is not None
+        if is_leaf:
+            if node is self.root_node:
+                is_leaf = False
+            elif self._aux_types:
+                data = node.component_data
+                for t in self._aux_types:
+                    if data[t].lock_ref:
+                        is_leaf = False
+                        break
         leaves = self._leaves
         if is_leaf == (node in leaves.leaves):
             return
@@ -558,13 +566,24 @@ class UnifiedRadixCache:
     def node(self, node_id: int) -> UnifiedTreeNode:
         return self._nodes[node_id]
 
-    def path_values(self, node) -> list[int]:
-        """FULL slots of the path from the root to `node` (SGLang's path_device_indices)."""
-        parts = []
-        while node is not self.root_node:
+    def path_values(self, node, last: int | None = None) -> list[int]:
+        """FULL slots of the path from the root to `node` (SGLang's path_device_indices), or
+        only its `last` ones (joining no more nodes than they take)."""
+        parts, got = [], 0
+        while node is not self.root_node and (last is None or got < last):
             parts.append(node.value)
+            got += len(node.value)
             node = node.parent
-        return [s for part in reversed(parts) for s in part]
+        out = [s for part in reversed(parts) for s in part]
+        return out if last is None or got <= last else out[got - last:]
+
+    def check_invariants(self) -> None:
+        """Raises InvariantError on the first broken rule (unified_check.py)."""
+        unified_check.check_invariants(self)
+
+    def snapshot(self) -> tuple:
+        """Every node as a ComponentNodeState (unified_check.py), pre-order."""
+        return unified_check.component_snapshot(self)
 
     # -------------------------------------------------------------------------------- helpers
 

@@ -12,12 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from radix import events as ev
-
-if TYPE_CHECKING:
-    from radix.tree.unified_radix_cache import UnifiedRadixCache
 
 
 class ComponentType(IntEnum):
@@ -162,7 +159,7 @@ class TreeComponent:
     component_type: ComponentType
     internal_priority = 0  # cascade order on an internal node: FULL 2 > SWA 1 > MAMBA 0
 
-    def __init__(self, cache: UnifiedRadixCache) -> None:
+    def __init__(self, cache: Any) -> None:  # the UnifiedRadixCache it serves
         self.cache = cache
         self.lru = LRUList()
 

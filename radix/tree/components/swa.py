@@ -60,7 +60,7 @@ class SWAComponent(TreeComponent):
             if node.component_data[SWA].value is None:
                 state[0] = 0
                 return False
-            state[0] += len(node.key)
+            state[0] += len(node.value)
             return state[0] >= window
 
         return accepts
@@ -86,7 +86,7 @@ class SWAComponent(TreeComponent):
             cd = node.component_data[SWA]
             if cd.value is not None:
                 path.append(cd)
-            acc += len(node.key)
+            acc += len(node.value)
             node = node.parent
         if path:
             self.lru.reset_path_mru(path)
@@ -172,7 +172,7 @@ class SWAComponent(TreeComponent):
             moved = len(cd.value) if cd.lock_ref == 0 and cd.value is not None else 0
             sizes_moved += moved
             cd.lock_ref += 1
-            covered += len(x.key)
+            covered += len(x.value)
             if covered >= self.window:
                 if cd.uuid is None:
                     self._uuid += 1
