@@ -1,10 +1,10 @@
 """A KV pool for a sliding-window hybrid (Gemma 3): full layers' and sliding layers' rows apart.
 
 Follows SGLang 0.5.23's SWAKVPool (mem_cache/swa_memory_pool.py): full layers' K/V by full slot,
-sliding layers' K/V by SWA slot, over engine/swa_slots.py's allocator (full and SWA slots taken
-in step). The tree and a request's row hold full slot ids; the runner translates them for a
-sliding layer. An SWA row can go before its full slot: when the window has passed the token
-(engine/swa_window.py) or when a component tree tombstones it.
+sliding layers' K/V by SWA slot, over radix's SWASlotAllocator (full and SWA slots taken in step;
+engine/swa_slots.py's SWASlots by default). The tree and a request's row hold full slot ids; the
+runner translates them for a sliding layer. An SWA row can go before its full slot: when the
+window has passed the token (engine/swa_window.py) or when a component tree tombstones it.
 Leaves out: pages, the per-request SWA ring, the unified (virtual) pools, host offload.
 """
 
