@@ -27,7 +27,7 @@ from typing import Any
 from radix import events as ev
 from radix.request import Req
 from radix.tokens import TokenRuns, tokens
-from radix.tokens.runs import gallop_match
+from radix.tokens.runs import PrefixProbe, gallop_match
 from radix.tree import unified_caching, unified_check, unified_evict
 from radix.tree.components.base import (
     FULL,
@@ -44,6 +44,7 @@ from radix.tree.components.mamba import MambaComponent
 from radix.tree.components.req_state import ReqKvInfo
 from radix.tree.components.swa import SWAComponent
 from radix.tree.radix_cache import (
+    GUARD_MIN_LEN,
     ROOT_PRIORITY,
     EvictionHeap,
     LogicalClock,
@@ -121,6 +122,9 @@ class UnifiedRadixCache:
         self._aux_types = tuple(int(c.component_type) for c in self.aux)
         self.full: FullComponent = self.components[FULL]
         self._slots = max(types) + 1  # length of a node's component_data list
+        self._comps_reversed = self.comps[::-1]  # the order locks are released in
+        self._hooks = _Hooks(self.comps)
+        self._probe = PrefixProbe()  # compares long first edges without slicing the key
         self.num_steps = 0
         self.req_states: dict[Req, ReqKvInfo] = {}
         self.reset()
@@ -172,10 +176,15 @@ class UnifiedRadixCache:
         >>> r.mamba_branching_seqlen  # keep a state at 4 (the grid of 2 below 5): next one hits
         4
         """
-        key = _as_key(key)
-        self._begin("match_prefix", rid)
+        if key.__class__ is not RadixKey:
+            key = _as_key(key)
+        sink = self._sink
+        if sink is not None:
+            sink.emit(ev.StepStarted(self.num_steps, "match_prefix", rid))
         result = self._match(key)
-        self._end("match_prefix")
+        if sink is not None:
+            sink.emit(ev.StepEnded(self.num_steps, "match_prefix"))
+        self.num_steps += 1
         return result
 
     def _match(self, key: RadixKey) -> HybridMatchResult:
@@ -184,37 +193,46 @@ class UnifiedRadixCache:
         if self.disable or n == 0:
             return HybridMatchResult([], self.root_node, 0, 0)
         validators = [c.validator() for c in self.aux]
+        ns = key.namespace
         node = best = self.root_node
         values: list = []
-        best_count = pos = 0
+        best_count = best_len = pos = 0
         while pos < n:
-            child = node.children.get(_child_key(key, tok, pos, ps))
+            first = tok[pos] if ps == 1 else tuple(tok[pos: pos + ps])
+            child = node.children.get(first if ns is None else (ns, first))
             if child is None:
                 break
-            m = _edge_match(child.key.token_ids, tok, pos, n, ps)
+            m = self._edge_match(child, tok, pos, n)
             cut = m < len(child.key)
             if cut:
                 child = self._split_node(child, m)
             values.append(child.value)
             node, pos = child, pos + m
-            if all([v(node) for v in validators]):  # every validator sees every node
-                best, best_count = node, len(values)
+            ok = True
+            for v in validators:  # every validator sees every node
+                if not v(node):
+                    ok = False
+            if ok:
+                best, best_count, best_len = node, len(values), pos
             if cut:
                 break
-        return self._match_post(key, best, values[:best_count], pos)
+        if best_count < len(values):
+            del values[best_count:]
+        return self._match_post(key, best, values, best_len, pos)
 
-    def _match_post(self, key, best, values, full_hit: int) -> HybridMatchResult:
-        for comp in self.aux:
-            comp.refresh_match_end(best)
+    def _match_post(self, key, best, values, prefix_len: int, full_hit: int) -> \
+            HybridMatchResult:
+        for refresh in self._hooks.refresh_match_end:
+            refresh(best)
         t = self.clock()
         x = best
         while x is not None:
             x.last_access_time = t
             x = x.parent
         self._leaves.touch(best)
-        result = HybridMatchResult(values, best, sum(len(v) for v in values), full_hit)
-        for comp in self.comps:
-            result = comp.finalize_match(result)
+        result = HybridMatchResult(values, best, prefix_len, full_hit)
+        for finalize in self._hooks.finalize_match:
+            result = finalize(result)
         if self._sink is not None:
             path, x = [], best
             while x is not self.root_node:
@@ -224,6 +242,29 @@ class UnifiedRadixCache:
                                               full_hit, result.mamba_branching_seqlen,
                                               result.swa_branching_seqlen))
         return result
+
+    def _edge_match(self, child, tok, pos: int, n: int) -> int:
+        """Tokens of child's edge that tok[pos:n] matches, page-floored (at least one page: the
+        child key matched). A long first edge (a shared system prompt, compared on every
+        request) is compared in place, without slicing the key (RadixCache's PrefixProbe)."""
+        edge = child.key.token_ids
+        m = len(edge)
+        if n - pos >= m:
+            if pos or m < GUARD_MIN_LEN or tok.__class__ is not list \
+                    or edge.__class__ is not list:
+                if tok[pos: pos + m] == edge:
+                    return m
+            elif len(tok) == m:
+                if tok == edge:
+                    return m
+            else:
+                guarded = child.guarded_key
+                if guarded is None:
+                    guarded = child.guarded_key = self._probe.guard(edge)
+                if self._probe.starts_with(tok, guarded):
+                    return m
+        m = gallop_match(edge, tok[pos:n])
+        return m - m % self.page_size
 
     # --------------------------------------------------------------------------------- insert
 
@@ -250,66 +291,76 @@ class UnifiedRadixCache:
 
     def _insert(self, params: InsertParams) -> InsertResult:
         key, ps = params.key, self.page_size
-        n = len(key) - len(key) % ps
+        tok = key.token_ids
+        n = len(tok) - len(tok) % ps
         value = params.value
         if value is None:
-            value = key.token_ids
+            value = tok
         elif len(value) < n:
             raise ValueError(f"value has {len(value)} slot ids for a key of {n} tokens")
         root, t = self.root_node, self.clock()
         root.last_access_time = t
-        root.priority = max(root.priority, params.priority)
+        priority, inserted_len = params.priority, params.inserted_len
+        if root.priority < priority:
+            root.priority = priority
         result = InsertResult(0, root)
         if self.disable or n == 0:
             result.mamba_exist = True
             return result
-        tok, node, pos, path, first = key.token_ids, root, 0, [], None
+        overlaps = self._hooks.insert_overlap
+        ns = key.namespace
+        node, pos, path, first = root, 0, [], None
         while pos < n:
-            child = node.children.get(_child_key(key, tok, pos, ps))
+            head_ = tok[pos] if ps == 1 else tuple(tok[pos: pos + ps])
+            child = node.children.get(head_ if ns is None else (ns, head_))
             if child is None:
                 break
             child.last_access_time = t
-            m = _edge_match(child.key.token_ids, tok, pos, n, ps)
+            m = self._edge_match(child, tok, pos, n)
             if m < len(child.key):
                 child = self._split_node(child, m)
-            child.priority = max(child.priority, params.priority)
-            child = self._overlap(child, m, pos, value, params, result)
-            if pos + m > params.inserted_len:
+            if child.priority < priority:
+                child.priority = priority
+            # the components take what they overlap; the request's duplicates past
+            # prev_prefix_len are freed (FULL only below its SWA eviction cursor)
+            consumed = m
+            for overlap in overlaps:
+                consumed = min(consumed, overlap(child, m, pos, value, params, result))
+            dup_start = params.prev_prefix_len - pos
+            if dup_start < 0:
+                dup_start = 0
+            if dup_start < consumed:
+                self._free_duplicates(value[pos + dup_start: pos + consumed],
+                                      params.swa_evicted_seqlen - (pos + dup_start))
+            if pos + m > inserted_len:
                 child.hit_count += 1
-                first = len(path) if first is None else first
+                if first is None:
+                    first = len(path)
             path.append(child)
             node, pos = child, pos + m
-        return self._commit(node, pos, n, key, value, params, result, (path, first))
+        return self._commit(node, pos, n, key, value, params, result, path, first)
 
-    def _overlap(self, node, m: int, pos: int, value, params: InsertParams, result) -> Any:
-        """The components take what they overlap; the request's duplicates past
-        prev_prefix_len are freed (FULL only below its SWA eviction cursor)."""
-        consumed = m
-        for comp in self.aux:
-            consumed = min(consumed, comp.insert_overlap(node, m, pos, value, params, result))
-        dup_start = max(0, params.prev_prefix_len - pos)
-        if dup_start < consumed:
-            dup = value[pos + dup_start: pos + consumed]
-            gone = min(max(params.swa_evicted_seqlen - (pos + dup_start), 0), len(dup))
-            if gone:
-                self.free_full_only(dup[:gone])
-            if gone < len(dup):
-                self.free_kv(dup[gone:])
-        return node
+    def _free_duplicates(self, dup, swa_gone: int) -> None:
+        """The request's own slots for tokens the tree already had: the first `swa_gone` lost
+        their SWA peers already (full side only), the rest go back whole."""
+        gone = min(max(swa_gone, 0), len(dup))
+        if gone:
+            self.free_full_only(dup[:gone])
+        if gone < len(dup):
+            self.free_kv(dup[gone:])
 
-    def _commit(self, node, pos: int, n: int, key, value, params, result, walked) -> \
-            InsertResult:
+    def _commit(self, node, pos: int, n: int, key, value, params, result, path: list,
+                first: int | None) -> InsertResult:
         is_new = pos < n
         if is_new:
             edge = key if pos == 0 and n == len(key) else key[pos:n]
             node = self._add_leaf(node, edge, value[pos:n], params.priority)
         result.prefix_len, result.last_node = pos, node
-        for comp in self.aux:
-            comp.commit_insert(node, is_new, params, result)
+        for commit in self._hooks.commit_insert:
+            commit(node, is_new, params, result)
         if node is not self.root_node:
-            for comp in self.aux:
-                comp.refresh_insert_end(node)
-        path, first = walked
+            for refresh in self._hooks.refresh_insert_end:
+                refresh(node)
         if is_new and pos + len(node.key) > params.inserted_len:
             node.hit_count += 1  # (SGLang measures the leaf after commit's SWA window cap)
             first = len(path) if first is None else first
@@ -445,35 +496,47 @@ class UnifiedRadixCache:
         >>> r = c.inc_lock_ref(leaf); c.protected_size_[FULL], r.swa_uuid is not None
         (4, True)
         """
-        self._check_live(node)
-        self._begin("inc_lock_ref", rid)
-        receipt = LockReceipt(node.id, tuple(skip))
+        if node.__class__ is not UnifiedTreeNode or self._nodes.get(node.id) is not node:
+            self._check_live(node)
+        sink = self._sink
+        if sink is not None:
+            sink.emit(ev.StepStarted(self.num_steps, "inc_lock_ref", rid))
+        skipped = tuple(skip) if skip else ()
+        receipt = LockReceipt(node.id, skipped)
         if not self.disable:
             for comp in self.comps:
-                if comp.component_type not in receipt.skipped:
+                if not skipped or comp.component_type not in skipped:
                     receipt = comp.acquire(node, receipt)
             self.update_leaf(node)
-        self._end("inc_lock_ref")
+        if sink is not None:
+            sink.emit(ev.StepEnded(self.num_steps, "inc_lock_ref"))
+        self.num_steps += 1
         return receipt
 
     def dec_lock_ref(self, node, receipt: LockReceipt, skip_swa: bool = False,
                      rid: str | None = None) -> None:
         """Replays the receipt, auxiliary components first; skip_swa after dec_swa_lock_only
         (SWA and the components below it are already released)."""
-        self._check_live(node)
+        if node.__class__ is not UnifiedTreeNode or self._nodes.get(node.id) is not node:
+            self._check_live(node)
         if receipt.node_id != node.id:
             raise ValueError(f"lock receipt anchored on node {receipt.node_id} released on "
                              f"node {node.id}")
-        self._begin("dec_lock_ref", rid)
+        sink = self._sink
+        if sink is not None:
+            sink.emit(ev.StepStarted(self.num_steps, "dec_lock_ref", rid))
         if not self.disable:
-            for comp in reversed(self.comps):
-                if comp.component_type in receipt.skipped:
+            skipped = receipt.skipped
+            for comp in self._comps_reversed:
+                if skipped and comp.component_type in skipped:
                     continue
                 if skip_swa and comp.internal_priority <= SWAComponent.internal_priority:
                     continue
                 comp.release(node, receipt)
             self.update_leaf(node)
-        self._end("dec_lock_ref")
+        if sink is not None:
+            sink.emit(ev.StepEnded(self.num_steps, "dec_lock_ref"))
+        self.num_steps += 1
 
     def dec_swa_lock_only(self, node, receipt: LockReceipt, rid: str | None = None) -> None:
         """Releases the SWA window lock early (decode has moved past the window) and the
@@ -629,3 +692,17 @@ def _edge_match(edge, tok, pos: int, n: int, ps: int) -> int:
         return m
     m = gallop_match(edge, tok[pos:n])
     return m - m % ps
+
+
+class _Hooks:
+    """The components' hooks the tree's walks call, bound once, in component order, leaving
+    out the components that keep TreeComponent's default (a no-op) for a hook."""
+
+    NAMES = ("refresh_match_end", "finalize_match", "insert_overlap", "commit_insert",
+             "refresh_insert_end")
+
+    def __init__(self, comps: Sequence[TreeComponent]) -> None:
+        for name in self.NAMES:
+            default = getattr(TreeComponent, name)
+            setattr(self, name, tuple(getattr(c, name) for c in comps
+                                      if getattr(type(c), name) is not default))
