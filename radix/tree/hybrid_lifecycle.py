@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from radix import events as ev
 from radix.request import Req
+from radix.tokens import head
 from radix.tree.components.base import MAMBA
 from radix.tree.components.swa import free_swa_out_of_window_slots
 from radix.tree.radix_cache import RadixKey
@@ -207,7 +208,7 @@ def extend(cache: UnifiedRadixCache, req: Req, end: int) -> None:
     ps = cache.page_size
     alloc_kv(cache, req, n, n + (ps if ps > 1 else 0))
     track_mamba_extend(cache, req, start, end)
-    req.fill_ids = req.all_ids[:end]
+    req.fill_ids = head(req.all_ids, end)
     cache.kv_of(req).decode_batch_idx = 0
     if end < len(req.all_ids):
         cache.checkpoint(req, up_to=end)

@@ -31,7 +31,8 @@ def checkpoint_into_tree(cache, req: Req, up_to: int) -> None:
     if not 0 <= up_to <= len(row):
         raise ValueError(f"request {req.rid!r}: up_to {up_to} is outside 0..{len(row)}")
     is_finished = req.finished
-    ids = head(req.all_ids, up_to)
+    prompt_ids = req.origin_input_ids  # the whole prompt shared when up_to covers it
+    ids = head(prompt_ids if up_to <= len(prompt_ids) else req.all_ids, up_to)
     params = InsertParams(None, prev_prefix_len=req.cache_protected_len,
                           inserted_len=req.cache_inserted_len, priority=req.priority or 0)
     effective = len(ids)
@@ -48,7 +49,7 @@ def checkpoint_into_tree(cache, req: Req, up_to: int) -> None:
         return
     n = effective - effective % cache.page_size
     params.key = RadixKey(head(ids, n), req.extra_key, req.cache_salt)
-    params.value = row[:n]
+    params.value = row  # the insert reads its first n slots (the row is not changed in it)
     result = cache._insert(params)
     req.cache_inserted_len = max(req.cache_inserted_len, n)
     prompt = len(req.origin_input_ids)

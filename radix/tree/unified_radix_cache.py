@@ -632,13 +632,19 @@ class UnifiedRadixCache:
     def path_values(self, node, last: int | None = None) -> list[int]:
         """FULL slots of the path from the root to `node` (SGLang's path_device_indices), or
         only its `last` ones (joining no more nodes than they take)."""
-        parts, got = [], 0
-        while node is not self.root_node and (last is None or got < last):
-            parts.append(node.value)
-            got += len(node.value)
+        parts, got, root = [], 0, self.root_node
+        while node is not root and (last is None or got < last):
+            value = node.value
+            parts.append(value)
+            got += len(value)
             node = node.parent
-        out = [s for part in reversed(parts) for s in part]
-        return out if last is None or got <= last else out[got - last:]
+        parts.reverse()
+        if last is not None and got > last:  # the shallowest node gives only its tail
+            parts[0] = parts[0][got - last:]
+        out: list[int] = []
+        for part in parts:
+            out += part
+        return out
 
     def check_invariants(self) -> None:
         """Raises InvariantError on the first broken rule (unified_check.py)."""
