@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from operator import itemgetter
 
 from radix.request import SlotAllocator
 
@@ -66,6 +67,8 @@ class SWASlotAllocator:
 
     def translate(self, full_ids: Sequence[int]) -> list[int]:
         """The SWA slot of each full slot (0 where its SWA was freed)."""
+        if len(full_ids) > 1:  # one C call (itemgetter) instead of a loop
+            return list(itemgetter(*full_ids)(self.mapping))
         m = self.mapping
         return [m[f] for f in full_ids]
 
@@ -87,7 +90,7 @@ class SWASlotAllocator:
             return
         ps, m = self.page_size, self.mapping
         if ps == 1:
-            swa_ids = [m[f] for f in full_ids]
+            swa_ids = self.translate(full_ids)
             for f in full_ids:
                 m[f] = 0
         else:

@@ -379,12 +379,16 @@ class UnifiedRadixCache:
         if self._tlru:
             tlru_new_node(leaf, parent)
         self._nodes[leaf.id] = leaf
-        self.evictable_size_[FULL] += len(key)
-        if self._sink is not None:
+        self.evictable_size_[FULL] += len(value)
+        sink = self._sink
+        if sink is not None:
             self._emit(ev.NodeInserted(leaf.id, parent.id, tokens(key.token_ids),
                                        tokens(leaf.value), priority, t, key.extra_key,
                                        key.cache_salt))
-        self.update_leaf(leaf)
+        # a fresh leaf is unlocked in every component: an evictable leaf; its parent is not
+        self._leaves.add(leaf)
+        if sink is not None:
+            sink.emit(ev.LeafSetChanged((leaf.id,), ()))
         self.update_leaf(parent)
         return leaf
 
@@ -411,7 +415,7 @@ class UnifiedRadixCache:
         if self._sink is not None:
             self._emit(ev.NodeSplit(child.id, new.id, new.parent.id, split_len, created,
                                     new.creation_time if new.creation_time != created else None))
-        self.update_leaf(new)
+        # (`new` has a child and was never listed: no evictable leaf, nothing to update)
         self.update_leaf(child)
         self._leaves.touch(child)
         return new

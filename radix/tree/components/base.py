@@ -117,8 +117,11 @@ class LRUList:
         recent, its ancestors right behind it (reset_node_and_parents_mru)."""
         prev = self.head
         for cd in path:
-            self._unlink(cd)
-            self._link_after(prev, cd)
+            if cd.prev is not prev:  # (an entry already in its place stays)
+                cd.prev.next, cd.next.prev = cd.next, cd.prev
+                nxt = prev.next
+                cd.prev, cd.next = prev, nxt
+                nxt.prev = prev.next = cd
             prev = cd
 
     def prev_no_lock(self, cd: ComponentData) -> ComponentData | None:

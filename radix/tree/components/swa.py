@@ -166,23 +166,26 @@ class SWAComponent(TreeComponent):
         where the window fills; the receipt keeps that uuid (None: the walk hit the root)."""
         cache = self.cache
         root, covered, uuid, sizes_moved = cache.root_node, 0, None, 0
+        window, sink = self.window, cache._sink
         x = node
-        while x is not root and covered < self.window:
+        while x is not root and covered < window:
             cd = x.component_data[SWA]
             moved = len(cd.value) if cd.lock_ref == 0 and cd.value is not None else 0
             sizes_moved += moved
             cd.lock_ref += 1
             covered += len(x.value)
-            if covered >= self.window:
+            if covered >= window:
                 if cd.uuid is None:
                     self._uuid += 1
                     cd.uuid = self._uuid
                 uuid = cd.uuid
-            self._emit_lock(x, cd, 1, moved)
+            if sink is not None:
+                sink.emit(ev.ComponentLockChanged(x.id, "swa", cd.lock_ref, 1, moved))
             x = x.parent
-        cache.evictable_size_[SWA] -= sizes_moved
-        cache.protected_size_[SWA] += sizes_moved
-        return receipt._replace(swa_uuid=uuid)
+        if sizes_moved:
+            cache.evictable_size_[SWA] -= sizes_moved
+            cache.protected_size_[SWA] += sizes_moved
+        return LockReceipt(receipt.node_id, receipt.skipped, uuid)
 
     def release(self, node, receipt: LockReceipt) -> None:
         self._unlock_window(node, receipt.swa_uuid, early=False)
@@ -194,17 +197,21 @@ class SWAComponent(TreeComponent):
 
     def _unlock_window(self, node, uuid: int | None, early: bool) -> None:
         cache = self.cache
-        root, x = cache.root_node, node
+        root, x, sink = cache.root_node, node, cache._sink
         while x is not root:
             cd = x.component_data[SWA]
-            if cd.lock_ref <= 0:
+            ref = cd.lock_ref
+            if ref <= 0:
                 raise ValueError(f"SWA release hit lock_ref 0 on node {x.id}")
-            moved = len(cd.value) if cd.lock_ref == 1 and cd.value is not None else 0
-            cd.lock_ref -= 1
-            cache.evictable_size_[SWA] += moved
-            cache.protected_size_[SWA] -= moved
-            self._emit_lock(x, cd, -1, moved)
-            if cd.lock_ref == 0:
+            moved = len(cd.value) if ref == 1 and cd.value is not None else 0
+            cd.lock_ref = ref - 1
+            if moved:
+                cache.evictable_size_[SWA] += moved
+                cache.protected_size_[SWA] -= moved
+            if sink is not None:
+                sink.emit(ev.ComponentLockChanged(x.id, "swa", ref - 1, -1, moved))
+            # a node FULL still locks is no evictable leaf (and is not listed as one)
+            if ref == 1 and x.lock_ref == 0:
                 cache.update_leaf(x)
                 if early and moved and x in cache.evictable_leaves:
                     self.evict_component(x, {SWA: 0}, cause="window")
