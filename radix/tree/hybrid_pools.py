@@ -32,6 +32,8 @@ class SWASlotAllocator:
         self.swa = SlotAllocator(size_swa, check=check, page_size=page_size)
         # full slot -> its SWA slot (0: none), as SGLang's full_to_swa_index_mapping
         self.mapping: list[int] = [0] * ((size // page_size + 2) * page_size)
+        # every slot id in order: a run of ids is compared with a slice of it (see _run_end)
+        self._iota = list(range(len(self.mapping)))
 
     @property
     def size(self) -> int:
@@ -60,17 +62,65 @@ class SWASlotAllocator:
         full = self.full.alloc_extend(last_slot, num_tokens)
         swa_last = None if last_slot is None else self.mapping[last_slot] or None
         swa = self.swa.alloc_extend(swa_last, num_tokens)
-        m = self.mapping
-        for f, w in zip(full, swa):
-            m[f] = w
+        self._scatter(full, swa)
         return full
 
     def translate(self, full_ids: Sequence[int]) -> list[int]:
         """The SWA slot of each full slot (0 where its SWA was freed)."""
-        if len(full_ids) > 1:  # one C call (itemgetter) instead of a loop
+        n = len(full_ids)
+        if self._whole_run(full_ids):
+            lo = full_ids[0]
+            return self.mapping[lo: lo + n]
+        if n > 1:  # one C call (itemgetter) instead of a loop
             return list(itemgetter(*full_ids)(self.mapping))
         m = self.mapping
         return [m[f] for f in full_ids]
+
+    # The mapping is read and written a run of consecutive ids at a time (one slice) where the
+    # ids come in runs, as a fresh pool's and a node's do; any other ids go one by one.
+
+    def _whole_run(self, ids: Sequence[int]) -> bool:
+        """Whether ids are ids[0], ids[0] + 1, ... (at least RUN_MIN of them, in a list)."""
+        n = len(ids)
+        if n < RUN_MIN or ids.__class__ is not list:
+            return False
+        lo = ids[0]
+        return ids[-1] - lo == n - 1 and ids == self._iota[lo: lo + n]
+
+    def _run_end(self, ids: list[int], i: int, n: int) -> int:
+        """The end j of the longest run ids[i:j] = ids[i], ids[i] + 1, ... when it holds at
+        least RUN_MIN ids, else i. The end is searched by the ids' values (binary search for
+        the last position that looks in the run), then the run is checked whole."""
+        lo = ids[i]
+        if ids[n - 1] - lo == n - 1 - i:
+            j = n
+        else:
+            a, b = i, n - 1  # ids[a] looks in the run, ids[b] does not
+            while b - a > 1:
+                mid = (a + b) >> 1
+                if ids[mid] - lo == mid - i:
+                    a = mid
+                else:
+                    b = mid
+            j = a + 1
+        if j - i >= RUN_MIN and ids[i:j] == self._iota[lo: lo + j - i]:
+            return j
+        return i
+
+    def _scatter(self, keys: Sequence[int], values: Sequence[int]) -> None:
+        """mapping[keys[k]] = values[k] for every k."""
+        m, n, i = self.mapping, len(keys), 0
+        if n >= RUN_MIN and keys.__class__ is list:
+            while i < n:
+                j = self._run_end(keys, i, n)
+                if j == i:
+                    break
+                lo = keys[i]
+                m[lo: lo + j - i] = values if j - i == n else values[i:j]
+                i = j
+        if i < n:
+            for f, w in zip(keys[i:], values[i:]) if i else zip(keys, values):
+                m[f] = w
 
     def free(self, full_ids: Sequence[int]) -> None:
         """Both sides (SGLang's free_segment): the SWA peers first, through the mapping."""
@@ -90,9 +140,14 @@ class SWASlotAllocator:
             return
         ps, m = self.page_size, self.mapping
         if ps == 1:
-            swa_ids = self.translate(full_ids)
-            for f in full_ids:
-                m[f] = 0
+            if self._whole_run(full_ids):
+                lo = full_ids[0]
+                swa_ids = m[lo: lo + len(full_ids)]
+                m[lo: lo + len(full_ids)] = [0] * len(full_ids)
+            else:
+                swa_ids = self.translate(full_ids)
+                for f in full_ids:
+                    m[f] = 0
         else:
             swa_ids = []
             for rep in full_ids[::ps]:
@@ -119,6 +174,9 @@ class SWASlotAllocator:
         self.swa.check_invariants()
         peers = [w for w in self.mapping if w]
         assert len(set(peers)) == len(peers), "two full slots map to one SWA slot"
+
+
+RUN_MIN = 16  # fewer ids than this go one by one
 
 
 class MambaSlotPool:
