@@ -59,9 +59,11 @@ class SWASlotAllocator:
         need_pages = -(-max(num_tokens - room, 0) // ps)
         if need_pages * ps > min(self.full.available_size(), self.swa.available_size()):
             return None
-        full = self.full.alloc_extend(last_slot, num_tokens)
-        swa_last = None if last_slot is None else self.mapping[last_slot] or None
-        swa = self.swa.alloc_extend(swa_last, num_tokens)
+        if ps == 1 or last_slot is None:  # nothing to continue: fresh slots on both sides
+            full, swa = self.full.alloc(num_tokens), self.swa.alloc(num_tokens)
+        else:
+            full = self.full.alloc_extend(last_slot, num_tokens)
+            swa = self.swa.alloc_extend(self.mapping[last_slot] or None, num_tokens)
         self._scatter(full, swa)
         return full
 

@@ -23,6 +23,7 @@ def evict_components(cache, requests: dict, targets: dict | None):
     tracker = dict.fromkeys(cache.tree_components, 0)
     if cache.disable:
         return EvictResult(tracker)
+    walked = False  # until a walk runs, no pool has reached its target (each lies above it)
     for comp in cache.comps:
         ct = comp.component_type
         request = requests.get(ct, 0)
@@ -31,9 +32,10 @@ def evict_components(cache, requests: dict, targets: dict | None):
         to_target = ct == FULL and request > 0 and target is not None
         if not to_target and tracker[ct] >= request:
             continue
-        if target is not None and cache.available_size(ct) >= target:
+        if walked and target is not None and cache.available_size(ct) >= target:
             continue
         quota = max(request, tracker[ct] + cache.evictable_size_[FULL]) if to_target else request
+        walked = True
         if ct == FULL:
             _walk_full(cache, quota, tracker, target)
         else:

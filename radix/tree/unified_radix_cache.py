@@ -511,7 +511,8 @@ class UnifiedRadixCache:
             for comp in self.comps:
                 if not skipped or comp.component_type not in skipped:
                     receipt = comp.acquire(node, receipt)
-            self.update_leaf(node)
+            if node.lock_ref == 0 or node in self._leaves.leaves:  # (else: still no leaf)
+                self.update_leaf(node)
         if sink is not None:
             sink.emit(ev.StepEnded(self.num_steps, "inc_lock_ref"))
         self.num_steps += 1
@@ -537,7 +538,8 @@ class UnifiedRadixCache:
                 if skip_swa and comp.internal_priority <= SWAComponent.internal_priority:
                     continue
                 comp.release(node, receipt)
-            self.update_leaf(node)
+            if node.lock_ref == 0 or node in self._leaves.leaves:  # (else: still no leaf)
+                self.update_leaf(node)
         if sink is not None:
             sink.emit(ev.StepEnded(self.num_steps, "dec_lock_ref"))
         self.num_steps += 1
