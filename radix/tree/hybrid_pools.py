@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Sequence
 from operator import itemgetter
 
-from radix.request import SlotAllocator
+from radix.request import SlotAllocator, shared_ids
 
 
 class SWASlotAllocator:
@@ -32,8 +32,6 @@ class SWASlotAllocator:
         self.swa = SlotAllocator(size_swa, check=check, page_size=page_size)
         # full slot -> its SWA slot (0: none), as SGLang's full_to_swa_index_mapping
         self.mapping: list[int] = [0] * ((size // page_size + 2) * page_size)
-        # every slot id in order: a run of ids is compared with a slice of it (see _run_end)
-        self._iota = list(range(len(self.mapping)))
 
     @property
     def size(self) -> int:
@@ -87,7 +85,7 @@ class SWASlotAllocator:
         if n < RUN_MIN or ids.__class__ is not list:
             return False
         lo = ids[0]
-        return ids[-1] - lo == n - 1 and ids == self._iota[lo: lo + n]
+        return ids[-1] - lo == n - 1 and tuple(ids) == shared_ids(lo, lo + n)
 
     def _run_end(self, ids: list[int], i: int, n: int) -> int:
         """The end j of the longest run ids[i:j] = ids[i], ids[i] + 1, ... when it holds at
@@ -105,7 +103,7 @@ class SWASlotAllocator:
                 else:
                     b = mid
             j = a + 1
-        if j - i >= RUN_MIN and ids[i:j] == self._iota[lo: lo + j - i]:
+        if j - i >= RUN_MIN and tuple(ids[i:j]) == shared_ids(lo, lo + j - i):
             return j
         return i
 

@@ -102,6 +102,9 @@ def delete_leaf(cache, node, tracker: dict) -> None:
     cache.full.evict_component(node, tracker)
     for comp in cache.aux:
         comp.evict_component(node, tracker, cause="")
+    data = node.component_data
+    for t in cache._aux_types:  # its data lets go of it (the one reference cycle a node is
+        data[t].node = None     # in), so the node is freed at once, not by the cycle collector
     parent = detach(node, cache.page_size)
     del cache._nodes[node.id]
     cache._leaves.discard(node)
