@@ -186,7 +186,7 @@ class FreeListIds:
     def take(self, num_tokens: int, num_pages: int) -> list[int]:
         """`num_pages` pages (counted by the pool already) as `num_tokens` slot ids."""
         fresh = min(num_pages, self.num_pages + 1 - self.next_fresh)
-        pages = list(shared_ids(self.next_fresh, self.next_fresh + fresh))
+        pages = shared_ids(self.next_fresh, self.next_fresh + fresh)
         self.next_fresh += fresh
         rest = num_pages - fresh
         if rest:
@@ -217,7 +217,7 @@ class FreeListIds:
         rest = self.pool.alloc(num_tokens - fill)
         if rest is None:
             return None
-        return list(shared_ids(last_slot + 1, last_slot + 1 + fill)) + rest
+        return shared_ids(last_slot + 1, last_slot + 1 + fill) + rest
 
     def can_continue(self, last_slot: int, num_tokens: int) -> bool:
         return False  # a list of ids never grows in place
@@ -252,21 +252,21 @@ class FreeListIds:
             assert not self.in_use.intersection(self.queue[self.head :]), "slot free and used"
 
 
-_SHARED_IDS: tuple[int, ...] = ()
+_SHARED_IDS: list[int] = []
 
 
-def shared_ids(lo: int, hi: int) -> tuple[int, ...]:
-    """The ints lo .. hi - 1, each one object shared by every pool that hands out lists of ids
-    (a run of ids then compares equal to this slice pointer by pointer: SWASlotAllocator reads
-    its mapping a run at a time). Grows to the largest id asked for.
+def shared_ids(lo: int, hi: int) -> list[int]:
+    """The ints lo .. hi - 1 (a new list), each one object shared by every pool that hands out
+    lists of ids: a run of ids then compares equal to this slice pointer by pointer
+    (SWASlotAllocator reads and writes its mapping a run at a time). Grows to the largest id
+    asked for.
 
     >>> shared_ids(3, 6), shared_ids(700, 701)[0] is shared_ids(700, 701)[0]
-    ((3, 4, 5), True)
+    ([3, 4, 5], True)
     """
-    global _SHARED_IDS
     have = len(_SHARED_IDS)
     if hi > have:
-        _SHARED_IDS += tuple(range(have, max(hi, have + have // 4 + 1024)))
+        _SHARED_IDS.extend(range(have, max(hi, have + have // 4 + 1024)))
     return _SHARED_IDS[lo:hi]
 
 

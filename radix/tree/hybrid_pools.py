@@ -85,7 +85,7 @@ class SWASlotAllocator:
         if n < RUN_MIN or ids.__class__ is not list:
             return False
         lo = ids[0]
-        return ids[-1] - lo == n - 1 and tuple(ids) == shared_ids(lo, lo + n)
+        return ids[-1] - lo == n - 1 and ids == shared_ids(lo, lo + n)
 
     def _run_end(self, ids: list[int], i: int, n: int) -> int:
         """The end j of the longest run ids[i:j] = ids[i], ids[i] + 1, ... when it holds at
@@ -103,7 +103,7 @@ class SWASlotAllocator:
                 else:
                     b = mid
             j = a + 1
-        if j - i >= RUN_MIN and tuple(ids[i:j]) == shared_ids(lo, lo + j - i):
+        if j - i >= RUN_MIN and (ids if j - i == n else ids[i:j]) == shared_ids(lo, lo + j - i):
             return j
         return i
 
@@ -154,7 +154,7 @@ class SWASlotAllocator:
                 swa_ids.append(m[rep])
                 base = rep - rep % ps
                 m[base: base + ps] = [0] * ps
-        if 0 in swa_ids:
+        if not all(swa_ids):  # (0 in swa_ids, by truth: no compare per id)
             raise ValueError(f"a full slot of {list(full_ids)[:8]}... has no SWA peer to free "
                              "(freed twice?)")
         self.swa.free(swa_ids)
