@@ -186,7 +186,7 @@ class FreeListIds:
     def take(self, num_tokens: int, num_pages: int) -> list[int]:
         """`num_pages` pages (counted by the pool already) as `num_tokens` slot ids."""
         fresh = min(num_pages, self.num_pages + 1 - self.next_fresh)
-        pages = shared_ids(self.next_fresh, self.next_fresh + fresh)
+        pages = shared_ids(self.next_fresh, self.next_fresh + fresh) if fresh else []
         self.next_fresh += fresh
         rest = num_pages - fresh
         if rest:
@@ -252,7 +252,7 @@ class FreeListIds:
             assert not self.in_use.intersection(self.queue[self.head :]), "slot free and used"
 
 
-_SHARED_IDS: list[int] = []
+SHARED_IDS: list[int] = []  # 0, 1, 2, ...: see shared_ids
 
 
 def shared_ids(lo: int, hi: int) -> list[int]:
@@ -264,10 +264,10 @@ def shared_ids(lo: int, hi: int) -> list[int]:
     >>> shared_ids(3, 6), shared_ids(700, 701)[0] is shared_ids(700, 701)[0]
     ([3, 4, 5], True)
     """
-    have = len(_SHARED_IDS)
+    have = len(SHARED_IDS)
     if hi > have:
-        _SHARED_IDS.extend(range(have, max(hi, have + have // 4 + 1024)))
-    return _SHARED_IDS[lo:hi]
+        SHARED_IDS.extend(range(have, max(hi, have + have // 4 + 1024)))
+    return SHARED_IDS[lo:hi]
 
 
 class FreshRuns:

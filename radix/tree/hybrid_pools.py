@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Sequence
 from operator import itemgetter
 
-from radix.request import SlotAllocator, shared_ids
+from radix.request import SHARED_IDS, SlotAllocator
 
 
 class SWASlotAllocator:
@@ -85,7 +85,7 @@ class SWASlotAllocator:
         if n < RUN_MIN or ids.__class__ is not list:
             return False
         lo = ids[0]
-        return ids[-1] - lo == n - 1 and ids == shared_ids(lo, lo + n)
+        return ids[-1] - lo == n - 1 and ids == SHARED_IDS[lo: lo + n]
 
     def _run_end(self, ids: list[int], i: int, n: int) -> int:
         """The end j of the longest run ids[i:j] = ids[i], ids[i] + 1, ... when it holds at
@@ -103,7 +103,7 @@ class SWASlotAllocator:
                 else:
                     b = mid
             j = a + 1
-        if j - i >= RUN_MIN and (ids if j - i == n else ids[i:j]) == shared_ids(lo, lo + j - i):
+        if j - i >= RUN_MIN and (ids if j - i == n else ids[i:j]) == SHARED_IDS[lo: lo + j - i]:
             return j
         return i
 

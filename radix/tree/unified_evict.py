@@ -113,4 +113,5 @@ def delete_leaf(cache, node, tracker: dict) -> None:
         cache._sink.emit(ev.LeafSetChanged((), (node.id,)))
         cache._sink.emit(ev.NodeEvicted(node.id, parent.id, len(slot_ids), tuple(slot_ids),
                                         node.heap_key))
-    cache.update_leaf(parent)
+    if not parent.children or parent in cache.evictable_leaves:  # (else: still no leaf)
+        cache.update_leaf(parent)

@@ -203,7 +203,7 @@ class UnifiedRadixCache:
             if child is None:
                 break
             m = self._edge_match(child, tok, pos, n)
-            cut = m < len(child.key)
+            cut = m < len(child.value)  # (a live node's value is as long as its key)
             if cut:
                 child = self._split_node(child, m)
             values.append(child.value)
@@ -317,7 +317,7 @@ class UnifiedRadixCache:
                 break
             child.last_access_time = t
             m = self._edge_match(child, tok, pos, n)
-            if m < len(child.key):
+            if m < len(child.value):
                 child = self._split_node(child, m)
             if child.priority < priority:
                 child.priority = priority
@@ -361,7 +361,7 @@ class UnifiedRadixCache:
         if node is not self.root_node:
             for refresh in self._hooks.refresh_insert_end:
                 refresh(node)
-        if is_new and pos + len(node.key) > params.inserted_len:
+        if is_new and pos + len(node.value) > params.inserted_len:
             node.hit_count += 1  # (SGLang measures the leaf after commit's SWA window cap)
             first = len(path) if first is None else first
         self._leaves.touch(node)
@@ -386,10 +386,12 @@ class UnifiedRadixCache:
                                        tokens(leaf.value), priority, t, key.extra_key,
                                        key.cache_salt))
         # a fresh leaf is unlocked in every component: an evictable leaf; its parent is not
-        self._leaves.add(leaf)
+        leaves = self._leaves
+        leaves.add(leaf)
         if sink is not None:
             sink.emit(ev.LeafSetChanged((leaf.id,), ()))
-        self.update_leaf(parent)
+        if parent in leaves.leaves:
+            self.update_leaf(parent)
         return leaf
 
     def split_node(self, child, split_len: int) -> UnifiedTreeNode:
@@ -506,7 +508,7 @@ class UnifiedRadixCache:
         if sink is not None:
             sink.emit(ev.StepStarted(self.num_steps, "inc_lock_ref", rid))
         skipped = tuple(skip) if skip else ()
-        receipt = LockReceipt(node.id, skipped)
+        receipt = tuple.__new__(LockReceipt, (node.id, skipped, None))
         if not self.disable:
             for comp in self.comps:
                 if not skipped or comp.component_type not in skipped:
@@ -538,8 +540,8 @@ class UnifiedRadixCache:
                 if skip_swa and comp.internal_priority <= SWAComponent.internal_priority:
                     continue
                 comp.release(node, receipt)
-            if node.lock_ref == 0 or node in self._leaves.leaves:  # (else: still no leaf)
-                self.update_leaf(node)
+            if (node.lock_ref == 0 and not node.children) or node in self._leaves.leaves:
+                self.update_leaf(node)  # (else it is no leaf, and is not listed as one)
         if sink is not None:
             sink.emit(ev.StepEnded(self.num_steps, "dec_lock_ref"))
         self.num_steps += 1
@@ -687,23 +689,6 @@ def _as_key(key) -> RadixKey:
         raise TypeError(f"expected a RadixKey or a sequence of token ids, "
                         f"got {type(key).__name__}")
     return RadixKey(tokens(key) if isinstance(key, TokenRuns) else list(key))
-
-
-def _child_key(key: RadixKey, tok, pos: int, ps: int):
-    """The children-dict key of the edge starting at `pos` (RadixKey.child_key at an offset)."""
-    first = tok[pos] if ps == 1 else tuple(tok[pos: pos + ps])
-    ns = key.namespace
-    return first if ns is None else (ns, first)
-
-
-def _edge_match(edge, tok, pos: int, n: int, ps: int) -> int:
-    """Tokens of `edge` that tok[pos:n] matches, page-floored (at least one page: the child
-    key matched)."""
-    m = len(edge)
-    if n - pos >= m and tok[pos: pos + m] == edge:
-        return m
-    m = gallop_match(edge, tok[pos:n])
-    return m - m % ps
 
 
 class _Hooks:

@@ -142,7 +142,7 @@ class SWAComponent(TreeComponent):
         if not is_new_leaf:
             return
         start = result.prefix_len
-        live = self._clip(node, start, start + len(node.key), params.swa_evicted_seqlen)
+        live = self._clip(node, start, start + len(node.value), params.swa_evicted_seqlen)
         if live is None:
             return  # the whole new leaf is out of the window: an SWA tombstone leaf
         parent = self._cap_leaf(node)
@@ -156,9 +156,10 @@ class SWAComponent(TreeComponent):
         if leaf.component_data[SWA].lock_ref > 0:
             return None
         tail = ceil_align(self.window, self.cache.page_size)
-        if len(leaf.key) <= tail:
+        n = len(leaf.value)  # (as long as its key)
+        if n <= tail:
             return None
-        return self.cache.split_node(leaf, len(leaf.key) - tail)
+        return self.cache.split_node(leaf, n - tail)
 
     # ------------------------------------------------------------------------------ locks
     def acquire(self, node, receipt: LockReceipt) -> LockReceipt:
@@ -185,7 +186,7 @@ class SWAComponent(TreeComponent):
         if sizes_moved:
             cache.evictable_size_[SWA] -= sizes_moved
             cache.protected_size_[SWA] += sizes_moved
-        return LockReceipt(receipt.node_id, receipt.skipped, uuid)
+        return tuple.__new__(LockReceipt, (receipt.node_id, receipt.skipped, uuid))
 
     def release(self, node, receipt: LockReceipt) -> None:
         self._unlock_window(node, receipt.swa_uuid, early=False)
