@@ -68,24 +68,19 @@ class SWASlotAllocator:
     def translate(self, full_ids: Sequence[int]) -> list[int]:
         """The SWA slot of each full slot (0 where its SWA was freed)."""
         n = len(full_ids)
-        if self._whole_run(full_ids):
+        if n >= RUN_MIN and full_ids.__class__ is list:
             lo = full_ids[0]
-            return self.mapping[lo: lo + n]
+            if full_ids[-1] - lo == n - 1 and full_ids == SHARED_IDS[lo: lo + n]:
+                return self.mapping[lo: lo + n]  # a run: one slice
         if n > 1:  # one C call (itemgetter) instead of a loop
             return list(itemgetter(*full_ids)(self.mapping))
         m = self.mapping
         return [m[f] for f in full_ids]
 
     # The mapping is read and written a run of consecutive ids at a time (one slice) where the
-    # ids come in runs, as a fresh pool's and a node's do; any other ids go one by one.
-
-    def _whole_run(self, ids: Sequence[int]) -> bool:
-        """Whether ids are ids[0], ids[0] + 1, ... (at least RUN_MIN of them, in a list)."""
-        n = len(ids)
-        if n < RUN_MIN or ids.__class__ is not list:
-            return False
-        lo = ids[0]
-        return ids[-1] - lo == n - 1 and ids == SHARED_IDS[lo: lo + n]
+    # ids come in runs, as a fresh pool's and a node's do; any other ids go one by one. A run
+    # is checked whole against SHARED_IDS (the pools' ids are those very objects: one pointer
+    # compare per id).
 
     def _run_end(self, ids: list[int], i: int, n: int) -> int:
         """The end j of the longest run ids[i:j] = ids[i], ids[i] + 1, ... when it holds at
@@ -140,10 +135,11 @@ class SWASlotAllocator:
             return
         ps, m = self.page_size, self.mapping
         if ps == 1:
-            if self._whole_run(full_ids):
-                lo = full_ids[0]
-                swa_ids = m[lo: lo + len(full_ids)]
-                m[lo: lo + len(full_ids)] = [0] * len(full_ids)
+            n, lo = len(full_ids), full_ids[0]
+            if n >= RUN_MIN and full_ids.__class__ is list and full_ids[-1] - lo == n - 1 \
+                    and full_ids == SHARED_IDS[lo: lo + n]:  # a run: one slice each
+                swa_ids = m[lo: lo + n]
+                m[lo: lo + n] = [0] * n
             else:
                 swa_ids = self.translate(full_ids)
                 for f in full_ids:

@@ -122,7 +122,8 @@ class UnifiedRadixCache:
         self._aux_types = tuple(int(c.component_type) for c in self.aux)
         self.full: FullComponent = self.components[FULL]
         self._slots = max(types) + 1  # length of a node's component_data list
-        self._comps_reversed = self.comps[::-1]  # the order locks are released in
+        self._acquires = tuple(c.acquire for c in self.comps)  # (bound once)
+        self._releases = tuple(c.release for c in reversed(self.comps))  # auxiliary first
         self._hooks = _Hooks(self.comps)
         self._probe = PrefixProbe()  # compares long first edges without slicing the key
         self.num_steps = 0
@@ -510,9 +511,13 @@ class UnifiedRadixCache:
         skipped = tuple(skip) if skip else ()
         receipt = tuple.__new__(LockReceipt, (node.id, skipped, None))
         if not self.disable:
-            for comp in self.comps:
-                if not skipped or comp.component_type not in skipped:
-                    receipt = comp.acquire(node, receipt)
+            if not skipped:
+                for acquire in self._acquires:
+                    receipt = acquire(node, receipt)
+            else:
+                for comp in self.comps:
+                    if comp.component_type not in skipped:
+                        receipt = comp.acquire(node, receipt)
             if node.lock_ref == 0 or node in self._leaves.leaves:  # (else: still no leaf)
                 self.update_leaf(node)
         if sink is not None:
@@ -534,12 +539,16 @@ class UnifiedRadixCache:
             sink.emit(ev.StepStarted(self.num_steps, "dec_lock_ref", rid))
         if not self.disable:
             skipped = receipt.skipped
-            for comp in self._comps_reversed:
-                if skipped and comp.component_type in skipped:
-                    continue
-                if skip_swa and comp.internal_priority <= SWAComponent.internal_priority:
-                    continue
-                comp.release(node, receipt)
+            if not skipped and not skip_swa:
+                for release in self._releases:
+                    release(node, receipt)
+            else:
+                for comp in reversed(self.comps):
+                    if skipped and comp.component_type in skipped:
+                        continue
+                    if skip_swa and comp.internal_priority <= SWAComponent.internal_priority:
+                        continue
+                    comp.release(node, receipt)
             if (node.lock_ref == 0 and not node.children) or node in self._leaves.leaves:
                 self.update_leaf(node)  # (else it is no leaf, and is not listed as one)
         if sink is not None:

@@ -169,19 +169,21 @@ class SWAComponent(TreeComponent):
         root, covered, uuid, sizes_moved = cache.root_node, 0, None, 0
         window, sink = self.window, cache._sink
         x = node
-        while x is not root and covered < window:
+        while x is not root:
             cd = x.component_data[SWA]
-            moved = len(cd.value) if cd.lock_ref == 0 and cd.value is not None else 0
+            ref = cd.lock_ref
+            moved = len(cd.value) if ref == 0 and cd.value is not None else 0
             sizes_moved += moved
-            cd.lock_ref += 1
-            covered += len(x.value)
-            if covered >= window:
-                if cd.uuid is None:
-                    self._uuid += 1
-                    cd.uuid = self._uuid
-                uuid = cd.uuid
+            cd.lock_ref = ref + 1
             if sink is not None:
-                sink.emit(ev.ComponentLockChanged(x.id, "swa", cd.lock_ref, 1, moved))
+                sink.emit(ev.ComponentLockChanged(x.id, "swa", ref + 1, 1, moved))
+            covered += len(x.value)
+            if covered >= window:  # the window fills here: its boundary's stamp
+                uuid = cd.uuid
+                if uuid is None:
+                    self._uuid += 1
+                    uuid = cd.uuid = self._uuid
+                break
             x = x.parent
         if sizes_moved:
             cache.evictable_size_[SWA] -= sizes_moved
