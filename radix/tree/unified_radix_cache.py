@@ -51,8 +51,8 @@ from radix.tree.radix_cache import (
     RadixKey,
     TreeNode,
     attach,
-    cut_edge,
     get_strategy,
+    page_at,
     tlru_new_node,
     tlru_split,
 )
@@ -402,12 +402,25 @@ class UnifiedRadixCache:
 
     def _split_node(self, child, split_len: int) -> UnifiedTreeNode:
         created = self.clock()
-        new = self._new_node(self._next_id, child.key[:split_len], child.value[:split_len],
-                             created)
+        key, value, ps = child.key, child.value, self.page_size
+        new = self._new_node(self._next_id, key[:split_len], value[:split_len], created)
         self._next_id += 1
-        child.value = child.value[split_len:]
+        child.value = value[split_len:]
         child.guarded_key = None
-        cut_edge(child, new, self.page_size)  # FULL's lock_ref, hit_count, priority go up too
+        # cut_edge's links: new goes between child and its parent, taking child's slot in the
+        # parent's dict and FULL's lock_ref, hit_count and priority
+        parent = new.parent = child.parent
+        new.lock_ref, new.hit_count, new.priority = child.lock_ref, child.hit_count, child.priority
+        rest = child.key = key[split_len:]
+        child.parent = new
+        upper, lower = new.key.token_ids, rest.token_ids
+        upper, lower = (upper[0], lower[0]) if ps == 1 else (page_at(upper, 0, ps),
+                                                              page_at(lower, 0, ps))
+        if key.extra_key is not None or key.cache_salt is not None:
+            ns = (key.extra_key, key.cache_salt)
+            upper, lower = (ns, upper), (ns, lower)
+        new.children = {lower: child}
+        parent.children[upper] = new
         new.creation_time = child.creation_time
         if self._tlru:
             tlru_split(new, child, split_len)

@@ -205,7 +205,13 @@ class TreeComponent:
         protected when the node is locked (SGLang's set_component_device_value)."""
         cd = node.component_data[self.component_type]
         cd.value = value
-        self.lru.insert_mru(cd)
+        lru = self.lru  # (LRUList.insert_mru)
+        assert cd.next is None, "already listed"
+        head = lru.head
+        nxt = head.next
+        cd.prev, cd.next = head, nxt
+        nxt.prev = head.next = cd
+        lru.size += 1
         cache, ct = self.cache, self.component_type
         sizes = cache.protected_size_ if cd.lock_ref else cache.evictable_size_
         sizes[ct] += self.size_of(value)
@@ -226,7 +232,10 @@ class TreeComponent:
         n = self.size_of(cd.value)
         self.free_value(node, cd.value)
         cd.value = None
-        self.lru.remove(cd)
+        assert cd.next is not None, "not listed"  # (LRUList.remove)
+        cd.prev.next, cd.next.prev = cd.next, cd.prev
+        cd.prev = cd.next = None
+        self.lru.size -= 1
         cache, ct = self.cache, self.component_type
         cache.evictable_size_[ct] -= n
         tracker[ct] += n

@@ -71,25 +71,26 @@ class SWAComponent(TreeComponent):
         result.swa_branching_seqlen = aligned if aligned > result.prefix_len else None
         return result
 
-    def refresh_match_end(self, node) -> None:
-        self._refresh_window(node)
-
-    def refresh_insert_end(self, node) -> None:
-        self._refresh_window(node)
-
     def _refresh_window(self, node) -> None:
         """The node and its ancestors within a window (+ a page) that hold SWA data become the
-        most recent, the deepest first (reset_node_and_window_ancestors_mru)."""
-        root, span = self.cache.root_node, self.window + self.cache.page_size
-        path, acc = [], 0
+        most recent, the deepest first (reset_node_and_window_ancestors_mru: LRUList's
+        reset_path_mru, done as the walk goes)."""
+        cache = self.cache
+        root, span = cache.root_node, self.window + cache.page_size
+        prev, acc = self.lru.head, 0
         while node is not root and acc < span:
             cd = node.component_data[SWA]
             if cd.value is not None:
-                path.append(cd)
+                if cd.prev is not prev:  # (an entry already in its place stays)
+                    cd.prev.next, cd.next.prev = cd.next, cd.prev
+                    nxt = prev.next
+                    cd.prev, cd.next = prev, nxt
+                    nxt.prev = prev.next = cd
+                prev = cd
             acc += len(node.value)
             node = node.parent
-        if path:
-            self.lru.reset_path_mru(path)
+
+    refresh_match_end = refresh_insert_end = _refresh_window
 
     # ----------------------------------------------------------------------- split, insert
     def on_split(self, new, child) -> None:
