@@ -431,8 +431,8 @@ class UnifiedRadixCache:
         if self._sink is not None:
             self._emit(ev.NodeSplit(child.id, new.id, new.parent.id, split_len, created,
                                     new.creation_time if new.creation_time != created else None))
-        # (`new` has a child and was never listed: no evictable leaf, nothing to update)
-        self.update_leaf(child)
+        # the leaf set stays: `new` has a child and was never listed; child keeps its children,
+        # its locks and its slots, so its standing
         self._leaves.touch(child)
         return new
 

@@ -192,14 +192,14 @@ class SWAComponent(TreeComponent):
         return tuple.__new__(LockReceipt, (receipt.node_id, receipt.skipped, uuid))
 
     def release(self, node, receipt: LockReceipt) -> None:
-        self._unlock_window(node, receipt.swa_uuid, early=False)
+        self._unlock_window(node, receipt.swa_uuid)
 
     def release_window_lock(self, node, uuid: int | None) -> None:
         """dec_swa_lock_only's SWA part: the same walk; a device leaf it unlocks loses its
         SWA slots at once."""
         self._unlock_window(node, uuid, early=True)
 
-    def _unlock_window(self, node, uuid: int | None, early: bool) -> None:
+    def _unlock_window(self, node, uuid: int | None, early: bool = False) -> None:
         cache = self.cache
         root, x, sink = cache.root_node, node, cache._sink
         while x is not root:
@@ -222,11 +222,6 @@ class SWAComponent(TreeComponent):
             if uuid and cd.uuid == uuid:
                 break
             x = x.parent
-
-    def _emit_lock(self, node, cd, delta: int, moved: int) -> None:
-        if self.cache._sink is not None:
-            self.cache._sink.emit(ev.ComponentLockChanged(node.id, "swa", cd.lock_ref, delta,
-                                                          moved))
 
     # -------------------------------------------------------------------- a request's KV
     def prepare_for_caching_req(self, req, state, params, token_ids_len: int,
