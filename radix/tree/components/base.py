@@ -165,6 +165,8 @@ class TreeComponent:
     def __init__(self, cache: Any) -> None:  # the UnifiedRadixCache it serves
         self.cache = cache
         self.lru = LRUList()
+        # a value counts its length (size_of not overridden): read inline, no call
+        self._sized_by_len = type(self).size_of is TreeComponent.size_of
 
     # -- data on a node
     def data(self, node) -> ComponentData:
@@ -214,7 +216,7 @@ class TreeComponent:
         lru.size += 1
         cache, ct = self.cache, self.component_type
         sizes = cache.protected_size_ if cd.lock_ref else cache.evictable_size_
-        sizes[ct] += self.size_of(value)
+        sizes[ct] += len(value) if self._sized_by_len else self.size_of(value)
         if cache._sink is not None:
             cache._sink.emit(ev.ComponentStored(node.id, str(ct), tuple(value), recovered))
 
@@ -229,8 +231,9 @@ class TreeComponent:
         cd = node.component_data[self.component_type]
         if cd.value is None:
             return 0
-        n = self.size_of(cd.value)
-        self.free_value(node, cd.value)
+        value = cd.value
+        n = len(value) if self._sized_by_len else self.size_of(value)
+        self.free_value(node, value)
         cd.value = None
         assert cd.next is not None, "not listed"  # (LRUList.remove)
         cd.prev.next, cd.next.prev = cd.next, cd.prev
