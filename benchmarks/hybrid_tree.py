@@ -12,6 +12,9 @@ their double-free bookkeeping (check=False), as SGLang's do.
 Contestants: ours: RadixCache (flavor "unified"), UnifiedRadixCache with FULL, FULL+SWA
 (window 128) and FULL+MAMBA (chunk 64, extra_buffer); with --sglang ROOT (an unpacked wheel),
 SGLang's UnifiedRadixCache, Rust TreeCore, FULL+SWA and FULL+MAMBA over its own pools on CPU.
+With --other ROOT (another checkout, e.g. `git archive main | tar -x -C /tmp/main`), each round
+also runs that checkout's four contestants of ours, one round in a fresh subprocess: before and
+after figures from one run.
 
     python benchmarks/hybrid_tree.py --rounds 7 --requests 300 --sglang /tmp/sgl/ex
 """
@@ -22,6 +25,7 @@ import argparse
 import json
 import random
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -101,31 +105,73 @@ def contestants(sglang: Path | None) -> dict:
     return out
 
 
+# one round of another checkout's contestants of ours, in a fresh process (its own code)
+OTHER_ROUND = r"""
+import json, sys, time
+sys.path.insert(0, ".")
+sys.argv = ["x"]
+import benchmarks.hybrid_tree as h
+prompts, runners = h.workload(%d), h.contestants(None)
+names = list(runners)
+out = {}
+for name in names[%d %% len(names):] + names[:%d %% len(names)]:
+    t0 = time.process_time()
+    runners[name](prompts)
+    out[name] = (time.process_time() - t0) / len(prompts)
+print(json.dumps(out))
+"""
+
+
+def other_round(root: Path, requests: int, r: int) -> dict[str, float]:
+    done = subprocess.run([sys.executable, "-c", OTHER_ROUND % (requests, r, r)], cwd=root,
+                          check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def table(med: dict[str, float]) -> dict[str, dict]:
+    base, full = med["ours RadixCache"], med["ours unified FULL"]
+    return {n: {"us_per_request": round(m * 1e6, 1), "x_radix_cache": round(m / base, 2),
+                "x_unified_full": round(m / full, 2)} for n, m in med.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--sglang", type=Path, default=None, help="folder of the unpacked wheel")
+    ap.add_argument("--other", type=Path, default=None,
+                    help="another checkout whose contestants of ours run beside (before/after)")
     args = ap.parse_args()
     prompts = workload(args.requests)
     runners = contestants(args.sglang)
     names = list(runners)
     times: dict[str, list[float]] = {n: [] for n in names}
+    other: dict[str, list[float]] = {}
     for r in range(args.rounds):
+        if args.other is not None and r % 2:  # the other checkout first every other round
+            for n, t in other_round(args.other, args.requests, r).items():
+                other.setdefault(n, []).append(t)
         for name in names[r % len(names):] + names[: r % len(names)]:
             t0 = time.process_time()
             runners[name](prompts)
             times[name].append((time.process_time() - t0) / len(prompts))
-    med = {n: statistics.median(t) for n, t in times.items()}
-    base, full = med["ours RadixCache"], med["ours unified FULL"]
-    rows = {n: {"us_per_request": round(m * 1e6, 1), "x_radix_cache": round(m / base, 2),
-                "x_unified_full": round(m / full, 2)} for n, m in med.items()}
-    print(json.dumps({"requests": args.requests, "rounds": args.rounds,
-                      "clock": "process CPU time", "results": rows}, indent=1))
+        if args.other is not None and not r % 2:
+            for n, t in other_round(args.other, args.requests, r).items():
+                other.setdefault(n, []).append(t)
+    rows = table({n: statistics.median(t) for n, t in times.items()})
+    out = {"requests": args.requests, "rounds": args.rounds, "clock": "process CPU time",
+           "results": rows}
+    if other:
+        out["other"] = {"root": str(args.other),
+                        "results": table({n: statistics.median(t) for n, t in other.items()})}
+    print(json.dumps(out, indent=1))
     print(f"\n{'contestant':26} {'us/request':>11} {'x RadixCache':>13} {'x unified FULL':>15}")
     for n, row in rows.items():
         print(f"{n:26} {row['us_per_request']:11,.1f} {row['x_radix_cache']:13.2f} "
               f"{row['x_unified_full']:15.2f}")
+    for n, row in out.get("other", {}).get("results", {}).items():
+        print(f"{'other: ' + n[5:]:26} {row['us_per_request']:11,.1f} "
+              f"{row['x_radix_cache']:13.2f} {row['x_unified_full']:15.2f}")
 
 
 if __name__ == "__main__":
