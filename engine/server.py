@@ -9,7 +9,9 @@ tree's hit split into device and host (loaded back) tokens; host 0 without --hos
 answer names its replica in the `x-radixlens-replica` header. A request is tokenized once,
 routed (with its conversation id, engine/openai_api.py's `session_of`: vLLM's `session_id` /
 `X-Session-ID`, SGLang's `X-SMG-Routing-Key`), and streamed from its replica's thread through
-an asyncio queue.
+an asyncio queue. Before any of that, work is bounded (engine/admission.py): the body's bytes,
+the prompt's characters against the context, tokenizing on copies of the tokenizer outside the
+replicas' lock. Every error is OpenAI's shape with its status (a server fault: 500, logged).
 Leaves out: aborting a request whose client went away (it runs to its max_tokens), auth, CORS.
 """
 
@@ -17,16 +19,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 
+from engine.admission import DEFAULT_MAX_BODY_BYTES, BodyLimit, Refused, Tokenizers
 from engine.cluster import Cluster
-from engine.handles import TOKENIZER_LOCK
 from engine.openai_api import (
     ChatRequest,
     CompletionRequest,
@@ -44,6 +49,9 @@ from engine.openai_api import (
 from engine.sampling import SamplingParams, first_stop, held_back
 
 REPLICA_HEADER = "x-radixlens-replica"
+log = logging.getLogger("engine.server")
+KINDS = {400: "BadRequestError", 404: "NotFoundError", 405: "MethodNotAllowedError",
+         408: "RequestTimeoutError", 413: "RequestTooLargeError", 503: "ServiceUnavailableError"}
 
 
 class ApiError(Exception):
@@ -53,34 +61,37 @@ class ApiError(Exception):
 
 
 class Server:
-    """What the endpoints share: the cluster, the model's name and the default max_tokens."""
+    """What the endpoints share: the cluster, the model's name and the default max_tokens.
+    `max_context` lowers the replicas' context length (vLLM's --max-model-len; None: theirs)."""
 
-    def __init__(self, cluster: Cluster, model_name: str, default_max_tokens: int = 256) -> None:
+    def __init__(self, cluster: Cluster, model_name: str, default_max_tokens: int = 256,
+                 max_context: int | None = None) -> None:
         self.cluster, self.model_name = cluster, model_name
         self.default_max_tokens = default_max_tokens
         self.tokenizer = cluster.loaded.tokenizer
-        self.max_context = cluster.replicas[0].max_context
+        own = cluster.replicas[0].max_context
+        self.max_context = own if max_context is None else min(max_context, own or max_context)
+        self.tokenizers = Tokenizers(self.tokenizer, self.max_context)
 
     def check_model(self, model: str | None) -> None:
         if model is not None and model != self.model_name:
             raise ApiError(f"The model `{model}` does not exist.", 404, "NotFoundError")
 
-    def tokenize(self, prompt: Any = None, messages: list[dict] | None = None) -> list[int]:
-        with TOKENIZER_LOCK:
-            if messages is not None:
-                return list(self.tokenizer.apply_chat_template(
-                    messages, add_generation_prompt=True, tokenize=True,
-                    return_dict=True)["input_ids"])
-            if isinstance(prompt, list):
-                return list(prompt)
-            return list(self.tokenizer(prompt)["input_ids"])
+    def tokenize(self, prompt: Any = None, messages: list[dict] | None = None,
+                 new_tokens: int = 0) -> list[int]:
+        """Token ids, the prompt first bounded by its characters (engine/admission.py)."""
+        return self.tokenizers.encode(prompt, messages, new_tokens)
 
     def decode(self, token_ids: list[int]) -> str:
-        with TOKENIZER_LOCK:
-            return self.tokenizer.decode(token_ids, skip_special_tokens=True)
+        return self.tokenizers.decode(token_ids)
 
     def max_tokens(self, wanted: int | None, prompt_len: int) -> int:
         if wanted is not None:
+            if self.max_context is not None and prompt_len + wanted > self.max_context:
+                raise ApiError(
+                    f"this model's maximum context length is {self.max_context:,} tokens; the "
+                    f"request needs {prompt_len + wanted:,} ({prompt_len:,} in the prompt, "
+                    f"{wanted:,} new)")
             return wanted
         room = (self.max_context - prompt_len) if self.max_context else self.default_max_tokens
         return max(1, min(self.default_max_tokens, room))
@@ -88,9 +99,22 @@ class Server:
     async def run(self, token_ids: list[int], max_tokens: int, sampling: SamplingParams,
                   session: str | None = None) -> tuple[int, Any, asyncio.Queue]:
         """Routes (by `session` too, for the session router) and submits; returns (rank,
-        handle, queue of token chunks then None)."""
+        handle, queue of token chunks then None). A replica that died since it was chosen is
+        out of the next choice: tried once per replica."""
+        for _ in range(self.cluster.config.dp):
+            try:
+                rank = self.cluster.route(token_ids, max_tokens, session).rank
+            except RuntimeError as exc:  # no replica is live
+                raise ApiError(str(exc), 503, "ServiceUnavailableError") from None
+            try:
+                return self._submit(rank, token_ids, max_tokens, sampling)
+            except RuntimeError as exc:
+                why = exc
+        raise ApiError(str(why), 503, "ServiceUnavailableError")
+
+    def _submit(self, rank: int, token_ids: list[int], max_tokens: int,
+                sampling: SamplingParams) -> tuple[int, Any, asyncio.Queue]:
         cluster = self.cluster
-        rank = cluster.route(token_ids, max_tokens, session).rank
         loop, chunks = asyncio.get_running_loop(), asyncio.Queue()
         load = len(token_ids) + max_tokens  # the tokens this request adds to its replica
 
@@ -106,9 +130,9 @@ class Server:
         except ValueError as exc:
             cluster.ended(rank, load)
             raise ApiError(str(exc)) from None
-        except RuntimeError as exc:
+        except RuntimeError:
             cluster.ended(rank, load)
-            raise ApiError(str(exc), 503, "ServiceUnavailableError") from None
+            raise
         return rank, handle, chunks
 
 
@@ -125,7 +149,7 @@ async def _deltas(server: Server, handle: Any, chunks: asyncio.Queue,
     sent = ""
     while (chunk := await chunks.get()) is not None:
         ids += chunk
-        text = server.decode(ids)
+        text = server.tokenizers.decode_on_loop(ids)
         cut = first_stop(text, stops)
         safe = text[:cut] if cut is not None else text[:len(text) - held_back(text, stops)]
         if len(safe) > len(sent) and safe.startswith(sent):
@@ -159,24 +183,61 @@ def _sse(body: dict[str, Any]) -> str:
     return f"data: {json.dumps(body)}\n\n"
 
 
-def build_app(server: Server) -> FastAPI:
+def _validation_message(errors: list[dict[str, Any]], skip: int = 1) -> str:
+    """The first pydantic error as "field: what is wrong" (`skip`: FastAPI's "body" prefix)."""
+    first = errors[0] if errors else {}
+    where = ".".join(str(p) for p in first.get("loc", ())[skip:])
+    what = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
+    if first.get("type") == "json_invalid":
+        what = f"the body is not valid JSON ({first.get('ctx', {}).get('error', what)})"
+        where = ""
+    return f"{where}: {what}" if where else what
+
+
+def _http_message(exc: HTTPException) -> str:
+    cause = exc.__cause__
+    if isinstance(cause, UnicodeDecodeError):
+        return f"the body is not valid UTF-8: {cause.reason} at byte {cause.start:,}"
+    if isinstance(cause, RecursionError):
+        return "the body's JSON nests too deeply"
+    return str(exc.detail)
+
+
+def _error(message: str, status: int, kind: str | None = None) -> JSONResponse:
+    kind = kind or KINDS.get(status, "BadRequestError" if status < 500 else "InternalServerError")
+    return JSONResponse(error_body(message, kind, status), status_code=status)
+
+
+def build_app(server: Server, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+    """The FastAPI app, bodies capped at `max_body_bytes` (engine/admission.py BodyLimit)."""
     app = FastAPI(title="RadixLens engine serve")
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(str(exc), exc.kind, exc.code), status_code=exc.code)
+        return _error(str(exc), exc.code, exc.kind)
+
+    @app.exception_handler(Refused)
+    async def _refused(_: Request, exc: Refused) -> JSONResponse:
+        return _error(str(exc), exc.status, exc.kind)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ())[1:])
-        message = f"{where}: {first.get('msg', 'invalid request')}" if where else str(
-            first.get("msg", "invalid request"))
-        return JSONResponse(error_body(message), status_code=400)
+        return _error(_validation_message(list(exc.errors())), 400)
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+        return _error(_http_message(exc), exc.status_code)
+
+    @app.exception_handler(Exception)
+    async def _fault(request: Request, exc: Exception) -> JSONResponse:
+        log.error("%s %s failed: %s: %s", request.method, request.url.path,
+                  type(exc).__name__, exc, exc_info=exc)
+        return _error(f"the server failed on this request: {type(exc).__name__}", 500)
 
     @app.get("/health")
     async def health() -> Response:
-        dead = [r for r, s in enumerate(server.cluster.replicas) if not s.alive]
+        dead = [r for r, up in enumerate(server.cluster.live()) if not up]
         if dead:
             return JSONResponse(error_body(f"replicas {dead} stopped", "EngineDeadError", 503),
                                 status_code=503)
@@ -192,7 +253,10 @@ def build_app(server: Server) -> FastAPI:
     async def tokenize(body: dict[str, Any]) -> dict[str, Any]:
         server.check_model(body.get("model"))
         if "messages" in body:
-            req = ChatRequest(messages=body["messages"])
+            try:
+                req = ChatRequest(messages=body["messages"])
+            except ValidationError as exc:
+                raise ApiError(_validation_message(exc.errors(), skip=0)) from None
             tokens = await run_in_threadpool(server.tokenize, None, req.template_messages())
         elif isinstance(body.get("prompt"), str):
             tokens = await run_in_threadpool(server.tokenize, body["prompt"])
@@ -205,42 +269,48 @@ def build_app(server: Server) -> FastAPI:
         server.check_model(body.get("model"))
         tokens, vocab = body.get("tokens"), len(server.tokenizer)
         if not isinstance(tokens, list) or not all(
-                isinstance(t, int) and 0 <= t < vocab for t in tokens):
+                isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab
+                for t in tokens):
             raise ApiError("detokenize needs `tokens`: a list of token ids of this model")
         return {"prompt": await run_in_threadpool(server.decode, tokens)}
 
     @app.post("/reset_prefix_cache")
     async def reset_prefix_cache() -> Response:
-        done = await run_in_threadpool(server.cluster.reset_prefix_cache)
+        try:
+            done = await run_in_threadpool(server.cluster.reset_prefix_cache)
+        except RuntimeError as exc:  # a replica is down
+            raise ApiError(str(exc), 503, "ServiceUnavailableError") from None
         if not all(done):
             raise ApiError("requests are running; reset_prefix_cache did nothing on replicas "
                            f"{[r for r, ok in enumerate(done) if not ok]}", 409, "ConflictError")
         return Response(status_code=200)
 
     @app.get("/kv_events")
-    async def kv_events(request: Request) -> dict[str, Any]:
-        """Where each replica publishes (a wildcard host reads as the host the client used;
-        `pub_binds` False: the PUB socket connects out, subscribe where it connects to) and how
-        the events' block hashes are made."""
-        c, host = server.cluster, request.url.hostname or "127.0.0.1"
-        pubs = [{k: (v.replace("*", host).replace("0.0.0.0", host) if isinstance(v, str) else v)
-                 for k, v in info.items()} for info in c.publisher_info()]
+    async def kv_events() -> dict[str, Any]:
+        """Where each replica publishes, as configured and bound (a wildcard stays a wildcard:
+        the client puts in the host it reached this server by; never the Host header, which
+        anyone can set), `pub_binds` False: the PUB socket connects out, subscribe where it
+        connects to; and how the events' block hashes are made."""
+        c = server.cluster
         return {"dp": c.config.dp, "block_size": c.config.block_size, "topic": c.config.topic,
                 "router": c.config.router, "hash_algo": c.config.hash_algo,
                 "hash_seed": None if c.config.hash_algo == "radixlens" else c.config.hash_seed,
-                "publishers": pubs}
+                "publishers": c.publisher_info()}
 
     @app.get("/debug/block_cache")
     async def block_cache(rank: int = 0) -> dict[str, Any]:
         if not 0 <= rank < server.cluster.config.dp:
             raise ApiError(f"rank must be in [0, {server.cluster.config.dp})")
-        blocks = await run_in_threadpool(server.cluster.block_cache, rank)
+        try:
+            blocks = await run_in_threadpool(server.cluster.block_cache, rank)
+        except RuntimeError as exc:  # its loop died
+            raise ApiError(str(exc), 503, "ServiceUnavailableError") from None
         return {"rank": rank, "blocks": blocks}
 
     @app.post("/v1/completions")
     async def completions(req: CompletionRequest, request: Request) -> Response:
         server.check_model(req.model)
-        ids = await run_in_threadpool(server.tokenize, req.prompt)
+        ids = await run_in_threadpool(server.tokenize, req.prompt, None, req.max_tokens or 1)
         return await _answer(server, req, ids, req.max_tokens, chat=False,
                              session=session_of(req, request.headers))
 
@@ -248,7 +318,10 @@ def build_app(server: Server) -> FastAPI:
     async def chat(req: ChatRequest, request: Request) -> Response:
         server.check_model(req.model)
         try:
-            ids = await run_in_threadpool(server.tokenize, None, req.template_messages())
+            ids = await run_in_threadpool(server.tokenize, None, req.template_messages(),
+                                          req.wanted_tokens() or 1)
+        except Refused:
+            raise
         except Exception as exc:  # noqa: BLE001 - a template that rejects the messages
             raise ApiError(f"messages: {exc}") from None
         return await _answer(server, req, ids, req.wanted_tokens(), chat=True,
