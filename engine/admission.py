@@ -24,6 +24,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from engine.openai_api import ApiError, error_body
+
 DEFAULT_MAX_BODY_BYTES = 16 * 2**20  # a request body (--max-body-mb); vLLM sets none
 BODY_IDLE_S = 30.0  # the longest pause between two chunks of one body
 TOKENIZER_COPIES = 4  # tokenizers at most, one per request being tokenized
@@ -34,18 +36,9 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-class Refused(Exception):
-    """A request refused before it is admitted: `status` and the OpenAI error's type."""
-
-    def __init__(self, message: str, status: int = 400, kind: str = "BadRequestError") -> None:
-        super().__init__(message)
-        self.status, self.kind = status, kind
-
-
 def error_json(message: str, kind: str, status: int) -> bytes:
     """OpenAI's error shape (engine/openai_api.py's error_body), as bytes."""
-    return json.dumps({"error": {"message": message, "type": kind, "param": None,
-                                 "code": status}}).encode()
+    return json.dumps(error_body(message, kind, status)).encode()
 
 
 class BodyLimit:
@@ -63,13 +56,13 @@ class BodyLimit:
         declared = dict(scope["headers"]).get(b"content-length")
         try:
             if declared is not None and int(declared) > self.max_bytes:
-                raise Refused(self._too_big(int(declared)), 413, "RequestTooLargeError")
+                raise ApiError(self._too_big(int(declared)), 413, "RequestTooLargeError")
             body = await self._read(receive)
-        except Refused as exc:
-            await _answer(send, exc)
+        except ApiError as exc:
+            await _refuse(send, exc)
             return
         except ValueError:  # h11 refuses a malformed Content-Length before we see it
-            await _answer(send, Refused("Content-Length is not a number"))
+            await _refuse(send, ApiError("Content-Length is not a number"))
             return
         await self.app(scope, _replay(body, receive), send)
 
@@ -79,14 +72,14 @@ class BodyLimit:
             try:
                 message = await asyncio.wait_for(receive(), self.idle_s)
             except TimeoutError:
-                raise Refused(f"the request body stalled for {self.idle_s:g} s", 408,
+                raise ApiError(f"the request body stalled for {self.idle_s:g} s", 408,
                               "RequestTimeoutError") from None
             if message["type"] == "http.disconnect":
-                raise Refused("the client went away", 400)
+                raise ApiError("the client went away", 400)
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                raise Refused(self._too_big(size, so_far=True), 413, "RequestTooLargeError")
+                raise ApiError(self._too_big(size, so_far=True), 413, "RequestTooLargeError")
             parts.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(parts)
@@ -96,9 +89,9 @@ class BodyLimit:
                 f"takes at most {self.max_bytes:,} (--max-body-mb)")
 
 
-async def _answer(send: Send, exc: Refused) -> None:
-    body = error_json(str(exc), exc.kind, exc.status)
-    await send({"type": "http.response.start", "status": exc.status,
+async def _refuse(send: Send, exc: ApiError) -> None:
+    body = error_json(str(exc), exc.kind, exc.code)
+    await send({"type": "http.response.start", "status": exc.code,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode()),
                             (b"connection", b"close")]})
@@ -142,10 +135,10 @@ def check_text(field: str, text: str) -> None:
     >>> check_text("prompt", "a\\ud800b")
     Traceback (most recent call last):
     ...
-    engine.admission.Refused: prompt: a lone surrogate \\ud800 at character 1 is not valid Unicode
+    engine.openai_api.ApiError: prompt: a lone surrogate \\ud800 at character 1 is not valid Unicode
     """
     if (m := _SURROGATE.search(text)) is not None:
-        raise Refused(f"{field}: a lone surrogate \\u{ord(m.group()):04x} at character "
+        raise ApiError(f"{field}: a lone surrogate \\u{ord(m.group()):04x} at character "
                       f"{m.start():,} is not valid Unicode")
 
 
@@ -175,7 +168,7 @@ class Tokenizers:
             return
         least = -(-chars // self.token_chars)
         if least + new_tokens > self.max_context:
-            raise Refused(
+            raise ApiError(
                 f"this model's maximum context length is {self.max_context:,} tokens; the "
                 f"prompt has {chars:,} characters, so at least {least:,} tokens (no token spans "
                 f"more than {self.token_chars} characters), and {new_tokens:,} new: refused "

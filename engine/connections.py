@@ -4,7 +4,8 @@ uvicorn's own limits do not hold against idle clients: `limit_concurrency` count
 connections too (a flood of them then answers every request 503), and a connection that never
 finishes its request head is never timed out (slowloris), so idle sockets pile up until
 accept() fails for want of file descriptors and asyncio logs a traceback per try. Here,
-`GuardedProtocol` (uvicorn's h11 protocol) keeps at most `max_connections` open: a new one
+`GuardedProtocol` (uvicorn's h11 protocol) keeps at most `max_connections` open (by default
+what the open-files limit leaves room for, `default_limits`): a new one
 closes the oldest connection with no request under way, or, when all are busy, is answered 503
 and closed; a connection must complete each request head within `header_timeout_s` (after a
 response, within uvicorn's keep-alive timeout + that). Each refusal is one log line, and
@@ -29,6 +30,7 @@ from engine.admission import error_json
 
 log = logging.getLogger("engine.connections")
 DEFAULT_MAX_CONNECTIONS = 1_024  # open HTTP connections (--max-connections)
+DEFAULT_BACKLOG = 2_048  # uvicorn's listen backlog
 RESERVED_FDS = 256  # file descriptors kept for the model's files, ZMQ sockets, threads
 HEADER_TIMEOUT_S = 10.0  # a request head must arrive within this (--header-timeout)
 KEEP_ALIVE_S = 5  # uvicorn's timeout_keep_alive (its default)
@@ -37,12 +39,21 @@ _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\
          b"connection: close\r\ncontent-length: %d\r\n\r\n")
 
 
-def default_max_connections() -> int:
-    """DEFAULT_MAX_CONNECTIONS, fewer when the open-files limit leaves less room (minus
-    RESERVED_FDS, at least 16)."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    room = DEFAULT_MAX_CONNECTIONS if soft == resource.RLIM_INFINITY else soft - RESERVED_FDS
-    return max(16, min(DEFAULT_MAX_CONNECTIONS, room))
+def default_limits(soft: int | None = None) -> tuple[int, int]:
+    """(max_connections, backlog) that fit the open-files limit `soft` (this process's by
+    default) less RESERVED_FDS. subtle: asyncio accepts up to `backlog` connections at a
+    wake-up before a connection closed for room lets go of its descriptor, so both count.
+
+    >>> default_limits(20_000), default_limits(1_024)
+    ((1024, 2048), (384, 384))
+    """
+    if soft is None:
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return DEFAULT_MAX_CONNECTIONS, DEFAULT_BACKLOG
+    room = soft - RESERVED_FDS
+    backlog = max(16, min(DEFAULT_BACKLOG, room // 2))
+    return max(16, min(DEFAULT_MAX_CONNECTIONS, room - backlog)), backlog
 
 
 class GuardedProtocol(H11Protocol):
@@ -114,7 +125,7 @@ def _peer(protocol: H11Protocol) -> str:
 def guarded(max_connections: int | None = None,
             header_timeout_s: float = HEADER_TIMEOUT_S) -> type[GuardedProtocol]:
     """A GuardedProtocol class with these limits (uvicorn.Config's `http=`)."""
-    cap = default_max_connections() if max_connections is None else max_connections
+    cap = default_limits()[0] if max_connections is None else max_connections
     if cap < 1 or not header_timeout_s > 0:
         raise ValueError("--max-connections must be >= 1 and --header-timeout > 0")
     return type("GuardedProtocol", (GuardedProtocol,),
@@ -123,13 +134,14 @@ def guarded(max_connections: int | None = None,
 
 def guarded_config(app: Any, max_connections: int | None = None,
                    header_timeout_s: float = HEADER_TIMEOUT_S, **kw: Any) -> uvicorn.Config:
-    """uvicorn's Config for `app` with the guarded protocol and its keep-alive timeout.
-    subtle: asyncio accepts up to `backlog` connections per wake-up before a closed one lets
-    go of its descriptor; uvicorn's 2,048 would overshoot the cap by that much in a flood."""
-    protocol = guarded(max_connections, header_timeout_s)
+    """uvicorn's Config for `app` with the guarded protocol, its keep-alive timeout and a
+    listen backlog that fits the open-files limit (`default_limits`; `backlog=` overrides).
+    subtle: asyncio listens with the backlog again, so it is the kernel's queue as well: a
+    small one drops SYNs in a flood (a client then waits a second per retry)."""
     kw.setdefault("log_level", "warning")
-    kw.setdefault("backlog", min(128, protocol.max_connections))
-    return uvicorn.Config(app, http=protocol, timeout_keep_alive=KEEP_ALIVE_S, **kw)
+    kw.setdefault("backlog", default_limits()[1])
+    return uvicorn.Config(app, http=guarded(max_connections, header_timeout_s),
+                          timeout_keep_alive=KEEP_ALIVE_S, **kw)
 
 
 class GuardedServer(uvicorn.Server):

@@ -50,7 +50,7 @@ def lone_surrogate(data: Any) -> str | None:
     """Where the first lone surrogate of a JSON body is (a dotted field path and the
     character), or None. Iterative: a body nests as deep as the JSON parser allowed.
 
-    >>> lone_surrogate({"messages": [{"content": "a\ud800"}]}), lone_surrogate(["fine"])
+    >>> lone_surrogate({"messages": [{"content": "a" + chr(0xD800)}]}), lone_surrogate(["ok"])
     ('messages.0.content, character 1', None)
     """
     stack: list[tuple[str, Any]] = [("", data)]
@@ -274,6 +274,14 @@ def completion_chunk(rid: str, model: str, text: str | None, finish_reason: str 
         {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
          "stop_reason": None}]
     return _body(rid, model, "text_completion", choices, use, ext)
+
+
+class ApiError(Exception):
+    """A request answered with an error: its HTTP status `code` and OpenAI error `kind`."""
+
+    def __init__(self, message: str, code: int = 400, kind: str = "BadRequestError") -> None:
+        super().__init__(message)
+        self.code, self.kind = code, kind
 
 
 def error_body(message: str, kind: str = "BadRequestError", code: int = 400) -> dict[str, Any]:

@@ -5,59 +5,37 @@ OpenAI's `/v1/completions` and `/v1/chat/completions` (whole or SSE streams), `/
 `/kv_events` (where each replica publishes) and `/debug/block_cache?rank=N` (a replica's own
 block cache, to check a watcher against). A request that sets SGLang's
 `return_cached_tokens_details` gets SGLang 0.5.23's `sglext.cached_tokens_details`: the radix
-tree's hit split into device and host (loaded back) tokens; host 0 without --host-ratio. Each
-answer names its replica in the `x-radixlens-replica` header. A request is tokenized once,
-routed (with its conversation id, engine/openai_api.py's `session_of`: vLLM's `session_id` /
-`X-Session-ID`, SGLang's `X-SMG-Routing-Key`), and streamed from its replica's thread through
-an asyncio queue. Before any of that, work is bounded (engine/admission.py): the body's bytes,
-the prompt's characters against the context, tokenizing on copies of the tokenizer outside the
-replicas' lock. Every error is OpenAI's shape with its status (a server fault: 500, logged).
+tree's hit split into device and host (loaded back) tokens; host 0 without --host-ratio. A
+request's work is bounded first (engine/admission.py: the body's bytes, the prompt's characters
+against the context, tokenizing on copies of the tokenizer outside the replicas' lock); it is
+tokenized once, routed (with its conversation id, engine/openai_api.py's `session_of`) past any
+replica that is down, and answered by engine/answers.py (each answer names its replica in the
+`x-radixlens-replica` header). Every error is OpenAI's shape with its status (a fault: 500).
 Leaves out: aborting a request whose client went away (it runs to its max_tokens), auth, CORS.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from engine.admission import DEFAULT_MAX_BODY_BYTES, BodyLimit, Refused, Tokenizers
+from engine.admission import BODY_IDLE_S, DEFAULT_MAX_BODY_BYTES, BodyLimit, Tokenizers
+from engine.answers import answer
 from engine.cluster import Cluster
-from engine.openai_api import (
-    ChatRequest,
-    CompletionRequest,
-    cached_tokens_details,
-    chat_body,
-    chat_chunk,
-    completion_body,
-    completion_chunk,
-    error_body,
-    new_id,
-    session_of,
-    sglext,
-    usage,
-)
-from engine.sampling import SamplingParams, first_stop, held_back
+from engine.openai_api import ApiError, ChatRequest, CompletionRequest, error_body, session_of
+from engine.sampling import SamplingParams
 
-REPLICA_HEADER = "x-radixlens-replica"
 log = logging.getLogger("engine.server")
 KINDS = {400: "BadRequestError", 404: "NotFoundError", 405: "MethodNotAllowedError",
          408: "RequestTimeoutError", 413: "RequestTooLargeError", 503: "ServiceUnavailableError"}
-
-
-class ApiError(Exception):
-    def __init__(self, message: str, code: int = 400, kind: str = "BadRequestError") -> None:
-        super().__init__(message)
-        self.code, self.kind = code, kind
 
 
 class Server:
@@ -136,53 +114,6 @@ class Server:
         return rank, handle, chunks
 
 
-async def _collect(chunks: asyncio.Queue) -> None:
-    while await chunks.get() is not None:
-        pass
-
-
-async def _deltas(server: Server, handle: Any, chunks: asyncio.Queue,
-                  stops: tuple[str, ...]) -> AsyncIterator[tuple[str, Any]]:
-    """Text deltas as tokens arrive (held back while they may begin a stop string), then
-    ("end", result)."""
-    ids: list[int] = []
-    sent = ""
-    while (chunk := await chunks.get()) is not None:
-        ids += chunk
-        text = server.tokenizers.decode_on_loop(ids)
-        cut = first_stop(text, stops)
-        safe = text[:cut] if cut is not None else text[:len(text) - held_back(text, stops)]
-        if len(safe) > len(sent) and safe.startswith(sent):
-            yield "text", safe[len(sent):]
-            sent = safe
-    result = handle.result(timeout=0)
-    if len(result.text) > len(sent) and result.text.startswith(sent):
-        yield "text", result.text[len(sent):]
-    yield "end", result
-
-
-def _usage_of(result: Any, prompt_len: int) -> dict[str, Any]:
-    cached = int(result.metrics.get("block_matched_tokens", 0))
-    return usage(prompt_len, len(result.output_ids), cached)
-
-
-def _ext_of(req: Any, result: Any) -> dict[str, Any] | None:
-    """SGLang's `sglext` for a request that asked for `return_cached_tokens_details`, else None.
-    SGLang's split (schedule_batch.py `split_cached_prefix_by_tier`): device = the cached prefix
-    less the host tokens that were loaded back. Without the host tier every hit is the
-    device's, as SGLang reports it without HiCache."""
-    if not req.return_cached_tokens_details:
-        return None
-    m = result.metrics
-    if "host_hit_tokens" in m:
-        return sglext(cached_tokens_details(m["device_hit_tokens"], m["host_hit_tokens"]))
-    return sglext(cached_tokens_details(m.get("matched_tokens", 0), 0))
-
-
-def _sse(body: dict[str, Any]) -> str:
-    return f"data: {json.dumps(body)}\n\n"
-
-
 def _validation_message(errors: list[dict[str, Any]], skip: int = 1) -> str:
     """The first pydantic error as "field: what is wrong" (`skip`: FastAPI's "body" prefix)."""
     first = errors[0] if errors else {}
@@ -208,18 +139,16 @@ def _error(message: str, status: int, kind: str | None = None) -> JSONResponse:
     return JSONResponse(error_body(message, kind, status), status_code=status)
 
 
-def build_app(server: Server, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
-    """The FastAPI app, bodies capped at `max_body_bytes` (engine/admission.py BodyLimit)."""
+def build_app(server: Server, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+              body_idle_s: float = BODY_IDLE_S) -> FastAPI:
+    """The FastAPI app, bodies capped at `max_body_bytes` and read without a pause of
+    `body_idle_s` (engine/admission.py BodyLimit)."""
     app = FastAPI(title="RadixLens engine serve")
-    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes, idle_s=body_idle_s)
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
         return _error(str(exc), exc.code, exc.kind)
-
-    @app.exception_handler(Refused)
-    async def _refused(_: Request, exc: Refused) -> JSONResponse:
-        return _error(str(exc), exc.status, exc.kind)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -311,7 +240,7 @@ def build_app(server: Server, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> F
     async def completions(req: CompletionRequest, request: Request) -> Response:
         server.check_model(req.model)
         ids = await run_in_threadpool(server.tokenize, req.prompt, None, req.max_tokens or 1)
-        return await _answer(server, req, ids, req.max_tokens, chat=False,
+        return await answer(server, req, ids, req.max_tokens, chat=False,
                              session=session_of(req, request.headers))
 
     @app.post("/v1/chat/completions")
@@ -320,61 +249,11 @@ def build_app(server: Server, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> F
         try:
             ids = await run_in_threadpool(server.tokenize, None, req.template_messages(),
                                           req.wanted_tokens() or 1)
-        except Refused:
+        except ApiError:
             raise
         except Exception as exc:  # noqa: BLE001 - a template that rejects the messages
             raise ApiError(f"messages: {exc}") from None
-        return await _answer(server, req, ids, req.wanted_tokens(), chat=True,
+        return await answer(server, req, ids, req.wanted_tokens(), chat=True,
                              session=session_of(req, request.headers))
 
     return app
-
-
-async def _answer(server: Server, req: Any, ids: list[int], wanted: int | None,
-                  chat: bool, session: str | None = None) -> Response:
-    try:
-        sampling = req.sampling()
-    except ValueError as exc:
-        raise ApiError(str(exc)) from None
-    rank, handle, chunks = await server.run(ids, server.max_tokens(wanted, len(ids)), sampling,
-                                            session)
-    rid, model = new_id("chatcmpl" if chat else "cmpl"), server.model_name
-    headers = {REPLICA_HEADER: str(rank)}
-    if req.stream:
-        gen = _stream(server, req, handle, chunks, rid, len(ids), chat)
-        return StreamingResponse(gen, media_type="text/event-stream", headers=headers)
-    await _collect(chunks)
-    try:
-        result = handle.result(timeout=0)
-    except Exception as exc:  # noqa: BLE001 - the request's own failure, as a 500
-        raise ApiError(f"request failed: {exc}", 500, "InternalServerError") from None
-    use = _usage_of(result, len(ids))
-    body = (chat_body if chat else completion_body)(rid, model, result.text,
-                                                    result.finish_reason, use,
-                                                    _ext_of(req, result))
-    return JSONResponse(body, headers=headers)
-
-
-async def _stream(server: Server, req: Any, handle: Any, chunks: asyncio.Queue, rid: str,
-                  prompt_len: int, chat: bool) -> AsyncIterator[str]:
-    model = server.model_name
-    if chat:
-        yield _sse(chat_chunk(rid, model, {"role": "assistant", "content": ""}))
-    try:
-        async for kind, value in _deltas(server, handle, chunks, req.sampling().stop):
-            if kind == "text":
-                yield _sse(chat_chunk(rid, model, {"content": value}) if chat
-                           else completion_chunk(rid, model, value))
-                continue
-            yield _sse(chat_chunk(rid, model, {}, value.finish_reason) if chat
-                       else completion_chunk(rid, model, "", value.finish_reason))
-            if (ext := _ext_of(req, value)) is not None:  # SGLang: before the usage chunk
-                yield _sse(chat_chunk(rid, model, None, ext=ext) if chat
-                           else completion_chunk(rid, model, None, ext=ext))
-            if req.include_usage:
-                use = _usage_of(value, prompt_len)
-                yield _sse(chat_chunk(rid, model, None, use=use) if chat
-                           else completion_chunk(rid, model, None, use=use))
-    except Exception as exc:  # noqa: BLE001 - the stream ends with an error event
-        yield _sse(error_body(f"request failed: {exc}", "InternalServerError", 500))
-    yield "data: [DONE]\n\n"

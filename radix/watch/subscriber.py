@@ -2,15 +2,14 @@
 
 Per publisher a SUB socket (live batches, topic prefix filter) and, when its replay endpoint is
 known, a DEALER that asks the ROUTER for missed batches (wire.py). `Watcher.poll()` reads what
-arrived, without threads: a caller loops on it (the CLI) or runs it in a thread of its own (the
-page's session). Replays are synchronous; `replay_timeout` is an idle timeout (the longest wait
-for the next message of an answer, so a long replay that keeps coming is read to its end); a
-publisher that goes quiet mid-answer leaves its view unknown or incomplete, and says why, and is
-not asked again for REPLAY_BACKOFF_S (its gaps are lost meanwhile, at once). `deadline` (a
-time.monotonic() value: the CLI's --duration) bounds every wait, replays included. Frames past
-`max_frame_bytes` are refused by ZMQ (the sender is disconnected), and each socket queues at most
-`rcv_hwm` messages. Malformed frames are counted per publisher, never raised. `Endpoint` specs:
-`PUB` or `PUB,REPLAY`; `expand_dp` adds ranks as vLLM offsets ports.
+arrived, without threads (the CLI loops on it; the page's session runs it in a thread).
+Replays are synchronous; `replay_timeout` is an idle timeout between an answer's messages; a
+replay socket that goes quiet leaves the view unknown or incomplete, says why, and is not asked
+again for REPLAY_BACKOFF_S (its gaps are lost at once meanwhile). `deadline` (time.monotonic():
+the CLI's --duration) bounds every wait. Frames past `max_frame_bytes` are refused by ZMQ, which
+then drops the connection for good; the watcher connects again (`reconnects`). Sockets queue
+`rcv_hwm` messages at most. Malformed frames are counted per publisher, never raised.
+`Endpoint` specs: `PUB` or `PUB,REPLAY`; `expand_dp` adds ranks as vLLM offsets ports.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from radix.watch.stream import Sink, Status, Stream
 from radix.watch.wire import (
@@ -102,9 +102,12 @@ class Watcher:
         self._dealers: list[zmq.Socket | None] = [None] * len(endpoints)
         self._quiet_until = [0.0] * len(endpoints)  # no replay asked before (monotonic)
         self._poller = zmq.Poller()
+        self._monitors: list[zmq.Socket] = []
+        self.reconnects = [0] * len(endpoints)  # PUB connections dropped and made again
         for e in endpoints:
             sub = self._socket(zmq.SUB, e.pub)
             sub.setsockopt(zmq.SUBSCRIBE, topic.encode("utf-8"))
+            self._monitors.append(sub.get_monitor_socket(zmq.EVENT_DISCONNECTED))
             sub.connect(e.pub)
             self._poller.register(sub, zmq.POLLIN)
             self._subs.append(sub)
@@ -136,6 +139,7 @@ class Watcher:
         that arrived; returns how many messages were read."""
         if not self._started:
             self.start()
+        self._reconnect_dropped()
         ready = dict(self._poller.poll(int(min(timeout, self.left()) * 1000)))
         read = 0
         for i, sub in enumerate(self._subs):
@@ -156,7 +160,9 @@ class Watcher:
         return [s.status() for s in self.streams]
 
     def close(self) -> None:
-        for sock in [*self._subs, *(d for d in self._dealers if d is not None)]:
+        for sub in self._subs:
+            sub.disable_monitor()
+        for sock in [*self._monitors, *self._subs, *(d for d in self._dealers if d is not None)]:
             sock.close(linger=0)
         self._dealers = [None] * len(self.endpoints)
         self._ctx.term()
@@ -168,6 +174,23 @@ class Watcher:
         self.close()
 
     # --- inside ---------------------------------------------------------------------------
+    def _reconnect_dropped(self) -> None:
+        """Connects again each PUB whose connection dropped. subtle: ZMQ reconnects by itself
+        after a network error but not after a protocol error (a frame past MAXMSGSIZE); the
+        disconnect first drops a reconnect ZMQ may have pending, so there is one connection."""
+        for i, monitor in enumerate(self._monitors):
+            dropped = False
+            while monitor.poll(0):
+                dropped |= recv_monitor_message(monitor)["event"] == zmq.EVENT_DISCONNECTED
+            if dropped:
+                pub, sub = self.endpoints[i].pub, self._subs[i]
+                try:
+                    sub.disconnect(pub)
+                except zmq.ZMQError:
+                    pass
+                sub.connect(pub)
+                self.reconnects[i] += 1
+
     def _on_frames(self, i: int, frames: list[bytes]) -> None:
         stream = self.streams[i]
         try:
