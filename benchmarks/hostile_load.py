@@ -9,8 +9,8 @@ never sends its body, malformed bodies, streams dropped after their first chunk)
 good clients. Prints per phase and checkout: good requests answered, their latency p50 / p99,
 the server's peak RSS (VmHWM), what its stderr grew by, /health at the end, and how the hostile
 requests were answered (a good request unanswered within GOOD_TIMEOUT_S counts as not answered;
-one warm-up request precedes each phase). Rounds alternate the phases and checkouts; medians
-over rounds.
+one warm-up request precedes each phase, one untimed calm phase per checkout precedes all).
+Rounds alternate the phases and checkouts; medians over rounds.
 
     nice -n 10 .venv/bin/python benchmarks/hostile_load.py --rounds 2
     nice -n 10 .venv/bin/python benchmarks/hostile_load.py --rounds 2 --other /tmp/main
@@ -188,14 +188,18 @@ def main() -> None:
     p.add_argument("--clients", type=int, default=200)
     p.add_argument("--requests", type=int, default=3)
     p.add_argument("--other", default=None, help="another checkout to run beside this one")
+    p.add_argument("--phases", default="calm,hostile", help="which phases to run")
     args = p.parse_args()
     config = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)  # noqa: SIM115
     json.dump(TINY, config)
     config.close()
     roots = [("this", ROOT)] + ([("other", Path(args.other).resolve())] if args.other else [])
     runs: dict[tuple[str, str], list[dict]] = {}
+    for _, root in roots:  # untimed: the first server start of a run pays for cold files
+        phase(root, config.name, False, argparse.Namespace(clients=10, requests=1))
     for r in range(args.rounds):
-        order = [(name, root, h) for h in (False, True) for name, root in roots]
+        order = [(name, root, h) for h in (False, True) for name, root in roots
+                 if ("hostile" if h else "calm") in args.phases.split(",")]
         for name, root, h in (order if r % 2 == 0 else order[::-1]):
             got = phase(root, config.name, h, args)
             runs.setdefault((name, "hostile" if h else "calm"), []).append(got)

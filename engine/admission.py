@@ -28,7 +28,7 @@ from engine.openai_api import ApiError, error_body
 
 DEFAULT_MAX_BODY_BYTES = 16 * 2**20  # a request body (--max-body-mb); vLLM sets none
 BODY_IDLE_S = 30.0  # the longest pause between two chunks of one body
-TOKENIZER_COPIES = 4  # tokenizers at most, one per request being tokenized
+TOKENIZER_COPIES = 2  # copies at most (each ~8 MB), one per request being tokenized
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 Scope = dict[str, Any]

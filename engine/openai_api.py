@@ -34,6 +34,7 @@ from engine.sampling import (
 )
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_TEXTUAL = (str, dict, list)  # what may hold text
 
 
 def _not_bool(value: Any) -> Any:
@@ -60,10 +61,12 @@ def lone_surrogate(data: Any) -> str | None:
             if (m := _SURROGATE.search(value)) is not None:
                 return f"{path or 'body'}, character {m.start():,}"
         elif isinstance(value, dict):
-            stack += [(f"{path}.{k}".lstrip("."), v) for k, v in reversed(value.items())]
+            stack += [(f"{path}.{k}".lstrip("."), v) for k, v in reversed(value.items())
+                      if isinstance(v, _TEXTUAL)]
             stack += [(f"{path}.{k!r}".lstrip("."), k) for k in value if isinstance(k, str)]
-        elif isinstance(value, list):
-            stack += [(f"{path}.{i}".lstrip("."), v) for i, v in reversed(list(enumerate(value)))]
+        elif isinstance(value, list):  # subtle: token ids are most of a big body: skip them
+            texts = [i for i, v in enumerate(value) if isinstance(v, _TEXTUAL)]
+            stack += [(f"{path}.{i}".lstrip("."), value[i]) for i in reversed(texts)]
     return None
 
 
@@ -131,11 +134,12 @@ class CompletionRequest(_Common):
             return value
         if not isinstance(value, list):
             raise ValueError("expected a string or a list of token ids")
-        for i, t in enumerate(value):
-            if isinstance(t, bool) or not isinstance(t, int) or t < 0:
-                raise ValueError(f"item {i}: expected a token id (an int >= 0), got "
-                                 f"{json.dumps(t)[:40]}")
-        return value
+        if all(type(t) is int for t in value) and (not value or min(value) >= 0):
+            return value
+        i, t = next((i, t) for i, t in enumerate(value)
+                    if isinstance(t, bool) or not isinstance(t, int) or t < 0)
+        raise ValueError(f"item {i}: expected a token id (an int >= 0), got "
+                         f"{json.dumps(t)[:40]}")
 
     @model_validator(mode="after")
     def _no_echo(self) -> CompletionRequest:
