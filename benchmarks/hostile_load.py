@@ -6,11 +6,12 @@ well-behaved clients at once, each sending `--requests` small completions one af
 Phase "calm": only them. Phase "hostile": first the hostile ones (1,100 idle connections, 50
 slowloris heads, two temperature-1e-40 requests, an 8 MB prompt, a 95 MB Content-Length that
 never sends its body, malformed bodies, streams dropped after their first chunk), then the same
-good clients. Prints per phase and checkout: good requests answered, their latency p50 / p99,
-the server's peak RSS (VmHWM), what its stderr grew by, /health at the end, and how the hostile
-requests were answered (a good request unanswered within GOOD_TIMEOUT_S counts as not answered;
-one warm-up request precedes each phase, one untimed calm phase per checkout precedes all).
-Rounds alternate the phases and checkouts; medians over rounds.
+good clients; phase "requests": the same without the 1,100 connections. Prints per phase and
+checkout: good requests answered, their latency p50 / p99, the server's peak RSS (VmHWM), what
+its stderr grew by, /health at the end, and how the hostile requests were answered (a good
+request unanswered within GOOD_TIMEOUT_S counts as not answered; one warm-up request precedes
+each phase, one untimed calm phase per checkout precedes all). Rounds alternate the phases and
+checkouts; medians over rounds.
 
     nice -n 10 .venv/bin/python benchmarks/hostile_load.py --rounds 2
     nice -n 10 .venv/bin/python benchmarks/hostile_load.py --rounds 2 --other /tmp/main
@@ -97,10 +98,12 @@ def good_clients(port: int, clients: int, requests: int) -> list[tuple[int, floa
     return out
 
 
-def hostile(port: int) -> tuple[list[socket.socket], dict[str, list], list[threading.Thread]]:
-    """Opens the idle and slowloris connections and starts the hostile requests (threads)."""
+def hostile(port: int, flood: bool = True
+            ) -> tuple[list[socket.socket], dict[str, list], list[threading.Thread]]:
+    """Opens the idle and slowloris connections (`flood`) and starts the hostile requests
+    (threads)."""
     held: list[socket.socket] = []
-    for _ in range(1_100):
+    for _ in range(1_100 if flood else 0):
         try:
             held.append(socket.create_connection(("127.0.0.1", port), timeout=5))
         except OSError:
@@ -152,14 +155,17 @@ def _get(port: int, path: str) -> int:
         conn.close()
 
 
-def phase(root: Path, config: str, with_hostile: bool, args: argparse.Namespace) -> dict:
+PHASES = ("calm", "requests", "hostile")  # no hostile clients; their requests only; all of them
+
+
+def phase(root: Path, config: str, name: str, args: argparse.Namespace) -> dict:
     log = Path(tempfile.mkstemp(suffix=".log")[1])
     proc, port = start(root, config, log)
     request(port, {"prompt": "warm up", "max_tokens": 2})  # the first forward is slow
     base = log.stat().st_size
-    held, results, threads = hostile(port) if with_hostile else ([], {}, [])
+    held, results, threads = ([], {}, []) if name == "calm" else hostile(port, name == "hostile")
     try:
-        time.sleep(1.0 if with_hostile else 0.0)  # the hostile requests reach the server first
+        time.sleep(0.0 if name == "calm" else 1.0)  # the hostile requests reach it first
         good = good_clients(port, args.clients, args.requests)
         for t in threads:
             t.join(timeout=60)
@@ -188,7 +194,7 @@ def main() -> None:
     p.add_argument("--clients", type=int, default=200)
     p.add_argument("--requests", type=int, default=3)
     p.add_argument("--other", default=None, help="another checkout to run beside this one")
-    p.add_argument("--phases", default="calm,hostile", help="which phases to run")
+    p.add_argument("--phases", default=",".join(PHASES), help="which phases to run")
     args = p.parse_args()
     config = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)  # noqa: SIM115
     json.dump(TINY, config)
@@ -196,15 +202,14 @@ def main() -> None:
     roots = [("this", ROOT)] + ([("other", Path(args.other).resolve())] if args.other else [])
     runs: dict[tuple[str, str], list[dict]] = {}
     for _, root in roots:  # untimed: the first server start of a run pays for cold files
-        phase(root, config.name, False, argparse.Namespace(clients=10, requests=1))
+        phase(root, config.name, "calm", argparse.Namespace(clients=10, requests=1))
     for r in range(args.rounds):
-        order = [(name, root, h) for h in (False, True) for name, root in roots
-                 if ("hostile" if h else "calm") in args.phases.split(",")]
-        for name, root, h in (order if r % 2 == 0 else order[::-1]):
-            got = phase(root, config.name, h, args)
-            runs.setdefault((name, "hostile" if h else "calm"), []).append(got)
-            print(json.dumps({"round": r, "checkout": name, "phase": "hostile" if h else "calm",
-                              **got}), flush=True)
+        order = [(name, root, ph) for ph in PHASES for name, root in roots
+                 if ph in args.phases.split(",")]
+        for name, root, ph in (order if r % 2 == 0 else order[::-1]):
+            got = phase(root, config.name, ph, args)
+            runs.setdefault((name, ph), []).append(got)
+            print(json.dumps({"round": r, "checkout": name, "phase": ph, **got}), flush=True)
     print(f"\n{'checkout':<9}{'phase':<9}{'answered':>12}{'p50 s':>8}{'p99 s':>8}"
           f"{'peak RSS MB':>13}{'stderr KB':>11}{'health':>8}")
     for (name, ph), rs in runs.items():
