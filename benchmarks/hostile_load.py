@@ -7,11 +7,11 @@ Phase "calm": only them. Phase "hostile": first the hostile ones (1,100 idle con
 slowloris heads, two temperature-1e-40 requests, an 8 MB prompt, a 95 MB Content-Length that
 never sends its body, malformed bodies, streams dropped after their first chunk), then the same
 good clients; phase "requests": the same without the 1,100 connections. Prints per phase and
-checkout: good requests answered, their latency p50 / p99, the server's peak RSS (VmHWM), what
-its stderr grew by, /health at the end, and how the hostile requests were answered (a good
-request unanswered within GOOD_TIMEOUT_S counts as not answered; one warm-up request precedes
-each phase, one untimed calm phase per checkout precedes all). Rounds alternate the phases and
-checkouts; medians over rounds.
+checkout: good requests answered, their latency p50 / p99, the server's CPU seconds during the
+phase and its peak RSS (VmHWM), what its stderr grew by, /health at the end, and how the
+hostile requests were answered (a good request unanswered within GOOD_TIMEOUT_S counts as not
+answered; one warm-up request precedes each phase, one untimed calm phase per checkout precedes
+all). Rounds alternate the phases and checkouts; medians over rounds.
 
     nice -n 10 .venv/bin/python benchmarks/hostile_load.py --rounds 2
     nice -n 10 .venv/bin/python benchmarks/hostile_load.py --rounds 2 --other /tmp/main
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import resource
 import socket
 import statistics
@@ -137,6 +138,12 @@ def hostile(port: int, flood: bool = True
     return held, results, threads
 
 
+def cpu_s(pid: int) -> float:
+    """The process's user + system CPU seconds so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -162,7 +169,7 @@ def phase(root: Path, config: str, name: str, args: argparse.Namespace) -> dict:
     log = Path(tempfile.mkstemp(suffix=".log")[1])
     proc, port = start(root, config, log)
     request(port, {"prompt": "warm up", "max_tokens": 2})  # the first forward is slow
-    base = log.stat().st_size
+    base, cpu = log.stat().st_size, cpu_s(proc.pid)
     held, results, threads = ([], {}, []) if name == "calm" else hostile(port, name == "hostile")
     try:
         time.sleep(0.0 if name == "calm" else 1.0)  # the hostile requests reach it first
@@ -173,6 +180,7 @@ def phase(root: Path, config: str, name: str, args: argparse.Namespace) -> dict:
         out = {"answered": len(ok), "sent": len(good),
                "p50_s": statistics.median(ok) if ok else float("nan"),
                "p99_s": ok[min(len(ok) - 1, int(0.99 * len(ok)))] if ok else float("nan"),
+               "server_cpu_s": cpu_s(proc.pid) - cpu,
                "peak_rss_mb": peak_rss_mb(proc.pid), "health": _get(port, "/health"),
                "stderr_kb": (log.stat().st_size - base) / 1024,
                "hostile": {k: sorted(set(v)) for k, v in results.items()}}
@@ -211,13 +219,14 @@ def main() -> None:
             runs.setdefault((name, ph), []).append(got)
             print(json.dumps({"round": r, "checkout": name, "phase": ph, **got}), flush=True)
     print(f"\n{'checkout':<9}{'phase':<9}{'answered':>12}{'p50 s':>8}{'p99 s':>8}"
-          f"{'peak RSS MB':>13}{'stderr KB':>11}{'health':>8}")
+          f"{'server CPU s':>14}{'peak RSS MB':>13}{'stderr KB':>11}{'health':>8}")
     for (name, ph), rs in runs.items():
-        m = {k: statistics.median(x[k] for x in rs)
-             for k in ("answered", "p50_s", "p99_s", "peak_rss_mb", "stderr_kb")}
+        m = {k: statistics.median(x[k] for x in rs) for k in (
+            "answered", "p50_s", "p99_s", "server_cpu_s", "peak_rss_mb", "stderr_kb")}
         answered = f"{m['answered']:.0f}/{rs[0]['sent']}"
         print(f"{name:<9}{ph:<9}{answered:>12}{m['p50_s']:>8.2f}{m['p99_s']:>8.2f}"
-              f"{m['peak_rss_mb']:>13.0f}{m['stderr_kb']:>11.0f}{rs[-1]['health']:>8}")
+              f"{m['server_cpu_s']:>14.1f}{m['peak_rss_mb']:>13.0f}{m['stderr_kb']:>11.0f}"
+              f"{rs[-1]['health']:>8}")
     Path(config.name).unlink()
 
 

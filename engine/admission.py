@@ -19,7 +19,6 @@ import copy
 import json
 import queue
 import re
-import threading
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -28,7 +27,7 @@ from engine.openai_api import ApiError, error_body
 
 DEFAULT_MAX_BODY_BYTES = 16 * 2**20  # a request body (--max-body-mb); vLLM sets none
 BODY_IDLE_S = 30.0  # the longest pause between two chunks of one body
-TOKENIZER_COPIES = 2  # copies at most (each ~8 MB), one per request being tokenized
+TOKENIZER_COPIES = 2  # copies (~8 MB each for SmolLM2), one per request being tokenized
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 Scope = dict[str, Any]
@@ -154,11 +153,12 @@ class Tokenizers:
         self.token_chars = max_token_chars(tokenizer)
         self.max_prompt_chars = None if max_context is None or self.token_chars is None else \
             max_context * self.token_chars
-        self._original, self._copies = tokenizer, copies
-        self._free: queue.SimpleQueue = queue.SimpleQueue()
-        self._made, self._lock = 0, threading.Lock()
         # subtle: the original is the replicas' (decoded under their TOKENIZER_LOCK): only
-        # copies are used here, one of them kept for the event loop's thread alone
+        # copies are used here, one of them kept for the event loop's thread alone. They are
+        # made now: a copy takes ~0.6 s of CPU (SmolLM2's), which would stall requests later
+        self._free: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(copies):
+            self._free.put(copy.deepcopy(tokenizer))
         self.loop_copy = copy.deepcopy(tokenizer)
 
     def check_chars(self, chars: int, new_tokens: int = 0) -> None:
@@ -176,15 +176,8 @@ class Tokenizers:
 
     @contextmanager
     def one(self) -> Iterator[Any]:
-        """A tokenizer no other thread uses meanwhile (a new copy while fewer than `copies`
-        exist and all are taken; else waits for one)."""
-        try:
-            tok = self._free.get_nowait()
-        except queue.Empty:
-            with self._lock:
-                make = self._made < self._copies
-                self._made += make
-            tok = copy.deepcopy(self._original) if make else self._free.get()
+        """A copy of the tokenizer that no other thread uses meanwhile (waits for one)."""
+        tok = self._free.get()
         try:
             yield tok
         finally:
