@@ -49,24 +49,14 @@ from radix.sched.policy import SchedulePolicy
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.tokens import Tokens
 from radix.traces import Trace, TraceError, TraceRequest, load_trace
-from radix.tree.radix_cache import POLICIES as EVICTION_POLICIES
-from radix.tree.radix_cache import (
-    EventLog,
-    EvictResult,
-    InsertResult,
-    InvariantError,
-    LogicalClock,
-    MatchResult,
-    NodeState,
-    RadixCache,
-    RadixKey,
-    TreeModel,
-    TreeNode,
-    TreeSnapshot,
-    check_invariants,
-    format_tree,
-    snapshot,
-)
+from radix.tree.evict_policy import POLICIES as EVICTION_POLICIES
+from radix.tree.invariants import InvariantError, check_invariants
+from radix.tree.key import RadixKey
+from radix.tree.node import TreeNode
+from radix.tree.radix_cache import LogicalClock, RadixCache
+from radix.tree.replay import EventLog, TreeModel
+from radix.tree.results import EvictResult, InsertResult, MatchResult
+from radix.tree.snapshot import NodeState, TreeSnapshot, format_tree, snapshot
 
 __all__ = [
     # the radix tree (SGLang)
