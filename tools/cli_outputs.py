@@ -16,7 +16,8 @@ the KV-event recordings, and every hostile file of tests/data/bad/ through compa
 traces through replay). The commands run from a scratch folder (links to the checkout's
 examples/ and tests/, the op traces, an out/ folder per command), with PYTHONPATH the checkout
 and PYTHONHASHSEED=0, so paths read the same in every run; the checkout's and the scratch
-folder's absolute paths are written as <ROOT> and <SCRATCH>. Leaves out: `watch` on a live
+folder's absolute paths are written as <ROOT> and <SCRATCH>, and the one wall-clock figure
+a command prints (sweep's "8 cells in 0.2 s wall") as <WALL>. Leaves out: `watch` on a live
 server, a Ray sweep, engine/ commands (torch).
 """
 
@@ -36,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
+WALL = re.compile(rb"\b\d+(\.\d+)? s wall\b")  # sweep's wall time: differs run to run
 T = "examples/traces/"
 MOONCAKE_BIG = T + "mooncake_synthetic_trace.jsonl.gz"
 # request traces and a capacity that makes each evict (tokens)
@@ -230,6 +232,7 @@ def run_one(argv: list[str], name: str, root: Path, scratch: Path, out_dir: Path
     text = b"\n".join(parts)
     for path, label in ((work, b"<SCRATCH>"), (root, b"<ROOT>")):
         text = text.replace(str(path).encode(), label)
+    text = WALL.sub(b"<WALL> s wall", text)
     (out_dir / f"{name}.txt").write_bytes(text)
     shutil.rmtree(work)
     return took
