@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-from radix.traces.base import one_line
+from radix.traces.fields import one_line
 
 # (module, what it adds); modules are imported only when the CLI runs.
 COMMAND_MODULES = (

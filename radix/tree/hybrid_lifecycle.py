@@ -23,7 +23,7 @@ from radix import events as ev
 from radix.request import Req
 from radix.tree.components.base import MAMBA
 from radix.tree.components.swa import free_swa_out_of_window_slots
-from radix.tree.radix_cache import RadixKey
+from radix.tree.key import RadixKey
 from radix.tree.unified_radix_cache import HybridMatchResult, UnifiedRadixCache
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from radix import events as ev
 from radix.tree.components.base import FULL, TreeComponent
-from radix.tree.radix_cache import detach
+from radix.tree.node import detach
 from radix.tree.unified_types import EvictResult
 
 

@@ -43,18 +43,10 @@ from radix.tree.components.full import FullComponent
 from radix.tree.components.mamba import MambaComponent
 from radix.tree.components.req_state import ReqKvInfo
 from radix.tree.components.swa import SWAComponent
-from radix.tree.radix_cache import (
-    ROOT_PRIORITY,
-    EvictionHeap,
-    LogicalClock,
-    RadixKey,
-    TreeNode,
-    attach,
-    cut_edge,
-    get_strategy,
-    tlru_new_node,
-    tlru_split,
-)
+from radix.tree.evict_policy import EvictionHeap, get_strategy, tlru_new_node, tlru_split
+from radix.tree.key import RadixKey
+from radix.tree.node import ROOT_PRIORITY, TreeNode, attach, cut_edge
+from radix.tree.radix_cache import LogicalClock
 from radix.tree.unified_types import EvictResult, HybridMatchResult, InsertParams, InsertResult
 
 
