@@ -32,7 +32,7 @@ PAGE_SPECS = [
 # here a thread per engine hands their events to the page, and simulated rooms run their loop
 # on a thread. When a model engine ran here, each of a forward's hundreds of short torch ops
 # took the GIL back, waiting up to the switch interval (5 ms by default) behind a busy page
-# thread (benchmarks/engine_contention.py); kept short for the threads that remain.
+# thread; kept short for the threads that remain.
 ENGINE_SWITCH_S = 0.0005
 if sys.getswitchinterval() > ENGINE_SWITCH_S:
     sys.setswitchinterval(ENGINE_SWITCH_S)

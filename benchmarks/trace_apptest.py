@@ -1,5 +1,5 @@
-"""The Trace debugger's page under Streamlit's AppTest in a child process: what
-benchmarks/trace_page.py and benchmarks/block_view.py share (not a benchmark itself).
+"""The Trace debugger's page under Streamlit's AppTest in a child process, for
+benchmarks/block_view.py (not a benchmark itself).
 
 `run` starts a child script in the checkout measured (its cwd, first on its sys.path, so the
 page and everything below it are that checkout's) and hands it this file's path, from which the

@@ -1,6 +1,6 @@
 """RadixLens's engine: real inference through the caches of `radix/` (the only torch code).
 
-`model.py` loads a Llama-architecture model (default SmolLM2-135M-Instruct from its GGUF),
+`model.py` loads a Llama-family or Gemma 3 text model (default SmolLM2-135M-Instruct, GGUF),
 `kv_pool.py` holds K/V rows by slot id, `runner.py` runs prefill of unmatched suffixes and batched
 decode over them as one step (`attention.py`: spans of new tokens, cascade over shared prefix
 slots; a decode token is a span of one), `service.py` runs radix's
@@ -11,6 +11,8 @@ thread; `sampling.py` stops and samples as a server;
 `procservice.py` runs a whole service in a spawned child behind the same calls (the app's).
 `hosttier.py`: SGLang's host tier over the pool (`EngineService(..., host_ratio=R)`,
 `--host-ratio R`): the KV rows of demoted nodes kept in a CPU host pool and loaded back.
+Sliding-window layers (docs/HYBRID.md): `swa_pool.py` keeps their rows apart, `swa_window.py`
+frees them as the window passes, `unified_engine.py` runs requests through the component tree.
 The names below are the public API (docs/CONTRACTS.md); they load lazily, so `import engine`
 does not import torch until one is used.
 """
@@ -29,6 +31,7 @@ _EXPORTS = {  # name -> module
     "Cluster": "engine.cluster", "ClusterConfig": "engine.cluster",
     "HostKVPool": "engine.hosttier", "HostTierScheduler": "engine.hosttier",
     "build_host_tier": "engine.hosttier", "ProcessService": "engine.procservice",
+    "SWAKVPool": "engine.swa_pool", "UnifiedEngine": "engine.unified_engine",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -104,6 +104,18 @@ def format_rows(results: list[RequestResult], host: bool = False) -> list[str]:
     return rows
 
 
+def window_totals(service: EngineService) -> list[str]:
+    """A sliding-window model's line (engine/swa_window.py): the window and the SWA rows it
+    freed; none for a model without an SWA pool."""
+    pool, runner = service.pool, service.runner
+    if getattr(pool, "translate", None) is None:
+        return []
+    return [f"sliding window: {len(pool.swa_layer_ids)} of {pool.num_layers} layers see "
+            f"{runner.sliding_window_size + 1} tokens; {runner.num_freed:,} SWA rows freed as "
+            f"the window passed (every {runner.interval} tokens); SWA pool {pool.size_swa:,} "
+            f"rows, {pool.swa_available_size():,} free at the end"]
+
+
 def host_totals(service: EngineService) -> list[str]:
     """The host tier's line: the split, the tokens moved and the seconds spent copying."""
     ht = service.host_tier
@@ -213,7 +225,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                replies=replies)
     host = args.host_ratio is not None
     print("\n".join(format_rows(results, host) + totals(results, wall, loaded.label)
-                    + (host_totals(service) if host else [])
+                    + (host_totals(service) if host else []) + window_totals(service)
                     + ([simulate_line(service, trace, capacity, args.host_ratio)]
                        if args.as_simulate else [])))
     return 0

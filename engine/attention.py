@@ -116,12 +116,15 @@ PADDED_WASTE = 3  # pad when B x N x W <= this x the real (query, key) pairs: a 
 
 def plan_spans(slot_lists: Sequence[Sequence[int]], start_pos: Sequence[int],
                device: torch.device, min_shared: int = MIN_SHARED_LEN,
-               padded: bool | None = None, max_group_span: int = MAX_GROUP_SPAN) -> SpanPlan:
+               padded: bool | None = None, max_group_span: int = MAX_GROUP_SPAN,
+               window: int | None = None) -> SpanPlan:
     """Request b's new tokens sit at positions start_pos[b].. of slot_lists[b] (a decode step: a
     span of one, start_pos = len - 1). Groups share leading slots that every new token of every
     member sees (at most start_pos); only spans of at most `max_group_span` tokens join a group
     (decode steps, by default). `padded` True: one padded batch; False: flat (all spans of
-    one) or one padded batch per request; None picks the cheaper.
+    one) or one padded batch per request; None picks the cheaper. `window` W (a sliding
+    layer): the new token at index i sees slots i - W + 1 .. i only; the caller passes lists
+    that start no earlier than the first new token's window (then a span of one sees them all).
 
     Two prefills of 3 tokens after 100 shared prefix slots: one group reads the 100 once for all
     6 query rows (64 + 100 + 2 x 1 = 166 < 2 x 101 gathered, the cost model counts each span's
@@ -135,6 +138,11 @@ def plan_spans(slot_lists: Sequence[Sequence[int]], start_pos: Sequence[int],
     lens = [len(sl) - p for sl, p in zip(slot_lists, start_pos)]
     if not lens or min(lens) < 1:
         raise ValueError(f"every request needs >= 1 new token, got {lens}")
+    if window is not None:
+        if any(p >= window for p in start_pos):
+            raise ValueError(f"a sliding layer's lists start inside the first new token's window "
+                             f"of {window}, got start_pos {list(start_pos)}")
+        max_group_span = 1  # a longer span's later tokens would not see all the shared slots
     offsets = [0, *accumulate(lens)]
     shared_len, groups = [0] * len(lens), []
     eligible = [b for b, n in enumerate(lens) if n <= max_group_span]
@@ -158,10 +166,11 @@ def plan_spans(slot_lists: Sequence[Sequence[int]], start_pos: Sequence[int],
                                      torch.tensor(req, device=device)))
     view = (lens, offsets, [p - n for p, n in zip(start_pos, shared_len)], own)
     members = [list(range(len(lens)))] if padded else [[b] for b in range(len(lens))]
-    return SpanPlan(groups, [_bucket(m, view, device) for m in members], None)
+    return SpanPlan(groups, [_bucket(m, view, device, window) for m in members], None)
 
 
-def _bucket(members: list[int], view: tuple, device: torch.device) -> Bucket:
+def _bucket(members: list[int], view: tuple, device: torch.device,
+            window: int | None = None) -> Bucket:
     lens, offsets, own_start, own = view  # own_start: the first new token's index in own[b]
     n, w = max(lens[b] for b in members), max(len(own[b]) for b in members)
     slots = torch.tensor([own[b] + [0] * (w - len(own[b])) for b in members], device=device)
@@ -169,7 +178,10 @@ def _bucket(members: list[int], view: tuple, device: torch.device) -> Bucket:
     own_len, first, num_new = torch.tensor(size, device=device).T[:, :, None, None]
     j = torch.arange(n, device=device)[None, :, None]
     k = torch.arange(w, device=device)[None, None, :]
-    mask = (k < own_len) & ((k <= first + j) | (j >= num_new))  # a pad query sees every key
+    sees = k <= first + j
+    if window is not None:
+        sees = sees & (k > first + j - window)
+    mask = (k < own_len) & (sees | (j >= num_new))  # a pad query sees every key
     lo, hi = offsets[members[0]], offsets[members[-1] + 1]
     if all(lens[b] == n for b in members) and hi - lo == n * len(members):
         return Bucket((lo, hi), None, None, slots, mask[:, None])

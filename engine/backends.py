@@ -3,7 +3,7 @@
 A backend is a runner (radix/sched/scheduler.py's `Runner`: `extend`, `decode`), the pool its
 slots come from, the clock the scheduler reads, and the few facts `submit` checks a request
 against. `ModelBackend` is the model on its paged KV pool (engine/runner.py, wall clock), on
-the loop's thread; engine/remote.py's `ProcessBackend` runs the same forward in its own process;
+the loop's thread (engine/procservice.py runs the whole service in a process of its own);
 `SimBackend` is radix's SimRunner (priced for Llama-3-8B on an H100, derived, not measured) on
 a SlotAllocator and a simulated clock: no model is loaded and nothing is computed, every reply
 is REPLY's tokens, and `step_s` paces the loop so a classroom sees it change at a visible rate.
@@ -16,13 +16,17 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from engine.arch import SLIDING
 from engine.kv_pool import KVPool
 from engine.model import LoadedModel
 from engine.runner import ModelRunner
+from engine.swa_pool import SWAKVPool
+from engine.swa_window import SWA_EVICTION_INTERVAL, SlidingWindowRunner, WindowedRadixCache
 from radix.request import Allocator, Req, SlotAllocator
 from radix.runs.costs import CostModel
 from radix.runs.sim import SimClock, SimRunner
 from radix.sched.scheduler import Runner
+from radix.tree.radix_cache import RadixCache
 
 REPLY = "(sim) ok"  # every simulated answer's text (repeated or cut to max_new_tokens)
 
@@ -37,6 +41,7 @@ class Backend(Protocol):
     max_context: int | None  # prompt + new tokens may not pass it (None: no limit)
     eos_ids: frozenset[int]
     step_s: float  # seconds the loop waits after each step (0: none)
+    # optional: `tree_class`, the tree EngineService builds over `pool` (RadixCache when absent)
 
     def accepted(self, req: Req) -> None:
         """`req` got its rid and is about to be queued."""
@@ -45,18 +50,35 @@ class Backend(Protocol):
         """The request `rid` is answered (finished, failed or cancelled)."""
 
     def close(self) -> None:
-        """The loop has ended: release what the backend holds (engine/remote.py: its process)."""
+        """The loop has ended: release what the backend holds."""
 
 
 class ModelBackend:
-    """The loaded model on a KV pool of `capacity_tokens` slots (one a token)."""
+    """The loaded model on a KV pool of `capacity_tokens` slots (one a token). A model with
+    sliding-window layers (Gemma 3) at page 1 gets an SWA pool of `swa_ratio` x the slots
+    (engine/swa_pool.py), its runner frees rows the window has passed (every
+    `swa_eviction_interval` tokens) and its tree is WindowedRadixCache (engine/swa_window.py);
+    at page > 1 its sliding layers read the one pool, masked to the window, and nothing is
+    freed early."""
 
     step_s = 0.0
 
-    def __init__(self, loaded: LoadedModel, capacity_tokens: int, page_size: int = 1) -> None:
-        self.pool = KVPool.for_model(loaded.model.config, capacity_tokens, loaded.dtype,
-                                     loaded.device)
-        self.runner = ModelRunner(loaded.model, self.pool)
+    def __init__(self, loaded: LoadedModel, capacity_tokens: int, page_size: int = 1, *,
+                 swa_ratio: float = 1.0,
+                 swa_eviction_interval: int = SWA_EVICTION_INTERVAL) -> None:
+        config = loaded.model.config
+        window = getattr(config, "sliding_window", None)
+        self.tree_class = RadixCache
+        if SLIDING in (getattr(config, "layer_types", None) or ()) and page_size == 1:
+            self.pool = SWAKVPool.for_model(config, capacity_tokens, loaded.dtype, loaded.device,
+                                            swa_ratio)
+            # SGLang's sliding_window_size: the HF window less the query's own position
+            self.runner = SlidingWindowRunner(ModelRunner(loaded.model, self.pool), self.pool,
+                                              window - 1, swa_eviction_interval)
+            self.tree_class = WindowedRadixCache
+        else:
+            self.pool = KVPool.for_model(config, capacity_tokens, loaded.dtype, loaded.device)
+            self.runner = ModelRunner(loaded.model, self.pool)
         self.clock = time.monotonic
         self.vocab_size = loaded.model.config.vocab_size
         self.max_context = loaded.max_context

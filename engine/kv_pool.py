@@ -4,7 +4,8 @@ Follows SGLang's MHATokenToKVPool (k_buffer/v_buffer per layer, row = one token'
 the TokenToKVPoolAllocator's calls (alloc, free, free_segment, available_size), so the radix tree
 owns plain int slot ids while the runner reads and writes the rows behind them. Slot 0 is a
 padding row that is never handed out (SGLang does the same); padded gathers point at it.
-Leaves out: paged layouts, fp8 KV, host offload (HiCache), per-layer sliding windows.
+Leaves out: paged layouts, fp8 KV, host offload (HiCache); sliding-window layers' own rows are
+engine/swa_pool.py's.
 """
 
 from __future__ import annotations
@@ -51,17 +52,21 @@ class KVPool:
         self.size = size
         self.num_layers, self.num_kv_heads, self.head_dim = num_layers, num_kv_heads, head_dim
         self.dtype, self.device = dtype, torch.device(device)
-        shape = (size + 1, num_kv_heads, head_dim)
-        try:
-            self.k_buffer = [torch.zeros(shape, dtype=dtype, device=device)
-                             for _ in range(num_layers)]
-            self.v_buffer = [torch.zeros(shape, dtype=dtype, device=device)
-                             for _ in range(num_layers)]
-        except (RuntimeError, torch.OutOfMemoryError) as exc:  # CPU and CUDA allocators
-            raise MemoryError(f"a KV pool of {size:,} tokens ({self.total_bytes / 2**30:,.1f} "
-                              f"GiB) does not fit on {self.device}: pass a smaller --capacity"
-                              ) from exc
+        self._make_buffers([size + 1] * num_layers)
         self._slots = SlotAllocator(size)
+
+    def _make_buffers(self, rows: list[int]) -> None:
+        """One K and one V tensor per layer, `rows[layer]` rows each (row 0: padding)."""
+        tail = (self.num_kv_heads, self.head_dim)
+        try:
+            self.k_buffer = [torch.zeros((n, *tail), dtype=self.dtype, device=self.device)
+                             for n in rows]
+            self.v_buffer = [torch.zeros((n, *tail), dtype=self.dtype, device=self.device)
+                             for n in rows]
+        except (RuntimeError, torch.OutOfMemoryError) as exc:  # CPU and CUDA allocators
+            raise MemoryError(f"a KV pool of {self.size:,} tokens ({self.total_bytes / 2**30:,.1f}"
+                              f" GiB) does not fit on {self.device}: pass a smaller --capacity"
+                              ) from exc
 
     @classmethod
     def for_model(cls, config: Any, size: int, dtype: torch.dtype,

@@ -31,9 +31,9 @@ hf_logging.disable_progress_bar()  # no "Loading weights" bars in the CLI's outp
 
 DEFAULT_NAME = "SmolLM2-135M-Instruct"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-# Architectures whose decoder layer the runner drives directly (q/k/v/o projections, RoPE,
-# RMSNorm, gated MLP): the Llama family.
-SUPPORTED_TYPES = ("llama", "mistral", "qwen2")  # mistral/qwen2 without a sliding window
+# Architectures whose decoder layers the runner drives directly (engine/arch.py): the Llama
+# family (mistral/qwen2 without a sliding window) and Gemma 3 text (sliding + full layers).
+SUPPORTED_TYPES = ("llama", "mistral", "qwen2", "gemma3_text")
 
 
 @dataclass
@@ -129,10 +129,17 @@ def load_model(
 
 
 def check_supported(config: Any) -> None:
-    """The runner's attention is full causal attention: no sliding windows, no QK norms."""
+    """The Llama family with full causal attention; Gemma 3 text with its sliding layers, causal,
+    without attention-logit softcapping (the runner's attention has none)."""
     if config.model_type not in SUPPORTED_TYPES:
         raise ValueError(f"model_type {config.model_type!r} is not supported "
                          f"(the runner drives {', '.join(SUPPORTED_TYPES)} layers)")
+    if config.model_type == "gemma3_text":
+        for field in ("attn_logit_softcapping", "use_bidirectional_attention"):
+            if getattr(config, field, None):
+                raise ValueError(f"gemma3_text with {field}={getattr(config, field)!r} "
+                                 "is not supported")
+        return
     if getattr(config, "sliding_window", None) and getattr(config, "use_sliding_window", True):
         raise ValueError(f"{config.model_type} with a sliding window "
                          f"({config.sliding_window} tokens) is not supported")

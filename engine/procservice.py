@@ -1,16 +1,16 @@
 """The whole engine service in a process of its own: the page's Python cannot slow its loop.
 
-`ProcessService` is what the app's engines (Live, Classroom) run. engine/remote.py moved only
-the forward out of the Streamlit process; the scheduler, the caches and the per-step Python
-stayed on a thread there, and a page thread holding the GIL still made each step wait
-(benchmarks/engine_contention.py). Here a spawned child runs an `EngineService` (loop, radix
-tree, KV pool, block shadow, model forward, sampling) and the parent keeps a proxy with the
-calls the pages use: `submit` (a `RequestHandle` here, fed tokens and its result), the stamped
-events handed to `listener` in the order the engine made them, `steps`, `snapshot_blocks`,
-`close`. Everything crosses as plain picklable data (radix's events are frozen dataclasses);
-one batched message carries whatever the child produced since the last. The weights are shared,
-not copied, and on CPU the child forks from engine/remote.py's forkserver (`shipping`,
-`landed`): it starts in about a second, not the ~30 s of a spawned child importing torch.
+`ProcessService` is what the app's engines (Live, Classroom) run. A forward on a thread of the
+Streamlit process is hundreds of short torch ops, each taking the GIL back behind a busy page
+thread; moving only the forward out (an earlier backend, retired) left the scheduler, the caches
+and the per-step Python there, and each step still waited. Here a child runs an `EngineService`
+(loop, radix tree, KV pool, block shadow, model forward, sampling) and the parent keeps a proxy
+with the calls the pages use: `submit` (a `RequestHandle` here, fed tokens and its result), the
+stamped events handed to `listener` in the order the engine made them, `steps`, `snapshot_blocks`,
+`close`. Everything crosses as plain picklable data (radix's events are frozen dataclasses); one
+batched message carries whatever the child produced since the last. The weights are shared, not
+copied, and on CPU the child forks from engine/remote.py's forkserver (`shipping`, `landed`): it
+starts in about a second, not the ~30 s of a spawned child importing torch.
 Leaves out: `call(fn)` (a function would have to cross) and the service's attributes (`tree`,
 `pool`, `shadow` live in the child).
 """
@@ -32,8 +32,9 @@ import torch
 
 from engine.backends import ModelBackend
 from engine.handles import RequestHandle, StampedEvent
-from engine.remote import START_TIMEOUT_S, bare_main, landed, shipping
+from engine.remote import START_TIMEOUT_S, landed, shipping
 from engine.service import EngineService
+from radix.runs.workers import bare_main
 from radix.sched.scheduler import StepReport
 
 ACK_TIMEOUT_S = 120.0  # a submit's round trip; the child answers between two torch ops

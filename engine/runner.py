@@ -1,11 +1,13 @@
 """ModelRunner: the real model's forward over KV held in the pool, after SGLang's ModelRunner.
 
-It drives the Llama decoder layers of a transformers model itself (their projections, RMSNorm,
-RoPE and MLP modules) and runs its own attention against KV gathered from `KVPool` slots, so a
-request's prefill computes only its unmatched suffix and a decode step batches every running
-request in one forward (continuous batching). Prefill and decode are one step over spans of new
-tokens (a decode token is a span of one) with one attention path, cascade over shared prefix
-slots (engine/attention.py).
+It drives the decoder layers of a transformers model itself (their projections, norms, RoPE and
+MLP modules, in the order engine/arch.py gives for the family) and runs its own attention
+against KV gathered from the pool's slots, so a request's prefill computes only its unmatched
+suffix and a decode step batches every running request in one forward (continuous batching).
+Prefill and decode are one step over spans of new tokens (a decode token is a span of one) with
+one attention path, cascade over shared prefix slots (engine/attention.py). A sliding layer
+(Gemma 3) reads only its window: from the SWA pool's rows when the pool has one
+(engine/swa_pool.py: `translate`), else from the same rows as the full layers, masked.
 Sampling is greedy unless a request carries `SamplingParams` (engine/sampling.py: temperature,
 top-k, top-p, seed); a draw that fails fails its own request (ServedReq.error), not the step.
 Leaves out: CUDA graphs, paged attention kernels, logprobs, penalties.
@@ -18,9 +20,9 @@ from itertools import accumulate
 from typing import Any, NamedTuple
 
 import torch
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-from engine.attention import attend, plan_spans
+from engine.arch import FULL, arch_for
+from engine.attention import SpanPlan, attend, plan_spans
 from engine.kv_pool import KVPool
 from engine.sampling import sample
 from radix.request import Req
@@ -36,12 +38,14 @@ class Batch(NamedTuple):
 
 
 class ModelRunner:
-    """Implements the Runner protocol of docs/CONTRACTS.md over a transformers Llama model."""
+    """Implements the Runner protocol of docs/CONTRACTS.md over a transformers model of a family
+    engine/arch.py knows (Llama, Mistral, Qwen2, Gemma 3 text)."""
 
     def __init__(self, model: Any, pool: KVPool) -> None:
         self.model = model
         self.pool = pool
         self.device = pool.device
+        self.arch = arch_for(model)
         self.last_logits: torch.Tensor | None = None  # [num_reqs, vocab] of the last call, fp32
 
     def extend(self, reqs: list[Req], prefix_lens: list[int]) -> StepOutput:
@@ -79,35 +83,46 @@ class ModelRunner:
 
     @torch.inference_mode()
     def forward(self, batch: Batch) -> torch.Tensor:
-        """Runs the new tokens of every request in one pass; returns last-token logits [B, V]
-        (engine/remote.py runs this in the model's own process)."""
-        core = self.model.model
+        """Runs the new tokens of every request in one pass; returns last-token logits [B, V]."""
+        arch = self.arch
         lens = [len(t) for t in batch.token_ids]
         flat = [t for toks in batch.token_ids for t in toks]
         ids = torch.tensor(flat, dtype=torch.long, device=self.device)
         pos = torch.tensor([p + j for p, n in zip(batch.start_pos, lens) for j in range(n)],
                            dtype=torch.long, device=self.device)
-        write = torch.tensor([s for sl, p, n in zip(batch.slot_ids, batch.start_pos, lens)
-                              for s in sl[p:p + n]], dtype=torch.long, device=self.device)
-        x = core.embed_tokens(ids)
-        cos, sin = core.rotary_emb(x, pos[None])
-        cos, sin = cos[0], sin[0]
-        rows = [sl if len(sl) == p + n else sl[:p + n]
-                for sl, p, n in zip(batch.slot_ids, batch.start_pos, lens)]
-        plan = plan_spans(rows, batch.start_pos, self.device)
-        for layer_idx, layer in enumerate(core.layers):
-            attn = layer.self_attn
-            h = layer.input_layernorm(x)
-            q = attn.q_proj(h).view(len(flat), -1, attn.head_dim)
-            k = attn.k_proj(h).view(len(flat), -1, attn.head_dim)
-            v = attn.v_proj(h).view(len(flat), -1, attn.head_dim)
-            q, k = apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
+        x = arch.embed(ids)
+        rope = arch.rotary(x, pos)
+        plans = {kind: self._plan(batch, lens, kind) for kind in arch.kinds}
+        for layer_idx, layer in enumerate(self.model.model.layers):
+            kind = arch.layer_types[layer_idx]
+            plan, write = plans[kind]
+            q, k, v = arch.qkv(layer, x, rope[kind])
             self.pool.write(layer_idx, write, k, v)
-            o = attend(self.pool, layer_idx, q, plan, attn.scaling)
-            x = x + attn.o_proj(o.reshape(len(flat), -1))
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
+            o = attend(self.pool, layer_idx, q, plan, layer.self_attn.scaling)
+            x = arch.after_attention(layer, x, o)
         last = torch.tensor(list(accumulate(lens)), device=self.device) - 1
-        return self.model.lm_head(core.norm(x[last])).float()
+        return arch.logits(x[last])
+
+    def _plan(self, batch: Batch, lens: list[int], kind: str) -> tuple[SpanPlan, torch.Tensor]:
+        """The attention plan of one layer kind and the rows its new K/V go to. A full layer
+        reads every position's slot; a sliding one only its window's, translated to SWA rows
+        when the pool keeps them apart (a freed row inside the window is a bug: it raises)."""
+        rows, starts = [], list(batch.start_pos)
+        window = None if kind == FULL else self.arch.window
+        translate = None if kind == FULL else getattr(self.pool, "translate", None)
+        for b, (sl, p, n) in enumerate(zip(batch.slot_ids, batch.start_pos, lens)):
+            lo = 0 if window is None else max(0, p - window + 1)
+            part = sl[lo:p + n] if lo or len(sl) != p + n else sl
+            if translate is not None:
+                part = translate(part)
+                if 0 in part:
+                    raise RuntimeError(f"a sliding layer's window (positions {lo}..{p + n - 1}) "
+                                       f"reads an SWA row that was freed")
+            rows.append(part)
+            starts[b] = p - lo
+        write = torch.tensor([s for r, p, n in zip(rows, starts, lens) for s in r[p:p + n]],
+                             dtype=torch.long, device=self.device)
+        return plan_spans(rows, starts, self.device, window=window), write
 
     @staticmethod
     def _sample(logits: torch.Tensor | None, reqs: list[Req],

@@ -99,7 +99,8 @@ class EngineService:
         self.runner = self.backend.runner
         self.host_tier: HostTierScheduler | None = None
         if host_ratio is None:
-            self.tree = RadixCache(page_size=page_size, sink=sinks["tree"], disable=no_cache,
+            tree_class = getattr(self.backend, "tree_class", RadixCache)  # engine/swa_window.py
+            self.tree = tree_class(page_size=page_size, sink=sinks["tree"], disable=no_cache,
                                    allocator=self.pool)
             self.scheduler = Scheduler(self.runner, self.tree, self.pool, config,
                                        clock=self.backend.clock, sink=sinks["scheduler"],
@@ -108,6 +109,11 @@ class EngineService:
             from engine.hosttier import build_host_tier
             from engine.kv_pool import KVPool
 
+            if getattr(self.pool, "translate", None) is not None:
+                self.backend.close()
+                raise ValueError("the host tier copies one row per token and layer: a model "
+                                 "with sliding-window layers keeps two pools (run it without "
+                                 "--host-ratio)")
             if not isinstance(self.pool, KVPool) and not isinstance(self.backend, SimBackend):
                 self.backend.close()
                 raise ValueError("the host tier copies KV rows in this process: it needs the "

@@ -2,8 +2,8 @@
 
 Not a page (app.py does not list it): pages/_trace_view.py calls these. vLLM's pool is shown
 after the requests the tree had finished by the step (whole requests), from the replay's block
-keyframes (built the first time a step past them is shown, with a progress bar); a session keeps
-the last few pools it drew.
+keyframes (all built with the summary, scenarios/blockframes.py); a session keeps the last few
+pools it drew.
 """
 
 from __future__ import annotations
@@ -24,12 +24,6 @@ from viz.grid_chart import block_grid_chart, grid_height
 from viz.scene import step_caption, step_highlight, tree_scene
 from viz.trace import id_labels, snapshot_json
 
-# the block view replays the per-block pool itself past this many requests only when asked:
-# on the 12,031-request conversation stand-in every keyframe took 24 CPU-s, twice the summary's
-# (14 CPU-s, about the summary's, since scenarios/blockbuilder.py; ~8, half of it, since the
-# keyframes are hashed only when restored)
-AUTO_BLOCK_REQUESTS = 2_000
-
 
 def show_blocks(r: Any, step: int, cache: dict) -> None:
     """vLLM's block pool after the requests the tree had finished by `step` (whole requests).
@@ -40,20 +34,6 @@ def show_blocks(r: Any, step: int, cache: dict) -> None:
     if n not in cache:
         if len(cache) > 8:
             cache.clear()
-        if not r.blocks.ready(n):  # the per-block pool is replayed on demand, keyframes kept
-            todo = n - (r.blocks.keyframes_built - 1) * r.blocks.every
-            if todo > AUTO_BLOCK_REQUESTS and not st.button(
-                    f"show vLLM's block pool after {n:,} requests (replays {todo:,} requests "
-                    "block by block; the summary above needed none of it)",
-                    key="trace.blocks_go"):
-                return  # a long replay runs when asked for, not with every summary
-            bar = st.progress(0.0, text="replaying vLLM's block pool up to this step")
-
-            def built(done: int, want: int) -> None:
-                bar.progress(done / want, text=f"replaying vLLM's block pool up to this step: "
-                                               f"keyframe {done:,} of {want:,}")
-            r.blocks.build(n, progress=built)
-            bar.empty()
         cache[n] = r.blocks.at(n)
     at = cache[n]
     say("subheader", f"Block cache after {n:,} of {len(r.trace.requests):,} requests "
@@ -122,7 +102,6 @@ def _export_frame(r: Any, step: int, max_children: int) -> tuple:
     if r.blocks is None:
         return scene, caption
     n = r.requests_done(step)
-    r.blocks.build(n)
     at = r.blocks.at(n)
     return scene, caption, block_grid_figure(
         at.snapshot, stop_text=f"vLLM block pool after {n:,} of {len(r.trace.requests):,} "

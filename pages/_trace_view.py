@@ -16,7 +16,7 @@ from pages._trace_blocks import show_blocks, show_downloads
 from pages._trace_explain import go_to_step, show_explainer
 from pages._trace_kv import show_kv_recording
 from pages._trace_why import show_why
-from radix.tree.radix_cache import format_tree
+from radix.tree.snapshot import format_tree
 from scenarios.trace import search
 from viz.component import tree_view
 from viz.escape import esc_md

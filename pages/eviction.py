@@ -17,7 +17,7 @@ from pages._shell import (
     tree_height,
 )
 from radix.runs.costs import LABEL, CostModel
-from radix.tree.radix_cache import POLICIES
+from radix.tree.evict_policy import POLICIES
 from viz.blocks import grid_caption
 from viz.component import tree_view
 from viz.eviction import block_short_line, describe, lab_frame, num_frames

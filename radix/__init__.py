@@ -1,7 +1,9 @@
 """RadixLens's model of LLM prefix caches: pure Python, deterministic, no torch, no streamlit.
 
-`RadixCache` follows SGLang's radix tree (mem_cache/radix_cache.py); `BlockPool` and
-`BlockCacheManager` follow vLLM v1's block-hash prefix cache; `SchedulePolicy`, `PrefillAdder`
+`RadixCache` follows SGLang's radix tree (mem_cache/radix_cache.py), `UnifiedRadixCache` its
+tree with FULL, SWA and MAMBA components (hybrid models); `BlockPool` and `BlockCacheManager`
+follow vLLM v1's block-hash prefix cache, `KVCacheManager` its hybrid cache (KV-cache groups of
+a `ModelPreset`, radix/models/); `SchedulePolicy`, `PrefillAdder`
 and `Scheduler` follow SGLang's scheduler; `simulate` runs a trace through all of them with a
 cost model. Every mutation is emitted as an event (`radix.events`). The names below are the
 public API, listed in docs/CONTRACTS.md (a test keeps the two in step).
@@ -16,6 +18,15 @@ from radix.blocks.hashing import (
     hash_block_tokens,
     hash_request_tokens,
 )
+from radix.blocks.hybrid_coordinator import HybridKVCacheCoordinator
+from radix.blocks.hybrid_pool import HybridBlock, HybridBlockPool
+from radix.blocks.hybrid_specs import (
+    FullAttentionSpec,
+    KVCacheGroupSpec,
+    MambaSpec,
+    SlidingWindowSpec,
+)
+from radix.blocks.kv_cache_manager import HybridHit, HybridLookup, KVCacheManager
 from radix.blocks.kv_events import (
     EventBatch,
     batch_from_json,
@@ -38,6 +49,8 @@ from radix.cluster.sim import ClusterResult, simulate_cluster
 from radix.events import EventSink, ListSink
 from radix.hosttier import HostTierCache, TierCounts, host_token_capacity
 from radix.hosttier.replay import TierRun, compare_host_tiers
+from radix.models import PRESETS as MODEL_PRESETS
+from radix.models import ModelPreset, VllmLayout, VllmOptions, load_preset, vllm_layout
 from radix.request import Allocator, Req, SlotAllocator
 from radix.runs.compare import compare
 from radix.runs.costs import CostModel
@@ -49,36 +62,59 @@ from radix.sched.policy import SchedulePolicy
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.tokens import Tokens
 from radix.traces import Trace, TraceError, TraceRequest, load_trace
-from radix.tree.radix_cache import POLICIES as EVICTION_POLICIES
-from radix.tree.radix_cache import (
-    EventLog,
-    EvictResult,
-    InsertResult,
-    InvariantError,
-    LogicalClock,
-    MatchResult,
-    NodeState,
-    RadixCache,
-    RadixKey,
-    TreeModel,
-    TreeNode,
-    TreeSnapshot,
-    check_invariants,
-    format_tree,
-    snapshot,
+from radix.tree import hybrid_lifecycle
+from radix.tree.components import (
+    ComponentData,
+    ComponentType,
+    FullComponent,
+    LockReceipt,
+    MambaComponent,
+    ReqKvInfo,
+    SWAComponent,
+    TreeComponent,
 )
+from radix.tree.evict_policy import POLICIES as EVICTION_POLICIES
+from radix.tree.hybrid_args import (
+    HybridServerArgs,
+    HybridShape,
+    PoolSizes,
+    build_hybrid_cache,
+    pool_sizes,
+)
+from radix.tree.hybrid_lifecycle import SchedulerKnobs
+from radix.tree.hybrid_pools import MambaSlotPool, SWASlotAllocator
+from radix.tree.invariants import InvariantError, check_invariants
+from radix.tree.key import RadixKey
+from radix.tree.node import TreeNode
+from radix.tree.radix_cache import LogicalClock, RadixCache
+from radix.tree.replay import EventLog, TreeModel
+from radix.tree.results import EvictResult, InsertResult, MatchResult
+from radix.tree.snapshot import NodeState, TreeSnapshot, format_tree, snapshot
+from radix.tree.unified_check import ComponentNodeState
+from radix.tree.unified_radix_cache import UnifiedRadixCache, UnifiedTreeNode
+from radix.tree.unified_types import HybridMatchResult, InsertParams
 
 __all__ = [
     # the radix tree (SGLang)
     "RadixKey", "TreeNode", "RadixCache", "LogicalClock", "MatchResult", "InsertResult",
     "EvictResult", "EVICTION_POLICIES", "TreeSnapshot", "NodeState", "snapshot", "format_tree",
     "check_invariants", "InvariantError", "TreeModel", "EventLog",
+    # the unified tree with components (SGLang's UnifiedRadixCache: hybrid models)
+    "UnifiedRadixCache", "UnifiedTreeNode", "InsertParams", "HybridMatchResult", "ComponentType",
+    "ComponentData", "TreeComponent", "FullComponent", "SWAComponent", "MambaComponent",
+    "LockReceipt", "ReqKvInfo", "ComponentNodeState", "SWASlotAllocator", "MambaSlotPool",
+    "HybridShape", "HybridServerArgs", "PoolSizes", "pool_sizes", "build_hybrid_cache",
+    "SchedulerKnobs", "hybrid_lifecycle",
     # the block cache (vLLM)
     "BlockPool", "KVCacheBlock", "FreeKVCacheBlockQueue", "BlockCacheManager", "ComputedBlocks",
     "ExtentPool", "UnsupportedByStorage", "LookupRecord", "hash_block_tokens",
     "hash_request_tokens", "NONE_HASH", "BlockPoolSnapshot", "BlockState",
     "take_snapshot", "EventBatch", "encode_batch", "decode_batch",
     "batch_to_json", "batch_from_json", "BlockHasher", "HASH_ALGOS", "VLLM_NONE_HASH_SEED",
+    # the hybrid block cache (vLLM 0.33's hybrid coordinator) and model presets
+    "KVCacheManager", "HybridKVCacheCoordinator", "HybridBlockPool", "HybridBlock", "HybridHit",
+    "HybridLookup", "KVCacheGroupSpec", "FullAttentionSpec", "SlidingWindowSpec", "MambaSpec",
+    "ModelPreset", "MODEL_PRESETS", "load_preset", "VllmOptions", "VllmLayout", "vllm_layout",
     # requests, slots, scheduling; the one token sequence
     "Req", "Allocator", "SlotAllocator", "SchedulePolicy", "PrefillAdder", "Scheduler",
     "SchedulerConfig", "Tokens",

@@ -54,7 +54,7 @@ class ListSink:
         self.events.append(event)
 
 
-# --- the radix tree (radix/tree/radix_cache.py) ---------------------------------------------------
+# --- the radix tree (radix/tree/) ---------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +244,87 @@ class HostLockChanged(Event):
     node_id: int
     host_lock_ref: int  # the value after the change
     delta: int
+
+
+# --- the unified tree's components (radix/tree/unified_radix_cache.py, components/) ------------
+# SGLang 0.5.23's UnifiedRadixCache with FULL + SWA + MAMBA: FULL keeps the tree's own events
+# (NodeSplit, NodeInserted, LockChanged, NodeEvicted, ...); these say what the auxiliary
+# components did on a node. `component` is "swa" or "mamba".
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentStored(Event):
+    """A component's value was set on a node: an SWA window published or recovered from a
+    tombstone, a Mamba state checkpointed there."""
+
+    node_id: int
+    component: str
+    slot_ids: tuple[int, ...]  # SWA: its pool's slots, one per token; Mamba: the state slot
+    recovered: bool = False  # SWA: the node was a tombstone inside the insert's window
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentTombstoned(Event):
+    """A component's data left a node that stays (its value is now None, a tombstone):
+    evicted from the component's LRU, cascaded from a higher-priority one, or over the Mamba
+    path cap."""
+
+    node_id: int
+    component: str
+    num_slots: int
+    cause: str  # "evict", "cascade" or "path_cap"
+
+
+@dataclass(frozen=True, slots=True)
+class ComponentLockChanged(Event):
+    """One hop of an auxiliary component's lock walk (SWA: up to its window boundary;
+    Mamba: the node itself)."""
+
+    node_id: int
+    component: str
+    lock_ref: int  # after this hop
+    delta: int
+    size_moved: int  # slots moved between evictable and protected here
+
+
+@dataclass(frozen=True, slots=True)
+class HybridPrefixMatched(Event):
+    """A match where every component's validator had to accept: FULL matched
+    `full_kv_hit_length`, the hit is `prefix_len` (at the deepest node all accepted)."""
+
+    node_ids: tuple[int, ...]  # the hit's path, root excluded
+    key_len: int
+    prefix_len: int
+    full_kv_hit_length: int
+    mamba_branching_seqlen: int | None
+    swa_branching_seqlen: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class MambaStateCopied(Event):
+    """Copy-on-write on match: the request's own state slot starts from the node's state."""
+
+    node_id: int
+    src_slot: int
+    dst_slot: int
+
+
+@dataclass(frozen=True, slots=True)
+class SlidingWindowFreed(Event):
+    """A running request freed its SWA slots for positions [start, end): out of its window."""
+
+    rid: str | None
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class MambaStateTracked(Event):
+    """A running request kept a Mamba state at `seqlen` tokens (a checkpoint it may donate)."""
+
+    rid: str | None
+    seqlen: int
+    slot: int
 
 
 # --- vLLM's KV cache events (vllm/distributed/kv_events.py), emitted by BlockPool -----------------

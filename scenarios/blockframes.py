@@ -1,22 +1,23 @@
 """vLLM's block cache over a trace, with keyframes: the pool after any number of requests, fast.
 
-Follows the tree's EventLog. The summary of a trace (hits, rejections, each request's lookup)
-comes from one pass of the block-extent cache; the per-block pool is replayed on demand
-(`radix.runs.compare.run_blocks`'s flow, one request at a time), keeping a keyframe of the pool
-every `every` requests (at most ~64 keyframes a trace: each costs a pass over the pool); the pool
-after n requests is the keyframe at or before n, restored into a BlockCacheManager, plus at most
-`every` requests run through it by run_blocks itself (a compact prompt's tokens packed by
-numpy: as fast as the per-block replay once written for this). A moving cursor (the last pool
-built) makes a step forward cost one request. A keyframe is taken between two requests, when no
+Follows the tree's EventLog. One pass of run_blocks over the trace's requests, through a
+BlockCacheManager whose storage is the array pool (blockbuilder.py), gives the summary (hits,
+rejections, each request's lookup, the eviction count after each request) and keeps a keyframe of
+the pool every `every` requests (at most ~64 a trace). The pool after n requests is the keyframe
+at or before n,
+restored into a BlockCacheManager over a BlockPool, plus at most `every` requests run through it
+by run_blocks (a compact prompt's tokens packed by numpy). A moving cursor (the last pool built)
+makes a step forward cost one request. A keyframe is taken between two requests, when no
 request holds a block, so it is the blocks' hashes (with parent hash and chain position), the
 free queue's order, the hash map's order and the eviction count, column by column: ~44 bytes a
 cached block, pickled (not compressed: block hashes are random bytes, zlib saved 16% for a
-third of the upload's time; a 1 M-token pool of 16-token blocks: ~2.7 MB a keyframe, was
-~3.4 MB as a tuple per block). The array pool's keyframes wait as Frames (blockbuilder.py:
-its arrays, hashes as ids, ~1.7 MB on that pool) until one is restored: only the keyframes shown
-are hashed and pickled (the block view's first picture: the last pool only; hashing every block
-replayed was a third of the replay).
-Restoring rewrites the cursor's pool in place.
+third of the upload's time; a 1 M-token pool of 16-token blocks: ~2.7 MB a keyframe). The array
+pool's keyframes wait as Frames (blockbuilder.py: its arrays, hashes as ids, ~1.7 MB on that
+pool) until one is restored: only the keyframes shown are hashed and pickled.
+Why two storages: the array pool names a hash by an id from a trie of every block prefix of the
+trace (1.6 M on the conversation stand-in, ~100 MB, outside the session's budget), dropped after
+the pass; a step between keyframes runs on the per-block pool a keyframe restores (hashes, not
+ids), which is also what the block view draws (its snapshot: block ids, states, the free queue).
 subtle: restoring writes KVCacheBlock fields and the pool's hash map directly (radix/blocks has
 no restore); tests check a restored pool against a replayed one and its invariants.
 """
@@ -31,17 +32,17 @@ from operator import attrgetter, not_
 from typing import Any, NamedTuple
 
 from radix.blocks.hashing import BlockHasher
-from radix.blocks.manager import BlockCacheManager, ComputedBlocks, ExtentPool, LookupRecord
+from radix.blocks.manager import BlockCacheManager, LookupRecord
 from radix.blocks.pool import BlockPool, FreeKVCacheBlockQueue, KVCacheBlock
 from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.request import Req
 from radix.runs.compare import fewer_collections, run_blocks
-from scenarios.blockbuilder import ArrayPool, Frame, pack_runs
+from scenarios.blockbuilder import ArrayPool, Frame
+from scenarios.blockhashes import SEGMENT_BYTES, pack_runs
 
 MIN_EVERY, MAX_KEYFRAMES = 32, 64
 FRAME_BLOCK_BYTES = 60  # a cached block in a keyframe (hash, parent hash, ids), pickled
 Feed = Callable[[int, int], Iterable[tuple[Req, list[int]]]]  # (start, stop) -> (req, output)
-Runner = Callable[..., dict]  # run_blocks(reqs, outputs, capacity, block_size, manager=, ...)
 
 
 _HASH, _PARENT, _POS = (attrgetter(a) for a in ("block_hash", "parent_hash", "chain_pos"))
@@ -139,75 +140,68 @@ class BlockFrames:
     """The pool after any prefix of a trace's requests.
 
     `feed(start, stop)` yields (Req, output tokens) for requests start..stop-1 (fresh Reqs, in
-    order); `run(reqs, outputs, capacity, block_size, manager=..., rejected_rids=...,
-    on_lookup=...)` is run_blocks. Two passes, so that an upload is summarised fast:
-
-    - the summary (stats, rejected requests, one LookupRecord and the eviction count after
-      each request) is one pass of the block-extent storage (ExtentPool in
-      radix/blocks/manager.py: the same hits, evictions and lookups as the per-block pool,
-      tests/radix/blocks/test_extents.py), at the cost of extents: on a 12,031-request
-      conversation trace ~2 s against ~17 s per block;
-    - the per-block pool (block ids, hashes, free-queue order: what the block view draws)
-      is replayed only when a step asks for it, `every` requests at a time (run_blocks'
-      flow by numpy arrays: scenarios/blockbuilder.py), keeping a keyframe at each even
-      multiple of `every` it passes and at the one asked for (an odd one passed is None,
-      built from the one before it when a step in it is first asked for: the first picture
-      of a long trace needs only the last), and, once the last is built, the pool after
-      every request too (that first picture); `keyframes_built` says how far it got.
+    order). Made by one pass of run_blocks over every request, on the array pool: `stats`,
+    `rejected`, `lookups` (one LookupRecord a request), `evictions` (the count after each
+    request) and the keyframes, frames[k] the pool before request k * every, and the pool after
+    every request (the block view's first picture). On the 12,031-request conversation
+    stand-in the pass is ~2 CPU-s; it was a summary pass over block extents (~0.9 s) and,
+    past 2,000 requests, a replay of the keyframes when a button asked for it (~1.8 s), which
+    kept only every other one.
 
     `hash_algo`: how the pool hashes blocks (radix/blocks/hashing.py; hits do not depend on it).
-    One lock guards the builder and the cursor: two threads reading one replay take turns.
+    One lock guards the cursor: two threads reading one replay take turns.
     """
 
-    def __init__(self, num_requests: int, feed: Feed, run: Runner, capacity: int,
-                 block_size: int = 16, every: int | None = None,
-                 progress: Callable[[int], None] | None = None,
+    def __init__(self, num_requests: int, feed: Feed, capacity: int, block_size: int = 16,
+                 every: int | None = None, progress: Callable[[int], None] | None = None,
                  hash_algo: str | BlockHasher = "radixlens") -> None:
-        self.num_requests, self.feed, self.run = num_requests, feed, run
+        self.num_requests, self.feed = num_requests, feed
         self.hash_algo = hash_algo
-        # default: a keyframe every 32 requests, fewer on long traces (at most ~64 keyframes)
-        every = every or max(MIN_EVERY, -(-num_requests // MAX_KEYFRAMES))
+        every = every or default_every(num_requests)
         self.capacity, self.block_size, self.every = capacity, block_size, every
         self.num_blocks = capacity // block_size + 1  # block 0 is vLLM's null block
         self.rejected: list[str] = []
         self.evictions: list[int] = []  # cached blocks evicted so far, after each request
-        self.lookups: list[LookupRecord] = []
         self._progress = progress
-        summary = BlockCacheManager(ExtentPool(self.num_blocks, block_size))
-        self.stats = self.run(self._counted(summary), self._outputs(), capacity, block_size,
-                              manager=summary, rejected_rids=self.rejected,
-                              on_lookup=self._looked_up)
-        # the per-block pool: frames[k] is the pool before request k * every, built on demand;
-        # run_blocks' flow by arrays (scenarios/blockbuilder.py: the same keyframes, byte for
-        # byte), another runner's through a BlockCacheManager
-        self._builder: ArrayPool | BlockCacheManager | None = (
-            ArrayPool(self.num_blocks, block_size, hash_algo) if run is run_blocks else
-            BlockCacheManager(BlockPool(self.num_blocks, block_size, hash_algo=hash_algo),
-                              hash_memo=True, pack=pack_runs))
+        pool = ArrayPool(self.num_blocks, block_size, hash_algo)
+        manager = BlockCacheManager(pool)
         # a keyframe of the array pool is a Frame (its hashes as ids) until it is restored
-        self.frames: list[bytes | Frame | None] = [self._capture()]
-        self._last: bytes | Frame | None = None  # the pool after every request, once built
+        self.frames: list[bytes | Frame] = [pool.frame()]
+        self._last: bytes | Frame | None = None  # the pool after every request
+        # fewer collections: the pass allocates small objects by the million (trie keys,
+        # walks): on the conversation stand-in 528 collections, 48 of them of the middle
+        # generation, against 5 and 1 (0.5-0.9 of ~4.5 CPU-s beside a 3 M-object heap)
+        with fewer_collections():
+            self.stats = run_blocks(self._counted(manager, pool), self._outputs(), capacity,
+                                    block_size, manager=manager, rejected_rids=self.rejected)
+        self.lookups: list[LookupRecord] = manager.lookups
+        # the pool's trie (an id for every distinct block prefix of the trace) is never used
+        # again; the frames' hashes (their sequences, kept by the trace anyway) keep none of
+        # the hashes they compute
+        pool.memo.hashes.forget()
         self._cursor: tuple[int, BlockCacheManager] | None = None
         self._lock = threading.RLock()
 
-    def _counted(self, summary: BlockCacheManager) -> Iterable[Req]:
-        """The requests, the eviction count recorded after each (run_blocks pulls the next
-        request only after finishing the last) and progress every `every` requests."""
+    def _counted(self, manager: BlockCacheManager, pool: ArrayPool) -> Iterable[Req]:
+        """The requests; between two (run_blocks pulls the next request only after finishing
+        the last) the eviction count, a keyframe every `every` requests and progress."""
         self._outs: list[list[int]] = []
         for i, (req, out) in enumerate(self.feed(0, self.num_requests)):
             if i:
-                self.evictions.append(summary.num_evictions)
-            if i % self.every == 0 and self._progress is not None:
-                self._progress(i)
+                self.evictions.append(manager.num_evictions)
+            if i % self.every == 0:
+                if i:
+                    self.frames.append(pool.frame())
+                if self._progress is not None:
+                    self._progress(i)
             self._outs.append(out)
             yield req
-        self.evictions.append(summary.num_evictions)
-
-    def _looked_up(self, req: Req, hit: ComputedBlocks) -> None:
-        """The LookupRecord BlockCacheManager.get_computed_blocks keeps, from the extent hit."""
-        self.lookups.append(LookupRecord(
-            req.rid, len(req.origin_input_ids) + len(req.output_ids), hit.num_blocks,
-            hit.num_computed_tokens, hit.stop_block, hit.reason))
+        self.evictions.append(manager.num_evictions)
+        n = self.num_requests
+        if n and n % self.every == 0:
+            self.frames.append(pool.frame())
+        elif n:
+            self._last = pool.frame()
 
     def _outputs(self) -> Iterable[list[int]]:
         """Each request's output, handed over (and dropped here) right after its request: zip
@@ -223,71 +217,32 @@ class BlockFrames:
         """Keyframes the trace has: the pool before requests 0, every, 2 * every, ... <= n."""
         return self.num_requests // self.every + 1
 
-    @property
-    def keyframes_built(self) -> int:
-        return len(self.frames)
+    @staticmethod
+    def max_nbytes(num_requests: int, capacity: int, block_size: int = 16,
+                   every: int | None = None) -> int:
+        """What a BlockFrames of these sizes may hold at most, known before the pass, so a
+        session's budget can refuse it first: every keyframe with each block cached (~60 bytes
+        a block), the sequences the keyframes hash from (two segments a request) and a lookup
+        a request. 40 requests, every 32: keyframes 0 and 1 and the pool after the 40th, of 3
+        blocks (with the null block): 3 x 3 x 60 + 40 x (2 x 600 + 64).
 
-    def ready(self, n: int) -> bool:
-        """Whether the pool after n requests comes without replaying past the keyframes built
-        (at most `every` requests from one)."""
-        return n // self.every < len(self.frames)
-
-    def build(self, n: int | None = None,
-              progress: Callable[[int, int], None] | None = None) -> None:
-        """Replays the per-block pool until `ready(n)` (default: every keyframe is kept);
-        progress(frames built, frames wanted) after each keyframe."""
-        last = self.num_frames - 1 if n is None else min(n // self.every, self.num_frames - 1)
-        # fewer collections: the replay allocates small objects by the million (trie keys,
-        # walks): on the conversation stand-in 528 collections, 48 of them of the middle
-        # generation, against 5 and 1 (0.5-0.9 of ~4.5 CPU-s beside a 3 M-object heap)
-        with self._lock, fewer_collections():
-            self._build(last, progress)
-
-    def _build(self, last: int, progress: Callable[[int, int], None] | None) -> None:
-        while len(self.frames) <= last:
-            k = len(self.frames)
-            start = (k - 1) * self.every
-            builder = self._builder
-            assert builder is not None
-            if isinstance(builder, ArrayPool):
-                builder.replay(list(self.feed(start, start + self.every)))
-            else:
-                self._replay(builder, start, start + self.every)
-                builder.lookups.clear()
-            keep = k % 2 == 0 or k == last or k == self.num_frames - 1
-            self.frames.append(self._capture() if keep else None)
-            if len(self.frames) == self.num_frames:
-                # the pool after every request, the block view's first picture of a long
-                # trace, from the builder while it is there (a restore, not a replay of up
-                # to `every` requests, when it is asked for)
-                done = (self.num_frames - 1) * self.every
-                if isinstance(builder, ArrayPool) and done < self.num_requests:
-                    builder.replay(list(self.feed(done, self.num_requests)))
-                    self._last = builder.frame()
-                # every keyframe is built: the builder's pool and trie (an id for every
-                # distinct block prefix of the trace: 1.6 M on the conversation stand-in, ~100
-                # MB, not in the session's budget) are never used again; the frames' hashes
-                # (their sequences, kept by the trace anyway) keep none of the hashes they
-                # compute
-                if isinstance(builder, ArrayPool):
-                    builder.memo.hashes.forget()
-                self._builder = None
-            if progress is not None:
-                progress(len(self.frames), last + 1)
-
-    def _capture(self) -> bytes | Frame:
-        builder = self._builder
-        return builder.frame() if isinstance(builder, ArrayPool) else capture(builder)
+        >>> BlockFrames.max_nbytes(40, 32, 16, every=32)
+        51100
+        """
+        num_frames = num_requests // (every or default_every(num_requests)) + 2  # + the last
+        per_request = 2 * SEGMENT_BYTES + 64
+        return (FRAME_BLOCK_BYTES * (capacity // block_size + 1) * num_frames
+                + per_request * num_requests)
 
     def keyframe(self, k: int) -> bytes:
-        """Keyframe k (built; -1: the pool after every request) as `capture` gives it, its
-        hashes computed the first time it is asked for (restored)."""
+        """Keyframe k (-1: the pool after every request, when n is not a multiple of `every`)
+        as `capture` gives it, its hashes computed the first time it is asked for."""
         with self._lock:
             return self._frame(k)
 
     def _frame(self, k: int) -> bytes:
         frame = self._last if k < 0 else self.frames[k]
-        assert frame is not None
+        assert frame is not None, "no pool after every request: the last keyframe is it"
         if isinstance(frame, Frame):
             frame = frame.capture()
             if k < 0:
@@ -297,24 +252,23 @@ class BlockFrames:
         return frame
 
     def _replay(self, manager: BlockCacheManager, start: int, stop: int) -> None:
-        """Requests start..stop-1 through `manager`'s pool (the runner, run_blocks)."""
+        """Requests start..stop-1 through `manager`'s pool (run_blocks)."""
         pairs = list(self.feed(start, stop))
         # run_blocks ends by counting unreachable blocks over the whole pool: not needed here
         # (a snapshot or keyframe has them), and it costs as much as the requests replayed
         manager.num_unreachable_blocks = lambda: None
-        self.run([r for r, _ in pairs], [o for _, o in pairs], self.capacity, self.block_size,
-                 manager=manager, rejected_rids=[])
+        run_blocks([r for r, _ in pairs], [o for _, o in pairs], self.capacity, self.block_size,
+                   manager=manager, rejected_rids=[])
 
     @property
     def nbytes(self) -> int:
-        """What it holds, the keyframes not built yet counted at their most (every block
-        cached: ~60 bytes each), so a session's budget holds them from the start."""
-        built = sum(_size(f) for f in self.frames if f is not None) + _size(self._last)
-        pending = [f for f in self.frames + [self._last] if isinstance(f, Frame)]
+        """What it holds (at most `max_nbytes`): the keyframes, the sequences the ones not
+        restored yet hash from, the lookups."""
+        frames = [*self.frames, self._last]
+        built = sum(_size(f) for f in frames)
+        pending = [f for f in frames if isinstance(f, Frame)]
         built += pending[0].hashes.nbytes if pending else 0  # the sequences they hash from
-        missing = self.num_frames - len(self.frames) + self.frames.count(None) + (
-            self._last is None and self.num_requests % self.every != 0)
-        return built + FRAME_BLOCK_BYTES * self.num_blocks * missing + 64 * len(self.lookups)
+        return built + 64 * len(self.lookups)
 
     def manager_at(self, n: int) -> BlockCacheManager:
         """A manager whose pool is the one after the first n requests (not to be mutated)."""
@@ -329,17 +283,10 @@ class BlockFrames:
         else:
             k = n // self.every
             start = k * self.every
-            self._build(k, None)
             scratch = self._cursor[1] if self._cursor is not None else None
             if n == self.num_requests and self._last is not None:
-                start = n
-                manager = restore(self._frame(-1), into=scratch, hash_algo=self.hash_algo)
-            elif self.frames[k] is None:  # passed by a long build: from the one before it
-                manager = restore(self._frame(k - 1), into=scratch, hash_algo=self.hash_algo)
-                self._replay(manager, start - self.every, start)
-                self.frames[k] = capture(manager)
-            else:
-                manager = restore(self._frame(k), into=scratch, hash_algo=self.hash_algo)
+                start, k = n, -1
+            manager = restore(self._frame(k), into=scratch, hash_algo=self.hash_algo)
         if n > start:
             self._replay(manager, start, n)
         self._cursor = (n, manager)
@@ -353,6 +300,11 @@ class BlockFrames:
         with self._lock, fewer_collections():
             manager = self.manager_at(n)
             return BlockAt(manager.snapshot(), n, manager.pool.num_evictions)
+
+
+def default_every(num_requests: int) -> int:
+    """Requests between keyframes: 32, more on long traces (at most ~64 keyframes)."""
+    return max(MIN_EVERY, -(-num_requests // MAX_KEYFRAMES))
 
 
 def _size(frame: bytes | Frame | None) -> int:

@@ -35,7 +35,7 @@ from radix.runs.explain import (
 )
 from radix.runs.progress import with_time_left  # noqa: F401 (the panel's name, kept)
 from radix.runs.sim import SimConfig
-from radix.traces.base import Trace
+from radix.traces.trace import Trace
 from runtime.budget import BUDGET, Budget
 from scenarios.trace import Cancelled, Progress
 
@@ -153,7 +153,7 @@ def what_if_estimate(trace: Trace, done: Explained, workers: int = 1) -> float:
     run's seconds, times PLAIN_PER_WATCHED a run, times the simulator runs each worker makes
     (the runs, num_simulator_runs, dealt out: the slowest worker's share).
 
-    >>> from radix.traces.base import TraceRequest
+    >>> from radix.traces.trace import TraceRequest
     >>> t = Trace("request", [TraceRequest("a", 0.0, (1, 2, 3), 1)])
     >>> e = explain(t, settings(1_000_000), what_if=False)
     >>> e.working_set = 100_000  # 8 distinct capacities on the curve
@@ -234,7 +234,7 @@ def run_host_tier(trace: Trace, capacity: int, ratio: float,
 def host_summary(e: HostTierExplanation) -> str:
     """One paragraph: the split, where the host hits came from, what was lost.
 
-    >>> from radix.traces.base import TraceRequest
+    >>> from radix.traces.trace import TraceRequest
     >>> toks = {"a": range(1, 13), "b": range(101, 113), "c": range(201, 213)}
     >>> t = Trace("request", [TraceRequest(f"{r}{k}", float(k), tuple(toks[r]), 1)
     ...                       for k, r in enumerate("abcab")])

@@ -27,7 +27,8 @@ from typing import Any, NamedTuple
 
 from radix import events as ev
 from radix.sched.scheduler import SchedulerConfig
-from radix.tree.radix_cache import TreeModel, TreeSnapshot
+from radix.tree.replay import TreeModel
+from radix.tree.snapshot import TreeSnapshot
 
 CAPACITY_TOKENS = 4_096  # KV slots per session: 4,096 x 46,080 B = 180 MiB for SmolLM2 in fp32
 CHUNK = 256  # prefill tokens per request per round

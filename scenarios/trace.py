@@ -29,19 +29,16 @@ import numpy as np
 
 from radix import events as ev
 from radix.blocks.hashing import VLLM_NONE_HASH_SEED, BlockHasher
-from radix.runs.compare import fewer_collections, run_blocks, run_tree
+from radix.runs.compare import fewer_collections, run_tree
 from radix.runs.ops import OpRunner
 from radix.tokens import TokenRuns
-from radix.traces.base import (
-    DEFAULT_LIMITS,
-    Trace,
-    TraceLimits,
-    load_trace,
-    output_tokens,
-    to_req,
-)
+from radix.traces.base import load_trace
+from radix.traces.limits import DEFAULT_LIMITS, TraceLimits
 from radix.traces.ops import OpTraceError
-from radix.tree.radix_cache import EventLog, InvariantError, RadixCache
+from radix.traces.trace import Trace, output_tokens, to_req
+from radix.tree.invariants import InvariantError
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import EventLog
 from scenarios.blockframes import BlockFrames
 from scenarios.kvrecording import RecordingFold, fold_recording
 
@@ -278,6 +275,12 @@ def _replay_requests(out: TraceReplay, hold: Callable[[int], None], live: int,
     trace, n = out.trace, len(out.trace.requests)
     log = out.log = CompactLog(64 if n <= CHECK_EVERY_REQUEST_UP_TO else LONG_KEYFRAME_EVERY,
                                out.page_size)
+    # the block keyframes at their most, held before the tree runs: a pool they would not fit
+    # is refused before any of it is built
+    usable = sum(trace.input_lens) + sum(r.output_len + out.block_size for r in trace.requests)
+    capacity = min(out.capacity, usable)
+    live += BlockFrames.max_nbytes(n, capacity, out.block_size)
+    hold(live)
 
     def tree_feed() -> Iterator[tuple[Any, list[int]]]:
         for i, item in enumerate(_feed(trace, 0, n)):
@@ -324,10 +327,8 @@ def _replay_requests(out: TraceReplay, hold: Callable[[int], None], live: int,
         if progress is not None:
             progress(0.6 + 0.4 * i / max(n, 1), f"block cache: request {i:,} of {n:,}")
 
-    usable = sum(trace.input_lens) + sum(r.output_len + out.block_size for r in trace.requests)
-    out.blocks = BlockFrames(n, lambda a, b: _feed(trace, a, b), run_blocks,
-                             min(out.capacity, usable), out.block_size, progress=block_progress,
-                             hash_algo=out.hasher)
+    out.blocks = BlockFrames(n, lambda a, b: _feed(trace, a, b), capacity, out.block_size,
+                             progress=block_progress, hash_algo=out.hasher)
     out.stats = {"tree": tree, "blocks": out.blocks.stats}
     _index(out)
     rejected = {rid for rid, found in out.index.items() if any(f.what == "rejected" for f in found)}

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from radix.blocks.hashing import hash_request_tokens
 from radix.traces import textcodec
-from radix.traces.base import Trace, TraceRequest
+from radix.traces.trace import Trace, TraceRequest
 from radix.why.diff import first_diff
 from radix.why.prompt import Prompt
 from radix.why.report import NO_CAUSE, WhyReport, format_why, why

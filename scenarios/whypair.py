@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.request import Req
-from radix.tree.radix_cache import RadixCache, RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 from radix.why.diff import first_diff
 from radix.why.prompt import Prompt
 

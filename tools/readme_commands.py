@@ -3,24 +3,27 @@
 Which commands: every line of a fenced code block marked bash/sh/shell, and the lines of an
 unmarked block that start like a command (python, .venv/bin/..., bash, source: an unmarked block
 may be a diagram). A line starting with `#` is a comment (the `#   kv events ...` output lines
-too), and so is a trailing `  # ...`. JSON blocks are data, not commands (the op-trace example
-is loaded by tests/docs/test_readme_commands.py). Commands in the prose (inline code: the
-benchmarks' and tools' invocations, quoted with their figures) are checked, not run: they must use
-an interpreter that exists after `bash scripts/setup.sh` (`.venv/bin/python`, or `python` where the
-README says it means the project's environment; never a bare `python3`, which outside .venv
-lacks the packages) and name a script or module that exists. Running them is the benchmarks'
-business (minutes each, some with the reference wheels).
+too), and so is a trailing `  # ...`. In an unmarked block, `$ COMMAND` is a transcript: the
+lines after it, up to the next `$` line or the block's end, are what the command prints, and a
+run whose output differs fails. JSON blocks are data, not commands (the op-trace example is
+loaded by tests/docs/test_readme_commands.py, and is the OPS.jsonl the README's replay reads).
+Commands in the prose (inline code: the benchmarks' and tools' invocations, quoted with their
+figures) are checked, not run: they must use an interpreter that exists after `bash
+scripts/setup.sh` (`.venv/bin/python`, or `python` where the README says it means the project's
+environment; never a bare `python3`, which outside .venv lacks the packages) and name a script or
+module that exists. Running them is the benchmarks' business (minutes each, some with the
+reference wheels).
 
-How a code-block command runs: as a new user with the environment activated (`.venv/bin` first
-on PATH, as `source .venv/bin/activate` does), from the repository root, in a shell, each with a
-time limit. The root it runs in is a scratch copy made of links to the repository's top-level
-entries (`scratch_root`), so what a command writes where it stands (`sweep.jsonl`, `--html
-sweep.html`) lands in the scratch folder, not in the checkout. Placeholders become sample inputs
-(`placeholders` below: TRACE is the three-request walk, OPS.jsonl an op trace opening with the
-README's config line, OUT... a temporary path), an optional `[--flag]` is passed. Skipped, each
-with its reason (SKIPS): what needs a GPU, a server that runs until stopped, another machine's
-server, the reference wheels, a checkpoint the user brings, or is the setup / the suite itself
-(CI runs those two). `--quick` also leaves out the slow commands run elsewhere in the suite
+How a code-block command runs: as a new user with the environment activated (`.venv/bin` first on
+PATH, as `source .venv/bin/activate` does), from the repository root, in a shell, each with a time
+limit. The root it runs in is a scratch copy made of links to the repository's top-level entries
+(`scratch_root`), so what a command writes where it stands (`sweep.jsonl`, `--html sweep.html`)
+lands in the scratch folder, not in the checkout. Placeholders become sample inputs (`placeholders`
+below: TRACE is the three-request walk, OPS.jsonl the README's op-trace example (the JSON block
+that opens with its config line), OUT... a temporary path), an optional `[--flag]` is passed.
+Skipped, each with its reason (SKIPS): what needs a GPU, a server that runs until stopped, another
+machine's server, the reference wheels, a checkpoint the user brings, or is the setup / the suite
+itself (CI runs those two). `--quick` also leaves out the slow commands run elsewhere in the suite
 (SLOW: the real model's, a local Ray's, and the two whose own process would import torch or
 transformers again: the test file their reason names runs them in its process,
 tests/readmehelp.py).
@@ -83,8 +86,9 @@ SLOW = [
 
 class Command(NamedTuple):
     line: int  # 1-based line in the README
-    text: str  # as shown (comment removed)
+    text: str  # as shown (comment removed; a transcript's `$ ` too)
     inline: bool  # from the prose, not a code block
+    shown: str | None = None  # a transcript's output as the README shows it (each line + "\n")
 
 
 class Outcome(NamedTuple):
@@ -95,18 +99,35 @@ class Outcome(NamedTuple):
 
 
 def code_block_commands(readme: str) -> list[Command]:
-    """Each command line of the shell (or unmarked) fenced blocks, without its comment.
+    """Each command line of the shell (or unmarked) fenced blocks, without its comment; a
+    transcript's command with the output shown under it.
 
     >>> code_block_commands("x\\n```bash\\npython -m radix demo   # hi\\n# note\\n```\\n")
-    [Command(line=3, text='python -m radix demo', inline=False)]
+    [Command(line=3, text='python -m radix demo', inline=False, shown=None)]
+    >>> code_block_commands("```\\n$ python -m radix demo\\ninsert [1, 2, 3]\\n```\\n")
+    [Command(line=2, text='python -m radix demo', inline=False, shown='insert [1, 2, 3]\\n')]
     """
-    out, lang = [], None
+    out, lang, said = [], None, None  # said: the open transcript's (line, command, output lines)
+
+    def close() -> None:
+        if said:
+            out.append(Command(said[0], said[1], False, "".join(f"{x}\n" for x in said[2])))
+
     for n, raw in enumerate(readme.splitlines(), 1):
         fence = re.match(r"^\s*```(\w*)", raw)
         if fence:
             lang = fence.group(1).lower() if lang is None else None
+            close()
+            said = None
             continue
         if lang is None or lang not in SHELL_LANGS:
+            continue
+        if not lang and raw.startswith("$ "):
+            close()
+            said = (n, raw[2:].strip(), [])
+            continue
+        if said:
+            said[2].append(raw)
             continue
         text = re.split(r"\s{2,}#\s", raw)[0].strip()
         if text and not text.startswith("#") and (lang or COMMAND_START.match(text)):
@@ -114,11 +135,31 @@ def code_block_commands(readme: str) -> list[Command]:
     return out
 
 
+def transcript_mismatch(shown: str, printed: str) -> str | None:
+    """None when a transcript's output is what the command printed, else the first line that
+    differs (1-based, counted from the line under the `$`).
+
+    >>> transcript_mismatch("a\\nb\\n", "a\\nb\\n") is None
+    True
+    >>> transcript_mismatch("a\\nb\\n", "a\\nc\\n")
+    "output line 2: the README shows 'b', the command printed 'c'"
+    """
+    if shown == printed:
+        return None
+    want, got = shown.splitlines(), printed.splitlines()
+    for i in range(max(len(want), len(got))):
+        a = want[i] if i < len(want) else "(nothing)"
+        b = got[i] if i < len(got) else "(nothing)"
+        if a != b:
+            return f"output line {i + 1}: the README shows {a!r}, the command printed {b!r}"
+    return "the output differs in its line endings"
+
+
 def inline_commands(readme: str) -> list[Command]:
     """Inline code in the prose that runs an interpreter or a script (may wrap one line).
 
     >>> inline_commands("see `python benchmarks/engine.py --n 3` and `RadixCache`")
-    [Command(line=1, text='python benchmarks/engine.py --n 3', inline=True)]
+    [Command(line=1, text='python benchmarks/engine.py --n 3', inline=True, shown=None)]
     """
     out = []
     for m in re.finditer(r"```.*?```|`([^`]+)`", readme, re.S):
@@ -139,11 +180,9 @@ def skip_reason(cmd: Command, quick: bool) -> str | None:
 
 def placeholders(tmp: Path, readme: str) -> dict[str, str]:
     """What each placeholder the README writes stands for, when a command runs."""
-    config = re.search(r'^\{"op": "config".*\}$', readme, re.M)
+    example = re.search(r'^```json\n(\{"op": "config".*?\n)```$', readme, re.M | re.S)
     ops = tmp / "ops.jsonl"
-    ops.write_text("\n".join([config.group(0)] if config else []) + "\n" + "\n".join((
-        '{"op": "insert", "tokens": [1, 2, 3, 4]}', '{"op": "insert", "tokens": [1, 2, 5]}',
-        '{"op": "match", "tokens": [1, 2, 3]}', '{"op": "evict", "num_tokens": 1}')) + "\n")
+    ops.write_text(example.group(1) if example else "")
     return {"TRACE": "examples/traces/three_requests.jsonl.gz", "OPS.jsonl": str(ops),
             "OUT.jsonl": str(tmp / "out.jsonl"), "OUTDIR": str(tmp / "outdir"), "N": "4096"}
 
@@ -187,6 +226,9 @@ def run(cmd: Command, subs: dict[str, str], timeout: float, cwd: Path = ROOT) ->
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
         return Outcome(cmd, "FAIL", seconds, f"exit {done.returncode}: " + " | ".join(tail))
+    differs = cmd.shown is not None and transcript_mismatch(cmd.shown, done.stdout)
+    if differs:
+        return Outcome(cmd, "FAIL", seconds, differs)
     return Outcome(cmd, "ok", seconds, line)
 
 

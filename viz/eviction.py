@@ -134,7 +134,7 @@ def first_line(run: Any, snapshot: Any) -> str:
             f"First in policy order: {first}.")
 
 
-# why each policy pops the leaf it pops, in plain words (radix/tree/radix_cache.py's sort keys:
+# why each policy pops the leaf it pops, in plain words (radix/tree/evict_policy.py's sort keys:
 # the smallest key goes first, so a negated time means newest first)
 REASONS = {
     "lru": "least recently used first (the oldest last access)",

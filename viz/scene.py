@@ -14,7 +14,8 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 
 from radix import events as ev
-from radix.tree.radix_cache import TreeModel, TreeSnapshot
+from radix.tree.replay import TreeModel
+from radix.tree.snapshot import TreeSnapshot
 from viz.flavor import split_time_note
 
 # highlight role -> (pen colour, pen width)

@@ -2,7 +2,7 @@
 
 Each frame carries the snapshot to draw, the highlight for the event just played (split, new,
 lock, evicted, matched) and its narration. Scrubbing to any step costs one keyframe copy plus at
-most `keyframe_every` steps of replay (radix/tree/radix_cache.py), well under a second at 10,000
+most `keyframe_every` steps of replay (radix/tree/replay.py), well under a second at 10,000
 steps.
 subtle: an eviction frame shows the leaf still in place, in red; the next frame removes it.
 Leaves out: block-cache frames (viz/blocks.py draws those per request).
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from radix import events as ev
-from radix.tree.radix_cache import EventLog
+from radix.tree.replay import EventLog
 from viz.scene import build_owners, narrate, role_of
 
 

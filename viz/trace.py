@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from radix.runs.costs import CostModel
-from radix.traces.base import COMPACT_OUTPUT_BASE, OUTPUT_BASE
 from radix.traces.hashview import block_label
+from radix.traces.trace import COMPACT_OUTPUT_BASE, OUTPUT_BASE
 from viz.recording import span
 
 NA = "-"
@@ -161,7 +161,7 @@ def kv_events_summary(trace: Any) -> str:
 
 def synthetic_ids_note(snapshot: Any) -> str | None:
     """Why some token ids are huge, when the tree holds any: a trace that gives only output
-    lengths gets replies made of ids no prompt uses (radix/traces/base.py), from 2**40 for token
+    lengths gets replies made of ids no prompt uses (radix/traces/trace.py), from 2**40 for token
     traces and from 2**63 for Mooncake's compact ones. None when every id is a trace's own.
 
     A reply of request #3 (plain trace): 2**40 + (3 << 20) + j = 1,099,514,773,504 + j.

@@ -3,9 +3,10 @@ kv_cache_manager.py, single_type_kv_cache_manager.py): look up, allocate, cache 
 Lookup takes the longest run of cached full blocks from the start, capped at num_tokens - 1 tokens
 (a fully cached prompt recomputes its last block); each lookup leaves a `LookupRecord`. The pool
 it is given chooses how blocks are stored: a `BlockPool` (pool.py: a KVCacheBlock each, so block
-ids, KV events, snapshots) or an `ExtentPool` (here: runs of blocks on the prefix trie of
-radix/tokens/runs.py, the same hits, evictions and free-queue order for millions of tokens; what
-it cannot name raises `UnsupportedByStorage`). One file for the interface and the storage only it
+ids, KV events, snapshots) or a storage that runs the calls itself: an `ExtentPool` (here: runs
+of blocks on the prefix trie of radix/tokens/runs.py, the same hits, evictions and free-queue
+order for millions of tokens) or the block view's array pool (scenarios/blockbuilder.py); what
+one cannot name raises `UnsupportedByStorage`. One file for the interface and the storage only it
 uses; the trie sits below it with the token sequences (hashing.py and the explainer use it too).
 Leaves out: lookahead, preemption.
 """
@@ -67,7 +68,8 @@ class _ReqBlocks:
 
 
 class BlockCacheManager:
-    """Blocks for requests, with prefix caching, over a BlockPool or an ExtentPool.
+    """Blocks for requests, with prefix caching, over a BlockPool or an ExtentPool (or another
+    storage with an ExtentPool's calls: `extents`).
 
     >>> m = BlockCacheManager(BlockPool(8, block_size=4)); r = Req("r1", list(range(10)))
     >>> hit = m.get_computed_blocks(r); [b.block_id for b in m.allocate_slots(r, 10, hit)]
@@ -86,17 +88,19 @@ class BlockCacheManager:
                  pack: Callable[[Sequence[int]], bytes | None] | None = None) -> None:
         self.pool = pool
         # the tokens' bytes for hashing, hash_request_tokens' `pack` (a compact prompt packed
-        # without expanding it: scenarios/blockbuilder.py pack_runs, by numpy, which radix/
+        # without expanding it: scenarios/blockhashes.py pack_runs, by numpy, which radix/
         # does not import); None: struct.pack over the expanded tokens, the same bytes
         self.pack = pack
         self.block_size = pool.block_size
-        self.extents = pool if isinstance(pool, ExtentPool) else None  # the extent storage
+        # a storage that runs the calls itself (lookup, allocate, release, reserve): an
+        # ExtentPool, or any pool with its methods (scenarios/blockbuilder.py ArrayPool)
+        self.extents = None if isinstance(pool, BlockPool) else pool
         self.lookups: list[LookupRecord] = []  # one per get_computed_blocks call
         self.lora_ids = dict(lora_ids or {})  # LoRA name -> vLLM's adapter id, for BlockStored
         self.memo: HashMemo | None = None
         if self.extents is not None:  # extents hash nothing: hits do not depend on the hash
             if hash_memo:
-                raise UnsupportedByStorage("an ExtentPool hashes no blocks: no hash memo")
+                raise UnsupportedByStorage(f"{self._storage} hashes no blocks: no hash memo")
             self.hasher: BlockHasher | None = None
             self.requests: dict[str, Any] = self.extents.requests  # rid -> its extents
             return
@@ -118,11 +122,15 @@ class BlockCacheManager:
         """Cached blocks popped off the free queue for reuse."""
         return self.pool.num_evictions
 
+    @property
+    def _storage(self) -> str:  # for messages: "an ExtentPool", "an ArrayPool"
+        return f"an {type(self.pool).__name__}"
+
     # --- hashing (vLLM hashes when the request arrives) ----------------------------------------
     def hash_request(self, req: Req) -> list[BlockHash]:
         """Hashes of every full block of req.all_ids, computed once and extended as it grows."""
         if self.extents is not None:
-            raise UnsupportedByStorage("an ExtentPool hashes no blocks")
+            raise UnsupportedByStorage(f"{self._storage} hashes no blocks")
         state = self.requests.get(req.rid)
         if state is None:
             state = self.requests[req.rid] = _ReqBlocks()
@@ -265,7 +273,7 @@ class BlockCacheManager:
     # --- what only named blocks can give ---------------------------------------------------
     def _blocks_only(self, what: str) -> BlockPool:
         if self.extents is not None:
-            raise UnsupportedByStorage(f"an ExtentPool names no blocks: no {what}")
+            raise UnsupportedByStorage(f"{self._storage} names no blocks: no {what}")
         return self.pool
 
     def reset_prefix_cache(self) -> bool:

@@ -15,7 +15,7 @@ import importlib
 import os
 import sys
 
-from radix.traces.base import one_line
+from radix.traces.fields import one_line
 
 # (module, what it adds); modules are imported only when the CLI runs.
 COMMAND_MODULES = (

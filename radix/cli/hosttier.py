@@ -114,7 +114,7 @@ def explain_tiers(args: argparse.Namespace, trace: Any) -> list[Any]:
     or an InputError naming the option that cannot apply."""
     from radix.cli import InputError
     from radix.hosttier.explain import explain_host_tiers
-    from radix.tree.radix_cache import get_strategy
+    from radix.tree.evict_policy import get_strategy
 
     if args.capacity is None:
         raise InputError("--host-ratio needs a bounded --capacity (the device pool, tokens)")

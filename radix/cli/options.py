@@ -4,7 +4,7 @@
 `unbounded` (room for the whole trace: nothing is ever evicted). The default is unbounded for
 every command (`DEFAULT_CAPACITY`), so `compare`, `simulate`, `configs` and `explain` give the
 same hit rate on the same trace unless told otherwise. `add_limits(parser)` gives `--limit
-NAME=VALUE` (radix/traces/base.py's TraceLimits fields) so a user can raise what a trace may
+NAME=VALUE` (radix/traces/limits.py's TraceLimits fields) so a user can raise what a trace may
 hold. A bad value is an argparse error naming the option, never blamed on the trace file.
 `check_writable(path, flag)` refuses an output path before a long run, not after it; `shown`
 is a trace's own text (a rid, a namespace) made safe for a terminal.
@@ -20,7 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from radix.traces.base import DEFAULT_LIMITS, LIMIT_NAMES, TraceLimits, limit_item, one_line
+from radix.traces.fields import one_line
+from radix.traces.limits import DEFAULT_LIMITS, LIMIT_NAMES, TraceLimits, limit_item
 
 UNBOUNDED = "unbounded"  # how --capacity says "room for the whole trace"
 DEFAULT_CAPACITY: int | None = None  # None = unbounded; one default for every command
@@ -60,7 +61,7 @@ def capacity_label(capacity: int | None) -> str:
 
 
 def parse_limit(text: str) -> tuple[str, int]:
-    """`--limit NAME=VALUE` -> (name, value) (radix/traces/base.py's `limit_item`).
+    """`--limit NAME=VALUE` -> (name, value) (radix/traces/limits.py's `limit_item`).
 
     >>> parse_limit("max_total_output_tokens=1e8")
     ('max_total_output_tokens', 100000000)

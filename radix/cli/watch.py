@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from radix.cli.options import add_limits, limits_from
-from radix.traces.base import read_bytes
+from radix.traces.reading import read_bytes
 from radix.watch.rates import recent_rates
 from radix.watch.recording import Recorder, read_recording, replay_recording
 from radix.watch.stream import Stream

@@ -22,8 +22,8 @@ from radix.cluster import ROUTERS, Decision, KeyIndex, Load, RouteRequest, block
 from radix.request import Req
 from radix.runs.compare import fewer_collections
 from radix.runs.sim import SimConfig, SimRun, _rates_over_all, _row, _totals, build
-from radix.traces.base import Trace, is_compact_trace, trace_reqs
 from radix.traces.mooncake import BLOCK_TOKENS
+from radix.traces.trace import Trace, is_compact_trace, trace_reqs
 
 MAX_REPLICAS = 1_024  # simulated replicas of one run, at most (each holds its own engine state)
 _TURN = re.compile(r"^(.+)-t\d+$")  # "u007-t3": session "u007" (examples' conversation rids)

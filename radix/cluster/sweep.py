@@ -24,7 +24,7 @@ from typing import Any
 from radix.cluster import ROUTERS
 from radix.cluster.sim import MAX_REPLICAS, simulate_cluster
 from radix.runs.sim import SimConfig
-from radix.traces.base import Trace
+from radix.traces.trace import Trace
 
 AXES = ("replicas", "router", "capacity", "page_size", "block_size")
 

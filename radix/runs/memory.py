@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from radix.traces.base import Trace
+from radix.traces.trace import Trace
 
 # estimates from tracemalloc peaks of the watched run on examples/traces (x 2 for headroom):
 # the Mooncake excerpt 3.9 MB (200 requests), rag 7.1 MB (46,169 tokens), customer support

@@ -5,7 +5,7 @@ a fast-forwarded run of them), frees at finish or retraction. A request the pool
 dropped from the shadow and counted (vLLM would preempt it). Plain requests use the per-block
 BlockCacheManager over a BlockPool (events, snapshots); compact ones over an ExtentPool, which
 gives the same hits, evictions and sizes at the cost of runs (radix/blocks/manager.py).
-Leaves out: vLLM's own scheduler (admission follows SGLang's, see README).
+Leaves out: vLLM's own scheduler (admission follows SGLang's: docs/FIDELITY.md).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from radix.runs.shadow import BlockShadow
 from radix.runs.simrunner import OUTPUT_TOKEN_BASE, SimClock, SimRunner
 from radix.runs.workers import fork_map
 from radix.sched.scheduler import Scheduler, SchedulerConfig
-from radix.traces.base import Trace, is_compact_trace, output_tokens, trace_reqs
+from radix.traces.trace import Trace, is_compact_trace, output_tokens, trace_reqs
 from radix.tree.radix_cache import RadixCache
 
 __all__ = ["BlockShadow", "CONFIGS", "OUTPUT_TOKEN_BASE", "RequestRow", "SimClock", "SimConfig",
@@ -31,7 +31,7 @@ __all__ = ["BlockShadow", "CONFIGS", "OUTPUT_TOKEN_BASE", "RequestRow", "SimCloc
 @dataclass(frozen=True)
 class SimConfig:
     policy: str = "lpm"  # schedule policy (radix.sched.policy.POLICIES)
-    eviction: str = "lru"  # tree eviction policy (radix.tree.radix_cache.POLICIES)
+    eviction: str = "lru"  # tree eviction policy (radix.tree.evict_policy.POLICIES)
     page_size: int = 1  # tree page size, real tokens
     capacity: int | None = None  # KV pool size, real tokens; None: room for the whole trace
     max_prefill_tokens: int = 16384  # per-round input budget, real tokens

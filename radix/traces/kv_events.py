@@ -1,33 +1,29 @@
-"""KV-event recordings (format c): vLLM's EventBatch stream, and the block view rebuilt from it.
+"""KV-event recordings (format c): vLLM's EventBatch stream, loaded into a Trace of batches.
 
 Two renderings of one recording: msgpack (the batches' payloads back to back, as vLLM's
 publisher sends them, without ZMQ framing) and JSON lines (one batch a line, either
 {"ts", "events": [...], "data_parallel_rank"} or the wire array [ts, [events], dp_rank]).
 Events are decoded by `radix.blocks.kv_events` (vLLM's and SGLang's variants); any bad value is
-one TraceError naming the line or batch and the field. `rebuild_block_view` replays BlockStored /
-BlockRemoved / AllBlocksCleared into the set of cached blocks with their chain links.
+one TraceError naming the line or batch and the field. The events are replayed into a block view
+in one place, radix/watch/view.py's `WorkerCache` (the Watch page, `radix watch` and the Trace
+debugger's recordings); `StoredBlock` and `as_int_hash` describe a recorded block for both.
 Leaves out: ZMQ topics and sequence numbers, hybrid-model cache groups (group_idx is ignored).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
 
 from radix.blocks.kv_events import batch_from_wire
-from radix.events import AllBlocksCleared, BlockRemoved, BlockStored
-from radix.traces.base import (
-    Trace,
-    TraceError,
-    TraceLimits,
-    decode_text,
-    iter_json_lines,
-    type_name,
-)
+from radix.traces.fields import TraceError, type_name
+from radix.traces.limits import TraceLimits
+from radix.traces.reading import decode_text, iter_json_lines
+from radix.traces.trace import Trace
 
 _FIELD = re.compile(r"field '([^']+)'")
 
@@ -126,73 +122,13 @@ def unpack_stream(data: bytes, noun: str, kind: str, error: type[ValueError] = V
 
 @dataclass(frozen=True, slots=True)
 class StoredBlock:
-    """One cached block as the events describe it."""
+    """One block a BlockStored event stored, as the recording describes it."""
 
     block_hash: int
     parent_block_hash: int | None  # None: the first block of its chain
     token_ids: tuple[int, ...]  # this block's block_size tokens
     medium: str | None  # "GPU", "CPU", ... as published
     batch_index: int  # the batch that stored it
-
-
-@dataclass
-class BlockView:
-    """The cached blocks after a recording, keyed by hash, in the order they were stored."""
-
-    blocks: dict[int, StoredBlock] = field(default_factory=dict)
-    copies: dict[int, int] = field(default_factory=dict)  # blocks carrying each hash (vLLM
-    # may cache two blocks with one hash; the hash goes only when its last copy is removed)
-    num_stored: int = 0  # BlockStored blocks seen
-    num_removed: int = 0  # BlockRemoved blocks seen
-    num_cleared: int = 0  # AllBlocksCleared events seen
-    unknown_removed: list[int] = field(default_factory=list)  # removed, never seen stored
-
-    def unreachable(self) -> list[int]:
-        """Hashes that are cached but whose chain to the start has a missing ancestor."""
-        ok: dict[int, bool] = {}
-
-        def reachable(h: int) -> bool:
-            chain = []
-            while h not in ok:
-                block = self.blocks.get(h)
-                if block is None:
-                    ok[h] = False
-                    break
-                if block.parent_block_hash is None:
-                    ok[h] = True
-                    break
-                chain.append(h)
-                h = block.parent_block_hash
-            for c in chain:
-                ok[c] = ok[h]
-            return ok[h]
-
-        return [h for h in self.blocks if not reachable(h)]
-
-
-def rebuild_block_view(batches: Iterable, medium: str | None = None) -> BlockView:
-    """Replay recorded events into the cached block set (only `medium`'s when given).
-
-    >>> from radix.blocks.kv_events import EventBatch
-    >>> stored = BlockStored((11, 12), None, (1, 2, 3, 4), 2, None, "GPU", None)
-    >>> view = rebuild_block_view([EventBatch(0.0, (stored, BlockRemoved((11,), "GPU")))])
-    >>> sorted(view.blocks), view.blocks[12].token_ids, view.unreachable()
-    ([12], (3, 4), [12])
-    """
-    view = BlockView()
-    for index, batch in enumerate(batches):
-        for event in batch.events:
-            if isinstance(event, AllBlocksCleared):
-                view.blocks.clear()
-                view.copies.clear()
-                view.num_cleared += 1
-            elif medium is not None and event.medium not in (medium, None):
-                continue
-            elif isinstance(event, BlockStored):
-                _store(view, event, index)
-            elif isinstance(event, BlockRemoved):
-                _remove(view, event)
-    return view
 
 
 def as_int_hash(block_hash: int | bytes | None) -> int | None:
@@ -206,24 +142,3 @@ def as_int_hash(block_hash: int | bytes | None) -> int | None:
         return int.from_bytes(block_hash[-8:], "big")
     return block_hash
 
-
-def _store(view: BlockView, event: BlockStored, index: int) -> None:
-    parent, size = as_int_hash(event.parent_block_hash), event.block_size
-    for i, h in enumerate(map(as_int_hash, event.block_hashes)):
-        tokens = tuple(event.token_ids[i * size:(i + 1) * size])
-        view.blocks.setdefault(h, StoredBlock(h, parent, tokens, event.medium, index))
-        view.copies[h] = view.copies.get(h, 0) + 1
-        view.num_stored += 1
-        parent = h
-
-
-def _remove(view: BlockView, event: BlockRemoved) -> None:
-    for h in map(as_int_hash, event.block_hashes):
-        view.num_removed += 1
-        if h not in view.copies:
-            view.unknown_removed.append(h)
-            continue
-        view.copies[h] -= 1
-        if view.copies[h] == 0:
-            del view.copies[h]
-            del view.blocks[h]

@@ -1,16 +1,18 @@
 """One worker's block cache, rebuilt from its KV events, and what a KV-aware router reads from it.
 
-`WorkerCache.apply(batch)` replays BlockStored / BlockRemoved / AllBlocksCleared as
-radix/traces/kv_events.py's `rebuild_block_view` does (a hash stays cached until its last copy
-is removed), one batch at a time, and keeps a children index: parent hash -> (token ids, extra
-key, LoRA) -> hash. `overlap(tokens)` walks it as Dynamo's KV router scores a worker: how many
-of the prompt's full blocks, from the start, the worker holds. `runs()`: that index as a radix
-tree. Bytes hashes are keyed by their low 64 bits. Leaves out: hybrid-model groups (group_idx).
+`WorkerCache.apply(batch)` is the one replay of BlockStored / BlockRemoved / AllBlocksCleared
+into a block view (a hash stays cached until its last copy is removed), one batch at a time:
+radix/watch/stream.py's `Stream` feeds it for `radix watch` and the Watch page, and for the Trace
+debugger's recordings (scenarios/kvrecording.py); `WorkerCache.of(batches)` replays a whole
+recording. It keeps a children index: parent hash -> (token ids, extra key, LoRA) -> hash.
+`overlap(tokens)` walks it as Dynamo's KV router scores a worker: how many of the prompt's full
+blocks, from the start, the worker holds. `runs()`: that index as a radix tree. Bytes hashes
+are keyed by their low 64 bits. Leaves out: hybrid-model groups (group_idx).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -59,6 +61,22 @@ class WorkerCache:
     num_removed: int = 0
     num_cleared: int = 0
     unknown_removed: int = 0  # removals of hashes never seen stored (missed events)
+
+    @classmethod
+    def of(cls, batches: Iterable[Any], medium: str | None = None) -> WorkerCache:
+        """The cached blocks after `batches`, applied in order, each with its index as seq
+        (only `medium`'s when given): a recording replayed whole.
+
+        >>> from radix.blocks.kv_events import EventBatch
+        >>> stored = BlockStored((11, 12), None, (1, 2, 3, 4), 2, None, "GPU", None)
+        >>> c = WorkerCache.of([EventBatch(0.0, (stored, BlockRemoved((11,), "GPU")))])
+        >>> sorted(c.blocks), c.blocks[12].token_ids, c.unreachable()
+        ([12], (3, 4), [12])
+        """
+        cache = cls(medium)
+        for seq, batch in enumerate(batches):
+            cache.apply(batch, seq)
+        return cache
 
     def apply(self, batch: Any, seq: int | None = None, at: float = 0.0) -> Applied:
         stored = removed = 0

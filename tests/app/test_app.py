@@ -288,23 +288,17 @@ def test_trace_same_name_other_content_is_replayed_again():
     assert "[7, 8, 9]" in at.code[0].value and "[1, 2, 3]" not in at.code[0].value
 
 
-def test_trace_long_block_replay_waits_for_the_button(monkeypatch):
-    """Past AUTO_BLOCK_REQUESTS requests to replay block by block, the summary comes without
-    the per-block pool (no keyframe built past the first); the button builds it. Here 40
-    requests (keyframes every 32: the end needs all 40 replayed) against a limit of 10."""
-    import pages._trace_blocks as blocks_view
-
-    monkeypatch.setattr(blocks_view, "AUTO_BLOCK_REQUESTS", 10)
+def test_trace_block_view_comes_with_the_summary():
+    """The block keyframes are built in the summary's one pass (scenarios/blockframes.py), so
+    the pool after the last request is drawn with the summary, no button to press: here 2,001
+    requests, one past where the block view used to wait for a button (2,000 to replay block
+    by block)."""
     at = page("trace").run()
-    data = "".join(json.dumps({"rid": f"r{i}", "arrival": i, "tokens": [i, 1, 2],
-                               "output_len": 1}) + "\n" for i in range(40))
-    _upload(at, "forty.jsonl", data.encode())
-    assert not at.exception and not at.error
-    assert not any(plain(s.value).startswith("Block cache after") for s in at.subheader)
-    assert at.button(key="trace.blocks_go").label.startswith(
-        "show vLLM's block pool after 40 requests (replays 40 requests")
-    at.button(key="trace.blocks_go").click().run()
-    assert plain(at.subheader[1].value).startswith("Block cache after 40 of 40 requests")
+    data = "".join(json.dumps({"rid": f"r{i}", "arrival": i, "tokens": [i % 7, 1, 2],
+                               "output_len": 1}) + "\n" for i in range(2_001))
+    _upload(at, "long.jsonl", data.encode())
+    assert not at.exception and not at.error and not at.button
+    assert plain(at.subheader[1].value).startswith("Block cache after 2,001 of 2,001 requests")
 
 
 def _tier_nodes(at: AppTest, key: str) -> dict[str, dict]:

@@ -40,10 +40,9 @@ HEAVY = ("torch", "transformers", "streamlit", "numpy", "plotly", "pandas")
 # what viz/ may not import or call: the things that build or drive a cache
 DRIVERS = ("RadixCache", "BlockPool", "BlockCacheManager", "Scheduler", "EngineService",
            "SimRunner", "OpRunner", "SchedulePolicy", "SlotAllocator", "BlockShadow")
-# (radix/tree/radix_cache.py is not among the modules: it holds the snapshot and replay types
-# viz reads too, TreeSnapshot, TreeModel, EventLog, as SGLang keeps the tree in one file; from it,
-# importing or calling RadixCache is what counts)
-DRIVER_MODULES = ("radix.blocks.pool", "radix.blocks.manager",
+# (the types viz reads live apart from the cache: TreeSnapshot in radix/tree/snapshot.py,
+# TreeModel and EventLog in radix/tree/replay.py; radix/tree/radix_cache.py is the cache)
+DRIVER_MODULES = ("radix.tree.radix_cache", "radix.blocks.pool", "radix.blocks.manager",
                   "radix.sched", "radix.runs.compare", "radix.runs.sim", "radix.runs.ops",
                   "radix.request", "engine", "scenarios")
 
@@ -192,11 +191,13 @@ def test_viz_only_draws():
 
 
 def test_the_viz_rule_can_fail(tmp_path):
-    """A known answer: a module that builds a RadixCache is caught, by the name it imports and
-    by the call; one that builds a BlockPool, by the module, the name and the call."""
+    """A known answer: a module that builds a RadixCache or a BlockPool is caught by the
+    module, the name and the call; one that reads a snapshot is not."""
     f = tmp_path / "m.py"
     f.write_text("from radix.tree.radix_cache import RadixCache\nc = RadixCache()\n")
     found = _viz_drivers(f, "viz.m", {"radix.tree.radix_cache"})
-    assert len(found) == 2 and any("builds a RadixCache" in w for w in found)
+    assert len(found) == 3 and any("builds a RadixCache" in w for w in found)
+    f.write_text("from radix.tree.snapshot import TreeSnapshot\n")
+    assert _viz_drivers(f, "viz.m", {"radix.tree.snapshot"}) == []
     f.write_text("from radix.blocks.pool import BlockPool\np = BlockPool(4)\n")
     assert len(_viz_drivers(f, "viz.m", {"radix.blocks.pool"})) == 3

@@ -1,10 +1,11 @@
 """The README's commands, read from README.md when the test runs (tools/readme_commands.py).
 
-Every command in its code blocks either runs here (`--quick`: all but the real model's, the
-local Ray's, and the two a test file runs in its own process, tests/readmehelp.py) and exits 0,
-or is skipped with its reason; every command in its prose names an interpreter the
-setup provides and a script or module that exists; the op-trace config example loads as
-written. Also tools/busy.py, the background load for running the suite on a busy machine.
+Every command in its code blocks either runs here (`--quick`: all but the real model's, the local
+Ray's, and the two a test file runs in its own process, tests/readmehelp.py) and exits 0, printing
+what its `$` transcript shows where it has one, or is skipped with its reason; every command in its
+prose names an interpreter the setup provides and a script or module that exists; the op-trace
+config example loads as written. Also tools/busy.py, the background load for running the suite on a
+busy machine.
 """
 
 from __future__ import annotations
@@ -47,19 +48,44 @@ def test_every_code_block_command_runs_or_is_skipped_with_its_reason():
     assert sweep and set(sweep) == {("skip", "run")}
 
 
+def test_a_transcript_is_its_command_and_the_output_under_it(tmp_path):
+    """`$ COMMAND` in an unmarked block runs COMMAND; the lines under it, to the next `$` or the
+    fence, are its output as shown, and a run that prints anything else fails, naming the line."""
+    text = "```\n$ python -m radix demo\nA\n\nB\n$ python -m radix why a b\nC\n```\n"
+    first, second = rc.code_block_commands(text)
+    assert (first.line, first.text, first.shown) == (2, "python -m radix demo", "A\n\nB\n")
+    assert (second.text, second.shown) == ("python -m radix why a b", "C\n")
+    assert rc.transcript_mismatch("A\n\nB\n", "A\n\nB\n") is None
+    assert "line 3" in rc.transcript_mismatch("A\n\nB\n", "A\n\nX\n")
+    assert "line 4" in rc.transcript_mismatch("A\n\nB\n", "A\n\nB\n\n")
+    said = rc.Command(1, f"{sys.executable} -c 'print(2)'", False, "1\n")
+    out = rc.run(said, {}, seconds(30), tmp_path)
+    assert out.status == "FAIL" and "'1'" in out.detail and "'2'" in out.detail
+
+
 def test_prose_commands_use_the_environment_and_exist():
     """No bare python3 (issue 25: outside .venv it fails with "No module named 'msgpack'"),
-    and every script or module named exists."""
-    inline = [rc.check_inline(c) for c in rc.inline_commands(README)]
+    and every script or module named exists: in the README's prose and in docs/*.md's, where
+    the benchmarks' and tools' commands are quoted with their figures (docs/HISTORY.md aside:
+    it names scripts since retired)."""
+    pages = {"README.md": README} | {
+        f"docs/{p.name}": p.read_text(encoding="utf-8")
+        for p in sorted((ROOT / "docs").glob("*.md")) if p.name != "HISTORY.md"}
+    inline = [(page, rc.check_inline(c)) for page, text in pages.items()
+              for c in rc.inline_commands(text)]
     assert len(inline) >= 10
-    assert [o for o in inline if o.status != "ok"] == []
+    assert [f"{page}:{o.command.line} {o.command.text}: {o.detail}" for page, o in inline
+            if o.status != "ok"] == []
     assert rc.check_inline(rc.Command(1, "python3 benchmarks/watch.py", True)).status == "FAIL"
 
 
 def test_op_trace_config_example_loads_as_written(tmp_path):
     """The README's config line (policy slru, protected_threshold 2) loads; the same option
-    under lru is refused, as SGLang's LRU takes no option (issue 25 found it the other way)."""
+    under lru is refused, as SGLang's LRU takes no option (issue 25 found it the other way). The
+    example's whole block is the OPS.jsonl its `radix replay` transcript reads."""
     (line,) = re.findall(r'^\{"op": "config".*\}$', README, re.M)
+    ops = rc.placeholders(tmp_path, README)["OPS.jsonl"]
+    assert open(ops, encoding="utf-8").read().startswith(line + "\n")
     trace = load_ops((line + "\n" + '{"op": "insert", "tokens": [1, 2, 3]}\n').encode())
     assert (trace.policy, trace.policy_config) == ("slru", {"protected_threshold": 2})
     with pytest.raises(OpTraceError, match="protected_threshold"):

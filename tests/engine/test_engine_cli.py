@@ -264,7 +264,8 @@ def test_a_real_trace_through_the_host_tier_splits_as_simulate_does(capsys):
     """examples/traces/rag.jsonl.gz (20 requests, 46,169 prompt tokens, no recorded replies:
     one output token each) at a 4,096-token pool, host 2x: the engine's device / host / miss
     split equals replay_host_tier's (`python -m radix simulate ... --host-ratio 2`), with
-    demotions, host evictions and loads back along the way (README: 10,610 / 1,319 / 34,240)."""
+    demotions, host evictions and loads back along the way (docs/HOST_TIER.md: 10,610 / 1,319 /
+    34,240)."""
     trace = "examples/traces/rag.jsonl.gz"
     assert main(["run", trace, "--random-init", TINY, "--capacity", "4096", "--host-ratio", "2",
                  "--as-simulate", "--burst"]) == 0

@@ -140,32 +140,6 @@ def test_concurrent_callers_all_complete_with_their_metrics(smol):
     assert all(e.wall_time > 0 for e in stamped)
 
 
-def test_forward_in_its_own_process_gives_the_in_process_text(smol):
-    """engine/remote.py's ProcessBackend (the app's engines): two of _texts's prompts, sharing
-    32 tokens, one after the other, give the in-process engine's 6 greedy ids each, and the
-    second matches the same >= 32 tokens from the tree. Closing the service stops the child; a
-    service whose child is killed fails its next request with the cause instead of hanging."""
-    from engine.remote import ProcessBackend
-
-    prompts = _texts(smol, 2)
-    runs = []
-    for backend in ({}, {"backend": ProcessBackend}):
-        with EngineService(smol, capacity_tokens=512, **backend) as service:
-            runs.append([service.submit(p, 6).result(timeout=seconds(300)) for p in prompts])
-            child = getattr(service.backend, "process", None)
-            _check(service)
-    (a1, a2), (b1, b2) = runs
-    assert (b1.output_ids, b2.output_ids) == (a1.output_ids, a2.output_ids)
-    assert b2.metrics["matched_tokens"] == a2.metrics["matched_tokens"] >= 32
-    assert b1.metrics["matched_tokens"] == 0 and not child.is_alive()
-    doomed = EngineService(smol, capacity_tokens=256, backend=ProcessBackend)
-    doomed.backend.process.kill()
-    with pytest.raises(RuntimeError, match="model process is gone"):
-        doomed.submit(prompts[0], 2).result(timeout=seconds(60))
-    with pytest.raises(RuntimeError, match="model process is gone"):
-        doomed.close()
-
-
 def test_shared_weights_are_one_buffer_the_child_model_reads_as_the_parent(smol):
     """What a model process receives (engine/remote.py's SharedWeights): one shared buffer per
     dtype (one file descriptor, not one per tensor), the parent's own tensors repacked into it

@@ -1,22 +1,25 @@
-"""scenarios/blockbuilder.py: the array pool's keyframes are, byte for byte, `capture` of the
-BlockPool run_blocks leaves; a step between keyframes (run_blocks from a restored keyframe, a
+"""scenarios/blockbuilder.py: run_blocks over a BlockCacheManager on the array pool gives the
+stats, lookups and rejections of one on a BlockPool, and its keyframes are, byte for byte,
+`capture` of that BlockPool; a step between keyframes (run_blocks from a restored keyframe, a
 compact prompt packed by pack_runs) is too."""
 
 from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radix.blocks.hashing import BlockHasher, hash_request_tokens
-from radix.blocks.manager import BlockCacheManager
+from radix.blocks.manager import BlockCacheManager, UnsupportedByStorage
 from radix.blocks.pool import BlockPool
 from radix.request import Req
 from radix.runs.compare import run_blocks
 from radix.tokens import RunList, TokenRuns
-from scenarios.blockbuilder import ArrayPool, BlockHashes, HashIds
+from scenarios.blockbuilder import ArrayPool
 from scenarios.blockframes import BlockFrames, capture
+from scenarios.blockhashes import BlockHashes, HashIds
 
 LORA = {"lora-a": "/adapters/a"}
 
@@ -64,32 +67,58 @@ def _mooncake(n: int) -> list[tuple[Req, TokenRuns]]:
        st.sampled_from([BlockHasher(), BlockHasher("vllm-sha256", lora_paths=LORA)]))
 @settings(max_examples=30, deadline=None)
 def test_an_array_pool_keyframe_is_the_block_pools(seed, block_size, num_blocks, hash_algo):
-    """Oracle: run_blocks over the same requests, in batches (the keyframe builder's), on
-    pools small enough to evict (parents before children), to reject prompts and to cache one
-    hash on two blocks (a fully cached prompt recomputes its last block), with LoRA names
-    and salts ("" and None alike): the keyframe after each batch is the same bytes."""
-    fast = ArrayPool(num_blocks, block_size, hash_algo)
+    """Oracle: run_blocks over the same requests, in batches, on a BlockPool, on pools small
+    enough to evict (parents before children), to reject prompts and to cache one hash on two
+    blocks (a fully cached prompt recomputes its last block), with LoRA names and salts (""
+    and None alike): after each batch the same stats, lookups, rejected requests and
+    unreachable blocks, the keyframe the same bytes, the array pool's invariants hold."""
+    fast = BlockCacheManager(ArrayPool(num_blocks, block_size, hash_algo))
     slow = BlockCacheManager(BlockPool(num_blocks, block_size, hash_algo=hash_algo))
     reqs, again = _requests(seed, 30), _requests(seed, 30)
     for req, _ in reqs[::4]:
         req.extra_key = req.extra_key or ""  # hashed as None
     for start in range(0, 30, 7):
-        batch = again[start:start + 7]
-        run_blocks([r for r, _ in batch], [o for _, o in batch], num_blocks * block_size,
-                   block_size, manager=slow)
-        fast.replay(reqs[start:start + 7])
-        assert fast.capture() == capture(slow), start
+        got = []
+        for m, pairs in ((slow, again), (fast, reqs)):
+            batch, rejected = pairs[start:start + 7], []
+            got.append((run_blocks([r for r, _ in batch], [o for _, o in batch],
+                                   num_blocks * block_size, block_size, manager=m,
+                                   rejected_rids=rejected), rejected))
+        assert got[0] == got[1] and fast.lookups == slow.lookups, start
+        assert fast.pool.capture() == capture(slow), start
+        fast.check_invariants()
 
 
 def test_an_array_pool_hashes_compact_prompts_and_huge_outputs_as_run_blocks():
     """Mooncake's shape (`_mooncake`): evictions and a log compacted several times."""
-    fast = ArrayPool(151, 16)
+    fast = BlockCacheManager(ArrayPool(151, 16))
     slow = BlockCacheManager(BlockPool(151, 16))
-    pairs = _mooncake(40)
-    run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2400, 16, manager=slow)
-    fast.replay(_mooncake(40))
-    assert fast.capture() == capture(slow) and slow.pool.num_evictions > 0
+    pairs, again = _mooncake(40), _mooncake(40)
+    want = run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2400, 16, manager=slow)
+    got = run_blocks([r for r, _ in again], [o for _, o in again], 2400, 16, manager=fast)
+    assert got == want and fast.lookups == slow.lookups
+    assert fast.pool.capture() == capture(slow) and slow.pool.num_evictions > 0
     assert slow.lookups[30].hit_blocks > slow.lookups[29].num_tokens // 16  # the reply hit
+
+
+def test_an_array_pool_holds_one_request_at_a_time_and_names_what_it_cannot_do():
+    """Its hits are free blocks only because no other request holds one: a second lookup
+    while a request holds blocks is refused; snapshots, prepaid blocks and a reset raise
+    UnsupportedByStorage naming it; its invariants hold, and fail on a miscounted queue."""
+    m = BlockCacheManager(ArrayPool(8, 2))
+    a, b = Req("a", [1, 2, 3, 4, 5]), Req("b", [1, 2, 9])
+    assert m.allocate_slots(a, 5, m.get_computed_blocks(a)) == 3
+    with pytest.raises(ValueError, match="one request at a time"):
+        m.get_computed_blocks(b)
+    for call in (m.snapshot, lambda: m.reserve_blocks(1), m.reset_prefix_cache):
+        with pytest.raises(UnsupportedByStorage, match="an ArrayPool"):
+            call()
+    m.check_invariants()
+    m.free(a)
+    assert m.get_computed_blocks(b).num_computed_tokens == 2
+    m.pool.num_free += 1
+    with pytest.raises(AssertionError, match="free count"):
+        m.check_invariants()
 
 
 def test_a_step_between_keyframes_is_run_blocks_from_scratch():
@@ -97,7 +126,7 @@ def test_a_step_between_keyframes_is_run_blocks_from_scratch():
     requests after it run by run_blocks, their compact prompts packed by pack_runs) is, byte
     for byte, the pool run_blocks leaves after the first n requests from an empty one:
     Mooncake's shape, every 4, steps past a keyframe by 1-3 requests, back and forth."""
-    frames = BlockFrames(40, lambda a, b: _mooncake(40)[a:b], run_blocks, 2400, 16, every=4)
+    frames = BlockFrames(40, lambda a, b: _mooncake(40)[a:b], 2400, 16, every=4)
     for n in (5, 7, 11, 31, 39, 6):
         fresh = BlockCacheManager(BlockPool(151, 16))
         pairs = _mooncake(n)
@@ -115,12 +144,13 @@ def test_an_array_pool_keeps_the_order_of_the_blocks_sharing_a_hash():
         other = [(Req(f"b{i}", [7, i, 8, i]), []) for i in range(3)]
         return same + other + [(Req("a3", [1, 2, 3, 4, 5]), [])]
     for num_blocks in range(6, 12):  # 10: the first of three carriers evicted
-        fast, slow = ArrayPool(num_blocks, 2), BlockCacheManager(BlockPool(num_blocks, 2))
-        pairs = reqs()
-        run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2 * num_blocks, 2,
-                   manager=slow)
-        fast.replay(reqs())
-        assert fast.capture() == capture(slow), num_blocks
+        fast = BlockCacheManager(ArrayPool(num_blocks, 2))
+        slow = BlockCacheManager(BlockPool(num_blocks, 2))
+        for m in (slow, fast):
+            pairs = reqs()
+            run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2 * num_blocks, 2,
+                       manager=m)
+        assert fast.pool.capture() == capture(slow) and fast.lookups == slow.lookups, num_blocks
 
 
 @given(st.integers(0, 10**6), st.sampled_from([2, 4, 16]),

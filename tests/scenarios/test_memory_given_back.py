@@ -26,8 +26,7 @@ replay(b'{"rid": "a", "tokens": [1, 2], "output_len": 1}', "warm", budget=Budget
 give_back_memory()
 before, rounds = resident_bytes(), []
 for _ in range(2):
-    r = replay(data, "excerpt", budget=Budget())
-    r.blocks.build()  # every block keyframe, as the block view's jump to the end builds
+    r = replay(data, "excerpt", budget=Budget())  # every block keyframe with it
     held = resident_bytes()
     del r
     give_back_memory()
@@ -71,7 +70,6 @@ replays = []
 for job in jobs:
     job.wait()
     replays.append(job.result())
-    replays[-1].blocks.build()
 held = resident_bytes()
 del jobs, job, replays  # the page's state for both sessions is gone (a sweep)
 give_back_memory()
@@ -206,7 +204,6 @@ replay(b'{"rid": "a", "tokens": [1, 2], "output_len": 1}', "warm", budget=Budget
 give_back_memory()
 before = arenas()
 r = replay(Path(sys.argv[1]).read_bytes(), "excerpt", budget=Budget())
-r.blocks.build()
 held = arenas()
 del r
 give_back_memory()

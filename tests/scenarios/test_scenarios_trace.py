@@ -25,6 +25,9 @@ from radix.traces import TraceError, load_trace
 from radix.tree.radix_cache import RadixCache
 from runtime.budget import Budget, BudgetError
 from runtime.jobs import JobPool, QueueFull
+from scenarios import blockframes
+from scenarios import trace as trace_run
+from scenarios.blockbuilder import ArrayPool
 from scenarios.blockframes import BlockFrames, capture, restore
 from scenarios.trace import CompactLog, compact, nbytes, replay, search
 
@@ -109,7 +112,7 @@ def test_block_keyframes_equal_a_replay_from_scratch():
     with radix.runs.compare."""
     trace = load_trace(TRACES / "eviction_question.jsonl.gz")
     n = len(trace.requests)
-    frames = BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), run_blocks, 2_000, 16, every=4)
+    frames = BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), 2_000, 16, every=4)
     assert frames.stats["hit_tokens"] == compare(trace, 2_000)["blocks"]["hit_tokens"]
     for k in (0, 3, 4, 9, n - 1, n, 5):
         fresh = BlockCacheManager(BlockPool(2_000 // 16 + 1, 16))
@@ -120,25 +123,28 @@ def test_block_keyframes_equal_a_replay_from_scratch():
     restore(capture(frames.manager_at(7))).check_invariants()
 
 
-def test_block_keyframes_let_go_of_their_builder_once_all_are_built():
-    """The builder's pool and hash memo serve only to build keyframes: once the last is built
-    they are freed (a memo holds a hash per distinct block prefix of the trace), and every
-    step still comes from the keyframes."""
+def test_block_keyframes_let_go_of_their_builder_after_the_pass(monkeypatch):
+    """The array pool and its trie serve only the one pass that builds the keyframes: once
+    BlockFrames is made they are freed (a trie holds an id per distinct block prefix of the
+    trace), and every step still comes from the keyframes."""
     trace = load_trace(TRACES / "eviction_question.jsonl.gz")
     n = len(trace.requests)
-    frames = BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), run_blocks, 2_000, 16, every=4)
-    memo = weakref.ref(frames._builder.memo)
-    frames.build(n - 5)
-    assert memo() is not None and frames.keyframes_built < frames.num_frames
-    frames.build()
+    made = []
+
+    def spy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - ArrayPool's own
+        made.append(ArrayPool(*args, **kwargs))
+        return made[-1]
+    monkeypatch.setattr(blockframes, "ArrayPool", spy)
+    frames = BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), 2_000, 16, every=4)
+    pool, trie = weakref.ref(made[0]), weakref.ref(made[0].memo.trie)
+    made.clear()
     gc.collect()
-    assert memo() is None and frames.keyframes_built == frames.num_frames
+    assert pool() is None and trie() is None and len(frames.frames) == frames.num_frames
     for k in (n, 5, n - 1):
         fresh = BlockCacheManager(BlockPool(2_000 // 16 + 1, 16))
         pairs = _trace_reqs(trace, 0, k)
         run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2_000, 16, manager=fresh)
         assert frames.at(k).snapshot == fresh.snapshot(), k
-
 
 
 @given(st.integers(0, 10**6), st.sampled_from([1, 2, 4]))
@@ -183,12 +189,12 @@ def test_block_summary_equals_the_per_block_pool(name, capacity):
     """Oracle: the summary (from the block-extent cache) equals a per-block BlockCacheManager
     run request by request: the totals, the rejected requests, every LookupRecord and the
     eviction count after each request; capacities small enough to evict (and, for the
-    eviction question, to reject). Keyframes are built only when a step asks for them."""
+    eviction question, to reject). The same pass keeps every keyframe."""
     trace = load_trace(TRACES / name)
     n = len(trace.requests)
-    frames = BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), run_blocks, capacity, 16,
+    frames = BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), capacity, 16,
                          every=4)
-    assert frames.keyframes_built == 1 and frames.ready(3) and not frames.ready(4)
+    assert len(frames.frames) == frames.num_frames == n // 4 + 1
     fresh = BlockCacheManager(BlockPool(capacity // 16 + 1, 16))
     rejected, evictions = [], []
     for req, out in _trace_reqs(trace, 0, n):
@@ -200,39 +206,28 @@ def test_block_summary_equals_the_per_block_pool(name, capacity):
     assert frames.stats == want
     assert frames.lookups == fresh.lookups and frames.rejected == rejected
     assert frames.evictions == evictions and evictions[-1] > 0
-    frames.at(9)
-    assert frames.keyframes_built == 3 and frames.ready(11) and not frames.ready(12)
-    frames.build(13)  # up to the keyframe at or before the pool after 13 requests
-    assert frames.keyframes_built == 4 and frames.ready(15) and not frames.ready(16)
-    assert frames.nbytes >= sum(len(frames.keyframe(k)) for k, f in enumerate(frames.frames)
-                                if f is not None)
+    restored = sum(len(frames.keyframe(k)) for k in range(0, frames.num_frames, 3))  # as bytes
+    assert restored <= frames.nbytes <= BlockFrames.max_nbytes(n, capacity, 16, every=4)
 
 
-def test_a_long_build_keeps_every_other_keyframe_and_fills_the_rest_when_asked():
-    """Building to the last step keeps the keyframes at even multiples of `every` and the
-    last (eviction question: 41 requests, every 4: keyframes 0..10, so 1, 3, 5, 7, 9 are
-    skipped);
-    a step in a skipped one builds it from the one before, byte for byte the keyframe a build
-    that stops there keeps, and the pool equals a replay from scratch."""
+def test_the_pass_keeps_every_keyframe_and_the_last_pool():
+    """Eviction question: 41 requests, every 4: keyframes 0..10 and the pool after the 41st,
+    each byte for byte the pool run_blocks leaves after as many requests from an empty one;
+    the pool after 14 (keyframe 3 and two requests) equals a replay from scratch; what they
+    hold stays under the bound the session's budget holds before the pass."""
     trace = load_trace(TRACES / "eviction_question.jsonl.gz")
     n = len(trace.requests)
-
-    def frames_of() -> BlockFrames:
-        return BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), run_blocks, 2_000, 16,
-                           every=4)
-    frames, stepwise = frames_of(), frames_of()
-    for k in range(frames.num_frames):
-        stepwise.build(4 * k)  # one keyframe at a time: each is the one asked for
-    frames.build()
-    assert n == 41 and [f is None for f in frames.frames] == [k % 2 == 1 for k in range(11)]
-    assert None not in stepwise.frames
-    skipped_nbytes = frames.nbytes
-    fresh = BlockCacheManager(BlockPool(2_000 // 16 + 1, 16))
-    pairs = _trace_reqs(trace, 0, 14)
-    run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2_000, 16, manager=fresh)
-    assert frames.at(14).snapshot == fresh.snapshot()
-    assert frames.keyframe(3) == stepwise.keyframe(3) and frames.frames[1] is None
-    assert frames.nbytes < skipped_nbytes  # a built keyframe is smaller than its bound
+    frames = BlockFrames(n, lambda a, b: _trace_reqs(trace, a, b), 2_000, 16, every=4)
+    fresh = {}
+    for k in (12, 14, 40, n):
+        fresh[k] = BlockCacheManager(BlockPool(2_000 // 16 + 1, 16))
+        pairs = _trace_reqs(trace, 0, k)
+        run_blocks([r for r, _ in pairs], [o for _, o in pairs], 2_000, 16, manager=fresh[k])
+    assert n == 41 and len(frames.frames) == 11
+    assert frames.at(14).snapshot == fresh[14].snapshot()
+    assert frames.keyframe(3) == capture(fresh[12]) and frames.keyframe(10) == capture(fresh[40])
+    assert frames.keyframe(-1) == capture(fresh[n])
+    assert frames.nbytes < BlockFrames.max_nbytes(n, 2_000, 16, every=4)
 
 
 def test_replay_two_requests_index_and_search():
@@ -306,6 +301,19 @@ def test_budget_refuses_with_the_figures_and_releases():
     assert b.usage("s").session == 0
     data = (TRACES / "mooncake_excerpt.jsonl").read_bytes()
     with pytest.raises(BudgetError):
+        replay(data, "m.jsonl", 1_000_000, session_id="s", budget=b)
+    assert b.usage("s").session == 0
+
+
+def test_budget_refuses_the_block_keyframes_before_either_cache_runs(monkeypatch):
+    """The block keyframes at their most (BlockFrames.max_nbytes: 8 frames of 62,501 blocks
+    for the excerpt's 200 requests at 1 M tokens, ~30 MB) are held before any cache runs: a
+    session budget with room for the tree's lists (72 MB) but not for them too refuses the
+    upload without running the tree, and holds nothing afterwards."""
+    data = (TRACES / "mooncake_excerpt.jsonl").read_bytes()
+    monkeypatch.setattr(trace_run, "run_tree", lambda *a, **k: pytest.fail("the tree ran"))
+    b = Budget(90 * 2**20, 2**30)
+    with pytest.raises(BudgetError, match="this session may hold 90.0 MiB"):
         replay(data, "m.jsonl", 1_000_000, session_id="s", budget=b)
     assert b.usage("s").session == 0
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from radix import events as ev
-from radix.tree.radix_cache import EventLog, RadixCache
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import EventLog
 from viz.component import view_data
 from viz.dot import dot_to_svg, tree_dot
 from viz.scene import (
@@ -188,7 +189,7 @@ def test_scrub_10000_step_log_replays_at_most_a_keyframe_interval(monkeypatch):
     64: any frame applies at most 64 steps (63 from the keyframe + the frame's own micro-events)
     and equals the log's own replay. The worst case is just before a keyframe: step 63 + 64 j
     replays 63 steps. The time is measured by benchmarks/timeline_scrub.py, not here."""
-    from radix.tree.radix_cache import TreeModel
+    from radix.tree.replay import TreeModel
 
     log = EventLog(keyframe_every=64)
     c = RadixCache(sink=log)
@@ -252,7 +253,7 @@ def test_kv_events_summary_counts_the_recording():
 def test_made_up_reply_ids_are_explained():
     """#24 item 10: a Mooncake replay's tree held ids like 9,223,372,037,272,109,056 and nothing
     said what they were. That id is 2**63 + (199 << 21): request #199's first made-up reply
-    token (radix/traces/base.py); the note says so, and a plain trace's base (2**40, << 20)
+    token (radix/traces/trace.py); the note says so, and a plain trace's base (2**40, << 20)
     likewise. A tree of the trace's own ids gets no note. (A compact trace's tree is not a
     RadixCache, which takes int64 ids: the snapshot here has only what the note reads.)"""
     from types import SimpleNamespace as Snap

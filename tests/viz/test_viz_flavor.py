@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from radix import events as ev
-from radix.tree.radix_cache import RadixCache, TreeModel
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import TreeModel
 from viz.flavor import flavor_line
 from viz.scene import narrate
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from radix.tree.radix_cache import EventLog, RadixCache
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import EventLog
 from viz.live import live_scene
 from viz.scene import fit_tree_scene, fits, fold_tree, step_highlight, tree_scene
 from viz.trace import text_head

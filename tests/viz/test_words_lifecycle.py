@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from radix import events as ev
 from radix.request import Req, SlotAllocator
-from radix.tree.radix_cache import EventLog, RadixCache
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import EventLog
 from viz.scene import hit_line, narrate, step_line, step_lines
 from viz.timeline import Timeline
 

@@ -1,5 +1,6 @@
 """KV-event recordings: both renderings load to the same batches, and the block view rebuilt from
-them is exactly the block pool's cached set at the end of the recorded run."""
+them (radix/watch/view.py's WorkerCache, the one replay of KV events) is exactly the block
+pool's cached set at the end of the recorded run."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.events import AllBlocksCleared, BlockRemoved, BlockStored
 from radix.traces import load_trace, to_req
-from radix.traces.kv_events import rebuild_block_view
+from radix.watch.view import WorkerCache
 
 TRACES = Path(__file__).resolve().parents[3] / "examples" / "traces"
 
@@ -39,10 +40,10 @@ def test_block_view_equals_the_pools_cache():
         hit = manager.get_computed_blocks(req)
         manager.allocate_slots(req, len(tr.token_ids) - hit.num_computed_tokens, hit)
         manager.free(req)
-    view = rebuild_block_view(load_trace(TRACES / "kv_events.msgpack").batches)
+    view = WorkerCache.of(load_trace(TRACES / "kv_events.msgpack").batches)
     assert set(view.blocks) == {hash_to_int64(h) for h in pool.cached_block_hash_to_block}
     assert (view.num_stored, view.num_removed, len(view.blocks)) == (271, 22, 249)
-    assert view.unreachable() == [] and view.unknown_removed == []
+    assert view.unreachable() == [] and view.unknown_removed == 0
 
 
 def test_view_chains_removal_and_clear():
@@ -50,11 +51,11 @@ def test_view_chains_removal_and_clear():
     s1 = BlockStored((1, 2, 3), None, (10, 11, 12, 13, 14, 15), 2, None, "GPU", None)
     s2 = BlockStored((9,), None, (7, 7), 2, None, "GPU", None)
     batches = [EventBatch(0.0, (s1, s2)), EventBatch(1.0, (BlockRemoved((2, 99), "GPU"),))]
-    view = rebuild_block_view(batches)
+    view = WorkerCache.of(batches)
     assert sorted(view.blocks) == [1, 3, 9]
     assert view.blocks[3].parent_block_hash == 2 and view.blocks[3].token_ids == (14, 15)
-    assert view.unreachable() == [3] and view.unknown_removed == [99]
-    view = rebuild_block_view(batches + [EventBatch(2.0, (AllBlocksCleared(),))])
+    assert view.unreachable() == [3] and view.unknown_removed == 1  # 99: never stored
+    view = WorkerCache.of(batches + [EventBatch(2.0, (AllBlocksCleared(),))])
     assert view.blocks == {} and view.num_cleared == 1
 
 
@@ -63,8 +64,8 @@ def test_medium_filter_and_duplicate_hashes():
     gpu = BlockStored((5,), None, (1, 2), 2, None, "GPU", None)
     cpu = BlockStored((6,), None, (3, 4), 2, None, "CPU", None)
     one_removal = [EventBatch(0.0, (gpu, gpu, cpu, BlockRemoved((5,), "GPU")))]
-    assert sorted(rebuild_block_view(one_removal, medium="GPU").blocks) == [5]
-    assert sorted(rebuild_block_view(one_removal).blocks) == [5, 6]
+    assert sorted(WorkerCache.of(one_removal, medium="GPU").blocks) == [5]
+    assert sorted(WorkerCache.of(one_removal).blocks) == [5, 6]
 
 
 def test_wire_array_json_lines_load():

@@ -1,7 +1,7 @@
 """The subscriber's ordering rules without sockets: a simulated publisher with a bounded replay
-buffer, a subscriber that joins late and loses live batches, and the oracle: rebuilding the
-block view from the true batches (radix/traces/kv_events.py). Whenever the view differs from
-the truth, it must say it is incomplete; with a buffer that holds everything it never is.
+buffer, a subscriber that joins late and loses live batches, and the oracle: the block view of
+the true batches applied in order (WorkerCache.of). Whenever the view differs from the truth,
+it must say it is incomplete; with a buffer that holds everything it never is.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from radix.blocks.kv_events import EventBatch, encode_batch
 from radix.events import AllBlocksCleared, BlockRemoved, BlockStored
-from radix.traces.kv_events import rebuild_block_view
 from radix.watch.stream import Stream
 from radix.watch.view import WorkerCache
 from radix.watch.wire import Message
@@ -82,25 +81,13 @@ def test_the_view_is_exact_or_says_it_is_incomplete(seed, n, join, buffer, drops
     join = min(join, n)
     stream = run_subscriber([encode_batch(b) for b in batches], join, buffer, drops)
     applied = stream.expected or 0
-    truth = rebuild_block_view(batches[:applied])
+    truth = WorkerCache.of(batches[:applied])
     assert applied >= max((s for s in range(join, n) if s not in drops), default=-1) + 1
     if stream.incomplete_since is None:
         assert _blocks(stream.cache) == _blocks(truth)
         assert stream.cache.copies == truth.copies
     if buffer >= n:  # every batch can be replayed: nothing is ever lost
         assert stream.incomplete_since is None and not stream.lost
-
-
-def test_worker_cache_equals_rebuild_block_view_on_every_prefix():
-    """The oracle for WorkerCache.apply: batch by batch, the same blocks, copies and counts."""
-    batches = synthetic_batches(3, 200)
-    cache = WorkerCache()
-    for i, batch in enumerate(batches):
-        cache.apply(batch)
-        truth = rebuild_block_view(batches[:i + 1])
-        assert _blocks(cache) == _blocks(truth) and cache.copies == truth.copies
-        assert (cache.num_stored, cache.num_removed) == (truth.num_stored, truth.num_removed)
-        assert sorted(cache.unreachable()) == sorted(truth.unreachable())
 
 
 def test_a_late_subscriber_catches_up_by_replay():
@@ -137,7 +124,7 @@ def test_a_restarted_publisher_empties_the_view_and_starts_over():
     start = s.on_live(Message(b"", 0, new[0]), 0.0)
     assert s.counts["restarts"] == 1 and start == 0
     s.on_replay([Message(b"", i, p) for i, p in enumerate(new)], 0.0)
-    assert _blocks(s.cache) == _blocks(rebuild_block_view(new_batches))
+    assert _blocks(s.cache) == _blocks(WorkerCache.of(new_batches))
     assert s.incomplete_since is None
 
 
@@ -156,7 +143,7 @@ def test_a_restart_that_ran_past_our_seq_is_caught_by_the_one_back_check():
     start = s.on_replay([Message(b"", i, new[i]) for i in range(2, 5)], 0.0)
     assert s.counts["restarts"] == 1 and start == 0
     assert s.on_replay([Message(b"", i, p) for i, p in enumerate(new)], 0.0) is None
-    assert _blocks(s.cache) == _blocks(rebuild_block_view(new_batches)) and s.expected == 5
+    assert _blocks(s.cache) == _blocks(WorkerCache.of(new_batches)) and s.expected == 5
 
 
 def test_a_malformed_payload_is_counted_and_marks_its_seq_lost():
@@ -176,7 +163,7 @@ def test_all_blocks_cleared_makes_an_incomplete_view_exact_again():
     payloads = [encode_batch(b) for b in batches]
     s = run_subscriber(payloads, 0, buffer=1, dropped={1})
     assert s.lost == [(1, 1)] and s.incomplete_since is None
-    assert _blocks(s.cache) == _blocks(rebuild_block_view(batches))
+    assert _blocks(s.cache) == _blocks(WorkerCache.of(batches))
 
 
 def test_runs_merge_single_child_chains_and_split_at_branches():

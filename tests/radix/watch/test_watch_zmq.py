@@ -23,9 +23,10 @@ from engine.kv_publisher import ZmqEventPublisher
 from radix.blocks.kv_events import EventBatch
 from radix.events import AllBlocksCleared, BlockRemoved, BlockStored
 from radix.traces import load_trace
-from radix.traces.kv_events import load_kv_events, rebuild_block_view
+from radix.traces.kv_events import load_kv_events
 from radix.watch.recording import Recorder, read_recording, replay_recording
 from radix.watch.subscriber import Endpoint, Watcher, parse_endpoint
+from radix.watch.view import WorkerCache
 from radix.watch.wire import seq_bytes
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -110,7 +111,7 @@ def test_a_late_subscriber_catches_up_then_follows_live(publisher):
         wait_for(w, lambda: w.status()[0].next_seq == 12)
         s = w.status()[0]
         assert (s.blocks, s.incomplete_since, s.lost, s.rank) == (12, None, 0, 0)
-        truth = rebuild_block_view(batches)
+        truth = WorkerCache.of(batches)
         assert set(w.streams[0].cache.blocks) == set(truth.blocks)
 
 
@@ -260,7 +261,7 @@ def test_radix_watch_command_prints_the_view_as_json(publisher, tmp_path):
                            text=True, timeout=seconds(60))
     assert json.loads(again.stdout)["workers"][0]["blocks"] == worker["blocks"]
     trace = load_kv_events(plain.read_bytes())  # the Trace debugger's loader reads the export
-    assert len(trace.batches) == 3 and set(rebuild_block_view(trace.batches).blocks) == {1, 2, 3}
+    assert len(trace.batches) == 3 and set(WorkerCache.of(trace.batches).blocks) == {1, 2, 3}
     bad = subprocess.run([sys.executable, "-m", "radix", "watch", "localhost:1"], cwd=ROOT,
                          capture_output=True, text=True, timeout=seconds(60))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "tcp://" in bad.stderr

@@ -1,0 +1,133 @@
+"""Benchmark: the unified tree with components against our full-only tree, and against SGLang
+0.5.23's UnifiedRadixCache over its Rust TreeCore with the same components, per request.
+
+One trace, chat-like: 8 shared 1,024-token prefixes, 256 own tokens, one output token, a KV
+pool small enough to evict. Each contestant serves it request by request, the same way: match
+prompt[:-1], lock the hit, the request's slots (Mamba: its state slots), KV for the rest with
+eviction of the shortfall, then the finish: checkpoint into the tree, free, unlock. Rounds are
+interleaved (the contestants in a rotating order, each on a fresh cache); the figures are
+medians over rounds of the process CPU time per request (a shared machine's waits left out),
+and ratios to our full-only RadixCache and to the unified tree with FULL alone. Our pools skip
+their double-free bookkeeping (check=False), as SGLang's do.
+Contestants: ours: RadixCache (flavor "unified"), UnifiedRadixCache with FULL, FULL+SWA
+(window 128) and FULL+MAMBA (chunk 64, extra_buffer); with --sglang ROOT (an unpacked wheel),
+SGLang's UnifiedRadixCache, Rust TreeCore, FULL+SWA and FULL+MAMBA over its own pools on CPU.
+
+    python benchmarks/hybrid_tree.py --rounds 7 --requests 300 --sglang /tmp/sgl/ex
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+
+from radix.request import Req, SlotAllocator  # noqa: E402
+from radix.tree.hybrid_lifecycle import SchedulerKnobs, serve  # noqa: E402
+from radix.tree.hybrid_pools import MambaSlotPool, SWASlotAllocator  # noqa: E402
+from radix.tree.key import RadixKey  # noqa: E402
+from radix.tree.radix_cache import RadixCache  # noqa: E402
+from radix.tree.unified_radix_cache import UnifiedRadixCache  # noqa: E402
+
+POOL, WINDOW, STATES = 24_576, 128, 64
+
+
+def workload(num_requests: int, seed: int = 0) -> list[list[int]]:
+    rng = random.Random(seed)
+    prefixes = [[rng.randrange(32_000) for _ in range(1024)] for _ in range(8)]
+    return [rng.choice(prefixes) + [rng.randrange(32_000) for _ in range(256)]
+            for _ in range(num_requests)]
+
+
+def run_radix(prompts) -> None:
+    alloc = SlotAllocator(POOL, check=False)
+    cache = RadixCache(allocator=alloc)
+    for i, p in enumerate(prompts):
+        req = Req(f"r{i}", p, max_new_tokens=1)
+        m = cache.match_prefix(RadixKey(p[:-1]))
+        cache.inc_lock_ref(m.last_node)
+        req.last_node, req.cache_protected_len = m.last_node, m.prefix_len
+        n = len(p) - m.prefix_len
+        if alloc.available_size() < n:
+            cache.evict(n - alloc.available_size())
+        req.slot_ids = list(m.slot_ids) + alloc.alloc(n)
+        req.output_ids.append(0)
+        cache.release_kv_cache(req, checkpoint=True)
+
+
+def run_unified(prompts, comps: tuple[str, ...]) -> None:
+    swa, mamba = "swa" in comps, "mamba" in comps
+    cache = UnifiedRadixCache(
+        comps, sliding_window_size=WINDOW if swa else None,
+        allocator=SWASlotAllocator(POOL, POOL, check=False) if swa
+        else SlotAllocator(POOL, check=False),
+        mamba_pool=MambaSlotPool(STATES) if mamba else None)
+    knobs = SchedulerKnobs()
+    for i, p in enumerate(prompts):
+        serve(cache, Req(f"r{i}", p, max_new_tokens=1), knobs)
+
+
+def sglang_runner(root: Path, comps: tuple[str, ...]):
+    from known_sglang_hybrid import serve as sg_serve
+    from known_sglang_hybrid import side
+    from sglang_hybrid import SGReq
+    from sglang_unified import load_unified
+
+    usg = load_unified(root)
+
+    def run(prompts) -> None:
+        sg = side(usg, comps, "rust", True, window=WINDOW if "swa" in comps else None,
+                  size=POOL, width=2048, mamba_size=STATES)
+        for i, p in enumerate(prompts):
+            sg_serve(sg, SGReq(f"r{i}", p, 1))
+
+    return run
+
+
+def contestants(sglang: Path | None) -> dict:
+    out = {"ours RadixCache": run_radix,
+           "ours unified FULL": lambda p: run_unified(p, ("full",)),
+           "ours unified FULL+SWA": lambda p: run_unified(p, ("full", "swa")),
+           "ours unified FULL+MAMBA": lambda p: run_unified(p, ("full", "mamba"))}
+    if sglang is not None:
+        out["SGLang rust FULL+SWA"] = sglang_runner(sglang, ("full", "swa"))
+        out["SGLang rust FULL+MAMBA"] = sglang_runner(sglang, ("full", "mamba"))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--requests", type=int, default=300)
+    ap.add_argument("--sglang", type=Path, default=None, help="folder of the unpacked wheel")
+    args = ap.parse_args()
+    prompts = workload(args.requests)
+    runners = contestants(args.sglang)
+    names = list(runners)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(args.rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            t0 = time.process_time()
+            runners[name](prompts)
+            times[name].append((time.process_time() - t0) / len(prompts))
+    med = {n: statistics.median(t) for n, t in times.items()}
+    base, full = med["ours RadixCache"], med["ours unified FULL"]
+    rows = {n: {"us_per_request": round(m * 1e6, 1), "x_radix_cache": round(m / base, 2),
+                "x_unified_full": round(m / full, 2)} for n, m in med.items()}
+    print(json.dumps({"requests": args.requests, "rounds": args.rounds,
+                      "clock": "process CPU time", "results": rows}, indent=1))
+    print(f"\n{'contestant':26} {'us/request':>11} {'x RadixCache':>13} {'x unified FULL':>15}")
+    for n, row in rows.items():
+        print(f"{n:26} {row['us_per_request']:11,.1f} {row['x_radix_cache']:13.2f} "
+              f"{row['x_unified_full']:15.2f}")
+
+
+if __name__ == "__main__":
+    main()

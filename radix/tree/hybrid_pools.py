@@ -1,0 +1,158 @@
+"""The pools a hybrid model's tree frees into: SGLang 0.5.23's SWATokenToKVPoolAllocator (a full
+pool and a sliding-window pool allocated in step, with the full -> SWA slot mapping) and
+MambaSlotAllocator (one state slot per request or cached checkpoint), over integer slot ids.
+
+The full and SWA pools are our `SlotAllocator`s (radix/request.py); a token's SWA slot is
+`mapping[full_slot]`, cleared when its SWA slot is freed (out of the window, or tombstoned in the
+tree) while the full slot lives on. Leaves out: the per-request SWA ring, the unified
+(virtual/physical) pools, the int8 checkpoint pool, free groups (frees apply at once).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from radix.request import SlotAllocator
+
+
+class SWASlotAllocator:
+    """Full and SWA slots, allocated together, one mapping between them (page 1 or paged).
+
+    >>> a = SWASlotAllocator(8, 4); ids = a.alloc(3); ids, a.translate(ids)
+    ([1, 2, 3], [1, 2, 3])
+    >>> a.free_swa([1, 2]); a.translate(ids), a.swa_available_size(), a.full_available_size()
+    ([0, 0, 3], 3, 5)
+    """
+
+    def __init__(self, size: int, size_swa: int, page_size: int = 1, check: bool = True) -> None:
+        self.page_size = page_size
+        self.full = SlotAllocator(size, check=check, page_size=page_size)
+        self.swa = SlotAllocator(size_swa, check=check, page_size=page_size)
+        # full slot -> its SWA slot (0: none), as SGLang's full_to_swa_index_mapping
+        self.mapping: list[int] = [0] * ((size // page_size + 2) * page_size)
+
+    @property
+    def size(self) -> int:
+        return min(self.full.size, self.swa.size)
+
+    def full_available_size(self) -> int:
+        return self.full.available_size()
+
+    def swa_available_size(self) -> int:
+        return self.swa.available_size()
+
+    def available_size(self) -> int:
+        return min(self.full.available_size(), self.swa.available_size())
+
+    def alloc(self, num_tokens: int) -> list[int] | None:
+        return self.alloc_extend(None, num_tokens)
+
+    def alloc_extend(self, last_slot: int | None, num_tokens: int) -> list[int] | None:
+        """Slots continuing a row whose last full slot is `last_slot` in both pools (the SWA
+        side continues from that slot's SWA peer); None (nothing taken) when either is short."""
+        ps = self.page_size
+        room = 0 if last_slot is None else (ps - 1 - last_slot % ps)
+        need_pages = -(-max(num_tokens - room, 0) // ps)
+        if need_pages * ps > min(self.full.available_size(), self.swa.available_size()):
+            return None
+        full = self.full.alloc_extend(last_slot, num_tokens)
+        swa_last = None if last_slot is None else self.mapping[last_slot] or None
+        swa = self.swa.alloc_extend(swa_last, num_tokens)
+        m = self.mapping
+        for f, w in zip(full, swa):
+            m[f] = w
+        return full
+
+    def translate(self, full_ids: Sequence[int]) -> list[int]:
+        """The SWA slot of each full slot (0 where its SWA was freed)."""
+        m = self.mapping
+        return [m[f] for f in full_ids]
+
+    def free(self, full_ids: Sequence[int]) -> None:
+        """Both sides (SGLang's free_segment): the SWA peers first, through the mapping."""
+        self.free_swa(full_ids)
+        self.full.free(full_ids)
+
+    def free_full(self, full_ids: Sequence[int]) -> None:
+        """The full side only (its SWA peers are gone already, or freed after by free_swa)."""
+        if len(full_ids):
+            self.full.free(full_ids)
+
+    def free_swa(self, full_ids: Sequence[int]) -> None:
+        """The SWA pages of a page-aligned run of full slots (free_swa_segment): each full
+        page's first slot names its SWA page; the whole page's mapping is cleared. A slot
+        whose SWA is already free raises (SGLang asserts the peer is mapped)."""
+        if not len(full_ids):
+            return
+        ps, m = self.page_size, self.mapping
+        if ps == 1:
+            swa_ids = [m[f] for f in full_ids]
+            for f in full_ids:
+                m[f] = 0
+        else:
+            swa_ids = []
+            for rep in full_ids[::ps]:
+                swa_ids.append(m[rep])
+                base = rep - rep % ps
+                m[base: base + ps] = [0] * ps
+        if 0 in swa_ids:
+            raise ValueError(f"a full slot of {list(full_ids)[:8]}... has no SWA peer to free "
+                             "(freed twice?)")
+        self.swa.free(swa_ids)
+
+    def move_swa(self, kept: Sequence[int], incoming: Sequence[int]) -> list[int]:
+        """A locked tombstone recovered from a request's slots: the kept full slots take the
+        incoming slots' SWA peers (RecoverSWAWithLockedFull's mapping move); returns them."""
+        swa, m = self.translate(incoming), self.mapping
+        for f in incoming:
+            m[f] = 0
+        for f, w in zip(kept, swa):
+            m[f] = w
+        return swa
+
+    def check_invariants(self) -> None:
+        self.full.check_invariants()
+        self.swa.check_invariants()
+        peers = [w for w in self.mapping if w]
+        assert len(set(peers)) == len(peers), "two full slots map to one SWA slot"
+
+
+class MambaSlotPool:
+    """Mamba state slots 1..size (slot 0 is the padding slot): taken from the front of the
+    free list, freed to its back (SGLang's MambaSlotAllocator, deterministic the same way).
+
+    >>> p = MambaSlotPool(3); p.alloc(2), p.available_size()
+    ([1, 2], 1)
+    >>> p.free([1]); p.alloc(2)
+    [3, 1]
+    """
+
+    def __init__(self, size: int) -> None:
+        if not isinstance(size, int) or size < 1:
+            raise ValueError(f"size must be an int >= 1 (max_mamba_cache_size), got {size!r}")
+        self.size = size
+        self.free_slots: deque[int] = deque(range(1, size + 1))
+        self.in_use: set[int] = set()
+
+    def available_size(self) -> int:
+        return len(self.free_slots)
+
+    def alloc(self, n: int) -> list[int] | None:
+        free = self.free_slots
+        if n > len(free):
+            return None
+        out = [free.popleft() for _ in range(n)]
+        self.in_use.update(out)
+        return out
+
+    def free(self, slots: Sequence[int]) -> None:
+        in_use = self.in_use
+        for s in slots:
+            if s not in in_use:
+                raise ValueError(f"mamba slot {s} is not in use (freed twice?)")
+            in_use.discard(s)
+        self.free_slots.extend(slots)
+
+    def check_invariants(self) -> None:
+        assert len(self.in_use) + len(self.free_slots) == self.size, "mamba slots leaked"

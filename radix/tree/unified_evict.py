@@ -1,0 +1,116 @@
+"""Eviction in the unified tree (SGLang 0.5.23's UnifiedRadixCache._evict_components over the
+components' device-eviction walks and the TreeCore's cascade): each component in turn evicts
+toward its own request or, for an allocation, until its pool can serve the shortfall.
+
+    FULL         pops evictable leaves in policy order; a leaf goes whole (every component)
+    SWA, MAMBA   walk their own LRU from the tail past locked entries: an evictable leaf goes
+                 whole; inside the tree the component is tombstoned and the cascade takes the
+                 lower-priority components on that node (SWA takes MAMBA; MAMBA takes none)
+
+Leaves out: host demotion and write-back backups, session partitions, the shared-pool donor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from radix import events as ev
+from radix.tree.components.base import FULL, TreeComponent
+from radix.tree.node import detach
+from radix.tree.unified_types import EvictResult
+
+
+def evict_components(cache, requests: dict, targets: dict | None):
+    """Runs the walks; returns what each component evicted (an EvictResult)."""
+    tracker = dict.fromkeys(cache.tree_components, 0)
+    if cache.disable:
+        return EvictResult(tracker)
+
+    def reached(ct) -> bool:
+        target = None if targets is None else targets.get(ct)
+        return target is not None and cache.available_size(ct) >= target
+
+    for comp in cache.comps:
+        ct = comp.component_type
+        request = requests.get(ct, 0)
+        to_target = ct == FULL and request > 0 and targets is not None and ct in targets
+        if reached(ct) or (not to_target and tracker[ct] >= request):
+            continue
+        quota = max(request, tracker[ct] + cache.evictable_size_[FULL]) if to_target else request
+        if ct == FULL:
+            _walk_full(cache, quota, tracker, reached)
+        else:
+            _walk_lru(cache, comp, quota, tracker, reached)
+    return EvictResult(tracker)
+
+
+def _walk_full(cache, quota: int, tracker: dict, reached: Callable) -> None:
+    heap = cache._leaves
+    while tracker[FULL] < quota:
+        node = heap.pop()
+        if node is None:
+            break
+        delete_leaf(cache, node, tracker)
+        if reached(FULL):
+            break
+
+
+def _walk_lru(cache, comp: TreeComponent, quota: int, tracker: dict,
+              reached: Callable) -> None:
+    """The component's walk from its LRU tail: the cursor moves to the previous unlocked entry
+    before each victim goes, and restarts at the tail when its entry left the list."""
+    lru, ct = comp.lru, comp.component_type
+    cursor = lru.lru_no_lock()
+    while True:
+        if cursor is not None and cursor.next is None:
+            cursor = lru.lru_no_lock()
+        if cursor is None or tracker[ct] >= quota:
+            return
+        node = cursor.node
+        cursor = lru.prev_no_lock(cursor)
+        if node in cache.evictable_leaves:
+            delete_leaf(cache, node, tracker)
+        else:
+            comp.evict_component(node, tracker)
+            cascade(cache, node, comp, tracker)
+        if reached(ct):
+            return
+
+
+def cascade(cache, node, trigger: TreeComponent, tracker: dict) -> None:
+    """After `trigger` left `node`, every component of priority at most its own goes too
+    (SGLang's _cascade_evict): inside the tree SWA takes MAMBA (a state is useless where the
+    window is gone). A lock on a lower component here would strand it: an error."""
+    is_leaf = node in cache.evictable_leaves
+    top = trigger.eviction_priority(is_leaf)
+    for comp in cache.comps:
+        if comp is trigger or comp.eviction_priority(is_leaf) > top or not comp.has_data(node):
+            continue
+        locked = comp.lock_ref(node)
+        if locked and comp.internal_priority >= trigger.internal_priority:
+            continue
+        if locked or comp.component_type == FULL:
+            raise AssertionError(f"cascade from {trigger.component_type} would take a locked "
+                                 f"or FULL {comp.component_type} on node {node.id}")
+        comp.evict_component(node, tracker, cause="cascade")
+    cache.update_leaf(node)
+
+
+def delete_leaf(cache, node, tracker: dict) -> None:
+    """An evictable leaf goes whole: FULL's slots (full pool), SWA's peers, the state; the
+    parent may become an evictable leaf in the same call."""
+    slot_ids = node.value
+    for comp in cache.comps:
+        if comp.component_type == FULL:
+            comp.evict_component(node, tracker)
+        else:
+            comp.evict_component(node, tracker, cause="")
+    parent = detach(node, cache.page_size)
+    del cache._nodes[node.id]
+    cache._leaves.discard(node)
+    node.value = None
+    if cache._sink is not None:
+        cache._sink.emit(ev.LeafSetChanged((), (node.id,)))
+        cache._sink.emit(ev.NodeEvicted(node.id, parent.id, len(slot_ids), tuple(slot_ids),
+                                        node.heap_key))
+    cache.update_leaf(parent)
