@@ -3,7 +3,7 @@
 Runs the Trace debugger's line below the page for a one-request trace: `scenarios/trace.py:
 replay` (load, expand, both caches, the event log), the tree at every step
 (`EventLog.snapshot_at`), the scene (`viz/scene.py: tree_scene`) and the step's words
-(`viz/scene.py: step_lines`), with a profiler noting every repository file whose code runs.
+(`viz/words.py: step_lines`), with a profiler noting every repository file whose code runs.
 Prints each file with its line count, then the totals and the lines of radix/tree/, as JSON.
 The page itself and the SVG component (JavaScript) are left out: they need a browser.
 
@@ -22,11 +22,11 @@ def count(root: Path) -> dict:
     sys.path.insert(0, str(root))
     from scenarios.trace import replay  # noqa: PLC0415 - from the checkout named
     from viz.scene import tree_scene  # noqa: PLC0415
-    try:  # viz/scene.py since #23's fourth round; before: viz.words, or viz.trace earlier
-        from viz.scene import step_lines  # noqa: PLC0415
+    try:  # viz/words.py (again since #39); viz/scene.py from #23's fourth round; viz.trace earlier
+        from viz.words import step_lines  # noqa: PLC0415
     except ImportError:
         try:
-            from viz.words import step_lines  # noqa: PLC0415
+            from viz.scene import step_lines  # noqa: PLC0415
         except ImportError:
             from viz.trace import step_lines  # noqa: PLC0415
 

@@ -22,7 +22,7 @@ from viz.component import tree_view
 from viz.escape import esc_md
 from viz.grid_chart import block_grid_chart, grid_height
 from viz.live import live_scene, progress_line, request_rows, told_lines, totals
-from viz.scene import node_line
+from viz.words import node_line
 
 POLL_S = 0.8  # seconds between refreshes of the progress and the lines while requests run
 PICTURES_S = 2.5  # ... of the tree, the grid and the table

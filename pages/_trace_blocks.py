@@ -21,8 +21,10 @@ from viz.blocks import block_grid_figure, grid_caption, lookup_line, queue_line,
 from viz.dot import dot_to_svg, tree_dot
 from viz.escape import safe_filename
 from viz.grid_chart import block_grid_chart, grid_height
-from viz.scene import step_caption, step_highlight, tree_scene
+from viz.roles import step_highlight
+from viz.scene import tree_scene
 from viz.trace import id_labels, snapshot_json
+from viz.words import step_caption
 
 # the block view replays the per-block pool itself past this many requests only when asked:
 # on the 12,031-request conversation stand-in every keyframe took 24 CPU-s, twice the summary's

@@ -20,15 +20,9 @@ from radix.tree.radix_cache import format_tree
 from scenarios.trace import search
 from viz.component import tree_view
 from viz.escape import esc_md
-from viz.scene import (
-    build_owners,
-    fit_tree_scene,
-    fold_tree,
-    step_caption,
-    step_highlight,
-    step_lines,
-    tree_scene,
-)
+from viz.fold import fold_tree
+from viz.roles import step_highlight
+from viz.scene import fit_tree_scene, tree_scene
 from viz.trace import (
     failure_text,
     id_labels,
@@ -39,6 +33,7 @@ from viz.trace import (
     synthetic_ids_note,
     text_head,
 )
+from viz.words import build_owners, step_caption, step_lines
 
 MAX_DRAWN_NODES = 2_000  # boxes drawn after folding (1,000 draw in ~0.4 s); more: text only
 

@@ -32,8 +32,9 @@ from viz.blocks import grid_caption, lookup_line, queue_line, request_chain
 from viz.component import tree_view
 from viz.flavor import flavor_line
 from viz.grid_chart import block_grid_chart, grid_height
-from viz.scene import build_owners, fit_tree_scene, node_line, tree_scene
+from viz.scene import fit_tree_scene, tree_scene
 from viz.timeline import Timeline
+from viz.words import build_owners, node_line
 
 
 @st.cache_resource(max_entries=4, show_spinner="playing the walk through both caches…")

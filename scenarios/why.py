@@ -35,7 +35,7 @@ class WhyView(NamedTuple):
     first_bad_block: int | None  # the first block of B whose hash A does not share
     block_sentence: str
     tree: Any  # a TreeSnapshot of a tree holding A, then B: where B's path leaves A's
-    highlight: dict[int, str]  # node id -> role (viz/scene.py ROLES): shared, A's, B's
+    highlight: dict[int, str]  # node id -> role (viz/roles.py ROLES): shared, A's, B's
     names: dict[int, str]  # node id -> label line ("shared", "A only", "B only")
     parting_node: int  # the node at whose end B leaves A's path (scenarios/whypair.py)
     parting_label: str  # "B leaves A here: token 20"

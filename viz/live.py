@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from radix.runs.costs import CostModel
-from viz.scene import fit_tree_scene, told_line, tree_scene
+from viz.scene import fit_tree_scene, tree_scene
+from viz.words import told_line
 
 COLUMNS = ("request", "cache", "status", "prompt tokens", "matched", "prefilled",
            "TTFT ms (measured)", "decode tok/s (measured)", "output tokens",

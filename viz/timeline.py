@@ -14,14 +14,15 @@ from typing import Any, NamedTuple
 
 from radix import events as ev
 from radix.tree.radix_cache import EventLog
-from viz.scene import build_owners, narrate, role_of
+from viz.roles import role_of
+from viz.words import build_owners, narrate
 
 
 class Frame(NamedTuple):
     step: int  # steps fully played before this frame (0..num_steps)
     k: int  # micro-events of `step` played (0..num_micro(step))
     snapshot: Any  # TreeSnapshot to draw
-    highlight: dict[int, str]  # node id -> role of viz.scene.ROLES
+    highlight: dict[int, str]  # node id -> role of viz.roles.ROLES
     narration: str  # one line for the event just played ("" at a step boundary)
 
 

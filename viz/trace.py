@@ -5,7 +5,8 @@ the same units: tokens with separators, hit rates in percent, evictions counted 
 both (the tree frees whole leaves, the block cache 16-token blocks), bytes at Llama-3-8B's
 128 KiB a token (derived); rejected requests are listed with their reason. Big trees:
 `text_head` cuts pretty_print's text for the page (the whole text goes to a download); the
-step's roles, narration and caption are viz/scene.py's (`step_highlight`, `step_lines`).
+step's roles, narration and caption are viz/roles.py's and viz/words.py's (`step_highlight`,
+`step_lines`).
 Leaves out: the replay itself (scenarios/trace.py) and drawing (viz/scene.py, viz/blocks.py).
 """
 

@@ -12,8 +12,8 @@ from apphelp import page, plain, texts
 from machine import seconds
 
 from scenarios import classroom as cls
+from viz.fold import fits
 from viz.live import live_scene
-from viz.scene import fits
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,7 @@ from machine import seconds
 from streamlit.testing.v1 import AppTest
 
 from engine.handles import RequestCancelled
-from viz.scene import fits
+from viz.fold import fits
 
 PAGE = str(ROOT / "pages" / "live.py")
 SYSTEM = "You answer questions about a small shop in one short sentence."

@@ -20,7 +20,7 @@ from runtime.sessions import SessionRegistry
 from scenarios.chats import SCENARIOS, SYSTEM
 from scenarios.live import LiveSession, LiveTree
 from viz.live import measured_label
-from viz.scene import told_line
+from viz.words import told_line
 
 
 class Stamped(types.SimpleNamespace):

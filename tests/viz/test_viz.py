@@ -8,19 +8,11 @@ from radix import events as ev
 from radix.tree.radix_cache import EventLog, RadixCache
 from viz.component import view_data
 from viz.dot import dot_to_svg, tree_dot
-from viz.scene import (
-    ROLES,
-    lock_walk_line,
-    match_path,
-    node_line,
-    place,
-    slot_ranges,
-    step_roles,
-    token_preview,
-    tree_items,
-    tree_scene,
-)
+from viz.layout import place
+from viz.roles import ROLES, step_roles
+from viz.scene import match_path, token_preview, tree_items, tree_scene
 from viz.timeline import Timeline
+from viz.words import lock_walk_line, node_line, slot_ranges
 
 
 def _ids(scene: dict) -> tuple[set[str], dict[str, tuple[str, str]]]:
@@ -121,7 +113,7 @@ def test_layout_lr_and_signature():
 def test_layout_cycle_is_laid_out_once():
     """a -> b -> a: b's first edge makes it a's child, so no root is left; a, the first node no
     root reaches, becomes one, b hangs under it and both edges are still drawn."""
-    from viz.scene import Box, Line
+    from viz.layout import Box, Line
 
     boxes = [Box(n, n, "#fff", "#000", 1.0, False, "", "") for n in "ab"]
     lines = [Line("x", "a", "b", "", "#000", 1.0), Line("y", "b", "a", "", "#000", 1.0)]

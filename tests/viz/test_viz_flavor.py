@@ -8,7 +8,7 @@ import pytest
 from radix import events as ev
 from radix.tree.radix_cache import RadixCache, TreeModel
 from viz.flavor import flavor_line
-from viz.scene import narrate
+from viz.words import narrate
 
 
 def split_line_of(flavor: str) -> str:

@@ -1,4 +1,4 @@
-"""viz/scene.py's folding of wide and deep trees (known answers for what is drawn and counted), and
+"""viz/fold.py's folding of wide and deep trees (known answers for what is drawn and counted), and
 the Trace debugger's helpers for big trees (step highlight, pretty_print cut)."""
 
 from __future__ import annotations
@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from radix.tree.radix_cache import EventLog, RadixCache
+from viz.fold import fits, fold_tree
 from viz.live import live_scene
-from viz.scene import fit_tree_scene, fits, fold_tree, step_highlight, tree_scene
+from viz.roles import step_highlight
+from viz.scene import fit_tree_scene, tree_scene
 from viz.trace import text_head
 
 

@@ -15,8 +15,9 @@ from radix.tree.radix_cache import RadixCache
 from scenarios.eviction import run_eviction
 from scenarios.scheduler import sort_queue
 from viz.eviction import drawn_conversations, lab_frame
+from viz.fold import fits, fold_tree
 from viz.live import live_scene
-from viz.scene import fit_tree_scene, fits, fold_tree, tree_scene
+from viz.scene import fit_tree_scene, tree_scene
 from viz.scheduler import match_scene
 from viz.timeline import Timeline
 
