@@ -106,7 +106,7 @@ def show_replay(r: Any, state: dict | None = None, sid: str = "-") -> None:
     highlight = step_highlight(events, snap)
     left, right = st.columns([3, 2])
     with left:
-        max_children = _tree(snap, highlight, id_labels(r.trace, 2))
+        max_children, drawn = _tree(snap, highlight, id_labels(r.trace, 2))
     with right:
         text = format_tree(snap, mark_leaves=True, ids=id_labels(r.trace))
         head, note = text_head(text, 200)
@@ -118,7 +118,7 @@ def show_replay(r: Any, state: dict | None = None, sid: str = "-") -> None:
             say("caption", ids)
     if r.blocks is not None:
         show_blocks(r, step, {} if state is None else state.setdefault("blocks_cache", {}))
-    show_downloads(r, snap, highlight, max_children, text)
+    show_downloads(r, snap, highlight, max_children, drawn, text, state)
 
 
 def _navigator(r: Any) -> None:
@@ -144,7 +144,8 @@ def _navigator(r: Any) -> None:
                       on_click=go_to_step, args=(f.step + 1,))
 
 
-def _tree(snap: Any, highlight: dict[int, str], ids: Any = None) -> int:
+def _tree(snap: Any, highlight: dict[int, str], ids: Any = None) -> tuple[int, int]:
+    """Draws the tree at the step; returns (children drawn per node, boxes drawn)."""
     f = st.columns(2)
     max_children = int(f[0].number_input(
         "children drawn per node", 1, 500, 12, key="trace.max_children",
@@ -172,6 +173,6 @@ def _tree(snap: Any, highlight: dict[int, str], ids: Any = None) -> int:
                   max_scale=max_scale(), min_font_px=min_font_px())
     else:
         st.info(f"{drawn:,} boxes: too many to draw; lower the children per node or the depth.")
-    return max_children
+    return max_children, drawn
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages._downloads import Item, show_item
+from pages._player import PLOTLY_JS_BYTES
 from pages._shell import (
     long_caption,
     max_scale,
@@ -90,10 +92,12 @@ with right:
     st.echarts_chart(grid, key="scheduler.blocks", height=grid_height(grid), renderer="svg")
 figure = queue_figure(sort)
 st.plotly_chart(figure, key="scheduler.queue_chart", config={"displaylogo": False})
-st.download_button("the queue's before -> after as animated HTML (slides)",
-                   lambda: figure.to_html(include_plotlyjs=True, auto_play=True),
-                   f"radixlens-queue-{policy}-{int(n)}.html", "text/html",
-                   key="scheduler.export", on_click="ignore")
+show_item(Item("scheduler.export", f"radixlens-queue-{policy}-{int(n)}.html",
+               PLOTLY_JS_BYTES + len(figure.to_json()), False,
+               lambda out, *_: out.write(figure.to_html(include_plotlyjs=True,
+                                                        auto_play=True).encode()),
+               (policy, int(n), hash(figure.to_json())),
+               label="the queue's before → after as animated HTML (slides)"))
 st.dataframe([{"rid": r.rid, "kind": r.kind, "before": r.before, "after": r.after,
                "moved": r.before - r.after, "cached match": r.prefix_len,
                "in-batch match": r.in_batch_len, "deprioritized": "yes" if r.deprioritized else "",

@@ -6,7 +6,7 @@ import streamlit as st
 
 import scenarios.hosttier as ht
 from pages import _tour_hosttier
-from pages._player import Player
+from pages._player import Player, export_panel
 from pages._shell import (
     below_alert_px,
     long_caption,
@@ -176,5 +176,6 @@ def _export_frame(i: int) -> tuple[dict, str]:
 
 
 player.frames(_show)
-with st.expander("export frames for slides (animated HTML)"):
-    player.export(name, _export_frame)
+with export_panel("export frames for slides (animated HTML)", "tour") as open_:
+    if open_:
+        player.export(name, _export_frame)

@@ -126,18 +126,6 @@ def text_head(text: str, max_lines: int = 200) -> tuple[str, str | None]:
             f"first {max_lines:,} of {len(lines):,} lines; download the whole text below")
 
 
-def snapshot_json(snapshot: Any) -> dict[str, Any]:
-    """A TreeSnapshot as plain JSON-able data (for the download button)."""
-    nodes = []
-    for n in snapshot.nodes:
-        row = n._asdict()
-        row["token_ids"], row["slot_ids"] = list(n.token_ids), list(n.slot_ids)
-        nodes.append(row)
-    return {"step": snapshot.step, "page_size": snapshot.page_size,
-            "evictable_size": snapshot.evictable_size, "protected_size": snapshot.protected_size,
-            "nodes": nodes}
-
-
 def kv_events_summary(trace: Any) -> str:
     """What a vLLM KV-events recording holds, in totals (the fold, viz/recording.py, says what
     its pool ends with); times readable (viz.recording.span).
