@@ -43,7 +43,7 @@ class Item(NamedTuple):
     write: Write  # writes the file: (out, progress, cancel)
     ident: tuple = ()  # what the file is made from (a step, settings): another is not shown
     eager: bool = False  # cheap to write: written with the page when small
-    label: str = ""  # the button's words (default: the file name); the link shows the name
+    label: str = ""  # the button's and the link's words (default: the file name)
 
 
 def size_words(item: Item) -> str:
@@ -51,10 +51,11 @@ def size_words(item: Item) -> str:
     return human_size(item.size) if item.exact else f"≈ {human_size(item.size)}"
 
 
-def link(where: Any, got: Prepared) -> None:
-    """The link that fetches a prepared file: `download` keeps its name; no rerun."""
+def link(where: Any, got: Prepared, text: str = "") -> None:
+    """The link that fetches a prepared file (`text`, default its name, and its size):
+    `download` keeps the file's name; a click starts no rerun."""
     where.html(LINK_CSS + f'<a class="rl-download" href="{html.escape(got.url)}" '
-               f'download="{html.escape(got.name)}">&#11015; {html.escape(got.name)} '
+               f'download="{html.escape(got.name)}">&#11015; {html.escape(text or got.name)} '
                f'({human_size(got.size)})</a>')
 
 
@@ -70,16 +71,19 @@ def show_item(item: Item, where: Any = None, cap: int | None = None) -> Prepared
     folder = download_dir()
     got = folder.get(item.slot, item.ident)
     if got is not None:
-        link(where, got)
+        link(where, got, item.label)
         return got
     running = st.session_state.get(f"downloads.job.{item.slot}")
     if running is not None and running[0] == item.ident:
         return _finish(item, running[1], where)
+    spot = where.empty()  # the button, and in the click's own run the link in its place
     small = item.size <= EAGER_BYTES
-    if (item.eager and small) or where.button(f"{item.label or item.name} ({size_words(item)})",
-                                            key=f"downloads.{item.slot}",
-                                            help="writes the file on the server; then its "
-                                                 "link (exact size) downloads it"):
+    if (item.eager and small) or spot.button(f"{item.label or item.name} ({size_words(item)})",
+                                             key=f"downloads.{item.slot}",
+                                             help=f"writes {item.name} on the server; then its "
+                                                  "link (exact size) downloads it"):
+        spot.empty()
+        where = spot.container()
         if item.size <= WORKER_BYTES:
             return _prepared(item, where, lambda: _write(folder, item, cap))
         # a big file: a worker writes it (progress, cancel); the page reruns when it is done
@@ -112,7 +116,7 @@ def _prepared(item: Item, where: Any, run: Callable[[], Prepared]) -> Prepared |
     except (OSError, RuntimeError, ValueError) as exc:
         where.error(f"{item.name} could not be written: {exc}")
         return None
-    link(where, got)
+    link(where, got, item.label)
     return got
 
 

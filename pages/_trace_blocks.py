@@ -120,25 +120,26 @@ def show_downloads(r: Any, snap: Any, highlight: dict, max_children: int, drawn:
     if events is None or events[0] != r.digest:
         events = state["events_estimate"] = (r.digest, estimate_events(r.log.steps))
     events = events[1]
-    say("markdown", "**Downloads** (the size before the click; each file is written on the "
-                    "server first, then its link downloads it)")
+    st.markdown("**Downloads** (sizes before the click: each file is written on the server "
+                "first, then its link downloads it)")
     d = st.columns(5)
     raw = text.encode()
     show_item(Item("trace.text", f"{base}-pretty_print.txt", len(raw), True,
-                   lambda out, *_: out.write(raw), at, eager=True), d[0])
+                   lambda out, *_: out.write(raw), at, eager=True, label="pretty_print.txt"), d[0])
     show_item(Item("trace.dot", f"{base}-tree.dot", DOT_NODE_BYTES * len(snap.nodes), False,
                    lambda out, *_: out.write(tree_dot(snap, highlight=highlight).encode()),
-                   at), d[1])
+                   at, label="tree.dot"), d[1])
     show_item(Item("trace.svg", f"{base}-tree.svg", SVG_BOX_BYTES * drawn, False,
                    lambda out, *_: out.write(dot_to_svg(tree_dot(
                        snap, highlight=highlight, max_children=max_children)).encode()),
-                   (*at, max_children)), d[2])
+                   (*at, max_children), label="tree.svg"), d[2])
     show_item(Item("trace.json", f"{base}-tree.json", tree_size.size, tree_size.exact,
-                   lambda out, *_: write_json(out, tree_json(snap)), at, eager=True), d[3])
+                   lambda out, *_: write_json(out, tree_json(snap)), at, eager=True,
+                   label="tree.json"), d[3])
     show_item(Item("trace.events", f"{base}-events.jsonl", events.size, events.exact,
                    lambda out, progress, cancel: write_events(out, r.log.steps,
                                                               progress=progress, cancel=cancel),
-                   (r.digest,), eager=True), d[4])
+                   (r.digest,), eager=True, label="events.jsonl"), d[4])
     if tree_size.size > CAP_BYTES or events.size > CAP_BYTES:
         _smaller(r, snap, base, at, tree_size, events, step, state)
     with export_panel("export steps for slides (animated HTML)", "trace") as open_:
@@ -151,21 +152,22 @@ def _smaller(r: Any, snap: Any, base: str, at: tuple, tree_size: Any, events: An
              state: dict) -> None:
     """The forms of an over-cap file that fit: gzipped, a step range of the log, the tree
     without its ids."""
-    say("markdown", f"**Smaller forms** of what is over the {human_size(CAP_BYTES)} cap")
+    st.markdown(f"**Smaller forms** of what is over the {human_size(CAP_BYTES)} cap")
     d = st.columns([1, 1, 2])
     if tree_size.size > CAP_BYTES:
         show_item(Item("trace.json_gz", f"{base}-tree.json.gz", tree_size.gz_size, False,
-                       lambda out, *_: write_json(out, tree_json(snap), compress=True), at),
-                  d[0])
+                       lambda out, *_: write_json(out, tree_json(snap), compress=True), at,
+                       label="tree.json.gz"), d[0])
         bare = estimate_tree(snap, ids=False)
         show_item(Item("trace.json_bare", f"{base}-tree-no-ids.json", bare.size, bare.exact,
-                       lambda out, *_: write_json(out, tree_json(snap, ids=False)), at), d[0])
+                       lambda out, *_: write_json(out, tree_json(snap, ids=False)), at,
+                       label="tree.json without ids"), d[0])
     if events.size <= CAP_BYTES:
         return
     show_item(Item("trace.events_gz", f"{base}-events.jsonl.gz", events.gz_size, False,
                    lambda out, progress, cancel: write_events(
                        out, r.log.steps, compress=True, progress=progress, cancel=cancel),
-                   (r.digest,)), d[1])
+                   (r.digest,), label="events.jsonl.gz"), d[1])
     n = r.log.num_steps
     window = state.get("events_window")
     if window is None or window[0] != r.digest:
@@ -181,7 +183,7 @@ def _smaller(r: Any, snap: Any, base: str, at: tuple, tree_size: Any, events: An
     show_item(Item("trace.events_part", f"{base}-events-{lo}-{hi}.jsonl", part[1].size,
                    part[1].exact, lambda out, progress, cancel: write_events(
                        out, r.log.steps, lo - 1, hi, progress=progress, cancel=cancel),
-                   (r.digest, lo, hi)), d[2])
+                   (r.digest, lo, hi), label=f"events.jsonl, steps {lo:,}..{hi:,}"), d[2])
 
 
 def _export_frame(r: Any, step: int, max_children: int) -> tuple:

@@ -63,8 +63,8 @@ def test_small_files_are_links_with_their_sizes_and_the_rest_say_theirs_before_t
     assert events == log.to_jsonl().encode()
     assert links["two-events.jsonl"][1] == f"{len(events) / 1e3:.3g} kB"
     buttons = {b.key: b.label for b in at.button if b.key and b.key.startswith("downloads.")}
-    assert buttons["downloads.trace.dot"].startswith("two-tree.dot (≈ ")
-    assert buttons["downloads.trace.svg"].startswith("two-tree.svg (≈ ")
+    assert buttons["downloads.trace.dot"].startswith("tree.dot (≈ ")
+    assert buttons["downloads.trace.svg"].startswith("tree.svg (≈ ")
     at.button(key="downloads.trace.dot").click().run()
     dot = _file(_links(at)["two-tree.dot"][0]).decode()
     snap = log.snapshot_at(7)
