@@ -120,8 +120,8 @@ def show_downloads(r: Any, snap: Any, highlight: dict, max_children: int, drawn:
     if events is None or events[0] != r.digest:
         events = state["events_estimate"] = (r.digest, estimate_events(r.log.steps))
     events = events[1]
-    st.markdown("**Downloads** (sizes before the click: each file is written on the server "
-                "first, then its link downloads it)")
+    st.caption("Downloads, their sizes said before the click: each file is written on the "
+               "server first, then its link downloads it.")
     d = st.columns(5)
     raw = text.encode()
     show_item(Item("trace.text", f"{base}-pretty_print.txt", len(raw), True,
@@ -152,7 +152,7 @@ def _smaller(r: Any, snap: Any, base: str, at: tuple, tree_size: Any, events: An
              state: dict) -> None:
     """The forms of an over-cap file that fit: gzipped, a step range of the log, the tree
     without its ids."""
-    st.markdown(f"**Smaller forms** of what is over the {human_size(CAP_BYTES)} cap")
+    st.caption(f"Smaller forms of what is over the {human_size(CAP_BYTES)} cap for a download:")
     d = st.columns([1, 1, 2])
     if tree_size.size > CAP_BYTES:
         show_item(Item("trace.json_gz", f"{base}-tree.json.gz", tree_size.gz_size, False,

@@ -162,8 +162,8 @@ def _tree(snap: Any, highlight: dict[int, str], ids: Any = None) -> tuple[int, i
         # LR: a wide fan-out stacks down the column instead of shrinking to a thin line.
         # Presenter mode: top-down (a path's edge labels side by side made even a 5-node tree
         # 1,178 px wide at 14 px), these settings first, then folded further until labels
-        # keep 14 px (a step that highlights a whole deep path: its runs of one role drawn
-        # as one chain box, viz/scene.py's chain_marked; it panned, #24)
+        # keep 14 px, never folding what the step touched or a locked node (a step that
+        # highlights a whole deep path: the view scrolls at 14 px, issue 41)
         box = presenter_tree_px(0.6, tree_height(420))  # the left of columns [3, 2]
         items = {"highlight": highlight, "rankdir": "TB" if box else "LR",
                  "max_children": max_children, "max_depth": depth or None, "ids": ids}

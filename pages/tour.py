@@ -117,8 +117,10 @@ def _tree(frame, duration_ms: int, px: int) -> None:
     if selected is not None and selected not in highlight:
         highlight[selected] = "selected"
     box = presenter_tree_px(0.6, px)  # the left of columns [3, 2]
-    scene = (fit_tree_scene(frame.snapshot, *box, min_font_px(), highlight=highlight) if box
-             else tree_scene(frame.snapshot, highlight=highlight))
+    # what the sentence names stays drawn, and where it speaks of access times they are shown
+    items = {"highlight": highlight, "keep": sorted(frame.named), "names": frame.labels}
+    scene = (fit_tree_scene(frame.snapshot, *box, min_font_px(), **items) if box
+             else tree_scene(frame.snapshot, **items))
     clicked = tree_view(scene, key="tour.tree", height=px, duration_ms=duration_ms,
                         max_scale=max_scale(), min_font_px=min_font_px())
     if clicked is not None:
@@ -172,7 +174,8 @@ def _counter_table(step: int, k: int, snapshot) -> dict[str, list[str]]:
 
 def _export_frame(i: int) -> tuple[dict, str]:
     f = tl.frame(*cursors[i])
-    return tree_scene(f.snapshot, highlight=f.highlight), f.narration or f"step {f.step}"
+    return (tree_scene(f.snapshot, highlight=f.highlight, names=f.labels),
+            f.narration or f"step {f.step}")
 
 
 player.frames(_show)

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 from radix import events as ev
 
-SAMPLES = 96  # steps (or nodes) an estimate serializes; fewer in all: exact
+SAMPLES = 48  # steps (or nodes) an estimate serializes; fewer in all: exact
 GZIP_LEVEL = 6
 
 

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from radix.tree.radix_cache import TreeSnapshot
 from viz.layout import EDGE_FONT, Box, Line
-from viz.roles import FILL_CACHED, FILL_EVICTABLE, FILL_PROTECTED, ROLES
+from viz.roles import FILL_CACHED, FILL_EVICTABLE, FILL_PROTECTED
 
 
 class Fold(NamedTuple):
@@ -126,37 +126,21 @@ def fold_items(fold: Fold) -> tuple[Box, Line]:
 
 
 class Chain(NamedTuple):
-    """Nodes on a path drawn as one box `c<first id>` (presenter mode: a lock walk's path)."""
+    """Nodes on a path drawn as one box `c<first id>` (presenter mode: unlocked ancestors of a
+    deep node the frame is about)."""
     ids: tuple[int, ...]  # top first; each the parent of the next
     parent: int  # the first node's parent (drawn)
     tokens: int  # tokens on the run's edges
     lock_refs: tuple[int, ...]  # each node's lock_ref, in `ids` order
     hidden: int  # drawn or folded nodes beside the run that the chain box leaves out
-    role: str = ""  # the highlight role every node of the run has ("" when none)
 
 
-def marked_tips(snapshot: TreeSnapshot, highlight: Mapping[int, str]) -> list[int]:
-    """The highlighted nodes with no highlighted node below them: a step that locked root >
-    #2 > #1 > #4 > #5 > #6 (all five highlighted) has one tip, #6."""
-    by_id = {n.id: n for n in snapshot.nodes}
-    above: set[int] = set()
-    for i in highlight:
-        i = by_id[i].parent if i in by_id else None
-        while i is not None and i not in above:
-            above.add(i)
-            i = by_id[i].parent
-    return [i for i in highlight if i in by_id and i not in above]
-
-
-def chain_runs(snapshot: TreeSnapshot, plan: FoldPlan, kept: Iterable[int],
-               roles: Mapping[int, str] | None = None) -> tuple[Chain, ...]:
+def chain_runs(snapshot: TreeSnapshot, plan: FoldPlan, kept: Iterable[int]
+               ) -> tuple[Chain, ...]:
     """The runs of two or more drawn nodes that are drawn only as ancestors of `kept` ones
     (not the root, not kept), each the only child of the one before it on the way to a kept
-    node; the run ends where the path branches or reaches a kept node, and where the role in
-    `roles` (node id -> highlight role) changes. A lock walk's first hop at #6 on root > #2 >
-    #1 > #4 > #5 > #6: one run (2, 1, 4, 5), drawn as one box; with #2 and #1 highlighted as
-    "lock": two runs, (2, 1) of role "lock" and (4, 5)."""
-    roles = roles or {}
+    node; the run ends where the path branches or reaches a kept node. #6 kept on root > #2 >
+    #1 > #4 > #5 > #6: one run (2, 1, 4, 5), drawn as one box; #1 kept too: the run (4, 5)."""
     by_id = {n.id: n for n in snapshot.nodes}
     kept = {i for i in kept if i in by_id}
     onpath: set[int] = set()
@@ -178,9 +162,9 @@ def chain_runs(snapshot: TreeSnapshot, plan: FoldPlan, kept: Iterable[int],
         while len(below.get(ids[-1], ())) == 1 and below[ids[-1]][0] in onpath:
             ids.append(below[ids[-1]][0])
         seen.update(ids)
-        cut = [0, *(k for k in range(1, len(ids)) if roles.get(ids[k]) != roles.get(ids[k - 1]))]
-        runs += [part for a, b in zip(cut, [*cut[1:], len(ids)]) if len(part := ids[a:b]) >= 2]
-    return tuple(_chain(by_id, plan, ids)._replace(role=roles.get(ids[0], "")) for ids in runs)
+        if len(ids) >= 2:
+            runs.append(ids)
+    return tuple(_chain(by_id, plan, ids) for ids in runs)
 
 
 def _chain(by_id: Mapping[int, Any], plan: FoldPlan, ids: list[int]) -> Chain:
@@ -211,21 +195,17 @@ def chain_items(chain: Chain) -> tuple[Box, Line]:
     """The chain's box and its edge. Run 2, 1, 4, 5 of 2,100 tokens, none locked: label
     "#2 … #5" newline "4 nodes, r=0", edge "2,100 tok"."""
     lo, hi = min(chain.lock_refs), max(chain.lock_refs)
-    stroke, width = ROLES[chain.role] if chain.role else ("#555555", 1.0)
     refs = f"r={lo}" if lo == hi else f"r={lo}..{hi}"
     box_id = f"c{chain.ids[0]}"
     label = f"#{chain.ids[0]} … #{chain.ids[-1]}\n{len(chain.ids)} nodes, {refs}"
     tooltip = (f"nodes {', '.join(f'#{i}' for i in chain.ids)} on the path, drawn as one box: "
                f"{chain.tokens:,} tokens")
-    if chain.role:
-        tooltip += f"; each of them: {chain.role}"
     if chain.hidden:
         tooltip += f"; not drawn beside them: {chain.hidden:,} node(s)"
     fill = FILL_PROTECTED if hi > 0 else FILL_CACHED
-    box = Box(box_id, label, fill, stroke, width, False, tooltip, chain.role)
-    edge = ROLES[chain.role] if chain.role else ("#777777", 1.2)
-    return box, Line(f"e{box_id}", f"n{chain.parent}", box_id, f"{chain.tokens:,} tok", *edge)
-
+    box = Box(box_id, label, fill, "#555555", 1.0, False, tooltip, "")
+    return box, Line(f"e{box_id}", f"n{chain.parent}", box_id, f"{chain.tokens:,} tok",
+                     "#777777", 1.2)
 
 
 VIEW_PAD = 8.0  # scene units the tree view keeps around a scene (viz/component's PAD)

@@ -19,12 +19,17 @@ ROLES: dict[str, tuple[str, float]] = {
     "new": ("#2ca02c", 3.0),  # a leaf that was just inserted
     "lock": ("#9467bd", 3.5),  # a hop of a lock walk (inc/dec_lock_ref)
     "evicted": ("#d62728", 3.0),  # a leaf popped by evict
+    "touched": ("#17becf", 3.0),  # its last access time was just written
+    "named": ("#8c564b", 3.0),  # what a frame's sentence names: a step's node, a leaf set change
     "selected": ("#000000", 2.5),  # the node the user clicked
 }
 FILL_PROTECTED = "#dbe8f6"  # lock_ref > 0: in use by a running request
 FILL_EVICTABLE = "#e3f4e1"  # an evictable leaf
 FILL_CACHED = "#ffffff"  # cached, not a leaf (or locked below)
-RANK = {"new": 0, "split": 1, "evicted": 2, "lock": 3, "matched": 4, "selected": 5}
+RANK = {"new": 0, "split": 1, "evicted": 2, "lock": 3, "matched": 4, "touched": 5, "named": 6,
+        "selected": 7}
+# a frame of their own in the Tour; a whole step's roles (the Trace debugger's) skip them
+QUIET = (ev.NodesTouched, ev.LeafSetChanged, ev.CacheReset)
 
 
 def role_of(e: ev.Event) -> dict[int, str]:
@@ -41,20 +46,32 @@ def role_of(e: ev.Event) -> dict[int, str]:
         return {e.node_id: "lock"}
     if isinstance(e, ev.NodeEvicted):
         return {e.node_id: "evicted"}
+    if isinstance(e, ev.PrefixMatched) and not e.node_ids:
+        return {0: "named"}  # an empty match stops at the root
     if isinstance(e, ev.PrefixMatched | ev.HitCounted):
         return {n: "matched" for n in e.node_ids}
+    if isinstance(e, ev.NodesTouched):
+        return {n: "touched" for n in e.node_ids}
+    if isinstance(e, ev.LeafSetChanged):
+        return {n: "named" for n in (*e.added, *e.removed)}
+    if isinstance(e, ev.CacheReset):
+        return {0: "named"}  # the root, all that is left
     return {}
 
 
 def step_roles(events: Iterable[ev.Event], present: Iterable[int] = ()) -> dict[int, str]:
     """Roles of a whole step; a node touched twice keeps its strongest role (new over split
     over evicted over lock over matched). With `present`, only those nodes (the root never).
+    Access times and leaf-set changes (QUIET) are left out: every step writes them on its
+    path, and the step's narration (viz/words.py step_lines) leaves them out too.
 
     insert [1, 2, 4] after [1, 2, 3]: node 1 splits (prefix 2), leaf 3 grows, HitCounted
     names 2 and 3: {1: "split", 2: "split", 3: "new"}.
     """
     roles: dict[int, str] = {}
     for e in events:
+        if isinstance(e, QUIET):
+            continue
         for nid, role in role_of(e).items():
             if RANK[role] < RANK.get(roles.get(nid, ""), 9):
                 roles[nid] = role

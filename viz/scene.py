@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from radix.tree.radix_cache import TreeSnapshot
-from viz.fold import chain_items, chain_runs, chained, fits, fold_items, fold_tree, marked_tips
+from viz.fold import chain_items, chain_runs, chained, fits, fold_items, fold_tree
 from viz.layout import Box, Line, place
 from viz.roles import FILL_CACHED, FILL_EVICTABLE, FILL_PROTECTED, ROLES
 
@@ -66,22 +66,19 @@ def _edge_line(node: Any, role: str | None, decode: Decode | None,
     return Line(f"e{node.id}", f"n{node.parent}", f"n{node.id}", label, stroke, width)
 
 
-
 def tree_items(snapshot: TreeSnapshot, *, decode: Decode | None = None,
                highlight: Mapping[int, str] | None = None, max_children: int | None = None,
                max_depth: int | None = None, keep: Iterable[int] = (),
                prefer: Sequence[int] = (), names: Mapping[int, str] | None = None,
                ids: Callable[[Any], str] | None = None,
-               chains: bool = False, chain_marked: bool = False) -> tuple[list[Box], list[Line]]:
+               chains: bool = False) -> tuple[list[Box], list[Line]]:
     """The boxes and edges to draw, in pre-order; `highlight` maps node id -> a role of ROLES,
     `names` adds a second label line to some nodes ("system prompt S"), `prefer` ranks some
     children ahead when a node folds (fold_tree), `ids` shows an edge's
     tokens in place of the token preview (a Mooncake trace's hash ids). `chains` (with a fold):
     each run of two or more nodes drawn only as ancestors of highlighted or kept ones becomes
-    one box (`chain_runs`), and fold summaries take one line (their counts go to the tooltip).
-    `chain_marked` (with `chains`): highlighted nodes chain too, a run of one role drawn as one
-    box of that role, so a step that locks a whole deep path still folds; the deepest
-    highlighted node of each path, and `keep`, stay boxes of their own (`marked_tips`).
+    one box (`chain_runs`), and fold summaries take one line (their counts go to the tooltip);
+    highlighted and kept nodes are always boxes of their own.
 
     A root with one 3-token child: boxes "root" and "#1  r=0" (dashed: an evictable leaf),
     one edge e1 from n0 to n1 labelled "3 tok" newline "[1 2 3]".
@@ -94,14 +91,14 @@ def tree_items(snapshot: TreeSnapshot, *, decode: Decode | None = None,
     if max_children is not None or max_depth is not None:
         plan = fold_tree(snapshot, max_children, max_depth, [*highlight, *keep], prefer)
     names = names or {}
-    kept = [*(marked_tips(snapshot, highlight) if chain_marked else highlight), *keep]
-    runs = chain_runs(snapshot, plan, kept, highlight) if chains and plan else ()
+    kept = [*highlight, *keep]
+    runs = chain_runs(snapshot, plan, kept) if chains and plan else ()
     gone, into, heads = chained(snapshot, plan, runs) if runs else (set(), {}, {})
     boxes, lines = [], []
     for node in snapshot.nodes:
         if node.id in heads:
             box, line = chain_items(heads[node.id])
-            boxes.append(box)  # a run of one role may hang below a run of another
+            boxes.append(box)
             lines.append(line._replace(source=into.get(heads[node.id].parent, line.source)))
             continue
         if plan is not None and node.id not in plan.drawn or node.id in gone:
@@ -129,34 +126,38 @@ def tree_scene(snapshot: TreeSnapshot, *, rankdir: str = "TB", **items: Any) -> 
     return place(boxes, lines, rankdir)
 
 
-
 FIT_CHILDREN = (8, 4, 2, 1)  # max_children tried in turn, then depth caps from the deepest
+FOLD_MIN_NODES = 16  # a tree this small is drawn whole: every node of it is the lesson
 
 
 def fit_tree_scene(snapshot: TreeSnapshot, width_px: float, height_px: float,
-                   min_font_px: float, **items: Any) -> dict[str, Any]:
+                   min_font_px: float, *, keep_locked: bool = True,
+                   whole_below: int = FOLD_MIN_NODES, **items: Any) -> dict[str, Any]:
     """`tree_scene` folded just enough to fit a `width_px` x `height_px` tree view with every
-    label >= `min_font_px` (presenter mode): the whole tree if it fits, else at most 8, 4, 2,
-    then 1 children per node, then depth caps from the deepest level up; highlighted and
-    `keep` nodes and their ancestors are always drawn (fold_tree). When the path to a deep
-    highlight alone is too tall, the same caps again with `chains` (tree_items): runs of
-    ancestors drawn as one box, fold summaries on one line; then with `chain_marked` too (a
-    step that highlights a whole deep path: its runs of one role drawn as one box of that
-    role). When nothing fits, the most folded scene (the view then pans around its
-    highlight)."""
+    label >= `min_font_px` (presenter mode), never folding what the frame is about: the
+    highlighted nodes, the `keep` ones (the nodes its sentence names) and, with `keep_locked`,
+    every node with lock_ref > 0 (the paths running requests hold), each with its ancestors,
+    stay boxes of their own (fold_tree). The whole tree if it fits or has at most
+    `whole_below` nodes; else at most 8, 4, 2, then 1 children per node, then depth caps from
+    the deepest level up; then the same with `chains` (tree_items: runs of ancestors that are
+    none of those drawn as one box, fold summaries on one line). When nothing fits, the most
+    folded of them: the tree view then scrolls at that label size (viz/component), rather than
+    fold a node the frame is about."""
     scene = tree_scene(snapshot, **items)
-    if fits(scene, width_px, height_px, min_font_px):
+    if fits(scene, width_px, height_px, min_font_px) or len(snapshot.nodes) <= whole_below:
         return scene
+    if keep_locked:
+        items = {**items, "keep": [*items.get("keep", ()),
+                                   *(n.id for n in snapshot.nodes if n.lock_ref > 0)]}
     depth: dict[int, int] = {}
     for node in snapshot.nodes:  # parents come before their children
         depth[node.id] = depth.get(node.parent, -1) + 1
     caps = [(c, None) for c in FIT_CHILDREN]
     caps += [(1, d) for d in range(max(depth.values(), default=0) - 1, 0, -1)]
-    for chains, marked in ((False, False), (True, False), (True, True)):
+    for chains in (False, True):
         for max_children, max_depth in caps:
             scene = tree_scene(snapshot, **{**items, "max_children": max_children,
-                                            "max_depth": max_depth, "chains": chains,
-                                            "chain_marked": marked})
+                                            "max_depth": max_depth, "chains": chains})
             if fits(scene, width_px, height_px, min_font_px):
                 return scene
     return scene

@@ -11,6 +11,7 @@ highlights (viz/roles.py).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -136,8 +137,11 @@ def narrate(e: ev.Event, before: Any, owners: Mapping[int, str], rid: str | None
                      "chapter cached a prompt at finish (or per chunk, when chunked)")
         return line
     if isinstance(e, ev.PrefixMatched):
+        if not e.node_ids:
+            return (f"{_who(rid)} matches 0 of {tokens(e.key_len)}: nothing below the root "
+                    "starts its way")
         return (f"{_who(rid)} matches {e.prefix_len:,} of {tokens(e.key_len)} "
-                f"over {len(e.node_ids)} node(s)")
+                f"over {len(e.node_ids)} node(s) ({node_ids(e.node_ids)})")
     if isinstance(e, ev.LockChanged):
         return lock_hop_line(e, before, rid)
     if isinstance(e, ev.LeafSetChanged):
@@ -147,11 +151,11 @@ def narrate(e: ev.Event, before: Any, owners: Mapping[int, str], rid: str | None
         return (f"evict pops leaf #{e.node_id} ({tokens(e.num_tokens)}) by policy order, "
                 f"sort key {e.sort_key}")
     if isinstance(e, ev.NodesTouched):
-        return f"last access time {e.time:g} on {len(e.node_ids)} node(s)"
+        return touched_line(e, op, earlier)
     if isinstance(e, ev.HitCounted):
         return hit_line(e)
     if isinstance(e, ev.CacheReset):
-        return "reset: the tree is empty again"
+        return "reset: the tree is empty again, only the root is left"
     if isinstance(e, ev.StepEnded):
         return f"step {e.step} ends"
     if isinstance(e, ev.RequestAdmitted):
@@ -177,18 +181,71 @@ def step_line(e: ev.StepStarted) -> str:
     return line
 
 
+def node_ids(ids: Sequence[int], most: int = 6) -> str:
+    """Nodes by their ids as the tree view labels them ("root" for node 0), the first `most`.
+
+    >>> node_ids([0, 2, 5]), node_ids(range(1, 10), most=3)
+    ('root, #2, #5', '#1, #2, #3 and 6 more')
+    """
+    shown = ", ".join("root" if i == 0 else f"#{i}" for i in list(ids)[:most])
+    return shown + (f" and {len(ids) - most:,} more" if len(ids) > most else "")
+
+
+NAMED = re.compile(r"#(\d+)|\bnode (\d+)\b|\b(root)\b")
+
+
+def named_nodes(text: str) -> set[int]:
+    """The node ids a sentence names ("#6", "node 6", "root" as 0), for the fold to keep.
+
+    >>> sorted(named_nodes("step 22: u000-t5 calls inc_lock_ref (node 6)"))
+    [6]
+    >>> sorted(named_nodes("the walk writes t=4 to root, #2 and #5"))
+    [0, 2, 5]
+    """
+    return {0 if m.group(3) else int(m.group(1) or m.group(2)) for m in NAMED.finditer(text)}
+
+
+def touched_line(e: ev.NodesTouched, op: str | None = None,
+                 earlier: Sequence[ev.Event] = ()) -> str:
+    """The access time a walk writes, on the nodes it names. A split's own stamp (SGLang
+    0.5.23's unified cache gives a split's lower half a clock read of its own, after the walk
+    read its time) says so; the walk's time after it says why it is older.
+
+    >>> split = ev.NodeSplit(1, 2, 0, 5, 5.0, 3.0)
+    >>> touched_line(ev.NodesTouched((1,), 6.0), "match_prefix", [split])[:56]
+    '#1 gets last access time t=6: the split stamps its lower'
+    >>> touched_line(ev.NodesTouched((0,), 4.0), "match_prefix",
+    ...              [split, ev.NodesTouched((1,), 6.0)])[:60]
+    "the match's walk writes last access time t=4 to root: the ti"
+    """
+    names, t = node_ids(e.node_ids), f"t={e.time:g}"
+    if (len(e.node_ids) == 1 and earlier and isinstance(earlier[-1], ev.NodeSplit)
+            and earlier[-1].node_id == e.node_ids[0]):
+        return (f"{names} gets last access time {t}: the split stamps its lower half with a "
+                "clock read of its own (SGLang 0.5.23's unified cache), taken after the walk "
+                "read the time it writes to the path next")
+    later = max((x.time for x in earlier if isinstance(x, ev.NodesTouched)), default=None)
+    walk = {"insert": "the insert's walk", "match_prefix": "the match's walk"}.get(op, "the walk")
+    if later is not None and later > e.time:
+        return (f"{walk} writes last access time {t} to {names}: the time it read when it "
+                f"began, before the split's t={later:g}")
+    return f"{walk} writes last access time {t} to {names} (what LRU evicts by)"
+
+
 def hit_line(e: ev.HitCounted) -> str:
     """An insert's hit counting: once per request and node (SGLang 0.5.23's inserted_len).
 
-    >>> hit_line(ev.HitCounted((4, 7, 9), 1, True, 2))[:43]
-    'hit_count +1 on 1 of 3 node(s), priority 1:'
+    >>> hit_line(ev.HitCounted((4, 7, 9), 1, True, 2))[:56]
+    'hit_count +1 on 1 of 3 node(s) (#4, #7, #9), priority 1:'
     """
     n, first = len(e.node_ids), e.first_counted
     if not e.counted:
-        return (f"priority {e.priority} on {n} node(s), no hit counted: every node ends within "
-                "what this request inserted before (SGLang 0.5.23 counts a request's hit on a "
-                "node once, by its inserted_len; the seed chapter skipped chunked inserts)")
-    line = f"hit_count +1 on {n - first} of {n} node(s), priority {e.priority}"
+        return (f"priority {e.priority} on {n} node(s) ({node_ids(e.node_ids)}), no hit "
+                "counted: every node ends within what this request inserted before (SGLang "
+                "0.5.23 counts a request's hit on a node once, by its inserted_len; the seed "
+                "chapter skipped chunked inserts)")
+    line = (f"hit_count +1 on {n - first} of {n} node(s) ({node_ids(e.node_ids)}), "
+            f"priority {e.priority}")
     if first:
         line += (f": the first {first} end within what this request inserted before, and "
                  "SGLang 0.5.23 counts a request's hit on a node once (inserted_len)")

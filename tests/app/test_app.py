@@ -262,7 +262,7 @@ def test_trace_big_pretty_print_is_cut_with_a_download():
     assert not at.exception and not at.error
     assert len(at.code[0].value.splitlines()) == 200
     assert "first 200 of 252 lines; download the whole text below" in texts(at.caption)
-    assert "trace.dl_text" in [b.key for b in at.get("download_button")]
+    assert any('download="w-pretty_print.txt"' in h.proto.body for h in at.get("html"))
 
 
 def test_trace_kv_events_upload_says_what_it_holds():
@@ -341,5 +341,9 @@ def test_tour_host_tier_walk_demotes_then_loads_back():
     at.button(key="tour.host-tier.b_end").click().run()
     shown = " ".join(texts(at.markdown))
     assert "chat A again: 0 tokens from the device, 5 loaded back from host, 1 computed" in shown
-    # the slides export, as the other walks have (its content: tests/viz/test_viz_export.py)
-    assert "tour.host-tier.export_dl" in [b.key for b in at.get("download_button")]
+    # the slides export, as the other walks have (its content: tests/viz/test_viz_export.py),
+    # its frames built once its panel is open
+    assert "downloads.tour.host-tier.export_dl" not in [b.key for b in at.button]
+    at.session_state["tour_tier.export_open"] = True
+    at.run()
+    assert "downloads.tour.host-tier.export_dl" in [b.key for b in at.button]

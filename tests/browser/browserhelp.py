@@ -208,17 +208,30 @@ def click_next_until(pg, text: str, limit: int = 40) -> None:
     raise AssertionError(f"never saw {text!r}")
 
 
+def download(pg, name: str, tmp_path: Path, timeout_ms: int = 60_000) -> Path:
+    """Clicks the download link whose words start with `name` (pages/_downloads.py: a file the
+    server wrote, fetched from disk) and saves what arrives to tmp_path; its path."""
+    link = pg.locator("a.rl-download", has_text=name).first
+    link.wait_for(timeout=ms(timeout_ms))
+    with pg.expect_download(timeout=ms(timeout_ms)) as info:
+        link.click()
+    path = tmp_path / info.value.suggested_filename
+    info.value.save_as(path)
+    return path
+
+
 def export_offline(pg, menu: str, tmp_path: Path, name: str, timeout_ms: int):
-    """Opens the `menu` expander, downloads its "animated HTML of frames" to tmp_path/name and
-    opens the file in a fresh context that refuses every network request: (the file's text,
-    the viewer page, the URLs it tried to fetch, the context to close)."""
+    """Opens the `menu` expander, writes its "animated HTML of frames" (the button), downloads
+    it (the link) to tmp_path/name and opens the file in a fresh context that refuses every
+    network request: (the file's text, the viewer page, the URLs it tried to fetch, the context
+    to close)."""
     pg.get_by_text(menu).click()
     button = pg.get_by_role("button", name="animated HTML of frames")
     button.wait_for(timeout=ms(30_000))
-    with pg.expect_download(timeout=ms(timeout_ms)) as info:
-        button.click()
+    button.click()
+    got = download(pg, "animated HTML of frames", tmp_path, timeout_ms)
     path = tmp_path / name
-    info.value.save_as(path)
+    got.rename(path)
     offline = pg.context.browser.new_context()
     viewer = offline.new_page()
     fetched: list[str] = []

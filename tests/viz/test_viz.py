@@ -152,7 +152,8 @@ def test_timeline_eviction_frame_shows_then_removes():
     c.evict(1)  # the older leaf [1,2,3] goes first
     tl = Timeline(log)
     step = tl.num_steps - 1
-    ks = [k for k in range(1, tl.num_micro(step) + 1) if tl.frame(step, k).highlight]
+    ks = [k for k in range(1, tl.num_micro(step) + 1)
+          if "evicted" in tl.frame(step, k).highlight.values()]
     shown = tl.frame(step, ks[0])
     assert shown.highlight == {1: "evicted"} and 1 in shown.snapshot.by_id()
     assert "evict pops leaf #1 (3 tokens)" in shown.narration

@@ -85,7 +85,7 @@ def test_writing_the_log_holds_a_buffer_not_the_log():
 
 
 def test_estimates_exact_when_small_and_close_when_sampled():
-    """Up to 96 steps (nodes) serialized whole: exact. The excerpt's first 120 steps from 16
+    """Up to 48 steps (nodes) serialized whole: exact. The excerpt's first 120 steps from 16
     sampled: within 35% of the written size; gzip's within 50%; its tree's JSON from 16 sampled
     nodes within 35%, without ids within 35%."""
     log = replay(THREE, "three").log
