@@ -53,8 +53,9 @@ CLIPPED = """() => {
   return out;
 }"""
 # Text too small for a projector, and plotly's toolbar over a button: chart text (plotly's and
-# ECharts' SVG: legends, titles, ticks, labels) under 12 px, tree labels (nodes' and edges')
-# drawn under 14 px (their font size times the view's scale on screen), and any toolbar
+# ECharts' SVG: legends, titles, ticks, labels) under 12 px, tree labels (nodes' and edges', in
+# the tree view and in Graphviz charts: the Cluster page's trees) drawn under 14 px (their font
+# size times the view's scale on screen), and any toolbar
 # (.modebar, present though faded until hovered) whose box meets an updatemenu button or a
 # Streamlit button.
 ILLEGIBLE = """() => {
@@ -64,8 +65,8 @@ ILLEGIBLE = """() => {
     const px = parseFloat(getComputedStyle(t).fontSize);
     if (t.textContent.trim() && px < 12) out.push(`chart ${px}px: ${t.textContent}`);
   });
-  document.querySelectorAll(".radixlens-tree g.node text, .radixlens-tree g.edge text")
-    .forEach((t) => {
+  document.querySelectorAll(".radixlens-tree g.node text, .radixlens-tree g.edge text, "
+                            + "[data-testid=stGraphVizChart] svg text").forEach((t) => {
       const px = parseFloat(t.getAttribute("font-size")) * t.getScreenCTM().a;
       if (t.textContent.trim() && t.getBoundingClientRect().height > 0 && px < 13.95)
         out.push(`tree ${px.toFixed(1)}px: ${t.textContent}`);
