@@ -11,7 +11,7 @@ Leaves out: block-cache numbers in the table (the grid beside the tree shows the
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from radix.runs.costs import CostModel
@@ -80,15 +80,17 @@ def measured_label(loaded: Any) -> str:
 
 
 def live_scene(snapshot: Any, decode: Callable[[list[int]], str] | None, selected: int | None,
-               max_children: int = 12, fit: tuple[float, float, float] | None = None
-               ) -> tuple[dict[str, Any], int, int]:
+               max_children: int = 12, fit: tuple[float, float, float] | None = None,
+               keep: Iterable[int] = ()) -> tuple[dict[str, Any], int, int]:
     """(scene, nodes drawn, nodes folded): at most `max_children` children per node, the selected
     node (outlined) and locked ones (running requests) first. A root with 20 leaves, 12 per
     node: 1 + 12 drawn, 8 folded into one "+8 more" box. `fit` (presenter mode: view width and
     height, smallest label, in px): folded further until every label keeps that size
-    (viz/scene.py's fit_tree_scene)."""
+    (viz/scene.py's fit_tree_scene); `keep`: nodes the last line names, never folded."""
     highlight = {selected: "selected"} if selected is not None else None
-    items = {"decode": decode, "highlight": highlight, "max_children": max_children}
+    present = {n.id for n in snapshot.nodes}
+    items = {"decode": decode, "highlight": highlight, "max_children": max_children,
+             "keep": sorted(set(keep) & present)}
     scene = (tree_scene(snapshot, **items) if fit is None
              else fit_tree_scene(snapshot, *fit, **items))
     drawn = sum(1 for n in scene["nodes"] if n["id"].startswith("n"))  # not the "m" stubs

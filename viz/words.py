@@ -259,10 +259,10 @@ def lock_hop_line(e: ev.LockChanged, before: Any, rid: str | None) -> str:
     moved = ""
     if e.size_moved:
         src, dst = ("evictable", "protected") if e.delta > 0 else ("protected", "evictable")
-        moved = f"; its {tokens(e.size_moved)} move {src} -> {dst}"
+        moved = f"; its {tokens(e.size_moved)} move {src} → {dst}"
     left = hops_to_root(before, e.node_id) - 1
     where = "the last hop below the root" if left == 0 else f"{left} more hop(s) to the root"
-    return (f"{_who(rid)} {verb} #{e.node_id}: lock_ref {e.lock_ref - e.delta} -> "
+    return (f"{_who(rid)} {verb} #{e.node_id}: lock_ref {e.lock_ref - e.delta} → "
             f"{e.lock_ref}{moved} ({where})")
 
 
@@ -270,10 +270,11 @@ def lock_walk_line(rid: str | None, hops: Sequence[ev.LockChanged]) -> str:
     """A whole lock walk in one line, for the Live page.
 
     >>> lock_walk_line("turn5.5", [ev.LockChanged(9, 1, 1, 40), ev.LockChanged(4, 2, 1, 0)])
-    'turn5.5 locks #9 -> #4, 2 hops up to the root: lock_ref 1, 2; 40 tokens now protected'
+    'turn5.5 locks #9 → #4, 2 hops up to the root: lock_ref 1, 2; 40 tokens now protected'
     """
     verb, dst = ("locks", "protected") if hops[0].delta > 0 else ("unlocks", "evictable")
-    path = " -> ".join(f"#{h.node_id}" for h in hops)
+    path = " → ".join(f"#{h.node_id}" for h in hops)  # one arrow everywhere (markdown makes
+    # "->" one in an alert, not in plain text: the Live page showed both, issue 41 item 7)
     refs = ", ".join(str(h.lock_ref) for h in hops)
     moved = sum(h.size_moved for h in hops)
     tail = f"; {tokens(moved)} now {dst}" if moved else ""

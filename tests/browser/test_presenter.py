@@ -229,17 +229,18 @@ def test_scheduler_shows_tree_and_blocks(server, projector, tmp_path):
 
 
 def test_live_shows_tree_and_blocks(server, projector, tmp_path):
-    """A prompt (on the shared server's simulated engine, conftest.py; the real model's Live
-    page in a browser: test_app_load.py): the tree and vLLM's block grid side by side, the lock
-    walk and the admission told."""
+    """The three-request scenario (on the shared server's simulated engine, conftest.py; the
+    real model's Live page in a browser: test_app_load.py): the tree and vLLM's block grid side
+    by side, the whole tree view above the 800 px fold (issue 41 item 7: two more lines above
+    it pushed its last box to 851 px), the lock walks and the admission told, with one kind of
+    arrow (markdown had turned "->" into "→" in the alert only)."""
     _open(projector, server, "/live", tree=False)
     projector.get_by_text("requests and settings").click()  # folded in presenter mode
-    projector.get_by_role("tab", name="your prompt").click()
-    projector.get_by_role("button", name="run", exact=True).click()
+    projector.get_by_role("button", name="run 3 requests").click()
     projector.get_by_text("requests done").wait_for(timeout=ms(60_000))
     projector.wait_for_function(
         "() => [...document.querySelectorAll('[data-testid=stMetricValue]')]"
-        ".some(e => e.innerText.trim() === '1')", timeout=ms(180_000))
+        ".some(e => e.innerText.trim() === '3')", timeout=ms(180_000))
     wait_drawn(projector)
     projector.get_by_text("requests and settings").click()  # fold them again
     projector.wait_for_selector(f"{TREE} g.node", timeout=ms(60_000))
@@ -251,7 +252,7 @@ def test_live_shows_tree_and_blocks(server, projector, tmp_path):
     assert in_viewport(projector, TREE) and in_viewport(projector, "[data-testid=stEChartsChart]")
     told = projector.inner_text("[data-testid=stMain]")
     assert "locks #" in told and "unlocks #" in told  # both walks, narrated
-    assert "hops up to the root" in told
+    assert "hops up to the root" in told and "->" not in told
     assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "live_presenter.png", full=False)
 

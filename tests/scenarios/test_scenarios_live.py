@@ -68,9 +68,9 @@ def test_live_tree_tells_a_lock_walk_in_one_line():
     cache.dec_lock_ref(leaf, rid="R9")
     _feed(tree, sink.events, "R9")
     lines = _lines(tree)[-2:]
-    assert lines[0] == ("R9 locks #3 -> #2 -> #1, 3 hops up to the root: lock_ref 1, 1, 1; "
+    assert lines[0] == ("R9 locks #3 → #2 → #1, 3 hops up to the root: lock_ref 1, 1, 1; "
                         "6 tokens now protected")
-    assert lines[1].startswith("R9 unlocks #3 -> #2 -> #1, 3 hops") and "now evictable" in lines[1]
+    assert lines[1].startswith("R9 unlocks #3 → #2 → #1, 3 hops") and "now evictable" in lines[1]
 
 
 def test_live_tree_tells_the_input_len_minus_one_split():

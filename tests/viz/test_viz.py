@@ -219,7 +219,7 @@ def test_words_roles_lock_walk_and_slots():
     assert step_roles(events) == {2: "matched", 3: "new"}
     assert step_roles(events, present=[3]) == {3: "new"}
     hops = [ev.LockChanged(9, 0, -1, 40), ev.LockChanged(4, 0, -1, 10)]
-    assert lock_walk_line("t", hops) == ("t unlocks #9 -> #4, 2 hops up to the root: lock_ref "
+    assert lock_walk_line("t", hops) == ("t unlocks #9 → #4, 2 hops up to the root: lock_ref "
                                          "0, 0; 50 tokens now evictable")
     assert slot_ranges([5, 6, 7, 9]) == "5..7, 9 (4 slots)"
     c = RadixCache()
