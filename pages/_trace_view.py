@@ -11,7 +11,14 @@ from typing import Any
 
 import streamlit as st
 
-from pages._shell import max_scale, min_font_px, presenter_tree_px, say, tree_height
+from pages._shell import (
+    max_scale,
+    min_font_px,
+    presenter_tree_px,
+    say,
+    say_list,
+    tree_height,
+)
 from pages._trace_blocks import show_blocks, show_downloads
 from pages._trace_explain import go_to_step, show_explainer
 from pages._trace_kv import show_kv_recording
@@ -101,8 +108,7 @@ def show_replay(r: Any, state: dict | None = None, sid: str = "-") -> None:
             if state is not None and "owners" not in state:
                 state["owners"] = build_owners(log.steps)
             owners = state.get("owners") if state is not None else None
-            for line in step_lines(log, step - 1, owners):
-                say("markdown", "- " + line)
+            say_list(step_lines(log, step - 1, owners))
     highlight = step_highlight(events, snap)
     left, right = st.columns([3, 2])
     with left:

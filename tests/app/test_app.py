@@ -189,6 +189,9 @@ def test_trace_upload_replays_scrubs_and_searches():
     assert at.number_input(key="trace.box").value == 7 and at.slider(key="trace.slider").value == 7
     # numbered as the box counts: the tree after step 7 is the cache's step #6, b's finish
     assert "step 7: b cache_finished_req (15 events; the cache's step #6)" in texts(at.caption)
+    # what the step did: one Markdown list, an event a line (issue 41 item 8: literal "- ")
+    (did,) = [m.value for m in at.markdown if m.value.startswith("- step 7")]
+    assert len(did.split("\n")) >= 3 and all(i.startswith("- ") for i in did.split("\n"))
 
 
 def test_trace_failing_op_log_shows_its_last_good_tree():
