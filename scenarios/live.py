@@ -219,7 +219,9 @@ class LiveSession:
                                             config=SchedulerConfig(chunked_prefill_size=CHUNK))
         self.requests: list[LiveRequest] = history if history is not None else []
         self._later: deque[tuple[str, Messages, int]] = deque()  # one-at-a-time scenario rest
-        self._ids = itertools.count(1)
+        # numbered on from the history: a restarted engine (cache toggled) keeps rids unique,
+        # so the table and the why panel tell its requests from the earlier ones (issue 41)
+        self._ids = itertools.count(len(self.requests) + 1)
         self._blocks: Any = None  # the block shadow's latest snapshot (taken on the engine)
         self._blocks_asked = False
         self.closed = False  # True once close() ran: make a new session (restart) to go on

@@ -214,7 +214,11 @@ def test_restart_keeps_history_and_closes(loaded):
     with pytest.raises(RuntimeError, match="stopped"):
         s.submit("b", [{"role": "user", "content": "y"}], 2)
     assert s2.no_cache and s2.requests is s.requests
-    assert not s2.submit("b", [{"role": "user", "content": "y"}], 2).cache_on
+    again = s2.submit("a", [{"role": "user", "content": "y"}], 2)
+    assert not again.cache_on
+    # numbered on from the history (issue 41 item 9: two "a.1" rows, the why panel's picker
+    # keyed by rid could not choose the first)
+    assert [r.rid for r in s2.requests] == ["a.1", "a.2"]
 
 
 def test_registry_sweeps_dead_sessions(loaded):
