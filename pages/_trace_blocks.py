@@ -193,7 +193,7 @@ def _export_frame(r: Any, step: int, max_children: int) -> tuple:
     events = r.log.events_of(step - 1) if step else []
     scene = tree_scene(snap, highlight=step_highlight(events, snap), rankdir="LR",
                        max_children=max_children, ids=id_labels(r.trace, 2))
-    caption = step_caption(events) if events else "the empty tree"
+    caption = step_caption(events, r.log.num_steps) if events else "the empty tree"
     if r.blocks is None:
         return scene, caption
     n = r.requests_done(step)

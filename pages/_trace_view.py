@@ -103,7 +103,7 @@ def show_replay(r: Any, state: dict | None = None, sid: str = "-") -> None:
     snap = log.snapshot_at(step)
     events = log.events_of(step - 1) if step else []
     if events:
-        say("caption", step_caption(events))
+        say("caption", step_caption(events, log.num_steps))
         with st.expander("what this step did, event by event"):
             if state is not None and "owners" not in state:
                 state["owners"] = build_owners(log.steps)

@@ -71,6 +71,11 @@ m[1].metric("waiting", f"{len(sort.rows):,}")
 m[2].metric("deprioritized", f"{len(depr):,}")
 m[3].metric("first offered", min(sort.rows, key=lambda r: r.after).rid)
 order = sorted(sort.rows, key=lambda r: r.after)
+settings = (policy, int(n), int(check), int(depri))
+if st.session_state.get("scheduler.show_for") != settings:  # a new sort: its first offered
+    # (a kept pick showed the old policy's match after a switch, issue 41 item 10)
+    st.session_state["scheduler.show_for"] = settings
+    st.session_state["scheduler.show"] = order[0].rid
 shown = c[4].selectbox("request whose match to show", [r.rid for r in order], key="scheduler.show",
                      help="the first offered by default: the tree path it matched, and its "
                           "block chain")

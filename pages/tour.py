@@ -67,18 +67,33 @@ long_caption(WALKS[name].about + " Each request: match_prefix, inc_lock_ref, ins
 
 
 def _from_link(params: dict[str, str]) -> int | None:
+    """The frame a deep link asks for; a step or event past the walk's, or not a number, is
+    brought to the nearest there is and said (issue 41: `k=99` silently opened step 0)."""
     if "step" not in params:
         return None
     try:
-        at = (int(params["step"]), int(params.get("k", 0)))
+        step = int(params["step"])
     except ValueError:
+        st.session_state["tour.link_note"] = (f"The link's step={params['step']!r} is not a "
+                                              "number: showing the start.")
         return None
-    return cursors.index(at) if at in cursors else None
+    raw_k = params.get("k", "0")
+    k = int(raw_k) if raw_k.lstrip("-").isdigit() else 0
+    at_step = min(max(step, 0), tl.num_steps)
+    at_k = min(max(k, 0), tl.num_micro(at_step))
+    if (at_step, at_k, str(k)) != (step, k, raw_k):
+        st.session_state["tour.link_note"] = (
+            f"The link asked for step {step}, event {raw_k}; this walk has steps 0 to "
+            f"{tl.num_steps} and step {at_step} has {tl.num_micro(at_step)} events: showing "
+            f"step {at_step}, event {at_k}.")
+    return cursors.index((at_step, at_k))
 
 
 player = Player(f"tour.{name}", len(cursors), page="tour", from_link=_from_link,
                 to_link=lambda i: {"step": str(cursors[i][0]), "k": str(cursors[i][1])})
 player.buttons()
+if "tour.link_note" in st.session_state:
+    say("warning", st.session_state.pop("tour.link_note"))
 
 
 def _show(i: int, duration_ms: int) -> None:

@@ -328,15 +328,19 @@ def node_line(node: Any, owner: str | None = None) -> str:
             f"access t={node.last_access_time:g}, priority {node.priority}")
 
 
+def step_caption(events: list[Any], num_steps: int | None = None) -> str:
+    """The step just played, numbered one way only, as the step box counts (steps done, from
+    1), out of the log's `num_steps` (issue 41: "step 41,848 ... (the cache's step #41,847)"
+    gave one step two numbers).
 
-def step_caption(events: list[Any]) -> str:
-    """The step just played, numbered as the step box counts (steps done, from 1): the tree
-    after step 12 shows the cache's step #11 (the cache counts from 0), so
-    'step 12: R5 cache_finished_req (7 events; the cache's step #11)'."""
+    >>> e = [ev.StepStarted(11, "cache_finished_req", "R5")] + [None] * 6
+    >>> step_caption(e, 40)
+    'step 12 of 40: R5 cache_finished_req (7 events)'
+    """
     first = events[0]
     rid = f" {first.rid}" if getattr(first, "rid", None) else ""
-    return (f"step {first.step + 1:,}:{rid} {first.op} ({len(events):,} events; the cache's "
-            f"step #{first.step:,})")
+    of = f" of {num_steps:,}" if num_steps is not None else ""
+    return f"step {first.step + 1:,}{of}:{rid} {first.op} ({len(events):,} events)"
 
 
 def step_lines(log: Any, step: int, owners: dict[int, str] | None = None,

@@ -13,7 +13,6 @@ from machine import seconds
 
 from scenarios import classroom as cls
 from scenarios.room import SYSTEM
-from viz.fold import fits
 from viz.live import live_scene
 
 

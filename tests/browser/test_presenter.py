@@ -294,7 +294,7 @@ def test_trace_step_that_locks_the_deepest_path_draws_every_node_of_it(server, p
     box = projector.locator(".st-key-trace-box input")
     box.fill("226")
     box.press("Enter")
-    projector.get_by_text("step 226: ").first.wait_for(timeout=ms(60_000))
+    projector.get_by_text("step 226 of ").first.wait_for(timeout=ms(60_000))
     projector.wait_for_function(REDRAWN, arg=before, timeout=ms(60_000))
     wait_drawn(projector)
     shown = projector.evaluate(SHOWN)

@@ -45,7 +45,7 @@ def test_held_arrow_key_on_the_slider(server, page):
     assert page.locator("[data-testid=stException]").count() == 0
     box, slider_at = page.evaluate(VALUES)
     assert box == slider_at and 0 < int(box) <= 6, (box, slider_at)
-    page.get_by_text(f"step {box}: ").first.wait_for(timeout=ms(30_000))
+    page.get_by_text(f"step {box} of ").first.wait_for(timeout=ms(30_000))
 
 
 def test_export_for_slides_has_the_block_view(server, page, tmp_path):
