@@ -239,3 +239,25 @@ def test_a_step_that_highlights_a_whole_deep_path_scrolls_instead_of_folding_it(
     assert _ids(scene) == [f"n{i}" for i in range(11)] and scene["height"] == 680.0
     assert not fits(scene, *fit)
     assert {_node(scene, f"n{i}")["role"] for i in range(1, 11)} == {"lock"}
+
+
+def test_small_classroom_and_live_trees_are_drawn_whole():
+    """A room's tree: a 40-token shared system prompt and nine questions of 12 tokens under it,
+    11 nodes with the root, their text as edge labels. At 14 px it is wider than the
+    Classroom's presenter view (650.4 x 368 px) and Live's (650.4 x 330): issue 41 saw such a
+    tree folded to "+3 more (10 nodes)", the questions hidden. A tree of at most 16 nodes is
+    drawn whole, every question its own box, and the view scrolls."""
+    c = RadixCache()
+    system = list(range(40))
+    for q in range(9):
+        c.insert(system + [100 + 12 * q + k for k in range(12)])
+    snap = c.snapshot()
+    assert len(snap.nodes) == 11
+
+    def decode(ids):
+        return "".join(chr(97 + i % 26) for i in ids)
+
+    for fit in (_fit(320), (WIDE, 330.0, 14.0)):
+        scene = live_scene(snap, decode, None, 12, fit)[0]
+        assert sorted(_ids(scene)) == sorted(f"n{n.id}" for n in snap.nodes)
+        assert not fits(scene, *fit)
