@@ -3,7 +3,7 @@
 Runs the Trace debugger's line below the page for a one-request trace: `scenarios/trace.py:
 replay` (load, expand, both caches, the event log), the tree at every step
 (`EventLog.snapshot_at`), the scene (`viz/scene.py: tree_scene`) and the step's words
-(`viz/words.py: step_lines`), with a profiler noting every repository file whose code runs.
+(`viz/trace.py: step_lines`), with a profiler noting every repository file whose code runs.
 Prints each file with its line count, then the totals and the lines of radix/tree/, as JSON.
 The page itself and the SVG component (JavaScript) are left out: they need a browser.
 
@@ -22,13 +22,13 @@ def count(root: Path) -> dict:
     sys.path.insert(0, str(root))
     from scenarios.trace import replay  # noqa: PLC0415 - from the checkout named
     from viz.scene import tree_scene  # noqa: PLC0415
-    try:  # viz/words.py (again since #39); viz/scene.py from #23's fourth round; viz.trace earlier
-        from viz.words import step_lines  # noqa: PLC0415
+    try:  # viz/trace.py (#41, and before viz.words); viz/scene.py from #23's fourth round
+        from viz.trace import step_lines  # noqa: PLC0415
     except ImportError:
         try:
             from viz.scene import step_lines  # noqa: PLC0415
         except ImportError:
-            from viz.trace import step_lines  # noqa: PLC0415
+            from viz.words import step_lines  # noqa: PLC0415
 
     line = gzip.decompress((root / "examples/traces/three_requests.jsonl.gz").read_bytes())
     data = line.splitlines(keepends=True)[0]

@@ -32,8 +32,7 @@ from viz.files import (
 from viz.grid_chart import block_grid_chart, grid_height
 from viz.roles import step_highlight
 from viz.scene import tree_scene
-from viz.trace import id_labels
-from viz.words import step_caption
+from viz.trace import id_labels, step_caption
 
 # the block view replays the per-block pool itself past this many requests only when asked:
 # on the 12,031-request conversation stand-in every keyframe took 24 CPU-s, twice the summary's

@@ -36,11 +36,13 @@ from viz.trace import (
     invariants_text,
     op_summary,
     rejection_rows,
+    step_caption,
+    step_lines,
     summary_rows,
     synthetic_ids_note,
     text_head,
 )
-from viz.words import build_owners, step_caption, step_lines
+from viz.words import build_owners
 
 MAX_DRAWN_NODES = 2_000  # boxes drawn after folding (1,000 draw in ~0.4 s); more: text only
 

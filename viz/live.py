@@ -11,12 +11,13 @@ Leaves out: block-cache numbers in the table (the grid beside the tree shows the
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from radix import events as ev
 from radix.runs.costs import CostModel
 from viz.scene import fit_tree_scene, tree_scene
-from viz.words import told_line
+from viz.words import narrate, split_line, tokens, who
 
 COLUMNS = ("request", "cache", "status", "prompt tokens", "matched", "prefilled",
            "TTFT ms (measured)", "decode tok/s (measured)", "output tokens",
@@ -125,3 +126,31 @@ def progress_line(p: Any, rate: float | None) -> tuple[float, str]:
                       f"the tree); {ahead}{eta}")
     frac = p.done / p.total if p.total else 1.0
     return frac, f"{p.rid}: decoding, {p.done:,} of {p.total:,} new tokens"
+
+
+def lock_walk_line(rid: str | None, hops: Sequence[ev.LockChanged]) -> str:
+    """A whole lock walk in one line, for the Live page.
+
+    >>> lock_walk_line("turn5.5", [ev.LockChanged(9, 1, 1, 40), ev.LockChanged(4, 2, 1, 0)])
+    'turn5.5 locks #9 → #4, 2 hops up to the root: lock_ref 1, 2; 40 tokens now protected'
+    """
+    verb, dst = ("locks", "protected") if hops[0].delta > 0 else ("unlocks", "evictable")
+    path = " → ".join(f"#{h.node_id}" for h in hops)  # one arrow everywhere (markdown makes
+    # "->" one in an alert, not in plain text: the Live page showed both, issue 41 item 7)
+    refs = ", ".join(str(h.lock_ref) for h in hops)
+    moved = sum(h.size_moved for h in hops)
+    tail = f"; {tokens(moved)} now {dst}" if moved else ""
+    n = len(hops)
+    return (f"{who(rid)} {verb} {path}, {n} hop{'s' if n != 1 else ''} up to the root: "
+            f"lock_ref {refs}{tail}")
+
+
+def told_line(told: Any, owners: Mapping[int, str]) -> str:
+    """One Live-page line for a `scenarios.live.Told` record."""
+    e = told.event
+    if isinstance(e, tuple):  # a lock walk
+        return lock_walk_line(told.rid, e)
+    who = told.rid or "the scheduler's match"
+    if isinstance(e, ev.NodeSplit):
+        return split_line(e, told.before, owners, who, told.key_len)
+    return narrate(e, None, owners, who)

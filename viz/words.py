@@ -3,17 +3,16 @@
 `narrate` says one micro-event given the tree just before it (a `TreeModel`, or any object with
 the same `nodes`), who owns each node and the step's context (split, leaf, lock_ref, evictable,
 input_len - 1, and where SGLang 0.5.23's request lifecycle differs from the seed chapter);
-`lock_walk_line` and `admitted_line` say the Live page's condensed lines; `node_line` a node's
-details (KV slots as slot ranges); `step_lines` and `step_caption` one step of an event log (the
-Trace debugger's). Leaves out: the CLI demo's words (radix may not import viz) and the
-highlights (viz/roles.py).
+`named_nodes` reads the nodes a sentence names back (a fold keeps them); `node_line` says a
+node's details (KV slots as slot ranges). Leaves out: the CLI demo's words (radix may not
+import viz), the Live page's condensed lines (viz/live.py), a log step's narration and caption
+(viz/trace.py) and the highlights (viz/roles.py).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from radix import events as ev
@@ -70,7 +69,7 @@ def tokens(n: int) -> str:
     return f"{n:,} token" + ("" if n == 1 else "s")
 
 
-def _who(rid: str | None) -> str:
+def who(rid: str | None) -> str:
     return rid or "a call"
 
 
@@ -87,7 +86,7 @@ def split_line(e: ev.NodeSplit, before: Any, owners: Mapping[int, str], rid: str
     owner = owners.get(e.node_id)
     rest = len(old.key) - e.split_len
     if boundary:
-        return (f"{_who(rid)} splits its own leaf #{e.node_id} at the prompt boundary, token "
+        return (f"{who(rid)} splits its own leaf #{e.node_id} at the prompt boundary, token "
                 f"{at:,}: {e.split_len:,} prompt + {rest:,} output token{'s' * (rest != 1)} "
                 f"(new prefix "
                 f"#{e.new_node_id}). SGLang 0.5.23 inserts prompt + output, then the prompt "
@@ -95,7 +94,7 @@ def split_line(e: ev.NodeSplit, before: Any, owners: Mapping[int, str], rid: str
                 "reusable prompt; the seed chapter's cache_finished_req inserted once and "
                 "kept them in one leaf" + split_time_note(e))
     whose = f"leaves {owner}" if owner and owner != rid else "leaves the cached path"
-    line = (f"{_who(rid)} {whose} at token {at:,}: node #{e.node_id} splits into "
+    line = (f"{who(rid)} {whose} at token {at:,}: node #{e.node_id} splits into "
             f"{e.split_len:,} + {rest:,} (new prefix #{e.new_node_id})")
     if key_len is not None and at == key_len:
         line += (f". The match asked for {tokens(key_len)}, the prompt less its last one "
@@ -129,7 +128,7 @@ def narrate(e: ev.Event, before: Any, owners: Mapping[int, str], rid: str | None
     if isinstance(e, ev.NodeSplit):
         return split_line(e, before, owners, rid, key_len, prompt_boundary(e, op, earlier))
     if isinstance(e, ev.NodeInserted):
-        line = (f"{_who(rid)} grows a new leaf #{e.node_id} of {tokens(len(e.token_ids))} "
+        line = (f"{who(rid)} grows a new leaf #{e.node_id} of {tokens(len(e.token_ids))} "
                 f"under #{e.parent_id}")
         if op in ("checkpoint", "cache_unfinished_req"):
             line += (". SGLang 0.5.23 checkpoints a request's prompt right after its prefill, "
@@ -138,9 +137,9 @@ def narrate(e: ev.Event, before: Any, owners: Mapping[int, str], rid: str | None
         return line
     if isinstance(e, ev.PrefixMatched):
         if not e.node_ids:
-            return (f"{_who(rid)} matches 0 of {tokens(e.key_len)}: nothing below the root "
+            return (f"{who(rid)} matches 0 of {tokens(e.key_len)}: nothing below the root "
                     "starts its way")
-        return (f"{_who(rid)} matches {e.prefix_len:,} of {tokens(e.key_len)} "
+        return (f"{who(rid)} matches {e.prefix_len:,} of {tokens(e.key_len)} "
                 f"over {len(e.node_ids)} node(s) ({node_ids(e.node_ids)})")
     if isinstance(e, ev.LockChanged):
         return lock_hop_line(e, before, rid)
@@ -262,25 +261,8 @@ def lock_hop_line(e: ev.LockChanged, before: Any, rid: str | None) -> str:
         moved = f"; its {tokens(e.size_moved)} move {src} → {dst}"
     left = hops_to_root(before, e.node_id) - 1
     where = "the last hop below the root" if left == 0 else f"{left} more hop(s) to the root"
-    return (f"{_who(rid)} {verb} #{e.node_id}: lock_ref {e.lock_ref - e.delta} → "
+    return (f"{who(rid)} {verb} #{e.node_id}: lock_ref {e.lock_ref - e.delta} → "
             f"{e.lock_ref}{moved} ({where})")
-
-
-def lock_walk_line(rid: str | None, hops: Sequence[ev.LockChanged]) -> str:
-    """A whole lock walk in one line, for the Live page.
-
-    >>> lock_walk_line("turn5.5", [ev.LockChanged(9, 1, 1, 40), ev.LockChanged(4, 2, 1, 0)])
-    'turn5.5 locks #9 → #4, 2 hops up to the root: lock_ref 1, 2; 40 tokens now protected'
-    """
-    verb, dst = ("locks", "protected") if hops[0].delta > 0 else ("unlocks", "evictable")
-    path = " → ".join(f"#{h.node_id}" for h in hops)  # one arrow everywhere (markdown makes
-    # "->" one in an alert, not in plain text: the Live page showed both, issue 41 item 7)
-    refs = ", ".join(str(h.lock_ref) for h in hops)
-    moved = sum(h.size_moved for h in hops)
-    tail = f"; {tokens(moved)} now {dst}" if moved else ""
-    n = len(hops)
-    return (f"{_who(rid)} {verb} {path}, {n} hop{'s' if n != 1 else ''} up to the root: "
-            f"lock_ref {refs}{tail}")
 
 
 def admitted_line(e: ev.RequestAdmitted) -> str:
@@ -292,17 +274,6 @@ def admitted_line(e: ev.RequestAdmitted) -> str:
     more = " (chunked: more next round)" if e.chunked else ""
     return (f"{e.rid} admitted: {tokens(e.prefix_len)} from the tree, "
             f"{e.extend_len:,} to prefill{more}")
-
-
-def told_line(told: Any, owners: Mapping[int, str]) -> str:
-    """One Live-page line for a `scenarios.live.Told` record."""
-    e = told.event
-    if isinstance(e, tuple):  # a lock walk
-        return lock_walk_line(told.rid, e)
-    who = told.rid or "the scheduler's match"
-    if isinstance(e, ev.NodeSplit):
-        return split_line(e, told.before, owners, who, told.key_len)
-    return narrate(e, None, owners, who)
 
 
 def slot_ranges(slot_ids: Sequence[int], max_runs: int = 4) -> str:
@@ -326,43 +297,3 @@ def node_line(node: Any, owner: str | None = None) -> str:
             f"{list(node.token_ids[:6])}; KV slots {slot_ranges(node.slot_ids)}; lock_ref "
             f"{node.lock_ref}, hit_count {node.hit_count}, created t={node.creation_time:g}, last "
             f"access t={node.last_access_time:g}, priority {node.priority}")
-
-
-def step_caption(events: list[Any], num_steps: int | None = None) -> str:
-    """The step just played, numbered one way only, as the step box counts (steps done, from
-    1), out of the log's `num_steps` (issue 41: "step 41,848 ... (the cache's step #41,847)"
-    gave one step two numbers).
-
-    >>> e = [ev.StepStarted(11, "cache_finished_req", "R5")] + [None] * 6
-    >>> step_caption(e, 40)
-    'step 12 of 40: R5 cache_finished_req (7 events)'
-    """
-    first = events[0]
-    rid = f" {first.rid}" if getattr(first, "rid", None) else ""
-    of = f" of {num_steps:,}" if num_steps is not None else ""
-    return f"step {first.step + 1:,}{of}:{rid} {first.op} ({len(events):,} events)"
-
-
-def step_lines(log: Any, step: int, owners: dict[int, str] | None = None,
-               max_lines: int = 40) -> list[str]:
-    """The narration of log step `step` (0-based), one line per micro-event that says something
-    (`narrate`; a finish's prompt-boundary split says so), the first `max_lines` of them.
-    `owners`: node id -> rid (build_owners over the log; built here when None)."""
-    events = log.events_of(step)
-    first = events[0]
-    if owners is None:
-        owners = build_owners(log.steps)
-    model = log.model_at(step)
-    micro = log.micro_events(step)
-    key_len = next((e.key_len for e in micro if isinstance(e, ev.PrefixMatched)), None)
-    # numbered as the step box counts (from 1), as step_caption does
-    lines = [narrate(replace(first, step=first.step + 1), model, owners, first.rid)]
-    for k, e in enumerate(micro):
-        if len(lines) >= max_lines:
-            lines.append(f"... {len(micro) - k:,} more events")
-            break
-        if not isinstance(e, ev.NodesTouched | ev.LeafSetChanged):
-            lines.append(narrate(e, model, owners, first.rid, key_len, op=first.op,
-                                 earlier=micro[:k]))
-        model.apply(e)
-    return lines

@@ -19,8 +19,7 @@ from radix.tree.radix_cache import RadixCache
 from runtime.sessions import SessionRegistry
 from scenarios.chats import SCENARIOS, SYSTEM
 from scenarios.live import LiveSession, LiveTree
-from viz.live import measured_label
-from viz.words import told_line
+from viz.live import measured_label, told_line
 
 
 class Stamped(types.SimpleNamespace):

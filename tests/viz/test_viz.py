@@ -9,10 +9,11 @@ from radix.tree.radix_cache import EventLog, RadixCache
 from viz.component import view_data
 from viz.dot import dot_to_svg, tree_dot
 from viz.layout import place
+from viz.live import lock_walk_line
 from viz.roles import ROLES, step_roles
 from viz.scene import match_path, token_preview, tree_items, tree_scene
 from viz.timeline import Timeline
-from viz.words import lock_walk_line, node_line, slot_ranges
+from viz.words import node_line, slot_ranges
 
 
 def _ids(scene: dict) -> tuple[set[str], dict[str, tuple[str, str]]]:

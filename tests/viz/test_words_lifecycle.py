@@ -7,7 +7,8 @@ from radix import events as ev
 from radix.request import Req, SlotAllocator
 from radix.tree.radix_cache import EventLog, RadixCache
 from viz.timeline import Timeline
-from viz.words import hit_line, narrate, step_line, step_lines
+from viz.trace import step_lines
+from viz.words import hit_line, narrate, step_line
 
 
 def _finished(prompt: list[int], output: list[int]) -> tuple[EventLog, int]:
