@@ -133,7 +133,7 @@ def show_downloads(r: Any, snap: Any, highlight: dict, max_children: int, drawn:
                        snap, highlight=highlight, max_children=max_children)).encode()),
                    (*at, max_children), label="tree.svg"), d[2])
     show_item(Item("trace.json", f"{base}-tree.json", tree_size.size, tree_size.exact,
-                   lambda out, *_: write_json(out, tree_json(snap)), at, eager=True,
+                   lambda out, *_: write_json(out, tree_json(snap)), at,
                    label="tree.json"), d[3])
     show_item(Item("trace.events", f"{base}-events.jsonl", events.size, events.exact,
                    lambda out, progress, cancel: write_events(out, r.log.steps,

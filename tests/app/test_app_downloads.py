@@ -47,9 +47,11 @@ def _open_two():
 
 
 def test_small_files_are_links_with_their_sizes_and_the_rest_say_theirs_before_the_click():
-    """Two requests sharing [1, 2] (7 tree steps). With the page: links to pretty_print.txt,
-    tree.json and events.jsonl, each with its exact size, events.jsonl holding what
-    EventLog.to_jsonl says; tree.dot and tree.svg are buttons saying an estimated size ("≈");
+    """Two requests sharing [1, 2] (7 tree steps). With the page: links to pretty_print.txt
+    (its text is on the page already) and events.jsonl (written once a replay), each with its
+    exact size, events.jsonl holding what EventLog.to_jsonl says; tree.dot, tree.svg and
+    tree.json are buttons saying their size ("≈" where estimated: not written on every move of
+    the step);
     a click on tree.dot writes the DOT of the tree at the step shown, and its link replaces
     the button. No st.download_button anywhere (it kept deferred files in memory and lost
     them to a rerun)."""
@@ -57,7 +59,7 @@ def test_small_files_are_links_with_their_sizes_and_the_rest_say_theirs_before_t
     assert not at.exception and not at.error
     assert at.get("download_button") == []
     links = _links(at)
-    assert set(links) == {"two-pretty_print.txt", "two-tree.json", "two-events.jsonl"}
+    assert set(links) == {"two-pretty_print.txt", "two-events.jsonl"}
     log = replay(TWO, "two.jsonl").log
     events = _file(links["two-events.jsonl"][0])
     assert events == log.to_jsonl().encode()
@@ -65,6 +67,7 @@ def test_small_files_are_links_with_their_sizes_and_the_rest_say_theirs_before_t
     buttons = {b.key: b.label for b in at.button if b.key and b.key.startswith("downloads.")}
     assert buttons["downloads.trace.dot"].startswith("tree.dot (≈ ")
     assert buttons["downloads.trace.svg"].startswith("tree.svg (≈ ")
+    assert buttons["downloads.trace.json"].startswith("tree.json (")
     at.button(key="downloads.trace.dot").click().run()
     dot = _file(_links(at)["two-tree.dot"][0]).decode()
     snap = log.snapshot_at(7)
