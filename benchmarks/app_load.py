@@ -94,9 +94,12 @@ def _idle(pg, timeout_ms: int = 180_000) -> None:
 
 
 def every_download(pg, folder: Path, timeout_ms: int = 600_000) -> list[tuple[str, int]]:
-    """On the Trace debugger: writes every file its buttons offer (pages/_downloads.py; the
-    small ones are links already) and the slides export, then downloads every link to `folder`;
-    (file name, bytes) of each. The server writes them to disk and serves them from there."""
+    """On the Trace debugger, at its last step (the biggest tree): writes every file its buttons
+    offer (pages/_downloads.py; the small ones are links already) and the slides export, then
+    downloads every link to `folder`; (file name, bytes) of each. The server writes them to
+    disk and serves them from there."""
+    pg.locator(".st-key-trace-slider input[type=range]").press("End")  # the biggest tree
+    _idle(pg, timeout_ms)
     pg.get_by_text("export steps for slides").click()
     _idle(pg, timeout_ms)
     pg.get_by_role("button", name="animated HTML of frames").click()
