@@ -115,6 +115,10 @@ def every_download(pg, folder: Path, timeout_ms: int = 600_000) -> list[tuple[st
                              f"|| !document.querySelector('{buttons}')", arg=before,
                              timeout=timeout_ms)
         _idle(pg, timeout_ms)
+    # a worker's file: its progress bar goes when its link comes
+    pg.wait_for_function("() => !document.querySelector('[data-testid=stProgress]')",
+                         timeout=timeout_ms)
+    _idle(pg, timeout_ms)
     got = []
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(pg.locator("a.rl-download").count()):

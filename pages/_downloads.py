@@ -18,8 +18,8 @@ from typing import Any, BinaryIO, NamedTuple
 
 import streamlit as st
 
-from pages._serve import download_dir, jobs, wait_for
-from pages._shell import say
+from pages._serve import download_dir, holdings, jobs, wait_for
+from pages._shell import say, session_id
 from runtime.downloads import CAP_BYTES, OverCap, Prepared, human_size
 from runtime.jobs import QueueFull
 
@@ -94,6 +94,8 @@ def show_item(item: Item, where: Any = None, cap: int | None = None) -> Prepared
             say("error", f"The server is busy: {exc}")
             return None
         st.session_state[f"downloads.job.{item.slot}"] = (item.ident, job)
+        # held for the session: a closed tab's download stops (and lets go of its replay)
+        holdings().put(session_id(), f"download.{item.slot}", job)
         return _finish(item, job, where)
     return None
 

@@ -146,28 +146,30 @@ def export_panel(title: str, key: str) -> Iterator[bool]:
 def export_range(key: str, name: str, n: int, at: int,
                  frame: Callable[[int], tuple[dict[str, Any], str]], interval_ms: int = 900,
                  duration_ms: int = 550, max_frames: int = 300, note: str = "",
-                 ident: tuple = ()) -> None:
+                 ident: tuple = (), sample: Callable[[int], tuple] | None = None) -> None:
     """Frames lo..hi (`frame(i)` -> (scene, caption), or (scene, caption, block figure)) as
     one self-contained animated HTML file, written when its button (the size estimated from
-    frame lo) is clicked, then downloaded from its link (pages/_downloads.py). `ident`: what
-    the frames are made of besides their range (a Live session's history moves)."""
+    frame lo, or from `sample(lo)`: a frame cheaper to make) is clicked, then downloaded from
+    its link (pages/_downloads.py). `ident`: what the frames are made of besides their range
+    (a Live session's history moves)."""
     if n < 2:
         return
     lo, hi = st.slider("frames to export", 0, n - 1, (max(0, at - 5), min(n - 1, at + 5)),
                        key=f"{key}.export")
     hi = min(hi, lo + max_frames - 1)
-    first = frame(lo)
+    first = (sample or frame)(lo)
     each = len(json.dumps(first[0])) + len(first[1]) + (
         len(first[2].to_json()) if len(first) > 2 and hasattr(first[2], "to_json") else 0)
     size = len(bundle_script()) + 3_000 + each * (hi - lo + 1) + (
         PLOTLY_JS_BYTES if len(first) > 2 else 0)
+    first = first if sample is None else None  # a sample is not the frame itself
 
     def write(out: BinaryIO, progress: Callable[[float, str], None], cancel: Any) -> None:
         pairs = []
         for k in range(lo, hi + 1):
             if cancel.is_set():
                 raise InterruptedError("cancelled")
-            pairs.append(first if k == lo else frame(k))
+            pairs.append(first if k == lo and first is not None else frame(k))
             progress((k - lo + 1) / (hi - lo + 1), f"frame {k} of {lo}..{hi}")
         # a frame may bring a third part: its block view (a plotly figure) for below the tree
         figures = [p[2] for p in pairs] if all(len(p) > 2 for p in pairs) else None

@@ -144,7 +144,8 @@ def show_downloads(r: Any, snap: Any, highlight: dict, max_children: int, drawn:
     with export_panel("export steps for slides (animated HTML)", "trace") as open_:
         if open_:
             export_range("trace", base, r.log.num_steps + 1, step,
-                         lambda s: _export_frame(r, s, max_children), ident=(r.digest,))
+                         lambda s: _export_frame(r, s, max_children), ident=(r.digest,),
+                         sample=lambda s: _export_frame(r, s, max_children, blocks=False))
 
 
 def _smaller(r: Any, snap: Any, base: str, at: tuple, tree_size: Any, events: Any, step: int,
@@ -185,9 +186,10 @@ def _smaller(r: Any, snap: Any, base: str, at: tuple, tree_size: Any, events: An
                    (r.digest, lo, hi), label=f"events.jsonl, steps {lo:,}..{hi:,}"), d[2])
 
 
-def _export_frame(r: Any, step: int, max_children: int) -> tuple:
+def _export_frame(r: Any, step: int, max_children: int, blocks: bool = True) -> tuple:
     """The tree at `step` with its caption, and vLLM's block pool then (when the replay has
-    one) for below it."""
+    one) for below it; without `blocks`, a pool not replayed up to the step yet is an empty
+    figure (the size estimate's sample: the page does not replay it just to say a size)."""
     snap = r.log.snapshot_at(step)
     events = r.log.events_of(step - 1) if step else []
     scene = tree_scene(snap, highlight=step_highlight(events, snap), rankdir="LR",
@@ -196,6 +198,8 @@ def _export_frame(r: Any, step: int, max_children: int) -> tuple:
     if r.blocks is None:
         return scene, caption
     n = r.requests_done(step)
+    if not blocks and not r.blocks.ready(n):
+        return scene, caption, {"data": [], "layout": {}}
     r.blocks.build(n)
     at = r.blocks.at(n)
     return scene, caption, block_grid_figure(

@@ -114,6 +114,8 @@ class DownloadDir:
                 write(Capped(raw, cap))
             size = part.stat().st_size
             with self._lock:
+                if self.closed:  # the session ended while this was written
+                    raise RuntimeError("this session's downloads are closed")
                 old = self._files.pop(slot, None)
                 if final in {p.path for p, _ in self._files.values()}:  # another slot's name
                     final = self.path / _safe(f"{slot}-{final.name}")
