@@ -25,9 +25,8 @@ from viz.files import (
     estimate_events,
     estimate_tree,
     steps_within,
-    tree_json,
     write_events,
-    write_json,
+    write_tree,
 )
 from viz.grid_chart import block_grid_chart, grid_height
 from viz.roles import step_highlight
@@ -133,7 +132,7 @@ def show_downloads(r: Any, snap: Any, highlight: dict, max_children: int, drawn:
                        snap, highlight=highlight, max_children=max_children)).encode()),
                    (*at, max_children), label="tree.svg"), d[2])
     show_item(Item("trace.json", f"{base}-tree.json", tree_size.size, tree_size.exact,
-                   lambda out, *_: write_json(out, tree_json(snap)), at,
+                   lambda out, *_: write_tree(out, snap), at,
                    label="tree.json"), d[3])
     show_item(Item("trace.events", f"{base}-events.jsonl", events.size, events.exact,
                    lambda out, progress, cancel: write_events(out, r.log.steps,
@@ -156,11 +155,11 @@ def _smaller(r: Any, snap: Any, base: str, at: tuple, tree_size: Any, events: An
     d = st.columns([1, 1, 2])
     if tree_size.size > CAP_BYTES:
         show_item(Item("trace.json_gz", f"{base}-tree.json.gz", tree_size.gz_size, False,
-                       lambda out, *_: write_json(out, tree_json(snap), compress=True), at,
+                       lambda out, *_: write_tree(out, snap, compress=True), at,
                        label="tree.json.gz"), d[0])
         bare = estimate_tree(snap, ids=False)
         show_item(Item("trace.json_bare", f"{base}-tree-no-ids.json", bare.size, bare.exact,
-                       lambda out, *_: write_json(out, tree_json(snap, ids=False)), at,
+                       lambda out, *_: write_tree(out, snap, ids=False), at,
                        label="tree.json without ids"), d[0])
     if events.size <= CAP_BYTES:
         return

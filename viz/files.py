@@ -4,7 +4,8 @@ size said before they are written.
 `write_events` writes an event log's steps as JSON lines (the same line per event as
 `EventLog.to_jsonl`), optionally gzipped, one step at a time: nothing the size of the log is
 built. `estimate_events` says the size of a step range (and gzipped) from a sample of steps;
-`estimate_tree` that of a tree's JSON from a sample of nodes. Leaves out: where the files go
+`write_tree` writes a tree's JSON a node at a time; `estimate_tree` says its size from a
+sample of nodes. Leaves out: where the files go
 and how they are served (runtime/downloads.py, pages/_downloads.py).
 """
 
@@ -140,22 +141,43 @@ def tree_json(snapshot: Any, ids: bool = True) -> dict[str, Any]:
             "nodes": nodes}
 
 
-def write_json(out: BinaryIO, data: Any, compress: bool = False) -> None:
-    """`data` as JSON into `out`, encoded as it is serialized (no whole string built)."""
+def write_tree(out: BinaryIO, snapshot: Any, ids: bool = True, compress: bool = False,
+               chunk: int = 1 << 20) -> None:
+    """`tree_json(snapshot, ids)` as JSON into `out`, byte for byte as json.dumps writes it,
+    made one node at a time: a node's ids become text as they are read, so the tree's millions
+    of ids never stand in memory as Python ints at once (they did, as lists, in tree_json)."""
     sink = gzip.GzipFile(fileobj=out, mode="wb", compresslevel=GZIP_LEVEL) if compress else out
+    mark = json.dumps("\x00ids\x00")  # a string no field holds, written as "\u0000ids\u0000"
+    head = json.dumps({"step": snapshot.step, "page_size": snapshot.page_size,
+                       "evictable_size": snapshot.evictable_size,
+                       "protected_size": snapshot.protected_size, "nodes": []})
     try:
-        buf: list[str] = []
-        held = 0
-        for chunk in json.JSONEncoder().iterencode(data):
-            buf.append(chunk)
-            held += len(chunk)
-            if held > 1 << 20:
+        buf, held = [head[:-2]], 0  # up to the nodes' "["
+        for k, n in enumerate(snapshot.nodes):
+            row = n._asdict()
+            if ids:
+                row["token_ids"] = row["slot_ids"] = "\x00ids\x00"
+                text = json.dumps(row).replace(mark, _ints(n.token_ids), 1)
+                text = text.replace(mark, _ints(n.slot_ids), 1)
+            else:
+                text = json.dumps(tree_json(SimpleNamespace(nodes=[n], step=0, page_size=0,
+                                                            evictable_size=0,
+                                                            protected_size=0), False)
+                                  ["nodes"][0])
+            buf.append(", " + text if k else text)
+            held += len(text)
+            if held > chunk:
                 sink.write("".join(buf).encode())
                 buf, held = [], 0
+        buf.append("]}")
         sink.write("".join(buf).encode())
     finally:
         if compress:
             sink.close()
+
+
+def _ints(ids: Sequence[int]) -> str:
+    return "[" + ", ".join(map(str, ids)) + "]"
 
 
 def estimate_tree(snapshot: Any, ids: bool = True, samples: int = 16) -> Estimate:

@@ -18,7 +18,7 @@ from viz.files import (
     steps_within,
     tree_json,
     write_events,
-    write_json,
+    write_tree,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,22 +99,25 @@ def test_estimates_exact_when_small_and_close_when_sampled():
     snap = big.snapshot_at(120)
     for ids in (True, False):
         out = io.BytesIO()
-        write_json(out, tree_json(snap, ids))
+        write_tree(out, snap, ids)
         est = estimate_tree(snap, ids)
         assert abs(est.size / len(out.getvalue()) - 1) < 0.35, (ids, est, len(out.getvalue()))
 
 
 def test_tree_json_without_ids_keeps_the_structure():
-    """Without ids a node keeps its fields and says its token count; with them, the lists."""
+    """Without ids a node keeps its fields and says its token count; with them, the lists.
+    Written a node at a time (ids as text as they are read, gzipped or not): the same bytes
+    as json.dumps of the whole."""
     snap = replay(THREE, "three").log.snapshot_at(10)
     full, bare = tree_json(snap), tree_json(snap, ids=False)
     assert [n["num_tokens"] for n in bare["nodes"]] == [len(n["token_ids"]) for n in full["nodes"]]
     assert "token_ids" not in bare["nodes"][1] and full["nodes"][1]["id"] == bare["nodes"][1]["id"]
-    out = io.BytesIO()
-    write_json(out, full, compress=True)
-    plain = io.BytesIO()
-    write_json(plain, full)
-    assert gzip.decompress(out.getvalue()) == plain.getvalue() == json.dumps(full).encode()
+    for ids in (True, False):
+        streamed, zipped = io.BytesIO(), io.BytesIO()
+        write_tree(streamed, snap, ids, chunk=100)
+        write_tree(zipped, snap, ids, compress=True)
+        want = json.dumps(tree_json(snap, ids)).encode()
+        assert streamed.getvalue() == gzip.decompress(zipped.getvalue()) == want
 
 
 def test_a_step_window_fits_its_budget_around_the_step():
