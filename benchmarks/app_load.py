@@ -8,8 +8,8 @@ is shared), three Tour steps, one Eviction lab page, and a 2-token prompt on the
 engine and KV pool per session). All sessions close; one more visit lets the server sweep them
 (engines closed, budgets released). Prints JSON, then a table: baseline, peak, after, and the
 ratio after / baseline (the CI test wants <= 1.10).
-`--downloads`: every session also writes and fetches every Trace debugger download (the RSS is
-then sampled every half second; the files, name and bytes, are listed in the JSON).
+`--downloads`: every session (the warm-up too) also writes and fetches every Trace debugger
+download (the RSS is then sampled every half second; the files, name and bytes, are listed).
 Usage: python benchmarks/app_load.py [--sessions 5] [--rounds 3] [--requests 120] [--trace F]
        [--downloads] [--no-live] [--light]
 """
@@ -209,14 +209,16 @@ def run(sessions: int = 5, rounds: int = 3, num_requests: int = 120, live: bool 
     try:
         warm = browser.new_context(viewport={"width": 1280, "height": 800})
         warm_trace = trace or trace_file(workdir, 99, num_requests)
-        one_round([warm.new_page()], base, [warm_trace], live, light)
+        got = workdir / "downloads" if downloads else None
+        # the warm-up does what the sessions will (the downloads too: their first use imports
+        # and caches what every later one shares, as the model's load does for Live)
+        one_round([warm.new_page()], base, [warm_trace], live, light, got)
         warm.close()
         baseline = _settle(browser, base, proc.pid)
         started = time.monotonic()
         stop = threading.Event()
         threading.Thread(target=_sample, args=(proc.pid, samples, stop), daemon=True).start()
         DOWNLOADED.clear()
-        got = workdir / "downloads" if downloads else None
         contexts = [browser.new_context(viewport={"width": 1280, "height": 800})
                     for _ in range(sessions)]
         pages = [c.new_page() for c in contexts]

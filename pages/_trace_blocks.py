@@ -142,8 +142,10 @@ def show_downloads(r: Any, snap: Any, highlight: dict, max_children: int, drawn:
         _smaller(r, snap, base, at, tree_size, events, step, state)
     with export_panel("export steps for slides (animated HTML)", "trace") as open_:
         if open_:
+            figures: dict[int, Any] = {}  # one block figure per pool (frames share them)
             export_range("trace", base, r.log.num_steps + 1, step,
-                         lambda s: _export_frame(r, s, max_children), ident=(r.digest,),
+                         lambda s: _export_frame(r, s, max_children, figures=figures),
+                         ident=(r.digest,),
                          sample=lambda s: _export_frame(r, s, max_children, blocks=False))
 
 
@@ -185,10 +187,13 @@ def _smaller(r: Any, snap: Any, base: str, at: tuple, tree_size: Any, events: An
                    (r.digest, lo, hi), label=f"events.jsonl, steps {lo:,}..{hi:,}"), d[2])
 
 
-def _export_frame(r: Any, step: int, max_children: int, blocks: bool = True) -> tuple:
+def _export_frame(r: Any, step: int, max_children: int, blocks: bool = True,
+                  figures: dict[int, Any] | None = None) -> tuple:
     """The tree at `step` with its caption, and vLLM's block pool then (when the replay has
     one) for below it; without `blocks`, a pool not replayed up to the step yet is an empty
-    figure (the size estimate's sample: the page does not replay it just to say a size)."""
+    figure (the size estimate's sample: the page does not replay it just to say a size).
+    `figures`: the pools' figures made so far, by requests done (steps of one request share
+    one)."""
     snap = r.log.snapshot_at(step)
     events = r.log.events_of(step - 1) if step else []
     scene = tree_scene(snap, highlight=step_highlight(events, snap), rankdir="LR",
@@ -199,8 +204,10 @@ def _export_frame(r: Any, step: int, max_children: int, blocks: bool = True) -> 
     n = r.requests_done(step)
     if not blocks and not r.blocks.ready(n):
         return scene, caption, {"data": [], "layout": {}}
-    r.blocks.build(n)
-    at = r.blocks.at(n)
-    return scene, caption, block_grid_figure(
-        at.snapshot, stop_text=f"vLLM block pool after {n:,} of {len(r.trace.requests):,} "
-                               "requests")
+    figures = {} if figures is None else figures
+    if n not in figures:
+        r.blocks.build(n)
+        figures[n] = block_grid_figure(
+            r.blocks.at(n).snapshot,
+            stop_text=f"vLLM block pool after {n:,} of {len(r.trace.requests):,} requests")
+    return scene, caption, figures[n]
