@@ -229,13 +229,14 @@ def test_scheduler_shows_tree_and_blocks(server, projector, tmp_path):
 
 
 def test_live_shows_tree_and_blocks(server, projector, tmp_path):
-    """The three-request scenario (on the shared server's simulated engine, conftest.py; the
-    real model's Live page in a browser: test_app_load.py): the tree and vLLM's block grid side
-    by side, the whole tree view above the 800 px fold (issue 41 item 7: two more lines above
-    it pushed its last box to 851 px), the lock walks and the admission told, with one kind of
-    arrow (markdown had turned "->" into "→" in the alert only)."""
+    """The three-request scenario, all at once (on the shared server's simulated engine,
+    conftest.py; the real model's Live page in a browser: test_app_load.py): the tree and vLLM's
+    block grid side by side, the whole tree view above the 800 px fold (issue 41 item 7: two
+    more lines above it pushed its last box to 851 px), the lock walks and the admission told,
+    with one kind of arrow (markdown had turned "->" into "→" in the alert only)."""
     _open(projector, server, "/live", tree=False)
     projector.get_by_text("requests and settings").click()  # folded in presenter mode
+    projector.get_by_text("all at once").click()  # one batch: no chain of submissions to wait on
     projector.get_by_role("button", name="run 3 requests").click()
     projector.get_by_text("requests done").wait_for(timeout=ms(60_000))
     projector.wait_for_function(
