@@ -39,7 +39,12 @@ def event_line(e: Any) -> str:
     for f in dataclasses.fields(e):
         v = getattr(e, f.name)
         row[f.name] = v if isinstance(v, str | int | float | type(None)) else list(v)
-    return json.dumps(row, default=str)
+    return _ENCODE(row)
+
+
+# json.dumps(row, default=str) as to_jsonl writes it, with one encoder: json.dumps makes a new
+# one for every call given `default`, each a reference cycle left for the collector
+_ENCODE = json.JSONEncoder(default=str).encode
 
 
 def _step_bytes(steps: Sequence[Sequence[Any]], i: int) -> bytes:

@@ -50,8 +50,8 @@ def test_events_are_the_logs_lines_whole_gzipped_and_by_range():
         lines[before:before + sum(len(s) for s in log.steps[3:6])])
 
 
-def _peak(steps) -> tuple[int, int]:
-    """(bytes written, peak bytes allocated meanwhile) of write_events with 64 kB chunks."""
+def _peak(write) -> tuple[int, int]:
+    """(bytes written, peak bytes allocated meanwhile) of `write(sink)`."""
 
     class Count(io.RawIOBase):
         n = 0
@@ -63,25 +63,24 @@ def _peak(steps) -> tuple[int, int]:
     sink = Count()
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
-    write_events(sink, steps, chunk=64_000)
+    write(sink)
     peak = tracemalloc.get_traced_memory()[1] - base
     tracemalloc.stop()
     return sink.n, peak
 
 
 def test_writing_the_log_holds_a_buffer_not_the_log():
-    """1,500 three-token requests: a log of ~4,500 steps, ~2.2 MB as JSON lines (the
-    12k-request trace's: ~2 GB). What the writer holds does not grow with the log: writing all
-    of it peaks within 1.5 x (+ 64 kB) of writing its first eighth, a file 8 x smaller
-    (to_jsonl built the whole text: a peak over the file's size)."""
+    """1,000 three-token requests: a log of ~3,000 steps, ~1.4 MB as JSON lines (the
+    12k-request trace's: ~2 GB). Written step by step with 16 kB chunks, the writer's peak is
+    a third of to_jsonl's (which builds every line, then the whole text: twice the file; the
+    writer's few hundred kB are CPython's free lists filling, not the log)."""
     data = "".join(json.dumps({"rid": f"r{i}", "arrival": i, "tokens": [3 * i, 3 * i + 1, 7],
-                               "output_len": 1}) + "\n" for i in range(1_500)).encode()
-    steps = replay(data, "many").log.steps
-    _peak(steps[:10])  # once before: imports and caches
-    small, small_peak = _peak(steps[: len(steps) // 8])
-    whole, whole_peak = _peak(steps)
-    assert whole > 2_000_000 and whole > 7 * small
-    assert whole_peak < 1.5 * small_peak + 64_000 < whole / 2, (small_peak, whole_peak)
+                               "output_len": 1}) + "\n" for i in range(1_000)).encode()
+    log = replay(data, "many").log
+    _peak(lambda out: write_events(out, log.steps[:10]))  # once before: imports and caches
+    whole, peak = _peak(lambda out: write_events(out, log.steps, chunk=16_000))
+    built, text_peak = _peak(lambda out: out.write(log.to_jsonl().encode()))
+    assert whole == built > 1_400_000 and peak < text_peak / 3, (whole, peak, text_peak)
 
 
 def test_estimates_exact_when_small_and_close_when_sampled():
