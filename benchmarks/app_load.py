@@ -1,6 +1,6 @@
 """Load the app as a classroom would: N browser sessions, R rounds each; does memory come back?
 
-Starts `streamlit run app.py` (disconnected sessions expire after 2 s), warms it up with one
+Starts `streamlit run app.py` (disconnected sessions expire after 1 s), warms it up with one
 session that visits every page (the model loads once per process), closes it and measures the
 server's resident memory (baseline). Then N sessions (Chromium contexts) run R rounds each: a
 trace upload and a scrub on the Trace debugger (each session its own trace, so no upload cache
@@ -31,7 +31,7 @@ from runtime.budget import PROCESS_MB  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 IDLE = "[data-testid=stApp][data-test-script-state=notRunning]"
-TTL_S = 2
+TTL_S = 1  # seconds a closed session is kept (each settle waits 3 x (TTL_S + 1): 6 s, was 9)
 DOWNLOADED: list[list[tuple[str, int]]] = []  # every_download's files, per session and round
 
 
