@@ -192,6 +192,11 @@ class WatchSession:
         with self._lock:
             return self._record.getvalue()
 
+    def recording_size(self) -> int:
+        """Bytes of `recording()`, without copying it."""
+        with self._lock:
+            return self._record.tell()
+
     # --- the server's HTTP API --------------------------------------------------------------
     def _need_api(self) -> str:
         if not self.base_url:

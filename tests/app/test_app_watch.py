@@ -121,7 +121,7 @@ def test_presenter_mode_folds_a_workers_tree_to_fit_its_column():
     over 542. Folded by FIT_CAPS until it fits: 2 runs and "+10 more", 240.5 units (399 px)."""
     from types import SimpleNamespace as N
 
-    from viz.scene import fits
+    from viz.fold import fits
 
     blocks = [N(block_hash=i, token_ids=tuple(range(16))) for i in range(1, 13)]
     view = N(blocks=blocks, runs=[N(id=i, parent=None, block_hashes=(i,), orphan=False)
