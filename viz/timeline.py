@@ -5,7 +5,8 @@ lock, evicted, matched, touched), its narration, the nodes it names (a fold keep
 where it speaks of access times, each named node's time as a second label line. Scrubbing to
 any step costs one keyframe copy plus at most `keyframe_every` steps of replay
 (radix/tree/replay.py), well under a second at 10,000 steps. subtle: an eviction frame shows the
-leaf still in place, in red; the next frame removes it. Leaves out: block-cache frames (viz/blocks.py draws those per request).
+leaf still in place, in red; the next frame removes it. Leaves out: block-cache frames
+(viz/blocks.py draws those per request).
 """
 
 from __future__ import annotations
