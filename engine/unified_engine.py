@@ -1,13 +1,10 @@
-"""Real requests through SGLang's component tree, in this thread: a sliding-window model (Gemma 3
-text) on UnifiedRadixCache, driven by radix's Scheduler.
+"""Real requests through SGLang's component tree in the calling thread: a sliding-window model
+(Gemma 3 text) on UnifiedRadixCache, driven by radix's Scheduler.
 
-What `EngineService` runs for such a model (engine/backends.py's ModelBackend: the SWA pool, the
-model runner, UnifiedRadixCache with FULL and SWA over the pool's allocator), without the
-service's thread, block shadow and handles: radix/sched's Scheduler over the component tree
-(radix/sched/hybrid.py), every step a real forward of engine/runner.py. The tree frees SWA rows
-itself: out of a running request's window, at its checkpoint and as it decodes; tombstoned under
-pressure; `counts` counts them. Leaves out: sampling (greedy), Mamba layers (transformers'
-Qwen3-Next runs on CPU, but its layer is not driven here).
+What EngineService runs for such a model (engine/backends.py's ModelBackend: the SWA pool, the
+runner, the component tree), without the service's thread, block shadow and handles; the tree
+frees SWA rows itself (window, checkpoint, tombstones), `counts` counts them. Leaves out:
+sampling (greedy), Mamba layers (Qwen3-Next's layer is not driven here).
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """The scheduler over a hybrid model's tree: SGLang 0.5.23's scheduler steps and PrefillAdder
-budgets for a UnifiedRadixCache with SWA and/or MAMBA components (radix/tree/).
-
-`Scheduler` (scheduler.py) takes a `HybridSteps` when its tree is a UnifiedRadixCache; each step
-goes through radix/tree/hybrid_lifecycle.py's functions, the ones `serve` runs one request at a
-time: the match copies a Mamba state on write (reverted when admission turns the request away),
-admission locks with a receipt that the release replays, allocation evicts per pool (full, SWA,
-Mamba states), decode frees SWA slots out of the window and tracks Mamba states, retraction
-releases without inserting. `HybridPrefillAdder` is PrefillAdder with SGLang's memory budget
-for these pools (mem_cache/prefill_budget.py: PrefillBudget over a Mamba tree, SWAPrefillBudget
-over an SWA pool). Leaves out: the unified (shared-byte) pools' Mamba gate, the per-request SWA
-ring, host hits, encoder replay, DCP's chunk grid.
+budgets for a UnifiedRadixCache with SWA and/or MAMBA components, through radix/tree/
+hybrid_lifecycle.py's functions (the ones `serve` runs for one request): the match copied on
+write, lock receipts, per-pool eviction, window frees, Mamba tracking, retraction (`HybridSteps`),
+and the memory budget of mem_cache/prefill_budget.py (`HybridPrefillAdder`). Leaves out: the
+unified (shared-byte) pools' Mamba gate, the per-request SWA ring, host hits, encoder replay,
+DCP's chunk grid.
 """
 
 from __future__ import annotations

@@ -7,10 +7,8 @@ arriving during its decode already hit; each allocation evicts only the shortfal
 when a decode step lacks slots; `batch_is_full`: after admission stops for want of memory or of
 request rows, no admission is tried (no policy sort, no match) until a request leaves the batch
 (finishes, is retracted, or a chunk's prefill ends). `step(until=t)`: a priced runner may
-fast-forward decode steps (span.py). Over a UnifiedRadixCache (a hybrid model's tree) every
-step goes through radix/sched/hybrid.py: SWA and Mamba budgets, lock receipts, per-pool
-eviction, SWA window frees and Mamba tracking. Leaves out: overlap scheduling, mixed chunks,
-abort.
+fast-forward decode steps (span.py). A hybrid model's UnifiedRadixCache: hybrid.py's steps.
+Leaves out: overlap scheduling, mixed chunks, abort.
 """
 
 from __future__ import annotations
