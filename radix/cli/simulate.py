@@ -5,8 +5,8 @@ tree and vLLM's block cache, priced by the Llama-3-8B/H100 cost model (derived, 
 `configs` runs the four server configurations of DESIGN.md side by side: FCFS + LRU + page 1
 (baseline); LPM + SLRU; page size 16; cache disabled. Sizes are real tokens. `--host-ratio`
 adds the host tier's device / host / miss split for the page-1 configurations (cli/hosttier.py).
-`simulate --model PRESET` runs a hybrid preset's SGLang component tree (cli/model_options.py:
-its SGLang flags); its block rows are left out (vLLM's hybrid cache is `compare`'s).
+`simulate --model PRESET` runs a hybrid preset's SGLang component tree, its pools split from
+`--kv-memory` (cli/model_options.py); no block rows (vLLM's hybrid cache is `compare`'s).
 Leaves out: per-step traces (use the engine's event log).
 """
 
@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from radix.cli import hosttier
-from radix.cli.model_options import add_model_options, check_model, sglang_args
+from radix.cli.model_options import add_model_options, model_config
 from radix.cli.options import (
     add_capacity,
     add_limits,
@@ -83,19 +83,16 @@ def _config(args: argparse.Namespace, **overrides: Any):
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    check_model(args)
-    if args.host_ratio and args.model:
+    model = model_config(args)
+    if args.host_ratio and model:
         from radix.cli import InputError
 
-        raise InputError("--host-ratio models the host tier of a full-attention tree; leave "
-                         "out --model")
+        raise InputError("--host-ratio: not with --model (the host tier holds full-attention KV)")
     trace = load_request_trace(args, "simulate")
     if args.host_ratio:
         return hosttier.run(args, trace)
     sim = build(trace, _config(args, policy=args.policy, eviction=args.eviction,
-                               page_size=args.page_size, disable_cache=args.no_cache,
-                               model=args.model,
-                               sglang=sglang_args(args) if args.model else None))
+                               page_size=args.page_size, disable_cache=args.no_cache, **model))
     result, hybrid = run_sim(sim), hybrid_summary(sim)
     if args.json:
         print(json.dumps({"totals": result.totals, "notices": result.notices,
@@ -117,7 +114,10 @@ def run_simulate(args: argparse.Namespace) -> int:
     if len(result.rows) > 40:
         print(f"... {len(result.rows) - 40:,} more requests (--json for all)")
     print(_table([("this run", result.totals)]))
-    print(f"capacity {capacity_label(args.capacity)}; seconds are {result.totals['cost_label']}")
+    memory = args.kv_memory
+    pools = (f"capacity {capacity_label(args.capacity)}" if not hybrid else
+             f"KV memory {capacity_label(None) if memory is None else f'{memory / 2**30:g} GiB'}")
+    print(f"{pools}; seconds are {result.totals['cost_label']}")
     return 0
 
 

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from radix.events import EventSink
 from radix.models.config import load_preset
-from radix.models.sglang import mamba_slots_for, sglang_shape
+from radix.models.sglang import sglang_shape
 from radix.request import Req, SlotAllocator
 from radix.runs.compare import fewer_collections
 from radix.runs.costs import CostModel
@@ -34,7 +34,7 @@ from radix.tree.hybrid_lifecycle import mamba_tracking_slots
 from radix.tree.radix_cache import RadixCache
 
 __all__ = ["BlockShadow", "CONFIGS", "OUTPUT_TOKEN_BASE", "RequestRow", "SimClock", "SimConfig",
-           "SimResult", "SimRunner", "build", "simulate", "simulate_many"]
+           "SimResult", "SimRunner", "build", "hybrid_summary", "simulate", "simulate_many"]
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -52,8 +52,9 @@ class SimConfig:
     fast_forward: bool = True  # decode runs between events at once (same results; False: the
     #                            one-step loop, for tests that hold the two equal)
     model: str | None = None  # a preset name or config.json (radix/models/); a hybrid one runs
-    #                           on SGLang's component tree
-    sglang: HybridServerArgs | None = None  # its SGLang flags (page, policy, pool: from above)
+    #                           on SGLang's component tree, its pools split from kv_memory
+    kv_memory: int | None = None  # bytes for a hybrid model's KV; None: room for the trace
+    sglang: HybridServerArgs | None = None  # its SGLang flags (page, policy, pools: from above)
 
     def __post_init__(self) -> None:
         for name in ("page_size", "max_prefill_tokens", "block_size"):
@@ -154,22 +155,23 @@ def build(trace: Trace, config: SimConfig | None = None, *,
 
 def _build_hybrid(trace: Trace, cfg: SimConfig, reqs: list[Req], outputs: dict,
                   preset: Any) -> SimRun:
-    """The component tree for a hybrid preset: the full pool of `capacity` tokens (unbounded:
-    room for every token), the SWA pool at swa_full_tokens_ratio of it, the Mamba state slots
-    SGLang's memory split gives beside it (unbounded: room for every state a request keeps)."""
+    """The component tree for a hybrid preset over pools SGLang would size from `kv_memory`
+    (hybrid_args.pool_sizes); None: room for every token (the full pool), for every state a
+    request keeps (Mamba: its working and tracking slots, a state per chunk and two more) and
+    the SWA pool at swa_full_tokens_ratio of the full one."""
+    if cfg.capacity is not None:
+        raise ValueError("SimConfig.capacity counts one full-attention cache; a hybrid model's "
+                         "pools come from kv_memory")
     shape, page = sglang_shape(preset), cfg.page_size
-    capacity = cfg.capacity or -(-(_room(reqs, page) + 1) // page) * page
     args = replace(cfg.sglang or HybridServerArgs(), page_size=page,
-                   radix_eviction_policy=cfg.eviction, max_total_num_tokens=capacity)
-    if shape.has_mamba and args.max_mamba_cache_size is None:
-        if cfg.capacity is not None:
-            slots = mamba_slots_for(shape, args, capacity)
-        else:  # its working slot, tracking slots and cached states, every request at once
-            chunk = cfg.chunked_prefill_size
-            slots = sum(6 + (-(-len(r.origin_input_ids) // chunk) if chunk else 0)
-                        for r in reqs)
-        args = replace(args, max_mamba_cache_size=slots)
-    cache, knobs = build_hybrid_cache(shape, args)
+                   radix_eviction_policy=cfg.eviction)
+    if cfg.kv_memory is None:
+        chunk = cfg.chunked_prefill_size
+        args = replace(args, max_total_num_tokens=-(-(_room(reqs, page) + 1) // page) * page,
+                       max_mamba_cache_size=sum(
+                           6 + (-(-len(r.origin_input_ids) // chunk) if chunk else 0)
+                           for r in reqs) if shape.has_mamba else None)
+    cache, knobs = build_hybrid_cache(shape, args, cfg.kv_memory)
     cache.disable = cfg.disable_cache
     clock = SimClock()
     sched_cfg = SchedulerConfig(policy=cfg.policy, max_prefill_tokens=cfg.max_prefill_tokens,
@@ -185,8 +187,9 @@ def hybrid_summary(sim: SimRun) -> dict[str, Any] | None:
 
     >>> from radix.traces.trace import Trace, TraceRequest
     >>> t = Trace("request", [TraceRequest("a", 0.0, list(range(40)), 4)])
-    >>> hybrid_summary(build(t, SimConfig(model="gpt-oss-20b", capacity=1000)))["swa_pool"]
-    800
+    >>> h = hybrid_summary(build(t, SimConfig(model="gpt-oss-20b", kv_memory=1 << 30)))
+    >>> h["full_pool"], h["swa_pool"]  # 1 GiB / (24,576 + 0.8 x 24,576 B) full tokens
+    (24272, 19417)
     """
     cache = sim.tree
     if not hasattr(cache, "req_states"):

@@ -1,6 +1,7 @@
 """`python -m radix simulate TRACE --model PRESET`: a hybrid preset replays on SGLang's component
-tree through the scheduler (radix/cli/model_options.py, radix/runs/sim.py), with SGLang's flags;
-a full-attention preset runs the RadixCache as before; a bad preset is one error line."""
+tree through the scheduler (radix/cli/model_options.py, radix/runs/sim.py), its pools split from
+--kv-memory, with SGLang's flags; a full-attention preset runs the RadixCache as before; a bad
+preset or a misplaced flag is one error line."""
 
 from __future__ import annotations
 
@@ -41,25 +42,30 @@ def test_hybrid_presets_hit_as_sglang_does(tmp_path, capsys):
     path = shared_trace(tmp_path)
     qwen = run(capsys, [path, "--model", "qwen3.5-4b"])
     assert hits(qwen) == [0, 0, 1600, 1600]
-    assert qwen["hybrid"]["components"] == ["full", "mamba"]
-    assert qwen["hybrid"]["mamba_strategy"] == "extra_buffer"
+    h = qwen["hybrid"]  # 40 GiB split as SGLang splits it (docs/HYBRID.md's preset table)
+    assert (h["components"], h["full_pool"], h["mamba_state_slots"]) == (["full", "mamba"],
+                                                                          691_352, 393)
+    assert h["mamba_strategy"] == "extra_buffer" and h["max_running_requests"] == 393 // 5
     assert "block_hit_rate" not in qwen["totals"]
     nobuf = run(capsys, [path, "--model", "qwen3.5-4b", "--disable-overlap-schedule"])
     assert hits(nobuf) == [0, 0, 0, 0] and nobuf["hybrid"]["mamba_strategy"] == "no_buffer"
     assert hits(run(capsys, [path, "--model", "gpt-oss-20b"])) == [0, 1600, 1600, 1600]
-    gpt = run(capsys, [shared_trace(tmp_path, 4), "--model", "gpt-oss-20b", "--capacity",
-                       "20000"])
+    gpt = run(capsys, [shared_trace(tmp_path, 4), "--model", "gpt-oss-20b", "--kv-memory", "1"])
     assert hits(gpt) == [0, 0, 1600, 1600]
-    assert (gpt["hybrid"]["swa_pool"], gpt["hybrid"]["sliding_window_size"]) == (16_000, 127)
+    # 1 GiB / (24,576 + 0.8 x 24,576 B a token): 24,272 full tokens, 0.8 of them SWA
+    h = gpt["hybrid"]
+    assert (h["full_pool"], h["swa_pool"], h["sliding_window_size"]) == (24_272, 19_417, 127)
     llama = run(capsys, [path, "--model", "llama-3-8b"])
     assert hits(llama) == [0, 1600, 1600, 1600] and "hybrid" not in llama
 
 
 def test_a_bad_preset_or_flag_is_one_error_line(tmp_path, capsys):
     path = shared_trace(tmp_path)
-    assert main(["simulate", path, "--model", "qwen9"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "--model qwen9" in err and "qwen3.5-4b" in err
-    assert "\n" not in err
-    assert main(["simulate", path, "--model", "gemma-3-27b", "--swa-full-tokens-ratio", "2"]) == 2
-    assert "--swa-full-tokens-ratio" in capsys.readouterr().err
+    for argv, said in ((["--model", "qwen9"], "--model qwen9"),
+                       (["--model", "qwen3.5-4b", "--capacity", "5000"], "--kv-memory GIB"),
+                       (["--kv-memory", "8"], "--kv-memory: only with --model"),
+                       (["--model", "qwen3.5-4b", "--page-size", "16",
+                         "--mamba-radix-cache-strategy", "no_buffer"], "page_size 1")):
+        assert main(["simulate", path, *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and said in err and "\n" not in err, err
