@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from radix.hosttier.explain import HostTierExplanation, explain_host_tier
+from radix.runs import memory
 from radix.runs.explain import (
     BUCKETS,
     Explanation,
@@ -44,11 +45,8 @@ WHAT = "trace explain"
 WHAT_HOST = "trace host tier"
 HOST_RATIOS = (2.0, 4.0, 8.0)  # the panel's host pools (x the device pool), SGLang's default 2
 POLICIES = ("fcfs", "lpm")  # fcfs: arrival order, as the replay; lpm: SGLang's default
-# estimates from tracemalloc peaks of the watched run on examples/traces (x 2 for headroom):
-# the Mooncake excerpt 3.9 MB (200 requests), rag 7.1 MB (46,169 tokens), customer support
-# 5.4 MB (62,125 tokens); 163 KB kept for the excerpt's 200 rows
-BYTES_PER_REQUEST = 40_000  # probe rows, tries' nodes, scheduler state
-BYTES_PER_TOKEN = 300  # request traces spell every token: the tries keep them as ints
+# what the watched run holds (radix/runs/memory.py: the command line's explain reads them too)
+BYTES_PER_REQUEST, BYTES_PER_TOKEN = memory.BYTES_PER_REQUEST, memory.BYTES_PER_TOKEN
 KEPT_PER_REQUEST = 2_000  # an Explanation's row per request, kept after the run
 EXAMPLES = 3  # requests shown per bucket
 WHAT_IF_RUNS = num_what_ifs()  # simulator runs of the what-ifs (at most)

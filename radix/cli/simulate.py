@@ -24,6 +24,7 @@ from radix.cli.options import (
     capacity_label,
     load_request_trace,
     parse_jobs,
+    shown,
 )
 from radix.runs.sim import CONFIGS, SimConfig, build, hybrid_summary, simulate_many
 from radix.runs.sim import run as run_sim
@@ -102,14 +103,14 @@ def run_simulate(args: argparse.Namespace) -> int:
     if hybrid:
         print(_hybrid_line(hybrid))
     for notice in result.notices[:3]:
-        print(f"NOTICE: {notice}")
+        print(f"NOTICE: {shown(notice, 1_000)}")
     for reason in result.rejected[:3]:
-        print(f"REJECTED: {reason}")
+        print(f"REJECTED: {shown(reason, 1_000)}")
     if len(result.rejected) > 3:
         print(f"REJECTED: ... {len(result.rejected) - 3:,} more")
     print(f"{'rid':<16}{'ttft s':>10}{'input':>10}{'matched':>10}{'prefilled':>11}")
     for r in result.rows[:40]:
-        print(f"{r.rid:<16}{r.ttft:>10.3f}{r.input_tokens:>10,}{r.matched_tokens:>10,}"
+        print(f"{shown(r.rid):<16}{r.ttft:>10.3f}{r.input_tokens:>10,}{r.matched_tokens:>10,}"
               f"{r.prefilled_tokens:>11,}")
     if len(result.rows) > 40:
         print(f"... {len(result.rows) - 40:,} more requests (--json for all)")
