@@ -1,7 +1,7 @@
 """Benchmark: evicting one leaf of a RadixCache with 100 to 30,000 evictable leaves.
 
 SGLang heapifies every evictable leaf on each evict call (O(n)); ours keeps a lazily invalidated
-heap across calls (radix/tree/radix_cache.py), so one leaf costs O(log n). Each sample: evict(1)
+heap across calls (radix/tree/evict_policy.py), so one leaf costs O(log n). Each sample: evict(1)
 with n leaves under a 64-token shared prefix, then one leaf re-inserted. The four caches are
 built first, then timed in interleaved rounds (100, 1,000, 10,000, 30,000, 100, ...) so that a
 machine whose speed drifts (a shared one) slows every size alike; each size's figure is the

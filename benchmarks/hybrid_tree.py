@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 from radix.request import Req, SlotAllocator  # noqa: E402
 from radix.tree.hybrid_lifecycle import SchedulerKnobs, serve  # noqa: E402
 from radix.tree.hybrid_pools import MambaSlotPool, SWASlotAllocator  # noqa: E402
-from radix.tree.radix_cache import RadixCache, RadixKey  # noqa: E402
+from radix.tree.key import RadixKey  # noqa: E402
+from radix.tree.radix_cache import RadixCache  # noqa: E402
 from radix.tree.unified_radix_cache import UnifiedRadixCache  # noqa: E402
 
 POOL, WINDOW, STATES = 24_576, 128, 64

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from radix.runs import ops as run_ops  # noqa: E402
 from radix.runs.ops import replay_ops  # noqa: E402
-from radix.traces.base import TraceLimits  # noqa: E402
+from radix.traces.limits import TraceLimits  # noqa: E402
 from radix.traces.ops import parse_ops  # noqa: E402
 
 # the 1M-op workload lists 46M tokens in 205 MB: past the default limits, which are for files

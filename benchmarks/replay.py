@@ -27,7 +27,8 @@ from radix.request import (
 from radix.runs.sim import SimConfig, simulate  # noqa: E402
 from radix.tokens import joined  # noqa: E402
 from radix.traces import load_trace  # noqa: E402
-from radix.tree.radix_cache import RadixCache, RadixKey  # noqa: E402
+from radix.tree.key import RadixKey  # noqa: E402
+from radix.tree.radix_cache import RadixCache  # noqa: E402
 
 DEFAULT_TRACE = (Path(__file__).resolve().parents[1] / "examples" / "traces"
                  / "mooncake_synthetic_trace.jsonl.gz")

@@ -30,7 +30,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from radix.request import SlotAllocator  # noqa: E402
-from radix.tree.radix_cache import RadixCache, RadixKey  # noqa: E402
+from radix.tree.key import RadixKey  # noqa: E402
+from radix.tree.radix_cache import RadixCache  # noqa: E402
 
 CALLS = ("key", "match_prefix", "inc_lock_ref", "evict", "alloc", "slots", "insert", "free",
          "dec_lock_ref")

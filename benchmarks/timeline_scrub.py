@@ -20,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from radix.tree.radix_cache import EventLog, RadixCache  # noqa: E402
+from radix.tree.radix_cache import RadixCache  # noqa: E402
+from radix.tree.replay import EventLog  # noqa: E402
 from viz.timeline import Timeline  # noqa: E402
 
 

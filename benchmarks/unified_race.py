@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
 from sglang_unified import build, load_unified  # noqa: E402
 
-from radix.tree.radix_cache import RadixCache, RadixKey  # noqa: E402
+from radix.tree.key import RadixKey  # noqa: E402
+from radix.tree.radix_cache import RadixCache  # noqa: E402
 
 CALLS = ("match", "lock", "insert", "unlock", "evict")
 

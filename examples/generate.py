@@ -21,7 +21,8 @@ from radix.blocks.kv_events import EventBatch, batch_to_json, encode_batch
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.events import AllBlocksCleared, BlockRemoved, BlockStored, ListSink
-from radix.traces.base import TraceRequest, dumps_requests, to_req
+from radix.traces.requests import dumps_requests
+from radix.traces.trace import TraceRequest, to_req
 
 KV_EVENTS = (BlockStored, BlockRemoved, AllBlocksCleared)
 REPO = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 
-from radix.traces.base import TraceRequest
+from radix.traces.trace import TraceRequest
 
 SYSTEM_LEN = 512  # S: the customer-support system prompt
 FEW_SHOT_LEN = 1_543  # F: the few-shot block

@@ -11,7 +11,7 @@ from pages._shell import long_caption, say, session_id
 from pages._trace_blocks import show_recording
 from pages._trace_view import show_replay
 from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
-from radix.traces.base import TraceError
+from radix.traces.fields import TraceError
 from runtime.budget import (
     BUDGET,
     BudgetError,

@@ -73,6 +73,7 @@ from radix.tree.components import (
     SWAComponent,
     TreeComponent,
 )
+from radix.tree.evict_policy import POLICIES as EVICTION_POLICIES
 from radix.tree.hybrid_args import (
     HybridServerArgs,
     HybridShape,
@@ -82,24 +83,13 @@ from radix.tree.hybrid_args import (
 )
 from radix.tree.hybrid_lifecycle import SchedulerKnobs
 from radix.tree.hybrid_pools import MambaSlotPool, SWASlotAllocator
-from radix.tree.radix_cache import POLICIES as EVICTION_POLICIES
-from radix.tree.radix_cache import (
-    EventLog,
-    EvictResult,
-    InsertResult,
-    InvariantError,
-    LogicalClock,
-    MatchResult,
-    NodeState,
-    RadixCache,
-    RadixKey,
-    TreeModel,
-    TreeNode,
-    TreeSnapshot,
-    check_invariants,
-    format_tree,
-    snapshot,
-)
+from radix.tree.invariants import InvariantError, check_invariants
+from radix.tree.key import RadixKey
+from radix.tree.node import TreeNode
+from radix.tree.radix_cache import LogicalClock, RadixCache
+from radix.tree.replay import EventLog, TreeModel
+from radix.tree.results import EvictResult, InsertResult, MatchResult
+from radix.tree.snapshot import NodeState, TreeSnapshot, format_tree, snapshot
 from radix.tree.unified_check import ComponentNodeState
 from radix.tree.unified_radix_cache import UnifiedRadixCache, UnifiedTreeNode
 from radix.tree.unified_types import HybridMatchResult, InsertParams

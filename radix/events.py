@@ -54,7 +54,7 @@ class ListSink:
         self.events.append(event)
 
 
-# --- the radix tree (radix/tree/radix_cache.py) ---------------------------------------------------
+# --- the radix tree (radix/tree/) ---------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ import struct
 import threading
 from typing import NamedTuple
 
-from radix.traces.base import TraceLimits, parse_limits
+from radix.traces.limits import TraceLimits, parse_limits
 
 MIB = 2**20
 SESSION_MB = int(os.environ.get("RADIXLENS_SESSION_MB", "1536"))

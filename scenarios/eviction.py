@@ -20,7 +20,9 @@ from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.blocks.snapshot import BlockPoolSnapshot, unreachable_block_ids
 from radix.request import Req
-from radix.tree.radix_cache import POLICIES, EventLog, RadixCache
+from radix.tree.evict_policy import POLICIES
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import EventLog
 from scenarios.tlru import NEXT_PROMPT, THRESHOLD
 
 NUM_CONVERSATIONS = 400  # DESIGN.md: S is shared by 400 conversations
@@ -133,7 +135,7 @@ class EvictionRun(NamedTuple):
     to_free: int
     policy: str
     state: LabState
-    flavor: str = "unified"  # the tree's flavor (radix/tree/radix_cache.py: split_times)
+    flavor: str = "unified"  # the tree's flavor (radix/tree/unified.py: split_times)
 
     @property
     def overshoot(self) -> int:

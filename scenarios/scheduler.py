@@ -28,8 +28,9 @@ from radix.runs.costs import CostModel
 from radix.runs.sim import SimClock, SimRunner
 from radix.sched.policy import SchedulePolicy, request_key
 from radix.sched.scheduler import Scheduler, SchedulerConfig
-from radix.traces.base import to_req
-from radix.tree.radix_cache import RadixCache, TreeSnapshot
+from radix.traces.trace import to_req
+from radix.tree.radix_cache import RadixCache
+from radix.tree.snapshot import TreeSnapshot
 
 POLICIES = ("lpm", "dfs-weight", "fcfs", "lof", "random")
 FALLBACK_LEN = 128  # SGLang: LPM runs FCFS when more requests wait than this

@@ -1,6 +1,6 @@
 """The T-LRU question: three finished conversations, one eviction, T-LRU beside LRU.
 
-T-LRU follows SGLang 0.5.23's TLRUStrategy (radix/tree/radix_cache.py): a leaf is "TEL-safe" when,
+T-LRU follows SGLang 0.5.23's TLRUStrategy (radix/tree/evict_policy.py): a leaf is "TEL-safe" when,
 without it, its conversation's next prefill (the branch's high-water history L less the tokens
 still cached above the leaf, plus the next prompt's estimate Q) stays within `threshold`, the
 TTFT budget in tokens; TEL-safe leaves count as infinitely old and go first, by LRU; then LRU.

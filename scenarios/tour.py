@@ -23,8 +23,11 @@ from radix.blocks.pool import BlockPool
 from radix.blocks.snapshot import BlockPoolSnapshot
 from radix.request import Req, SlotAllocator
 from radix.runs.costs import CostModel
-from radix.traces.base import TraceRequest
-from radix.tree.radix_cache import EventLog, RadixCache, RadixKey, TreeSnapshot
+from radix.traces.trace import TraceRequest
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import EventLog
+from radix.tree.snapshot import TreeSnapshot
 
 OPS_PER_REQUEST = 4  # match_prefix, inc_lock_ref, insert, dec_lock_ref
 BLOCK_SIZE = 16  # vLLM's default
@@ -79,7 +82,7 @@ class TourRun(NamedTuple):
     blocks: list[BlockPoolSnapshot]  # the block pool after each number of log steps
     lookups: list[tuple[int, LookupRecord]]  # (log step, record) of each request's lookup
     capacity: int  # tokens, both caches
-    flavor: str = "unified"  # the tree's flavor (radix/tree/radix_cache.py: split_times)
+    flavor: str = "unified"  # the tree's flavor (radix/tree/unified.py: split_times)
 
     @property
     def prompt_lens(self) -> list[int]:

@@ -32,16 +32,13 @@ from radix.blocks.hashing import VLLM_NONE_HASH_SEED, BlockHasher
 from radix.runs.compare import fewer_collections, run_tree
 from radix.runs.ops import OpRunner
 from radix.tokens import TokenRuns
-from radix.traces.base import (
-    DEFAULT_LIMITS,
-    Trace,
-    TraceLimits,
-    load_trace,
-    output_tokens,
-    to_req,
-)
+from radix.traces.base import load_trace
+from radix.traces.limits import DEFAULT_LIMITS, TraceLimits
 from radix.traces.ops import OpTraceError
-from radix.tree.radix_cache import EventLog, InvariantError, RadixCache
+from radix.traces.trace import Trace, output_tokens, to_req
+from radix.tree.invariants import InvariantError
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import EventLog
 from scenarios.blockframes import BlockFrames
 from scenarios.kvrecording import RecordingFold, fold_recording
 

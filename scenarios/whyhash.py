@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from radix.traces.base import Trace
 from radix.traces.mooncake import BLOCK_TOKENS, hash_ids
+from radix.traces.trace import Trace
 from radix.why.prompt import Prompt
 from radix.why.report import WhyReport, why
 

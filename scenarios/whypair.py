@@ -15,14 +15,15 @@ from typing import Any, NamedTuple
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.request import Req
-from radix.tree.radix_cache import RadixCache, RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 from radix.why.diff import first_diff
 from radix.why.prompt import Prompt
 
 
 class PairTree(NamedTuple):
     snapshot: Any  # TreeSnapshot of a tree that inserted A, then B
-    highlight: dict[int, str]  # node id -> role (viz/scene.py ROLES): both, A's, B's
+    highlight: dict[int, str]  # node id -> role (viz/roles.py ROLES): both, A's, B's
     names: dict[int, str]  # node id -> label line ("shared: 20 tokens", "A only", "B only")
     parting_node: int  # the node at whose end B leaves A's path (the root when they share none)
     parting_label: str  # "B leaves A here: token 20" (B's first token that differs from A's)

@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from wheels import load, mocks, packages, run_seeds, wheel_args, wheel_parser  # noqa: E402
 
-from radix.tree.radix_cache import POLICIES as ALL_POLICIES  # noqa: E402
-from radix.tree.radix_cache import RadixCache, RadixKey  # noqa: E402
+from radix.tree.evict_policy import POLICIES as ALL_POLICIES  # noqa: E402
+from radix.tree.key import RadixKey  # noqa: E402
+from radix.tree.radix_cache import RadixCache  # noqa: E402
 
 # the classic class has no T-LRU (0.5.23 keeps its bookkeeping in the unified tree only)
 POLICIES = tuple(p for p in ALL_POLICIES if p != "tlru")

@@ -38,7 +38,7 @@ from radix.request import (
     SlotAllocator,  # noqa: E402
 )
 from radix.sched import admission as adm  # noqa: E402
-from radix.tree.radix_cache import POLICIES as ALL_POLICIES  # noqa: E402
+from radix.tree.evict_policy import POLICIES as ALL_POLICIES  # noqa: E402
 from radix.tree.radix_cache import RadixCache  # noqa: E402
 
 # the classic class has no T-LRU (0.5.23 keeps its bookkeeping in the unified tree only)

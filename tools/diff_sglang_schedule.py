@@ -30,7 +30,8 @@ from wheels import load, mocks, packages, run_seeds, wheel_args, wheel_parser  #
 
 from radix.request import Req  # noqa: E402
 from radix.sched.policy import POLICIES, SchedulePolicy  # noqa: E402
-from radix.tree.radix_cache import RadixCache, RadixKey  # noqa: E402
+from radix.tree.key import RadixKey  # noqa: E402
+from radix.tree.radix_cache import RadixCache  # noqa: E402
 
 STATS = {"deprioritized": 0, "fallback": 0, "matched": 0}  # rounds where each one happened
 ENV_DEFAULTS = {"SGLANG_RADIX_FORCE_MISS": False, "SGLANG_EXACT_CHUNK_FILL": False,

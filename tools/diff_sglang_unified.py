@@ -214,14 +214,14 @@ def _break_split_time() -> None:
 
 
 def _break_tlru_history() -> None:
-    from radix.tree import radix_cache
-    make = radix_cache.make_tlru
+    from radix.tree import evict_policy
+    make = evict_policy.make_tlru
 
     def broken(threshold=0, next_prompt_estimate=0):
         key = make(threshold, next_prompt_estimate)
         return lambda node: key(_Resident(node))
 
-    radix_cache.make_tlru = broken
+    evict_policy.make_tlru = broken
 
 
 class _Resident:

@@ -12,7 +12,7 @@ from typing import Any
 
 import graphviz
 
-from radix.tree.radix_cache import TreeSnapshot
+from radix.tree.snapshot import TreeSnapshot
 from viz.scene import tree_items
 
 

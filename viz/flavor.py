@@ -1,4 +1,4 @@
-"""Words for the tree's flavor (radix/tree/radix_cache.py): which SGLang class a page's tree
+"""Words for the tree's flavor (radix/tree/unified.py): which SGLang class a page's tree
 follows, and the one thing the unified class does differently on a full-attention model, said
 where a split happens. Follows SGLang 0.5.23 (UnifiedRadixCache, its default, vs RadixCache);
 leaves out the components the model leaves out (SWA, Mamba, sessions, the host tier).

@@ -15,7 +15,9 @@ from radix import events as ev
 from radix.cli import InputError
 from radix.runs.ops import replay_ops
 from radix.traces.ops import OpTraceError, load_ops
-from radix.tree.radix_cache import EventLog, RadixCache, RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import EventLog
 
 DEMO_KEYS = ([1, 2, 3], [1, 2, 3], [1, 2, 4, 5], [1, 2, 4, 5, 6, 7], [8, 9, 10, 11, 12])
 

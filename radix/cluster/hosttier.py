@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from radix.hosttier.replay import TierRun, compare_host_tiers
-from radix.traces.base import Trace
+from radix.traces.trace import Trace
 
 
 def replica_traces(trace: Trace, decisions: Sequence[tuple[str, int, str]],

@@ -3,7 +3,8 @@
 Follows unified_radix_cache.py and unified_cache/unified_tree_core.py with the FULL component
 only (a standard full-attention model) and `--hicache-host-memory-mode cache`. This file holds
 the tree: match (walking device and host-only nodes), insert (restoring host-only nodes from
-the request's fresh slots, counting hits, write-through backups) and splits. Locks and
+the request's fresh slots, counting hits, write-through backups) and splits, on radix/tree's
+own key, node, walk and split (one tree: a HostNode is a TreeNode with a host copy). Locks and
 `check_invariants` are in locks.py; the moves between tiers (evict, demote, backup, load back,
 host eviction) in moves.py.
 
@@ -36,20 +37,13 @@ from radix.hosttier.moves import TierMoves
 from radix.hosttier.node import HostInsert, HostMatch, HostNode
 from radix.request import SlotAllocator
 from radix.tokens import tokens
-from radix.tree.radix_cache import (
-    ROOT_PRIORITY,
-    LogicalClock,
-    RadixKey,
-    attach,
-    concat_values,
-    cut_edge,
-    get_strategy,
-    page_at,
-    tlru_new_node,
-    tlru_split,
-)
-
-CHUNK = 64  # tokens compared per slice when an edge does not match whole
+from radix.tree.evict_policy import get_strategy, tlru_new_node, tlru_split
+from radix.tree.key import RadixKey, as_key, child_key_at
+from radix.tree.node import ROOT_PRIORITY, attach, split_edge
+from radix.tree.radix_cache import LogicalClock
+from radix.tree.results import concat_values
+from radix.tree.unified import split_times
+from radix.tree.walk import EdgeMatcher, walk
 
 
 class HostTierCache(TierLocks, TierMoves):
@@ -81,6 +75,7 @@ class HostTierCache(TierLocks, TierMoves):
         self._tlru = self.eviction_policy == "tlru"
         self.clock = clock if clock is not None else LogicalClock()
         self._sink = sink
+        self._edges = EdgeMatcher(page_size)  # the tree's edge compare (radix/tree/walk.py)
         self.root_node = HostNode(0, RadixKey([]), [], 0.0, ROOT_PRIORITY)
         self.root_node.lock_ref = 1
         self._nodes: dict[int, HostNode] = {0: self.root_node}
@@ -104,23 +99,15 @@ class HostTierCache(TierLocks, TierMoves):
         >>> m = c.match_prefix([1, 2, 9]); m.device_prefix_len, len(c.root_node.children)
         (2, 1)
         """
-        key = _as_key(key)
-        tok, ps = key.token_ids, self.page_size
-        n = len(tok) - len(tok) % ps
-        node, pos, values = self.root_node, 0, []
-        best = best_dev = node
-        while pos < n:
-            child = node.children.get(self._child_key(key, pos))
-            if child is None:
-                break
-            m = _common(child.key.token_ids, tok, pos, n, ps)
-            if m < len(child.key):
-                child = self._split(child, m)
-            if child.value is not None:
-                values.append(child.value)
-                best_dev = child
-            best = node = child
-            pos += m
+        # the tree's walk; its times are stamped again below, after the walk, as SGLang's
+        # HiCache match does (the walk's splits read the clock first)
+        path = walk(self.root_node, as_key(key), self._edges, 0.0, self._split)[0]
+        values = []
+        best = best_dev = self.root_node
+        for best in path:
+            if best.value is not None:
+                values.append(best.value)
+                best_dev = best
         x, host_hit = best, 0
         while x is not best_dev and x is not self.root_node:  # the host-only nodes below
             host_hit += len(x.host_value) if x.host_value is not None else 0
@@ -141,20 +128,21 @@ class HostTierCache(TierLocks, TierMoves):
         slots back (adopted); other overlapping slots from `prev_prefix_len` on are duplicates
         and freed. Nodes ending past `inserted_len` count a hit, and under write-through a node
         reaching the threshold is backed up with its unbacked ancestors."""
-        key = _as_key(key)
-        tok, ps = key.token_ids, self.page_size
+        key = as_key(key)
+        tok, ps, ns = key.token_ids, self.page_size, key.namespace
         n = len(tok) - len(tok) % ps
         value = list(tok[:n]) if value is None else list(value[:n])
         root = self.root_node
         root.last_access_time = self.clock()
         root.priority = max(root.priority, priority)
         node, pos, adopted = root, 0, 0
-        while pos < n:
-            child = node.children.get(self._child_key(key, pos))
+        shared = self._edges.shared_len
+        while pos < n:  # the tree's walk, one hop at a time: each hop's moves come in between
+            child = node.children.get(child_key_at(tok, pos, ps, ns))
             if child is None:
                 break
             child.last_access_time = self.clock()
-            m = _common(child.key.token_ids, tok, pos, n, ps)
+            m = shared(tok, pos, n, child)
             if m < len(child.key):
                 child = self._split(child, m)
             child.priority = max(child.priority, priority)
@@ -209,24 +197,23 @@ class HostTierCache(TierLocks, TierMoves):
         self._refresh(parent)
         return leaf
 
-    def _split(self, child: HostNode, m: int) -> HostNode:
-        """Cuts child after m tokens; the new upper node copies the locks and hit count, takes
-        the first m slots of each tier and the host lock's segment end; unified times."""
+    def _split(self, child: HostNode, m: int, t: float = 0.0) -> HostNode:
+        """Cuts child after m tokens (the tree's split_edge: the first m device slots, the
+        locks, hit count and priority); the new upper node also takes the first m host slots,
+        the host lock count and the host lock's segment end; the unified flavor's times
+        (`split_times`). `t`, a walk's time, is not read: the new node reads the clock."""
         created = self.clock()
-        new = HostNode(self._next_id, child.key[:m], None, created, child.priority)
+        new = split_edge(child, self._next_id, m, created, self.page_size)
         self._next_id += 1
-        new.creation_time, new.host_lock_ref = child.creation_time, child.host_lock_ref
+        new.host_lock_ref = child.host_lock_ref
         new.host_anchor, child.host_anchor = child.host_anchor, 0
-        if child.value is not None:
-            new.value, child.value = child.value[:m], child.value[m:]
         if child.host_value is not None:
             new.host_value, child.host_value = child.host_value[:m], child.host_value[m:]
-        cut_edge(child, new, self.page_size)  # the tree's own split links (RadixCache's)
         parent = new.parent
         if self._tlru:
             tlru_split(new, child, m)
         self._nodes[new.id] = new
-        child.last_access_time = self.clock()
+        split_times(self, new, child)
         self._emit(ev.NodeSplit(child.id, new.id, parent.id, m, created, new.creation_time))
         self._refresh(new)
         self._refresh(child)
@@ -234,11 +221,6 @@ class HostTierCache(TierLocks, TierMoves):
         return new
 
     # ------------------------------------------------------------------------------ helpers
-
-    def _child_key(self, key: RadixKey, pos: int) -> Any:
-        tok, ps, ns = key.token_ids, self.page_size, key.namespace
-        first = tok[pos] if ps == 1 else page_at(tok, pos, ps)
-        return first if ns is None else (ns, first)
 
     def _refresh(self, node: HostNode) -> None:
         """SGLang's _update_evictable_leaf_sets: a D-leaf has device KV, no device child and
@@ -260,20 +242,3 @@ class HostTierCache(TierLocks, TierMoves):
         if self._sink is not None:
             self._sink.emit(event)
 
-
-def _as_key(key: RadixKey | Sequence[int]) -> RadixKey:
-    return key if isinstance(key, RadixKey) else RadixKey(list(key))
-
-
-def _common(edge: Sequence[int], tok: Sequence[int], pos: int, n: int, ps: int) -> int:
-    """Tokens edge and tok[pos:n] share, floored to whole pages: a whole-edge slice compare
-    first, then CHUNK-token slices, then one token at a time."""
-    m = min(len(edge), n - pos)
-    if m == len(edge) and tok[pos:pos + m] == edge:
-        return m
-    i = 0
-    while i + CHUNK <= m and tok[pos + i:pos + i + CHUNK] == edge[i:i + CHUNK]:
-        i += CHUNK
-    while i < m and tok[pos + i] == edge[i]:
-        i += 1
-    return i - i % ps

@@ -23,7 +23,7 @@ from radix import events as ev
 from radix.hosttier.losses import Loss, LossTracker
 from radix.hosttier.replay import TierRun, replay_host_tier, trace_units
 from radix.hosttier.requests import Served
-from radix.traces.base import Trace
+from radix.traces.trace import Trace
 
 CAUSES = ("allocation", "load back")
 
@@ -119,7 +119,7 @@ def explain_host_tier(trace: Trace, capacity: int, host_ratio: float,
     A and B fill the device; C's allocation evicts the LRU leaf A (backed up at insert:
     demoted); A's match of A[:-1] finds 11 tokens on host (>= the threshold 10), and loading
     them evicts B; B in turn finds 11 on host and its load evicts C. Nothing is lost.
-    >>> from radix.traces.base import TraceRequest
+    >>> from radix.traces.trace import TraceRequest
     >>> toks = {"a": range(1, 13), "b": range(101, 113), "c": range(201, 213)}
     >>> t = Trace("request", [TraceRequest(f"{r}{k}", float(k), tuple(toks[r]), 1)
     ...                       for k, r in enumerate("abcab")])

@@ -13,7 +13,7 @@ from typing import Any
 
 from radix import events as ev
 from radix.hosttier.node import HostNode
-from radix.tree.radix_cache import InvariantError
+from radix.tree.invariants import InvariantError, edge_problem
 
 
 class TierLocks:
@@ -80,8 +80,8 @@ class TierLocks:
 
     def check_invariants(self: Any) -> None:
         """Raises InvariantError on the first broken rule: no dead node, each tier's slots as
-        long as the key, device nodes closed toward the root, sizes, host pool use, both
-        leaf sets.
+        long as the key, whole pages and links (the tree's edge_problem), device nodes closed
+        toward the root, sizes, host pool use, both leaf sets.
 
         >>> from radix.request import SlotAllocator
         >>> from radix.hosttier.cache import HostTierCache
@@ -89,15 +89,16 @@ class TierLocks:
         >>> c.evictable_size_ = 5; c.check_invariants()
         Traceback (most recent call last):
         ...
-        radix.tree.radix_cache.InvariantError: evictable/protected 5/0, the tree holds 2/0
+        radix.tree.invariants.InvariantError: evictable/protected 5/0, the tree holds 2/0
         """
         evictable = protected = host = 0
         for x in self._nodes.values():
-            if x is self.root_node:
-                continue
-            problem = _node_problem(x, self.page_size)
+            root = x is self.root_node
+            problem = (edge_problem if root else _node_problem)(x, self.page_size)
             if problem:
                 raise InvariantError(f"node {x.id}: {problem}")
+            if root:
+                continue
             host += len(x.host_value) if x.host_value is not None else 0
             if x.value is not None:
                 if x.lock_ref:
@@ -117,14 +118,17 @@ class TierLocks:
 
 
 def _node_problem(x: HostNode, page_size: int) -> str | None:
+    """The first rule `x` (not the root) breaks: its tiers, then the tree's own edge rules
+    (radix/tree/invariants.py's edge_problem), then its place in the tree."""
     n = len(x.key)
     if x.value is None and x.host_value is None:
         return "on neither tier"
     if x.value is not None and len(x.value) != n or x.host_value is not None and \
             len(x.host_value) != n:
         return f"slots do not match its {n} tokens"
-    if n == 0 or n % page_size:
-        return f"key length {n} is not a positive multiple of page {page_size}"
+    problem = edge_problem(x, page_size)
+    if problem:
+        return problem
     if x.value is not None and x.parent.parent is not None and x.parent.value is None:
         return "on the device below a host-only parent"
     if x.parent.children.get(x.key.child_key(page_size)) is not x:

@@ -6,19 +6,20 @@ evict_host / load_back / init_load_back (unified_radix_cache.py) and the TreeCor
 evict_device_leaf, drop_subtree_no_host, _demote, drive_host_eviction,
 _reclaim_full_host_duplicates, build_load_back_spec and commit_load_back
 (unified_cache/unified_tree_core.py, components/full.py). Eviction heaps are built per call
-from the leaf sets with the policy's key (SGLang's heapify), ties to the older node id.
+from the leaf sets with the policy's key (SGLang's heapify: radix/tree/evict_policy.py's
+LeafOrder), ties to the older node id.
 Leaves out: auxiliary-component transfers, buffer mode, the load-back pins of pending DMA
 (transfers are synchronous, see cache.py).
 """
 
 from __future__ import annotations
 
-import heapq
 from typing import Any
 
 from radix import events as ev
 from radix.hosttier.node import HostMatch, HostNode, TierCounts
-from radix.tree.radix_cache import detach
+from radix.tree.evict_policy import LeafOrder
+from radix.tree.node import detach
 
 
 class TierMoves:
@@ -69,17 +70,14 @@ class TierMoves:
         """
         if not isinstance(num_tokens, int) or num_tokens < 0:
             raise ValueError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
-        key = self.sort_key
-        heap = [(key(x), x.id, x) for x in self.device_leaves]
-        heapq.heapify(heap)
+        order = LeafOrder(self.device_leaves, self.sort_key)
         freed, last = 0, None
         while True:
             if last is not None and last.parent in self.device_leaves:
-                p = last.parent
-                heapq.heappush(heap, (key(p), p.id, p))
+                order.push(last.parent)
             last = None
-            while freed < num_tokens and heap:
-                x = heapq.heappop(heap)[2]
+            while freed < num_tokens and order:
+                x = order.pop()
                 if x in self.device_leaves:
                     last = x
                     break
@@ -146,11 +144,9 @@ class TierMoves:
         on the device first (sparing device leaves on a first pass), then host-only leaves in
         policy order, deleting them; a parent left childless competes in the same call."""
         freed = self._reclaim_duplicates(num_tokens) if self.is_write_back else 0
-        key = self.sort_key
-        heap = [(key(x), x.id, x) for x in self.host_leaves]
-        heapq.heapify(heap)
-        while freed < num_tokens and heap:
-            x = heapq.heappop(heap)[2]
+        order = LeafOrder(self.host_leaves, self.sort_key)
+        while freed < num_tokens and order:
+            x = order.pop()
             if x not in self.host_leaves:
                 continue
             n, parent = len(x.host_value), x.parent
@@ -163,7 +159,7 @@ class TierMoves:
             self._emit(ev.HostLeafEvicted(x.id, parent.id, n))
             self._refresh(parent)
             if parent in self.host_leaves:
-                heapq.heappush(heap, (key(parent), parent.id, parent))
+                order.push(parent)
         return freed
 
     def _reclaim_duplicates(self: Any, num_tokens: int) -> int:
@@ -262,10 +258,6 @@ class TierMoves:
 
     def counts(self: Any) -> TierCounts:
         return TierCounts(**self._counts)
-
-    def host_size(self: Any) -> int:
-        """Tokens with a host copy (host-only and both)."""
-        return self.host.num_used
 
     def nodes(self: Any) -> list[HostNode]:
         return list(self._nodes.values())

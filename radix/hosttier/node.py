@@ -15,38 +15,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from radix.tree.radix_cache import RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.node import TreeNode
 
 
-class HostNode:
-    """One edge of the two-tier radix tree."""
+class HostNode(TreeNode):
+    """One edge of the two-tier radix tree: a TreeNode (radix/tree/node.py: its key, links and
+    device slots `value`, split and linked by the tree's own functions) with a host copy."""
 
-    __slots__ = ("id", "children", "parent", "key", "value", "host_value", "lock_ref",
-                 "host_lock_ref", "host_anchor", "last_access_time", "creation_time",
-                 "hit_count", "priority", "tlru_cached_prefix_len", "tlru_history_len")
+    __slots__ = ("host_value", "host_lock_ref", "host_anchor")
 
     def __init__(self, node_id: int, key: RadixKey, value: list[int] | None, time: float,
                  priority: int = 0) -> None:
-        self.id = node_id
-        self.children: dict = {}
-        self.parent: HostNode | None = None
-        self.key = key
-        self.value = value  # device slots; None when the node is host-only
+        super().__init__(node_id, key, value, time)  # value: device slots; None: host-only
+        self.priority = priority
         self.host_value: list[int] | None = None  # host slots; None until backed up
-        self.lock_ref = 0
         self.host_lock_ref = 0
         self.host_anchor = 0  # > 0: a host lock's segment ends here (its receipt id)
-        self.last_access_time = time
-        self.creation_time = time
-        self.hit_count = 0
-        self.priority = priority
-        self.tlru_cached_prefix_len = 0
-        self.tlru_history_len = 0
-
-    @property
-    def evicted(self) -> bool:
-        """No device copy (SGLang's `node.evicted`)."""
-        return self.value is None
 
     @property
     def backuped(self) -> bool:

@@ -26,8 +26,8 @@ from radix.hosttier.requests import Served, serve_request
 from radix.request import SlotAllocator
 from radix.runs.costs import CostModel
 from radix.tokens import is_compact
-from radix.traces.base import Trace
 from radix.traces.mooncake import BLOCK_TOKENS, hash_ids
+from radix.traces.trace import Trace
 
 
 class TierRun(NamedTuple):

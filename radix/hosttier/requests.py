@@ -24,7 +24,8 @@ from typing import NamedTuple
 
 from radix.hosttier.cache import HostTierCache
 from radix.hosttier.node import HostInsert, HostNode
-from radix.tree.radix_cache import RadixKey, prompt_boundary_priority
+from radix.tree.key import RadixKey
+from radix.tree.lifecycle import prompt_boundary_priority
 
 
 class Served(NamedTuple):

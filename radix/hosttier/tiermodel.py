@@ -5,7 +5,7 @@ NodeInserted, NodeSplit and the tier events (radix.events: KVBackedUp, NodeDemot
 DeviceLeafDropped, HostLeafEvicted, HostCopyReclaimed, KVLoadedBack, DeviceRestored).
 tests/radix/hosttier/test_hosttier.py holds it equal to the cache after every request of random
 runs, so every tier move is an event. Leaves out: locks, hit counts and times (the tree's own
-TreeModel, radix/tree/radix_cache.py, rebuilds those for RadixCache).
+TreeModel, radix/tree/replay.py, rebuilds those for RadixCache).
 """
 
 from __future__ import annotations

@@ -23,8 +23,9 @@ from radix.blocks.pool import BlockPool
 from radix.events import EventSink
 from radix.request import Req, SlotAllocator
 from radix.tokens import is_compact, joined
-from radix.traces.base import OUTPUT_BASE, Trace, is_compact_trace, output_tokens, trace_reqs
-from radix.tree.radix_cache import RadixCache, RadixKey
+from radix.traces.trace import OUTPUT_BASE, Trace, is_compact_trace, output_tokens, trace_reqs
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 __all__ = ["OUTPUT_BASE", "compare", "fewer_collections", "output_tokens", "run_blocks",
            "run_tree", "trace_reqs"]
@@ -195,7 +196,7 @@ def compare(trace: Trace, capacity: int | None = None, page_size: int = 1,
     "blocks": stats}, all in real tokens (a Mooncake trace too). `capacity` None: unbounded,
     room for every prompt and output token of the trace and a page each (nothing evicted).
 
-    >>> from radix.traces.base import TraceRequest
+    >>> from radix.traces.trace import TraceRequest
     >>> t = Trace("request", [TraceRequest(r, 0, tuple(range(40)), 2) for r in "ab"])
     >>> out = compare(t, 1000, block_size=16)
     >>> out["tree"]["hit_tokens"], out["blocks"]["hit_tokens"]

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 from radix.request import Req
 from radix.runs.sim import SimConfig, build, run
-from radix.traces.base import Trace
+from radix.traces.trace import Trace
 
 
 class StepStats(NamedTuple):
@@ -168,7 +168,7 @@ def engine_rates(trace: Trace, config: SimConfig | None = None,
 
     Two identical 40-token prompts, blocks of 16, one at a time: vLLM queries 80 tokens, hits
     32 (2 blocks: capped at 39 tokens); SGLang's second batch caches 39 of 40.
-    >>> from radix.traces.base import TraceRequest
+    >>> from radix.traces.trace import TraceRequest
     >>> t = Trace("request", [TraceRequest(r, a, tuple(range(40)), 2) for r, a in
     ...                       (("a", 0.0), ("b", 9.0))])
     >>> r = engine_rates(t)

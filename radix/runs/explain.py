@@ -25,7 +25,7 @@ from radix.runs.progress import Progress, with_time_left
 from radix.runs.riders import Run, plan_runs, run_with_riders
 from radix.runs.sim import SimConfig, build, run
 from radix.runs.workers import fork_map, spawn_map
-from radix.traces.base import Trace
+from radix.traces.trace import Trace
 
 __all__ = ["BUCKETS", "Eviction", "Explanation", "PrefixSaved", "RequestBuckets", "explain",
            "what_ifs"]
@@ -64,7 +64,7 @@ def explain(trace: Trace, config: SimConfig | None = None, *, what_if: bool = Tr
     Two identical 40-token requests one after the other, blocks of 16, unbounded: the second
     hits 39 tokens in the tree (1 last-token cap) and 32 in the block cache (2 full blocks:
     the 8-token partial block is block rounding); the first is first seen everywhere.
-    >>> from radix.traces.base import TraceRequest
+    >>> from radix.traces.trace import TraceRequest
     >>> t = Trace("request", [TraceRequest(r, a, tuple(range(40)), 2) for r, a in
     ...                       (("a", 0.0), ("b", 9.0))])
     >>> e = explain(t, what_if=False)
@@ -203,7 +203,7 @@ def num_simulator_runs(trace: Trace, config: SimConfig, working_set: int,
     riders on their run (plan_runs). An unbounded base on a trace without namespaces: 12
     configurations (the namespaces' "with" and unbounded are the base) in 11 runs.
 
-    >>> from radix.traces.base import TraceRequest
+    >>> from radix.traces.trace import TraceRequest
     >>> t = Trace("request", [TraceRequest("a", 0.0, (1, 2, 3), 1)])
     >>> bounded = SimConfig(capacity=500)
     >>> num_simulator_runs(t, SimConfig(), 1000), num_simulator_runs(t, bounded, 1000)

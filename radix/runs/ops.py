@@ -21,7 +21,9 @@ from typing import Any
 from radix.events import EventSink
 from radix.request import Req, SlotAllocator
 from radix.traces.ops import Op, OpTrace, OpTraceError
-from radix.tree.radix_cache import InvariantError, RadixCache, RadixKey
+from radix.tree.invariants import InvariantError
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 UNBOUNDED = 2**40
 CHECK_OPS_PER_NODE = 1  # default cadence: one full check (it walks every node) per this many

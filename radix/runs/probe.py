@@ -18,8 +18,8 @@ from radix.runs.sim import SimConfig, SimRun, build, run
 from radix.sched.scheduler import Runner
 from radix.tokens import TokenRuns
 from radix.tokens.runs import PrefixTrie, Walk
-from radix.traces.base import Trace
 from radix.traces.hashview import stretch_hash_ids
+from radix.traces.trace import Trace
 
 BUCKETS = ("hit", "evicted", "last_token_cap", "block_rounding", "block_floor", "in_flight",
            "other_namespace", "first_seen", "rejected")

@@ -18,8 +18,8 @@ from radix.blocks.hashing import VLLM_NONE_HASH_SEED, BlockHasher
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.events import BlockStored
-from radix.traces.base import Trace, to_req
 from radix.traces.kv_events import StoredBlock, as_int_hash
+from radix.traces.trace import Trace, to_req
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def match_recording(trace: Trace, recording: Trace | Sequence, *,
 
     A 10-token prompt in blocks of 4 makes 2 full blocks; a recording holding exactly those
     two vLLM hashes matches 2 of 2:
-    >>> from radix.traces.base import TraceRequest
+    >>> from radix.traces.trace import TraceRequest
     >>> from radix.blocks.kv_events import EventBatch
     >>> from radix.blocks.hashing import hash_request_tokens, hash_to_int64
     >>> hs = [hash_to_int64(h) for h in hash_request_tokens(range(1, 11), 4,

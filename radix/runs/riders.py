@@ -17,7 +17,7 @@ from typing import Any
 
 from radix.runs.shadow import BlockShadow
 from radix.runs.sim import SimConfig, SimRun, _room, build, run
-from radix.traces.base import Trace
+from radix.traces.trace import Trace
 
 HIT = "block_matched_tokens"
 Run = tuple[SimConfig, bool]  # a what-if run: its configuration, namespaces dropped

@@ -31,7 +31,7 @@ class SimClock:
 
 class SimRunner:
     """A `Runner` that computes nothing: it prices the step and emits the request's reply,
-    token by token (`outputs`: rid -> its reply, e.g. radix.traces.base.output_tokens), or a
+    token by token (`outputs`: rid -> its reply, e.g. radix.traces.trace.output_tokens), or a
     distinct fake token for a request it has no reply for.
 
     >>> clock = SimClock(); r = Req("a", list(range(2000)), max_new_tokens=2)

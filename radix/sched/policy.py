@@ -17,7 +17,8 @@ from typing import Any, NamedTuple
 
 from radix.events import Event, EventSink, PolicyFellBack, QueueSorted, RequestRanked
 from radix.request import Req
-from radix.tree.radix_cache import RadixCache, RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 POLICIES = ("lpm", "dfs-weight", "fcfs", "lof", "random", "routing-key")
 CACHE_AWARE = ("lpm", "dfs-weight")

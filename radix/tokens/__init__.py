@@ -25,7 +25,7 @@ of both), and `TraceRequest`, which holds it, is never hashed (`__hash__` is Non
 Kinds kept at the edges on purpose, each for its reason:
 - mutable rows, `list` (or `RunList`): a request's output_ids and slot_ids grow token by token
   (SGLang's req_to_token row); `all_ids` joins them to the prompt as `Tokens`.
-- `range`: a plain trace's synthetic reply (radix/traces/base.py `output_tokens`), never built
+- `range`: a plain trace's synthetic reply (radix/traces/trace.py `output_tokens`), never built
   as a list; it is appended to output_ids token by token.
 - `array('q')` and numpy arrays: storage and arithmetic, not identity: a log's compacted event
   (scenarios/trace.py `compact`, 8 bytes a token), the block views and hash-id arrays of

@@ -1,27 +1,16 @@
 """Trace files: one loader per format, and the `Trace` they all return.
 
-`load_trace(path_or_bytes)` (base.py) detects the format and loads it. base.py holds the shared
-types, field checks, what a trace may expand to (`TraceLimits`, counted by its `Tally`), a trace
-request's `Req`, and reads and writes the request format; mooncake.py, kv_events.py and ops.py
-are the three other formats, put into base.py's `LOADERS` below (they import base.py, so it
-cannot import them).
+`load_trace(path_or_bytes)` (base.py) detects the format and hands the file to its loader:
+requests.py (the project's own request format, also written there), mooncake.py, kv_events.py
+and ops.py. What they share is a file each: trace.py (`Trace`, `TraceRequest`, a request's
+`Req`), fields.py (`TraceError` and the field checks), limits.py (`TraceLimits` and the `Tally`
+that counts against them) and reading.py (gunzip, UTF-8, JSON Lines).
 """
 
-from radix.traces.base import (
-    LOADERS,
-    Trace,
-    TraceError,
-    TraceLimits,
-    TraceRequest,
-    detect_format,
-    load_trace,
-    to_req,
-)
-from radix.traces.kv_events import read_kv_events
-from radix.traces.mooncake import read_mooncake
-from radix.traces.ops import read_ops
-
-LOADERS.update(mooncake=read_mooncake, kv_events=read_kv_events, ops=read_ops)
+from radix.traces.base import detect_format, load_trace
+from radix.traces.fields import TraceError
+from radix.traces.limits import TraceLimits
+from radix.traces.trace import Trace, TraceRequest, to_req
 
 __all__ = ["Trace", "TraceError", "TraceLimits", "TraceRequest", "detect_format", "load_trace",
            "to_req"]

@@ -5,7 +5,7 @@ The caches hold a Mooncake prompt in real tokens: hash id h is tokens h*512 .. h
 `block_label` names a stretch of such tokens by the trace's hash ids (`#7 #8 #9[0:176]`: a
 partial block with the token range of it the stretch covers), `stretch_hash_ids` gives the ids
 of a stretch at a prompt offset, `block_span` a token range as block numbers of the prompt.
-A simulated reply (tokens past every hash id, radix/traces/base.py) shows as `reply`.
+A simulated reply (tokens past every hash id, radix/traces/trace.py) shows as `reply`.
 Leaves out: request traces, whose token ids are shown as they are.
 """
 

@@ -20,14 +20,10 @@ from typing import Any
 import msgpack
 
 from radix.blocks.kv_events import batch_from_wire
-from radix.traces.base import (
-    Trace,
-    TraceError,
-    TraceLimits,
-    decode_text,
-    iter_json_lines,
-    type_name,
-)
+from radix.traces.fields import TraceError, type_name
+from radix.traces.limits import TraceLimits
+from radix.traces.reading import decode_text, iter_json_lines
+from radix.traces.trace import Trace
 
 _FIELD = re.compile(r"field '([^']+)'")
 

@@ -4,7 +4,7 @@ A line (kvcache-ai/Mooncake FAST25-release): {"timestamp": ms, "input_length", "
 "hash_ids": [prefix-chained ids of 512-token blocks]}, ceil(input_length / 512) of them. Hash id
 h becomes the real tokens h*512 .. h*512+511 (the last block cut at input_length), held as a
 TokenRuns (radix/tokens/): a few runs a request, never one int a token. load_trace counts what
-the trace expands to (base.py's Tally: prompts in hash ids, outputs in tokens).
+the trace expands to (limits.py's Tally: prompts in hash ids, outputs in tokens).
 Leaves out: Mooncake's other trace columns.
 """
 
@@ -17,23 +17,18 @@ from dataclasses import replace
 from typing import Any
 
 from radix.tokens import TokenRuns
-from radix.traces.base import (
+from radix.traces.fields import (
     MAX_OUTPUT_LEN,
-    MAX_TOKENS_PER_REQUEST,
-    MAX_TOTAL_OUTPUT_TOKENS,
-    Tally,
-    Trace,
     TraceError,
-    TraceLimits,
-    TraceRequest,
     as_int,
     as_int_list,
     as_number,
-    decode_text,
-    iter_json_lines,
     need,
     type_name,
 )
+from radix.traces.limits import MAX_TOKENS_PER_REQUEST, MAX_TOTAL_OUTPUT_TOKENS, Tally, TraceLimits
+from radix.traces.reading import decode_text, iter_json_lines
+from radix.traces.trace import Trace, TraceRequest
 
 BLOCK_TOKENS = 512  # Mooncake's block size: one hash id stands for 512 tokens
 # The default cap on a Mooncake trace's output tokens (load_trace): its replies are runs too, so
@@ -59,7 +54,7 @@ def read_mooncake(data: bytes, limits: TraceLimits) -> Trace:
 def load_mooncake(text: str, max_tokens: int = MAX_TOKENS_PER_REQUEST,
                   tally: Tally | None = None) -> Trace:
     """Parse and validate a Mooncake trace; prompts are TokenRuns of real tokens. `tally`
-    (load_trace's, radix/traces/base.py) counts each line, in file order, before its prompt
+    (a Tally, radix/traces/limits.py) counts each line, in file order, before its prompt
     is built, and refuses the line that takes a total over its limit.
 
     rid is "mc-<line>"; arrival is timestamp / 1000 seconds.

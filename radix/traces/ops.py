@@ -18,20 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from radix.traces.base import (
-    DEFAULT_LIMITS,
-    Tally,
-    Trace,
-    TraceError,
-    TraceLimits,
-    check_text,
-    decode_text,
-    ints_in_range,
-    iter_json_lines,
-    read_bytes,
-    type_name,
-)
-from radix.tree.radix_cache import POLICIES, get_strategy
+from radix.traces.fields import TraceError, check_text, ints_in_range, type_name
+from radix.traces.limits import DEFAULT_LIMITS, Tally, TraceLimits
+from radix.traces.reading import decode_text, iter_json_lines, read_bytes
+from radix.traces.trace import Trace
+from radix.tree.evict_policy import POLICIES, get_strategy
 
 MAX_TOKENS = 1_000_000  # per op
 MAX_INT = 2**62

@@ -15,7 +15,8 @@ from __future__ import annotations
 from radix.request import Req
 from radix.tokens import head
 from radix.tree.components.base import FULL
-from radix.tree.radix_cache import INT64_MAX, RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.lifecycle import INT64_MAX
 from radix.tree.unified_types import InsertParams
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from radix.tree.components.base import FULL, MAMBA, SWA
-from radix.tree.radix_cache import InvariantError
+from radix.tree.invariants import InvariantError
 
 
 class ComponentNodeState(NamedTuple):

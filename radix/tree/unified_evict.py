@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from radix import events as ev
 from radix.tree.components.base import FULL, TreeComponent
-from radix.tree.radix_cache import detach
+from radix.tree.node import detach
 from radix.tree.unified_types import EvictResult
 
 

@@ -43,20 +43,12 @@ from radix.tree.components.full import FullComponent
 from radix.tree.components.mamba import MambaComponent
 from radix.tree.components.req_state import ReqKvInfo
 from radix.tree.components.swa import SWAComponent
-from radix.tree.radix_cache import (
-    GUARD_MIN_LEN,
-    ROOT_PRIORITY,
-    EvictionHeap,
-    LogicalClock,
-    RadixKey,
-    TreeNode,
-    attach,
-    get_strategy,
-    page_at,
-    tlru_new_node,
-    tlru_split,
-)
+from radix.tree.evict_policy import EvictionHeap, get_strategy, tlru_new_node, tlru_split
+from radix.tree.key import RadixKey, page_at
+from radix.tree.node import ROOT_PRIORITY, TreeNode, attach
+from radix.tree.radix_cache import LogicalClock
 from radix.tree.unified_types import EvictResult, HybridMatchResult, InsertParams, InsertResult
+from radix.tree.walk import GUARD_MIN_LEN
 
 
 class UnifiedTreeNode(TreeNode):

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from radix.tree.components.base import FULL, MAMBA, SWA
-from radix.tree.radix_cache import MatchResult, RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.results import MatchResult
 
 
 @dataclass

@@ -16,7 +16,8 @@ from typing import NamedTuple
 from radix.blocks.manager import BlockCacheManager
 from radix.blocks.pool import BlockPool
 from radix.request import Req
-from radix.tree.radix_cache import RadixCache, RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 Namespace = tuple[str | None, str | None]
 

@@ -3,8 +3,8 @@
 Layers, top to bottom (ranks): app.py and pages/ (5); scenarios/ and viz/ (4, never each other);
 runtime/ (3.5: the worker pool, budgets and session registry, below the runs); engine/ and
 examples/ (3, never each other); radix/ (below; its sub-packages are ranked too:
-cli 6 > runs, watch, why 5 > traces 4 > sched 3 > tree, blocks 2 > events, request 1 >
-tokens 0). An import may go to a lower rank only, or within its own package (radix/tree
+cli 6 > runs, watch, why 5 > traces 4 > sched 3 > models 2.5 > tree, blocks 2 > events,
+request 1 > tokens 0). An import may go to a lower rank only, or within its own package (radix/tree
 importing radix/tree). No two modules import each other, directly or through a circle. tests/,
 tools/, benchmarks/ and the root conftest.py import anything. radix/ imports no torch, streamlit
 or numpy, even inside functions. viz/ only draws: it imports nothing that builds or drives a
@@ -29,6 +29,7 @@ RANKS = {
     "radix.cli": 6, "radix.cluster": 5.5,  # the cluster: above runs and watch, below cli
     "radix.hosttier": 5.2,  # the host tier: a tree of its own, priced by runs.costs
     "radix.runs": 5, "radix.watch": 5, "radix.traces": 4, "radix.sched": 3,
+    "radix.models": 2.5,  # presets from configs: read by runs and cli, built on tree and blocks
     "radix.why": 5,  # prompt diffs and miss causes (radix/why/): reads traces, runs caches
     "radix.tree": 2, "radix.blocks": 2,
     "radix.events": 1, "radix.request": 1,
@@ -40,10 +41,9 @@ HEAVY = ("torch", "transformers", "streamlit", "numpy", "plotly", "pandas")
 # what viz/ may not import or call: the things that build or drive a cache
 DRIVERS = ("RadixCache", "BlockPool", "BlockCacheManager", "Scheduler", "EngineService",
            "SimRunner", "OpRunner", "SchedulePolicy", "SlotAllocator", "BlockShadow")
-# (radix/tree/radix_cache.py is not among the modules: it holds the snapshot and replay types
-# viz reads too, TreeSnapshot, TreeModel, EventLog, as SGLang keeps the tree in one file; from it,
-# importing or calling RadixCache is what counts)
-DRIVER_MODULES = ("radix.blocks.pool", "radix.blocks.manager",
+# (the types viz reads live apart from the cache: TreeSnapshot in radix/tree/snapshot.py,
+# TreeModel and EventLog in radix/tree/replay.py; radix/tree/radix_cache.py is the cache)
+DRIVER_MODULES = ("radix.tree.radix_cache", "radix.blocks.pool", "radix.blocks.manager",
                   "radix.sched", "radix.runs.compare", "radix.runs.sim", "radix.runs.ops",
                   "radix.request", "engine", "scenarios")
 
@@ -192,11 +192,13 @@ def test_viz_only_draws():
 
 
 def test_the_viz_rule_can_fail(tmp_path):
-    """A known answer: a module that builds a RadixCache is caught, by the name it imports and
-    by the call; one that builds a BlockPool, by the module, the name and the call."""
+    """A known answer: a module that builds a RadixCache or a BlockPool is caught by the
+    module, the name and the call; one that reads a snapshot is not."""
     f = tmp_path / "m.py"
     f.write_text("from radix.tree.radix_cache import RadixCache\nc = RadixCache()\n")
     found = _viz_drivers(f, "viz.m", {"radix.tree.radix_cache"})
-    assert len(found) == 2 and any("builds a RadixCache" in w for w in found)
+    assert len(found) == 3 and any("builds a RadixCache" in w for w in found)
+    f.write_text("from radix.tree.snapshot import TreeSnapshot\n")
+    assert _viz_drivers(f, "viz.m", {"radix.tree.snapshot"}) == []
     f.write_text("from radix.blocks.pool import BlockPool\np = BlockPool(4)\n")
     assert len(_viz_drivers(f, "viz.m", {"radix.blocks.pool"})) == 3

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from radix.request import Req
-from radix.traces.base import Trace, TraceRequest
+from radix.traces.trace import Trace, TraceRequest
 
 torch = KVPool = ModelRunner = build_host_tier = replay_host_tier = None
 

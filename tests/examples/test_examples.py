@@ -18,7 +18,8 @@ from examples.workloads import (
     three_requests,
 )
 from radix.traces import load_trace
-from radix.tree.radix_cache import RadixCache, RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 TRACES = Path(__file__).resolve().parents[2] / "examples" / "traces"
 

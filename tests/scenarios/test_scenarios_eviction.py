@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from radix import events as ev
-from radix.tree.radix_cache import POLICIES
+from radix.tree.evict_policy import POLICIES
 from scenarios.eviction import (
     DEFAULT,
     DESIGN_QUESTION,

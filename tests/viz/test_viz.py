@@ -5,22 +5,16 @@ from __future__ import annotations
 import pytest
 
 from radix import events as ev
-from radix.tree.radix_cache import EventLog, RadixCache
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import EventLog
 from viz.component import view_data
 from viz.dot import dot_to_svg, tree_dot
-from viz.scene import (
-    ROLES,
-    lock_walk_line,
-    match_path,
-    node_line,
-    place,
-    slot_ranges,
-    step_roles,
-    token_preview,
-    tree_items,
-    tree_scene,
-)
+from viz.layout import place
+from viz.live import lock_walk_line
+from viz.roles import ROLES, step_roles
+from viz.scene import match_path, token_preview, tree_items, tree_scene
 from viz.timeline import Timeline
+from viz.words import node_line, slot_ranges
 
 
 def _ids(scene: dict) -> tuple[set[str], dict[str, tuple[str, str]]]:
@@ -121,7 +115,7 @@ def test_layout_lr_and_signature():
 def test_layout_cycle_is_laid_out_once():
     """a -> b -> a: b's first edge makes it a's child, so no root is left; a, the first node no
     root reaches, becomes one, b hangs under it and both edges are still drawn."""
-    from viz.scene import Box, Line
+    from viz.layout import Box, Line
 
     boxes = [Box(n, n, "#fff", "#000", 1.0, False, "", "") for n in "ab"]
     lines = [Line("x", "a", "b", "", "#000", 1.0), Line("y", "b", "a", "", "#000", 1.0)]
@@ -160,7 +154,8 @@ def test_timeline_eviction_frame_shows_then_removes():
     c.evict(1)  # the older leaf [1,2,3] goes first
     tl = Timeline(log)
     step = tl.num_steps - 1
-    ks = [k for k in range(1, tl.num_micro(step) + 1) if tl.frame(step, k).highlight]
+    ks = [k for k in range(1, tl.num_micro(step) + 1)
+          if "evicted" in tl.frame(step, k).highlight.values()]
     shown = tl.frame(step, ks[0])
     assert shown.highlight == {1: "evicted"} and 1 in shown.snapshot.by_id()
     assert "evict pops leaf #1 (3 tokens)" in shown.narration
@@ -188,7 +183,7 @@ def test_scrub_10000_step_log_replays_at_most_a_keyframe_interval(monkeypatch):
     64: any frame applies at most 64 steps (63 from the keyframe + the frame's own micro-events)
     and equals the log's own replay. The worst case is just before a keyframe: step 63 + 64 j
     replays 63 steps. The time is measured by benchmarks/timeline_scrub.py, not here."""
-    from radix.tree.radix_cache import TreeModel
+    from radix.tree.replay import TreeModel
 
     log = EventLog(keyframe_every=64)
     c = RadixCache(sink=log)
@@ -226,7 +221,7 @@ def test_words_roles_lock_walk_and_slots():
     assert step_roles(events) == {2: "matched", 3: "new"}
     assert step_roles(events, present=[3]) == {3: "new"}
     hops = [ev.LockChanged(9, 0, -1, 40), ev.LockChanged(4, 0, -1, 10)]
-    assert lock_walk_line("t", hops) == ("t unlocks #9 -> #4, 2 hops up to the root: lock_ref "
+    assert lock_walk_line("t", hops) == ("t unlocks #9 → #4, 2 hops up to the root: lock_ref "
                                          "0, 0; 50 tokens now evictable")
     assert slot_ranges([5, 6, 7, 9]) == "5..7, 9 (4 slots)"
     c = RadixCache()
@@ -252,7 +247,7 @@ def test_kv_events_summary_counts_the_recording():
 def test_made_up_reply_ids_are_explained():
     """#24 item 10: a Mooncake replay's tree held ids like 9,223,372,037,272,109,056 and nothing
     said what they were. That id is 2**63 + (199 << 21): request #199's first made-up reply
-    token (radix/traces/base.py); the note says so, and a plain trace's base (2**40, << 20)
+    token (radix/traces/trace.py); the note says so, and a plain trace's base (2**40, << 20)
     likewise. A tree of the trace's own ids gets no note. (A compact trace's tree is not a
     RadixCache, which takes int64 ids: the snapshot here has only what the note reads.)"""
     from types import SimpleNamespace as Snap

@@ -23,7 +23,7 @@ class MambaComponent(TreeComponent):
     mamba_checkpoint_grid); the path cap `mamba_max_states_per_path` (-1: none).
 
     >>> from radix.tree.unified_radix_cache import UnifiedRadixCache, InsertParams
-    >>> from radix.tree.radix_cache import RadixKey
+    >>> from radix.tree.key import RadixKey
     >>> c = UnifiedRadixCache(("full", "mamba"), mamba_chunk_size=64, page_size=16)
     >>> c.components[MAMBA].checkpoint_grid
     64

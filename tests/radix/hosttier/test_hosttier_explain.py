@@ -10,7 +10,7 @@ import pytest
 from radix.cli import main
 from radix.hosttier.explain import explain_host_tier
 from radix.traces import load_trace
-from radix.traces.base import Trace, TraceRequest
+from radix.traces.trace import Trace, TraceRequest
 
 TOKENS = {"a": tuple(range(1, 13)), "b": tuple(range(101, 113)), "c": tuple(range(201, 213))}
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from radix.events import ListSink, PolicyFellBack, QueueSorted, RequestRanked
 from radix.request import Req
 from radix.sched.policy import SchedulePolicy, dfs_weight_order
-from radix.tree.radix_cache import RadixCache, RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 
 def rids(queue):

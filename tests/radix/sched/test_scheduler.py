@@ -17,7 +17,8 @@ from radix.request import Req, SlotAllocator
 from radix.runs.costs import CostModel
 from radix.runs.sim import SimClock, SimRunner
 from radix.sched.scheduler import Scheduler, SchedulerConfig
-from radix.tree.radix_cache import RadixCache, RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 PREFIX = list(range(1, 2001))  # the cold 2,000-token shared prefix
 

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from radix.tokens import RunList, TokenRuns, common_prefix, common_prefix_from, joined
-from radix.tree.radix_cache import RadixCache, RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 runs = st.lists(st.tuples(st.integers(-5, 40), st.integers(0, 6)), max_size=6)
 

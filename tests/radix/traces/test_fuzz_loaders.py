@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from radix.runs.ops import replay_ops
 from radix.traces import TraceError, load_trace
-from radix.traces.base import TraceLimits
+from radix.traces.limits import TraceLimits
 
 # small limits, so that a random trace that loads also replays fast
 LIMITS = TraceLimits(max_tokens_per_request=4096, max_total_tokens=20_000,

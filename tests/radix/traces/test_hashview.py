@@ -11,7 +11,8 @@ from radix.cli import main
 from radix.tokens import TokenRuns
 from radix.traces import load_trace
 from radix.traces.hashview import block_label
-from radix.tree.radix_cache import RadixCache, RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 from viz.scene import tree_items
 from viz.trace import id_labels
 
@@ -34,7 +35,7 @@ def test_pretty_print_shows_hash_ids():
 
 
 def test_tree_scene_edges_show_hash_ids():
-    from radix.tree.radix_cache import snapshot
+    from radix.tree.snapshot import snapshot
 
     _, lines = tree_items(snapshot(two_prompts()), ids=lambda t: block_label(t, 1))
     labels = sorted(line.label for line in lines)

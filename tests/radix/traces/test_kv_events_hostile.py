@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from radix.traces.base import TraceError
+from radix.traces.fields import TraceError
 from radix.traces.kv_events import load_kv_events
 
 STORED = {"type": "BlockStored", "block_hashes": [7], "parent_block_hash": None,

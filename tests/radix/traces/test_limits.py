@@ -11,8 +11,9 @@ import pytest
 from radix.runs import ops as run_ops
 from radix.runs.ops import replay_ops
 from radix.traces import TraceError, load_trace
-from radix.traces.base import MAX_OPS, MAX_TOTAL_OUTPUT_TOKENS, Tally, TraceLimits, gunzip
+from radix.traces.limits import MAX_OPS, MAX_TOTAL_OUTPUT_TOKENS, Tally, TraceLimits
 from radix.traces.ops import OpTraceError, parse_ops
+from radix.traces.reading import gunzip
 
 
 def _requests(n: int, output_len: int = 1, tokens: int = 2) -> bytes:

@@ -15,8 +15,10 @@ from radix.request import SlotAllocator
 from radix.runs.compare import run_tree
 from radix.tokens import TokenRuns
 from radix.traces import TraceError, TraceRequest, detect_format, load_trace, to_req
-from radix.traces.base import dumps_requests, output_tokens
-from radix.tree.radix_cache import EventLog, RadixCache
+from radix.traces.requests import dumps_requests
+from radix.traces.trace import output_tokens
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import EventLog
 
 
 def test_size_cap_names_the_cap():

@@ -13,14 +13,16 @@ from examples.mooncake_conversation import generate
 from radix.runs.compare import compare
 from radix.tokens import RunList, TokenRuns
 from radix.traces import Trace, TraceError, TraceRequest, load_trace
-from radix.traces.base import MAX_TOTAL_OUTPUT_TOKENS, TraceLimits, to_req, trace_reqs
+from radix.traces.limits import MAX_TOTAL_OUTPUT_TOKENS, TraceLimits
 from radix.traces.mooncake import (
     MAX_TOTAL_OUTPUT_TOKENS_COMPACT,
     block_hit_rate,
     hash_ids,
     load_mooncake,
 )
-from radix.tree.radix_cache import RadixCache, RadixKey
+from radix.traces.trace import to_req, trace_reqs
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 TRACES = Path(__file__).resolve().parents[3] / "examples" / "traces"
 SAMPLE = TRACES / "mooncake_synthetic_trace.jsonl.gz"

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from radix import events as ev
 from radix.runs.ops import OpRunner
 from radix.traces.ops import Op, OpTrace
-from radix.tree.radix_cache import POLICIES, EventLog, RadixCache, TreeModel
+from radix.tree.evict_policy import POLICIES
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import EventLog, TreeModel
 
 op_st = st.one_of(
     st.tuples(st.just("start"), st.lists(st.integers(0, 2), min_size=1, max_size=16)),

@@ -15,7 +15,8 @@ from radix.sched.admission import (
     retract_decode,
 )
 from radix.traces.ops import parse_ops
-from radix.tree.radix_cache import RadixCache, TreeModel
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import TreeModel
 
 
 class FreeLog(SlotAllocator):

@@ -6,7 +6,8 @@ import pytest
 
 from radix.cli.demo import DEMO_KEYS, three_request_keys
 from radix.request import Req, SlotAllocator
-from radix.tree.radix_cache import RadixCache, RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 
 def demo_cache(**kw) -> RadixCache:
@@ -245,9 +246,9 @@ def test_evict_survives_a_heap_rebuild_in_the_same_call(monkeypatch):
     """Regression: with no slack, every parent that becomes a leaf during evict triggers a heap
     rebuild while evict is popping. 100 two-node chains [i] -> [i+1000] (a split made by a
     read): one evict of everything must take all 200 nodes, 100 * (1 + 1) = 200 tokens."""
-    import radix.tree.radix_cache
+    import radix.tree.evict_policy
 
-    monkeypatch.setattr(radix.tree.radix_cache, "HEAP_SLACK", 0)
+    monkeypatch.setattr(radix.tree.evict_policy, "HEAP_SLACK", 0)
     c = RadixCache()
     for i in range(100):
         c.insert([i, 1000 + i])

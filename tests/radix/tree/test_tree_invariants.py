@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from radix.tree.radix_cache import InvariantError, RadixCache, RadixKey
+from radix.tree.invariants import InvariantError
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 
 def _tree(page_size: int = 1, extra_key: str | None = None) -> tuple[RadixCache, list]:

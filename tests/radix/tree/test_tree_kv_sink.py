@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from radix import events as ev
 from radix.events import ListSink
-from radix.tree.radix_cache import RadixCache, RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 
 def test_kv_sink_hears_each_insert_and_each_evicted_leaf_with_its_path():

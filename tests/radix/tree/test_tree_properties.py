@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 
 from radix.runs.ops import OpRunner
 from radix.traces.ops import Op, OpTrace
-from radix.tree import radix_cache
-from radix.tree.radix_cache import POLICIES, RadixCache, RadixKey
+from radix.tree import walk
+from radix.tree.evict_policy import POLICIES
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 
 NAMESPACES = (None, "lora-a")
 tokens = st.lists(st.integers(0, 3), min_size=0, max_size=24)
@@ -67,14 +69,14 @@ def longest_cached(prefixes: set, ns, key: list[int], page: int) -> int:
 
 @settings(max_examples=150, deadline=None)
 @given(ops=st.lists(raw_op, max_size=40), page=st.sampled_from([1, 2, 4, 16]),
-       policy=st.sampled_from(POLICIES), guard=st.sampled_from([1, radix_cache.GUARD_MIN_LEN]))
+       policy=st.sampled_from(POLICIES), guard=st.sampled_from([1, walk.GUARD_MIN_LEN]))
 def test_raw_ops_match_brute_force(ops, page, policy, guard):
     """guard=1 sends every first edge through the PrefixProbe (keys here are short)."""
-    saved, radix_cache.GUARD_MIN_LEN = radix_cache.GUARD_MIN_LEN, guard
+    saved, walk.GUARD_MIN_LEN = walk.GUARD_MIN_LEN, guard
     try:
         _raw_ops_match_brute_force(ops, page, policy)
     finally:
-        radix_cache.GUARD_MIN_LEN = saved
+        walk.GUARD_MIN_LEN = saved
 
 
 def _raw_ops_match_brute_force(ops, page, policy):

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from radix.tree.radix_cache import EventLog, RadixCache, TreeModel, get_strategy
+from radix.tree.evict_policy import get_strategy
+from radix.tree.radix_cache import RadixCache
+from radix.tree.replay import EventLog, TreeModel
 
 
 def evicted_keys(cache: RadixCache, n: int) -> list[list[int]]:

@@ -11,7 +11,8 @@ from radix.request import Req
 from radix.tree.components.base import FULL, MAMBA, SWA
 from radix.tree.hybrid_lifecycle import match_kv_cache
 from radix.tree.hybrid_pools import MambaSlotPool
-from radix.tree.radix_cache import InvariantError, RadixKey
+from radix.tree.invariants import InvariantError
+from radix.tree.key import RadixKey
 from radix.tree.unified_radix_cache import InsertParams, UnifiedRadixCache
 
 

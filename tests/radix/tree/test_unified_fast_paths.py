@@ -12,7 +12,7 @@ import pytest
 from radix.request import Req, SlotAllocator, shared_ids
 from radix.tree.hybrid_lifecycle import SchedulerKnobs, serve
 from radix.tree.hybrid_pools import MambaSlotPool, SWASlotAllocator
-from radix.tree.radix_cache import RadixKey
+from radix.tree.key import RadixKey
 from radix.tree.unified_radix_cache import UnifiedRadixCache
 
 

@@ -11,7 +11,8 @@ import random
 import pytest
 
 from radix.request import Req, SlotAllocator
-from radix.tree.radix_cache import RadixCache, RadixKey
+from radix.tree.key import RadixKey
+from radix.tree.radix_cache import RadixCache
 from radix.tree.unified_radix_cache import UnifiedRadixCache
 
 
