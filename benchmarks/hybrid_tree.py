@@ -12,9 +12,10 @@ their double-free bookkeeping (check=False), as SGLang's do.
 Contestants: ours: RadixCache (flavor "unified"), UnifiedRadixCache with FULL, FULL+SWA
 (window 128) and FULL+MAMBA (chunk 64, extra_buffer); with --sglang ROOT (an unpacked wheel),
 SGLang's UnifiedRadixCache, Rust TreeCore, FULL+SWA and FULL+MAMBA over its own pools on CPU.
-With --other ROOT (another checkout, e.g. `git archive main | tar -x -C /tmp/main`), each round
-also runs that checkout's four contestants of ours, one round in a fresh subprocess: before and
-after figures from one run.
+--what-if adds FULL+SWA with new leaves not split to one window (not SGLang's rule: what the
+cap costs). With --other ROOT (another checkout, e.g. `git archive main | tar -x -C
+/tmp/main`), each round also runs that checkout's four contestants of ours, one round in a
+fresh subprocess: before and after figures from one run.
 
     python benchmarks/hybrid_tree.py --rounds 7 --requests 300 --sglang /tmp/sgl/ex
 """
@@ -34,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 
 from radix.request import Req, SlotAllocator  # noqa: E402
+from radix.tree.components.base import SWA  # noqa: E402
 from radix.tree.hybrid_lifecycle import SchedulerKnobs, serve  # noqa: E402
 from radix.tree.hybrid_pools import MambaSlotPool, SWASlotAllocator  # noqa: E402
 from radix.tree.key import RadixKey  # noqa: E402
@@ -66,13 +68,15 @@ def run_radix(prompts) -> None:
         cache.release_kv_cache(req, checkpoint=True)
 
 
-def run_unified(prompts, comps: tuple[str, ...]) -> None:
+def run_unified(prompts, comps: tuple[str, ...], uncapped: bool = False) -> None:
     swa, mamba = "swa" in comps, "mamba" in comps
     cache = UnifiedRadixCache(
         comps, sliding_window_size=WINDOW if swa else None,
         allocator=SWASlotAllocator(POOL, POOL, check=False) if swa
         else SlotAllocator(POOL, check=False),
         mamba_pool=MambaSlotPool(STATES) if mamba else None)
+    if uncapped:  # the what-if: SWA does not split a new leaf to a window (not SGLang's rule)
+        cache.components[SWA]._cap_leaf = lambda leaf: None
     knobs = SchedulerKnobs()
     for i, p in enumerate(prompts):
         serve(cache, Req(f"r{i}", p, max_new_tokens=1), knobs)
@@ -95,11 +99,13 @@ def sglang_runner(root: Path, comps: tuple[str, ...]):
     return run
 
 
-def contestants(sglang: Path | None) -> dict:
+def contestants(sglang: Path | None, what_if: bool = False) -> dict:
     out = {"ours RadixCache": run_radix,
            "ours unified FULL": lambda p: run_unified(p, ("full",)),
            "ours unified FULL+SWA": lambda p: run_unified(p, ("full", "swa")),
            "ours unified FULL+MAMBA": lambda p: run_unified(p, ("full", "mamba"))}
+    if what_if:
+        out["ours SWA, leaves uncapped"] = lambda p: run_unified(p, ("full", "swa"), True)
     if sglang is not None:
         out["SGLang rust FULL+SWA"] = sglang_runner(sglang, ("full", "swa"))
         out["SGLang rust FULL+MAMBA"] = sglang_runner(sglang, ("full", "mamba"))
@@ -142,9 +148,11 @@ def main() -> None:
     ap.add_argument("--sglang", type=Path, default=None, help="folder of the unpacked wheel")
     ap.add_argument("--other", type=Path, default=None,
                     help="another checkout whose contestants of ours run beside (before/after)")
+    ap.add_argument("--what-if", action="store_true",
+                    help="also FULL+SWA with leaves not capped to a window (the cap's cost)")
     args = ap.parse_args()
     prompts = workload(args.requests)
-    runners = contestants(args.sglang)
+    runners = contestants(args.sglang, args.what_if)
     names = list(runners)
     times: dict[str, list[float]] = {n: [] for n in names}
     other: dict[str, list[float]] = {}
