@@ -30,7 +30,7 @@ PENS: dict[str, tuple[str, float]] = {
     "tombstoned": ("#7f7f7f", 3.5),  # a component's value left: a tombstone now
     "lock": ROLES["lock"],  # a lock taken or released here
 }
-RANK = {"stored": 0, "tombstoned": 1, "new": 2, "cut": 3, "hit": 4, "lock": 5}
+RANK = {"stored": 0, "tombstoned": 1, "cut": 2, "hit": 3, "new": 4, "lock": 5}
 NAMES = {"swa": "swa", "mamba": "mamba"}
 
 
