@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 import scenarios.eviction as lab
-from pages import _hosttier, _tlru
+from pages import _hosttier, _hybrid_evict, _tlru
 from pages._player import Player, export_panel
 from pages._shell import (
     long_caption,
@@ -181,3 +181,4 @@ if state.num_live:
                "blocks from the head of its free queue.")
 _tlru.section()
 _hosttier.section()
+_hybrid_evict.section()
