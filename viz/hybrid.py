@@ -114,23 +114,27 @@ def component_items(nodes: Sequence[Any], components: Sequence[str],
 
 def component_scene(nodes: Sequence[Any], components: Sequence[str],
                     highlight: Mapping[int, str] | None = None,
-                    fit: tuple[float, float, float] | None = None) -> dict[str, Any]:
-    """The laid-out scene (viz/layout.py `place`). With `fit` (width px, height px, smallest
-    label px: presenter mode) a tree of more than FOLD_MIN_NODES nodes that does not fit folds
-    as fit_tree_scene does (8, 4, 2, then 1 children a node, then depth caps), keeping every
-    highlighted and every locked node with its ancestors; the most folded when none fits."""
-    scene = place(*component_items(nodes, components, highlight), "TB")
-    if fit is None or len(nodes) <= FOLD_MIN_NODES or fits(scene, *fit):
-        return scene
+                    fit: tuple[float, float, float] | None = None,
+                    max_children: int | None = None) -> dict[str, Any]:
+    """The laid-out scene (viz/layout.py `place`). `max_children`: at most that many children
+    a node (viz/fold.py's fold_tree; a trace's big tree). With `fit` (width px, height px,
+    smallest label px: presenter mode) a tree of more than FOLD_MIN_NODES nodes that does not
+    fit folds as fit_tree_scene does (8, 4, 2, then 1 children a node, then depth caps); the
+    most folded when none fits. A fold keeps every highlighted and every locked node, with
+    its ancestors."""
     snap = SimpleNamespace(nodes=tuple(nodes))
     keep = [*(highlight or {}), *(n.id for n in nodes if n.lock_ref > 0)]
+    plan = None if max_children is None else fold_tree(snap, max_children, None, keep)
+    scene = place(*component_items(nodes, components, highlight, plan), "TB")
+    if fit is None or len(nodes) <= FOLD_MIN_NODES or fits(scene, *fit):
+        return scene
     depth: dict[int, int] = {}
     for n in nodes:
         depth[n.id] = depth.get(n.parent, -1) + 1
-    caps = [(c, None) for c in FIT_CHILDREN]
+    caps = [(c, None) for c in FIT_CHILDREN if max_children is None or c < max_children]
     caps += [(1, d) for d in range(max(depth.values()) - 1, 0, -1)]
-    for max_children, max_depth in caps:
-        plan = fold_tree(snap, max_children, max_depth, keep)
+    for most, max_depth in caps:
+        plan = fold_tree(snap, most, max_depth, keep)
         scene = place(*component_items(nodes, components, highlight, plan), "TB")
         if fits(scene, *fit):
             break

@@ -19,7 +19,8 @@ LABELS = {"llama-3-8b": "Llama-3-8B", "qwen3.5-4b": "Qwen3.5-4B", "gpt-oss-20b":
           "gemma-3-27b": "Gemma-3-27B", "qwen3-next-80b-a3b": "Qwen3-Next-80B-A3B",
           "nemotron-h-8b": "Nemotron-H-8B"}
 KINDS = {"full_attention": "full attention", "sliding_window": "sliding window",
-         "mamba": "Mamba"}
+         "mamba": "Mamba", "intersection": "the intersection"}
+ENGINES = {"sglang": "SGLang 0.5.23", "vllm": "vLLM 0.33"}
 
 
 def model_label(preset: str) -> str:
@@ -199,3 +200,43 @@ def frame_lines(walk: Any, i: int) -> list[str]:
             line += f" The state is copied into {rid}'s own slot (copy on write)."
         out.append(line)
     return out
+
+
+def totals_rows(totals: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
+    """Each engine's figures over a trace (radix/runs/hybrid_compare.py's run_side), one row:
+    hit rate, hit and prefilled tokens, what full attention alone would have hit, the tokens
+    each kind of layer cut from it.
+
+    >>> t = {"engine": "vllm", "requests": 2, "rejected": 0, "hit_rate": 0.25, "hit_tokens": 5,
+    ...      "prefilled_tokens": 15, "attention_hit_tokens": 9, "cut": {"mamba": 4}}
+    >>> totals_rows({"vllm": t})[0]["cut from attention's hit"]
+    'Mamba 4'
+    """
+    rows = []
+    for engine, t in totals.items():
+        cut = ", ".join(f"{KINDS.get(k, k)} {v:,}" for k, v in t["cut"].items())
+        rows.append({"engine": ENGINES.get(engine, engine),
+                     "requests (rejected)": f"{t['requests']:,} ({t['rejected']:,})",
+                     "hit rate": f"{t['hit_rate']:.1%}", "hit tokens": f"{t['hit_tokens']:,}",
+                     "prefilled": f"{t['prefilled_tokens']:,}",
+                     "full attention alone would hit": f"{t['attention_hit_tokens']:,}",
+                     "cut from attention's hit": cut or "-"})
+    return rows
+
+
+def outcome_line(engine: str, o: Any) -> str:
+    """One request's outcome on one engine (radix/runs/hybrid.py's Outcome), in words.
+
+    >>> from types import SimpleNamespace as N
+    >>> o = N(rejected=False, prompt_tokens=2200, hit=0, attention_hit=1152, cut_by="mamba")
+    >>> outcome_line("vllm", o)
+    'vLLM 0.33: 0 of 2,200 prompt tokens hit; full attention alone matched 1,152 (cut by Mamba).'
+    """
+    name = ENGINES.get(engine, engine)
+    if o.rejected:
+        return f"{name}: rejected (too big for the pools), {o.prompt_tokens:,} prompt tokens."
+    out = f"{name}: {o.hit:,} of {o.prompt_tokens:,} prompt tokens hit"
+    if o.attention_hit > o.hit:
+        by = KINDS.get(o.cut_by, o.cut_by) if o.cut_by else "another group"
+        out += f"; full attention alone matched {o.attention_hit:,} (cut by {by})"
+    return out + "."
