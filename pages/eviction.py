@@ -179,6 +179,6 @@ if state.num_live:
                "an interior node with live children (r>0), vLLM because S's blocks have "
                "ref_cnt > 0. The tree frees whole leaves (overshoot); vLLM frees 16-token "
                "blocks from the head of its free queue.")
+_hybrid_evict.section()
 _tlru.section()
 _hosttier.section()
-_hybrid_evict.section()

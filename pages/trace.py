@@ -124,7 +124,7 @@ if state["replay"] is None:
 
 if recording is not None:
     show_recording(state["replay"], recording.getvalue(), state)
-if model != "(none)":  # (imported here: it runs radix/runs/hybrid_compare.py, the --model runs)
+if model != "(none)":  # (imported here: it runs radix.runs.hybrid_compare, the --model runs)
     from pages._trace_hybrid import show_hybrid
 
     show_hybrid(state["replay"], state, sid, model)

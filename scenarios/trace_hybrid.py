@@ -1,8 +1,8 @@
 """The Trace debugger's hybrid run: a trace on a model preset through both engines' hybrid caches,
 one request at a time, kept for scrubbing request by request.
 
-It runs the commands' own code (radix/runs/hybrid_compare.py `run_side`, the `--model` runs of
-compare/explain/why, with radix/models/engines.py's assumptions): SGLang 0.5.23's component tree
+It runs the commands' own code (radix.runs.hybrid_compare `run_side`, the `--model` runs of
+compare/explain/why, with radix.models.engines's assumptions): SGLang 0.5.23's component tree
 into a compact event log with keyframes (radix/tree/unified_replay.py: the tree at any request's
 match or end is replayed, not stored), vLLM 0.33's hybrid KVCacheManager keeping only each
 request's lookup (its groups' own hits, the agreed hit, the junction). Why an event log here and

@@ -203,7 +203,7 @@ def frame_lines(walk: Any, i: int) -> list[str]:
 
 
 def totals_rows(totals: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
-    """Each engine's figures over a trace (radix/runs/hybrid_compare.py's run_side), one row:
+    """Each engine's figures over a trace (radix.runs.hybrid_compare's run_side), one row:
     hit rate, hit and prefilled tokens, what full attention alone would have hit, the tokens
     each kind of layer cut from it.
 
@@ -225,7 +225,7 @@ def totals_rows(totals: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
 
 
 def outcome_line(engine: str, o: Any) -> str:
-    """One request's outcome on one engine (radix/runs/hybrid.py's Outcome), in words.
+    """One request's outcome on one engine (radix.runs.hybrid's Outcome), in words.
 
     >>> from types import SimpleNamespace as N
     >>> o = N(rejected=False, prompt_tokens=2200, hit=0, attention_hit=1152, cut_by="mamba")

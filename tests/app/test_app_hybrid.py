@@ -41,14 +41,19 @@ def test_tour_hybrid_walk_cuts_the_hit_and_draws_the_groups():
     assert "the hit is cut to 1,600, the last checkpoint (node #2)" in texts(at.info)[0]
 
 
+def _lab(at) -> str:
+    """The component section's sentence (the section sits between the lab's and T-LRU's)."""
+    starts = ("The next admission", "SWA's LRU", "MAMBA's LRU", "The cascade", "node #")
+    return next(t for t in texts(at.info) if t.startswith(starts))
+
+
 def test_eviction_lab_component_section_tombstones_and_cascades():
     """The section's default: 16 SWA tokens, chat C running. Its last frame is the cascade on
     node #1 with the totals; node #1's box is a tombstone in both components, outlined; the
     metrics say what went per component. Asked for Mamba states instead, only #2's state."""
     at = page("eviction").run()
     assert not at.exception
-    assert texts(at.info)[-1].endswith("Freed in all: 0 full tokens, 16 SWA tokens, 2 Mamba "
-                                       "states.")
+    assert _lab(at).endswith("Freed in all: 0 full tokens, 16 SWA tokens, 2 Mamba states.")
     n1 = _trees(at, "eviction.hybrid.tree")["n1"]
     assert (n1["label"], n1["role"]) == ("#1  r=0\nswa: tombstone  r=0\nmamba: tombstone  r=0",
                                          "tombstoned")
@@ -56,9 +61,9 @@ def test_eviction_lab_component_section_tombstones_and_cascades():
     assert m["SWA tokens evictable (protected 32)"] == "56"
     assert m["Mamba states evictable (protected 1)"] == "2"
     at.select_slider(key="eviction.hybrid.k.swa.16.True").set_value(0).run()
-    assert "SWA's LRU from the tail: #2, #1, #3, #6, #5, #4 (locked" in texts(at.info)[-1]
+    assert "SWA's LRU from the tail: #2, #1, #3, #6, #5, #4 (locked" in _lab(at)
     at.radio(key="eviction.hybrid.ask").set_value("mamba").run()
-    assert texts(at.info)[-1].startswith("MAMBA's LRU tail is node #2 (chat A, 32..40)")
+    assert _lab(at).startswith("MAMBA's LRU tail is node #2 (chat A, 32..40)")
 
 
 def test_trace_debugger_on_a_model_shows_the_component_tree_and_the_groups():

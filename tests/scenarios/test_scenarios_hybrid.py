@@ -1,6 +1,6 @@
 """The hybrid scenarios: the Tour's walk on two models (hits from SGLang's and vLLM's own rules),
 the Eviction lab's component question (tombstones, the cascade, whole leaves), and the Trace
-debugger's run on a model (needs radix/runs/hybrid_compare.py, hybrid-cli's)."""
+debugger's run on a model (needs radix.runs.hybrid_compare, hybrid-cli's)."""
 
 from __future__ import annotations
 
