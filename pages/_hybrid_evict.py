@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 import scenarios.hybrid_evict as hx
-from pages._shell import max_scale, min_font_px, presenter_fit, say, tree_height
+from pages._shell import max_scale, min_font_px, presenter, presenter_fit, say
 from viz.component import tree_view
 from viz.hybrid import component_scene
 from viz.hybrid_evict import UNITS, frame_line, frame_roles
@@ -46,7 +46,9 @@ def section() -> None:
     k = st.select_slider("event", range(n), value=n - 1, key=f"{KEY}.k.{ask}.{amount}.{live}",
                          format_func=lambda i: "before" if i == 0 else f"{i} of {n - 1}")
     say("info", frame_line(run, k))
-    px = tree_height(300)
+    # presenter mode: its 5 levels of three-line boxes at 14 px take ~560 px (a lecturer
+    # scrolls to this section: the tree fills the projector, nothing folded or panned)
+    px = 560 if presenter() else 420
     scene = component_scene(run.frames[k].nodes, run.components, frame_roles(run, k),
                             presenter_fit(1.0, px))
     tree_view(scene, key=f"{KEY}.tree", height=px, max_scale=max_scale(),

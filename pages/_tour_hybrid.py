@@ -1,9 +1,10 @@
-"""The Tour's hybrid walk: scenarios/hybrid_tour.py's four requests on Llama-3-8B and on a hybrid
-(Qwen3.5-4B or gpt-oss-20b), one scheduler phase a frame: SGLang's component trees side by
-side (each node's FULL lock, SWA window or tombstone, Mamba state or tombstone; the request's
-path in blue up to the hit, red where full attention alone matched), the frame in words, and
-vLLM's lookup per KV-cache group under each tree with the intersection's cut. Not a page:
-tour.py calls `show()` when the walk is scenarios.hybrid_tour.TOUR_WALK.
+"""The Tour's hybrid walks: scenarios/hybrid_tour.py's four requests on Llama-3-8B and on a
+hybrid (Qwen3.5-4B, `?walk=hybrid`; gpt-oss-20b, `?walk=hybrid-swa`), one scheduler phase a
+frame: SGLang's component trees side by side (each node's FULL lock, SWA window or tombstone,
+Mamba state or tombstone; the request's path in blue up to the hit, red where full attention
+alone matched), the frame in words, and vLLM's lookup per KV-cache group under each tree with
+the intersection's cut. Not a page: tour.py calls `show(hybrid)` for a walk of
+scenarios.hybrid_tour.TOUR_WALKS.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from pages._shell import (
     presenter,
     presenter_fit,
     say,
-    tree_height,
 )
 from viz.component import tree_view
 from viz.group_grid import grid_px, group_grid_chart, group_rows
@@ -39,9 +39,7 @@ def _walk(hybrid: str) -> hy.HybridWalk:
     return hy.run_walk(hybrid)
 
 
-def show() -> None:
-    hybrid = st.selectbox("the hybrid model", hy.HYBRIDS, key="tour.hybrid.model",
-                          format_func=model_label)
+def show(hybrid: str) -> None:
     walk = _walk(hybrid)
     player = Player(f"tour.hybrid.{hybrid}", len(walk.frames), page="tour")
     player.buttons()
@@ -74,10 +72,13 @@ def show() -> None:
 
 
 def _tree_px(words: list[str]) -> int:
-    """The trees' height: 280 px (322 in presenter mode) less an alert line (presenter mode)
-    for each line of the words past two, a paragraph break counting as one."""
+    """The trees' height: 280 px; in presenter mode 250 less an alert line for each line of
+    the words past three (a paragraph break counting as one), so that vLLM's groups under the
+    trees stay above the fold at 1280x800 (tests/browser/test_presenter.py)."""
+    if not presenter():
+        return 280
     lines = sum(-(-len(w) // ALERT_LINE_CHARS) for w in words) + len(words) - 1
-    return tree_height(280) - (ALERT_LINE_PX * max(0, lines - 2) if presenter() else 0)
+    return 250 - ALERT_LINE_PX * max(0, lines - 3)
 
 
 def _groups(k: int, info: hy.ModelInfo, lookup) -> None:

@@ -47,7 +47,7 @@ def _tour(name: str):
 
 
 TITLES = {**{w: walk.title for w, walk in WALKS.items()}, ht.TOUR_WALK: ht.TOUR_TITLE,
-          hy.TOUR_WALK: hy.TOUR_TITLE}
+          **hy.TOUR_TITLES}
 if "tour.walk" not in st.session_state:
     st.session_state["tour.walk"] = st.query_params.get("walk", "three-requests")
     if st.session_state["tour.walk"] not in TITLES:
@@ -63,9 +63,9 @@ if name == ht.TOUR_WALK:  # the host tier: its own cache and player (pages/_tour
                  "only. The red outline: the node(s) the event moved.")
     _tour_hosttier.show()
     st.stop()
-if name == hy.TOUR_WALK:  # two models' component trees, vLLM's groups (pages/_tour_hybrid.py)
+if name in hy.TOUR_WALKS:  # two models' component trees, vLLM's groups (pages/_tour_hybrid.py)
     long_caption(_tour_hybrid.ABOUT)
-    _tour_hybrid.show()
+    _tour_hybrid.show(hy.TOUR_WALKS[name])
     st.stop()
 run, tl, cursors, owners = _tour(name)
 long_caption(WALKS[name].about + " Each request: match_prefix, inc_lock_ref, insert, "

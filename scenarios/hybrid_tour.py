@@ -37,10 +37,12 @@ from radix.tree.hybrid_lifecycle import (
 )
 from radix.tree.unified_check import ComponentNodeState
 
-TOUR_WALK = "hybrid"  # the Tour's name for the walk (beside scenarios/tour.py's WALKS)
-TOUR_TITLE = "Tour: one prefix, a full-attention model and a hybrid"
 BASELINE = "llama-3-8b"  # full attention only: the chapter's tree
-HYBRIDS = ("qwen3.5-4b", "gpt-oss-20b")  # the walk's hybrid, chosen on the page
+# the Tour's walks (beside scenarios/tour.py's WALKS): its name -> the hybrid beside BASELINE
+TOUR_WALKS = {"hybrid": "qwen3.5-4b", "hybrid-swa": "gpt-oss-20b"}
+TOUR_TITLES = {"hybrid": "Tour: Llama-3-8B beside Qwen3.5-4B",
+               "hybrid-swa": "Tour: Llama-3-8B beside gpt-oss-20b"}
+HYBRIDS = tuple(TOUR_WALKS.values())
 SHARED, OWN, BRANCH, TAIL = 1_600, 600, 1_900, 300
 PHASES = ("match", "admit", "prefill", "finish")
 POOL_TOKENS = 20_000  # SGLang's full (and SWA) pool: the walk never evicts

@@ -17,8 +17,8 @@ from typing import Any, NamedTuple
 
 CELLS = ("hit", "null", "cut", "miss")  # a cell's state, as its code in the heatmap
 CELL_COLOURS = {"hit": "#54a24b", "null": "#d9d9d9", "cut": "#e45756", "miss": "#ffffff"}
-CELL_WORDS = {"hit": "hit (kept by the group)", "null": "not needed (null block)",
-              "cut": "kept, but cut", "miss": "not cached"}
+CELL_WORDS = {"hit": "hit", "null": "null (not needed)", "cut": "kept, cut",
+              "miss": "not cached"}
 KIND_WORDS = {"full_attention": "full", "sliding_window": "window", "mamba": "Mamba"}
 
 
@@ -75,12 +75,14 @@ def group_grid_chart(rows: list[GroupRow], block_size: int, hit: int, title: str
             for r, row in enumerate(rows) for j, c in enumerate(row.cells)]
     font = {"fontSize": text_px}
     keys = [{"type": "scatter", "name": CELL_WORDS[c], "data": [], "symbol": "rect",
-             "itemStyle": {"color": CELL_COLOURS[c], "opacity": 1, "borderColor": "#999999"}}
-            for c in CELLS]
+             "itemStyle": {"color": CELL_COLOURS[c], "opacity": 1, "borderColor": "#999999",
+                           "borderWidth": 1}} for c in CELLS]
     cut = {"type": "line", "xAxisIndex": 1, "data": [], "silent": True,
            "markLine": {"symbol": "none", "silent": True, "animation": False,
                         "lineStyle": {"color": "#000000", "width": 2, "type": "solid"},
+                        # under the line's foot, away from the chart's nearer edge
                         "label": {"formatter": f"agreed hit {hit:,}", "position": "end",
+                                  "align": "right" if 2 * hit > n * block_size else "left",
                                   **font},
                         "data": [{"xAxis": min(hit / block_size, n)}]}}
     names = [f"{row.label} ({row.own_hit:,})" for row in rows]
@@ -89,7 +91,7 @@ def group_grid_chart(rows: list[GroupRow], block_size: int, hit: int, title: str
         "title": {"text": title, "left": 0, "textStyle": font},
         "tooltip": {"trigger": "item", "formatter": "{b}"},
         "grid": {"left": 8 + int(0.6 * text_px * max(map(len, names), default=4)),
-                 "right": 16, "top": 30 + text_px, "bottom": 12 + 2 * text_px},
+                 "right": 16, "top": 8 + text_px, "bottom": 16 + 2 * text_px},
         "xAxis": [{"type": "category", "data": list(range(n)), "show": False},
                   {"type": "value", "min": 0, "max": n, "show": False}],
         "yAxis": {"type": "category", "inverse": True, "data": names,
@@ -100,11 +102,13 @@ def group_grid_chart(rows: list[GroupRow], block_size: int, hit: int, title: str
                                  for i, c in enumerate(CELLS)]},
         "legend": {"bottom": 0, "left": 0, "icon": "rect", "itemWidth": 12, "itemHeight": 12,
                    "selectedMode": False, "textStyle": font, "data": [k["name"] for k in keys]},
-        "series": [{"type": "heatmap", "data": data,
-                    "itemStyle": {"borderColor": "#999999", "borderWidth": 1}}, *keys, cut],
+        "series": [{"type": "heatmap", "data": data,  # cell borders only where cells are wide
+                    "itemStyle": {"borderColor": "#999999", "borderWidth": int(n <= 40)}},
+                   *keys, cut],
     }
 
 
 def grid_px(rows: list[GroupRow], text_px: int = 12) -> int:
-    """The chart's height: a row of 26 px a group, the title, the legend and the cut's label."""
-    return 40 + 26 * len(rows) + 5 * text_px
+    """The chart's height: a row of 20 px a group, the title above, the cut's label and the
+    legend below (Qwen3.5's 4 groups at 14 px: 24 + 3 x 14 + 80 = 146)."""
+    return 24 + 3 * text_px + 20 * len(rows)
