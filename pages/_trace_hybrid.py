@@ -49,8 +49,9 @@ def _run(r: Any, state: dict, sid: str, model: str) -> HybridTrace | None:
     """The run for `model` (a job; None while it runs or when it failed, said)."""
     held = state.get("hybrid")
     if held is None or held["model"] != model:
-        if held is not None and held.get("job") is not None:
-            held["job"].cancel()
+        if state.get("hybrid_job") is not None:
+            state["hybrid_job"].cancel()
+        state["hybrid"] = None
         BUDGET.release(sid, WHAT)
         try:
             job = jobs().submit(f"{r.name} on {model}", lambda progress, cancel: run_hybrid(
@@ -59,13 +60,16 @@ def _run(r: Any, state: dict, sid: str, model: str) -> HybridTrace | None:
         except QueueFull as exc:
             say("error", f"The server is busy: {exc}")
             return None
-        held = state["hybrid"] = {"model": model, "job": job, "run": None}
+        # the job at the state's top: letting go of the state (a new trace, a closed tab)
+        # cancels it (pages/_serve.py's Holdings)
+        held = state["hybrid"] = {"model": model, "run": None}
+        state["hybrid_job"] = job
     if held["run"] is None:
-        job = held["job"]
+        job = state["hybrid_job"]
         if not wait_for(job, f"{r.name} on {model_label(model)}"):
             return None
         try:
-            held["run"], held["job"] = job.take(), None
+            held["run"], state["hybrid_job"] = job.take(), None
         except Cancelled:
             say("info", "Run cancelled: choose the model again to start it.")
             return None

@@ -85,6 +85,7 @@ if state is None or state["key"] != key:
     held.put(sid, "trace", None)  # drop the old replay before the new one runs
     BUDGET.release(sid, "trace replay")
     BUDGET.release(sid, "trace explain")
+    BUDGET.release(sid, "trace hybrid run")  # (scenarios/trace_hybrid.py's, on a model)
     if state is not None:
         state = None
         give_back_memory()  # the old replay's pages go back to the system

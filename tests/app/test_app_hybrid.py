@@ -10,6 +10,8 @@ import pytest
 from apphelp import echarts, finish_jobs, metrics, page, texts
 from machine import seconds
 
+from runtime.budget import BUDGET
+
 
 def _trees(at, suffix: str) -> dict[str, dict]:
     """The tree component whose key ends in `suffix`: its scene's nodes by id."""
@@ -82,9 +84,9 @@ def test_trace_debugger_on_a_model_shows_the_component_tree_and_the_groups():
     at.session_state["trace.model"] = "qwen3.5-4b"
     at.run().file_uploader(key="trace.upload").set_value(("w.jsonl", data.encode(), "text/plain"))
     at = finish_jobs(at.run())
-    held = holdings().get(at.session_state["trace.sid"], "trace")["hybrid"]
-    if held["job"] is not None:
-        assert held["job"].wait(seconds(120))
+    job = holdings().get(at.session_state["trace.sid"], "trace")["hybrid_job"]
+    if job is not None:
+        assert job.wait(seconds(120))
         at.run()
     assert not at.exception
     table = at.dataframe[0].value
@@ -99,3 +101,4 @@ def test_trace_debugger_on_a_model_shows_the_component_tree_and_the_groups():
     grid = [o for _, o in echarts(at) if o["title"]["text"].startswith("vLLM: the lookup")][0]
     assert grid["yAxis"]["data"][-1] == "group 3: full (1,152)"
     assert "the junction is pinned at 1,152" in " ".join(texts(at.caption))
+    assert BUDGET.usage(at.session_state["trace.sid"]).session > 0
