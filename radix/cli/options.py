@@ -130,3 +130,101 @@ class StderrProgress:
             return
         self.stage, self.last = stage, now
         print(f"{self.command}: {fraction:.0%} {text}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- --model (hybrid models)
+MODEL_HELP = ("a model preset (qwen3.5-4b, qwen3-next-80b-a3b, gpt-oss-20b, gemma-3-27b, "
+              "nemotron-h-8b, llama-3-8b) or a Hugging Face config.json: run the trace on both "
+              "engines' caches for that model (SGLang's component tree, vLLM's hybrid block "
+              "cache; see docs/HYBRID.md)")
+
+
+def parse_kv_memory(text: str) -> int | None:
+    """`--kv-memory`'s value: GiB of KV cache (a number > 0), or None for unbounded.
+
+    >>> parse_kv_memory("40"), parse_kv_memory("0.5"), parse_kv_memory("unbounded")
+    (42949672960, 536870912, None)
+    """
+    if text.strip().lower() == UNBOUNDED:
+        return None
+    try:
+        value = float(text.replace(",", "").lower().removesuffix("gib"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--kv-memory must be GiB (a number > 0) or '{UNBOUNDED}', got {text!r}") from None
+    if not value > 0 or value > 1 << 20:
+        raise argparse.ArgumentTypeError(f"--kv-memory must be > 0 and at most 1,048,576 GiB, "
+                                         f"got {text!r}")
+    return int(value * (1 << 30))
+
+
+def add_model(parser: argparse.ArgumentParser) -> None:
+    """--model and the assumptions that change a hybrid model's answer, by the engines' flag
+    names, defaulting to each engine's choice on an H100 (radix/models/engines.py)."""
+    from radix.models.engines import DEFAULT_KV_MEMORY, MAMBA_CACHE_MODES
+    from radix.models.vllm import ATTENTION_BACKENDS, GDN_PREFILL_BACKENDS
+    from radix.tree.hybrid_args import STRATEGIES
+
+    g = parser.add_argument_group("hybrid models (with --model)")
+    g.add_argument("--model", metavar="PRESET|config.json", default=None, help=MODEL_HELP)
+    g.add_argument("--kv-memory", type=parse_kv_memory, default=DEFAULT_KV_MEMORY,
+                   metavar="GIB|unbounded",
+                   help=f"GPU memory for the KV cache, each engine splitting it its own way "
+                        f"(default {DEFAULT_KV_MEMORY >> 30}; '{UNBOUNDED}': room for the "
+                        "whole trace). Replaces --capacity")
+    g.add_argument("--attention-backend", choices=tuple(ATTENTION_BACKENDS),
+                   default="FLASH_ATTN", help="vLLM's attention backend (default FLASH_ATTN)")
+    g.add_argument("--gdn-prefill-backend", choices=tuple(GDN_PREFILL_BACKENDS),
+                   default="flashinfer", help="vLLM's GDN prefill kernel: flashinfer (H100, "
+                   "block 576 for Qwen3.5) or triton (block 528)")
+    g.add_argument("--mamba-cache-mode", choices=MAMBA_CACHE_MODES, default="align",
+                   help="vLLM's mamba_cache_mode (none: no prefix caching)")
+    g.add_argument("--mamba-radix-cache-strategy", choices=STRATEGIES, default="auto",
+                   help="SGLang's Mamba strategy (auto: extra_buffer with the overlap "
+                        "scheduler, no_buffer without)")
+    g.add_argument("--disable-overlap-schedule", action="store_true",
+                   help="SGLang without the overlap scheduler (auto then picks no_buffer)")
+
+
+def model_from(args: Any) -> tuple[Any, Any] | None:
+    """(ModelPreset, EngineAssumptions) when the command was given --model, else None; a bad
+    preset or config, or --capacity beside --model, is an InputError naming it."""
+    from radix.cli import InputError
+    from radix.models import ConfigError, load_preset
+    from radix.models.engines import EngineAssumptions
+
+    if getattr(args, "model", None) is None:
+        d = EngineAssumptions()
+        defaults = {"kv_memory": d.kv_memory_bytes, "attention_backend": d.attention_backend,
+                    "gdn_prefill_backend": d.gdn_prefill_backend,
+                    "mamba_cache_mode": d.mamba_cache_mode,
+                    "mamba_radix_cache_strategy": d.mamba_radix_cache_strategy,
+                    "disable_overlap_schedule": d.disable_overlap_schedule}
+        given = [f"--{k.replace('_', '-')}" for k, v in defaults.items()
+                 if getattr(args, k, v) != v]
+        if given:
+            raise InputError(f"{', '.join(given)}: only with --model")
+        return None
+    try:
+        preset = load_preset(args.model)
+    except ConfigError as exc:
+        raise InputError(f"--model {exc}") from None
+    if getattr(args, "capacity", None) is not None:
+        raise InputError("--capacity counts the tokens of one full-attention cache; with "
+                         "--model give --kv-memory GIB (each engine splits it its own way)")
+    block = getattr(args, "block_size", None)
+    chunk = getattr(args, "chunk", None)
+    try:
+        a = EngineAssumptions(
+            attention_backend=args.attention_backend,
+            gdn_prefill_backend=args.gdn_prefill_backend, mamba_cache_mode=args.mamba_cache_mode,
+            block_size=None if block in (None, 16) else block,
+            mamba_radix_cache_strategy=args.mamba_radix_cache_strategy,
+            disable_overlap_schedule=args.disable_overlap_schedule,
+            page_size=getattr(args, "page_size", None) or 1, kv_memory_bytes=args.kv_memory,
+            **({"chunked_prefill_size": chunk} if chunk else {}))
+        from radix.models.engines import sglang_server_args
+        sglang_server_args(preset, a)  # no_buffer with pages > 1 and such: said now
+    except ValueError as exc:
+        raise InputError(f"--model {args.model}: {exc}") from None
+    return preset, a

@@ -3,8 +3,8 @@
 Layers, top to bottom (ranks): app.py and pages/ (5); scenarios/ and viz/ (4, never each other);
 runtime/ (3.5: the worker pool, budgets and session registry, below the runs); engine/ and
 examples/ (3, never each other); radix/ (below; its sub-packages are ranked too:
-cli 6 > runs, watch, why 5 > traces 4 > sched 3 > tree, blocks 2 > events, request 1 >
-tokens 0). An import may go to a lower rank only, or within its own package (radix/tree
+cli 6 > runs, watch, why 5 > traces 4 > sched 3 > models 2.5 > tree, blocks 2 > events,
+request 1 > tokens 0). An import may go to a lower rank only, or within its own package (radix/tree
 importing radix/tree). No two modules import each other, directly or through a circle. tests/,
 tools/, benchmarks/ and the root conftest.py import anything. radix/ imports no torch, streamlit
 or numpy, even inside functions. viz/ only draws: it imports nothing that builds or drives a
@@ -30,6 +30,7 @@ RANKS = {
     "radix.hosttier": 5.2,  # the host tier: a tree of its own, priced by runs.costs
     "radix.runs": 5, "radix.watch": 5, "radix.traces": 4, "radix.sched": 3,
     "radix.why": 5,  # prompt diffs and miss causes (radix/why/): reads traces, runs caches
+    "radix.models": 2.5,  # model presets on both engines: above the tree and the blocks
     "radix.tree": 2, "radix.blocks": 2,
     "radix.events": 1, "radix.request": 1,
     "radix.tokens": 0,  # compact token sequences: below everything that holds tokens

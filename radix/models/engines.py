@@ -1,0 +1,192 @@
+"""One model preset on both engines: the settings that change a hybrid model's answer
+(`EngineAssumptions`, each engine's default on an H100) and the one function per engine that
+maps a `ModelPreset` onto it: `sglang_shape` / `sglang_server_args` (SGLang 0.5.23's
+HybridShape and HybridServerArgs, radix/tree/hybrid_args.py) and `vllm_options` (vLLM 0.33's
+VllmOptions, hence `vllm_layout`). Pools come from one KV memory budget, split as each engine
+splits it (`sglang_pools`, `vllm_num_blocks`); `describe` says what was assumed and names the
+alternatives. Leaves out: tensor parallelism, KV-cache quantization, speculative decoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from radix.models.preset import SLIDING, ModelPreset
+from radix.models.vllm import (
+    ATTENTION_BACKENDS,
+    GDN_PREFILL_BACKENDS,
+    VllmLayout,
+    VllmOptions,
+    vllm_layout,
+)
+from radix.tree.hybrid_args import STRATEGIES, HybridServerArgs, HybridShape, PoolSizes, pool_sizes
+
+GIB = 1 << 30
+DEFAULT_KV_MEMORY = 40 * GIB  # about what an H100 (80 GB) leaves for KV beside 8-27B weights
+PREFILL_CHUNK = 8192  # SGLang's chunked_prefill_size and vLLM's max_num_batched_tokens, H100
+MAMBA_CACHE_MODES = ("align", "none")
+
+
+@dataclass(frozen=True)
+class EngineAssumptions:
+    """What the answer depends on beyond the model and the trace, by each engine's flag name,
+    with the engines' defaults on an H100 (the `python -m radix` options of the same names)."""
+
+    # vLLM 0.33
+    attention_backend: str = "FLASH_ATTN"  # --attention-backend; every one takes 16-token blocks
+    gdn_prefill_backend: str = "flashinfer"  # SM90 picks FlashInfer (64-token grid): block 576
+    mamba_cache_mode: str = "align"  # the only prefix-caching mode; "none" turns caching off
+    block_size: int | None = None  # --block-size; None: 16, raised to hold a Mamba state
+    # SGLang 0.5.23
+    mamba_radix_cache_strategy: str = "auto"  # auto: extra_buffer with the overlap scheduler
+    disable_overlap_schedule: bool = False  # on by default: auto resolves to extra_buffer
+    page_size: int = 1  # --page-size
+    # both
+    kv_memory_bytes: int | None = DEFAULT_KV_MEMORY  # None: room for the whole trace
+    chunked_prefill_size: int = PREFILL_CHUNK  # prefill chunk, tokens
+
+    def __post_init__(self) -> None:
+        for value, known, name in (
+                (self.attention_backend, ATTENTION_BACKENDS, "attention_backend"),
+                (self.gdn_prefill_backend, GDN_PREFILL_BACKENDS, "gdn_prefill_backend"),
+                (self.mamba_cache_mode, MAMBA_CACHE_MODES, "mamba_cache_mode"),
+                (self.mamba_radix_cache_strategy, STRATEGIES, "mamba_radix_cache_strategy")):
+            if value not in known:
+                raise ValueError(f"{name} must be one of {', '.join(known)}, got {value!r}")
+        for name in ("page_size", "chunked_prefill_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.block_size is not None and self.block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {self.block_size}")
+        if self.kv_memory_bytes is not None and self.kv_memory_bytes < 1:
+            raise ValueError(f"kv_memory_bytes must be >= 1, got {self.kv_memory_bytes}")
+
+
+def sglang_shape(preset: ModelPreset) -> HybridShape:
+    """What SGLang's tree reads of the model. Its `sliding_window_size` is the config's window
+    minus one (gpt_oss.py and gemma3_causal.py: `config.sliding_window - 1`).
+
+    >>> from radix.models import load_preset
+    >>> s = sglang_shape(load_preset("gpt-oss-20b")); s.sliding_window, s.swa_kv_bytes_per_token
+    (127, 24576)
+    >>> s = sglang_shape(load_preset("qwen3.5-4b")); s.has_mamba, s.mamba_chunk_size
+    (True, 64)
+    """
+    window = preset.sliding_window - 1 if preset.num_layers_of(SLIDING) else None
+    return HybridShape(sliding_window=window, has_mamba=preset.has_mamba,
+                       full_kv_bytes_per_token=preset.full_kv_bytes_per_token,
+                       swa_kv_bytes_per_token=preset.swa_kv_bytes_per_token,
+                       mamba_state_bytes=preset.mamba_state_bytes,
+                       mamba_chunk_size=preset.chunk_size or 64)
+
+
+def sglang_server_args(preset: ModelPreset, a: EngineAssumptions, **more) -> HybridServerArgs:
+    """SGLang's server arguments under `a`, the Mamba strategy resolved (auto: extra_buffer
+    with the overlap scheduler, no_buffer without it); `more` sets any other field.
+
+    >>> from radix.models import load_preset
+    >>> q = load_preset("qwen3.5-4b")
+    >>> sglang_server_args(q, EngineAssumptions()).mamba_radix_cache_strategy
+    'extra_buffer'
+    >>> off = EngineAssumptions(disable_overlap_schedule=True)
+    >>> sglang_server_args(q, off).mamba_radix_cache_strategy
+    'no_buffer'
+    """
+    args = HybridServerArgs(page_size=a.page_size,
+                            mamba_radix_cache_strategy=a.mamba_radix_cache_strategy,
+                            disable_overlap_schedule=a.disable_overlap_schedule, **more)
+    return args.resolved(sglang_shape(preset))
+
+
+def vllm_options(a: EngineAssumptions, max_model_len: int = 1 << 20) -> VllmOptions:
+    """vLLM's settings under `a`. `max_model_len` defaults past any trace's request: the cache
+    is asked, not the model's context limit.
+
+    >>> vllm_options(EngineAssumptions(gdn_prefill_backend="triton")).gdn_prefill_backend
+    'triton'
+    """
+    return VllmOptions(attention_backend=a.attention_backend,
+                       gdn_prefill_backend=a.gdn_prefill_backend,
+                       mamba_cache_mode=a.mamba_cache_mode, block_size=a.block_size,
+                       max_model_len=max_model_len)
+
+
+def sglang_pools(preset: ModelPreset, a: EngineAssumptions, memory_bytes: int) -> PoolSizes:
+    """SGLang's split of `memory_bytes` (hybrid_args.pool_sizes): Mamba states take
+    mamba_full_memory_ratio / (1 + ratio) of it, the rest buys full tokens and their SWA share.
+
+    40 GiB on Qwen3.5-4B: the states get 40 x 0.9 / 1.9 = 18.9 GiB, 394 states of 49.1 MiB
+    (one of them the padding slot); the other 21.1 GiB buy full tokens at 32 KiB each.
+    >>> from radix.models import load_preset
+    >>> sglang_pools(load_preset("qwen3.5-4b"), EngineAssumptions(), 40 * GIB)
+    PoolSizes(full_tokens=691352, swa_tokens=0, mamba_slots=393)
+    """
+    shape = sglang_shape(preset)
+    return pool_sizes(shape, sglang_server_args(preset, a), memory_bytes)
+
+
+def vllm_num_blocks(layout: VllmLayout, memory_bytes: int) -> int:
+    """vLLM's block count for `memory_bytes` (kv_cache_planning.py): one block id holds a page in
+    every layer of a group, so a block costs page bytes x the largest group's layers.
+
+    40 GiB on Qwen3.5-4B: a page is 576 x 4,096 B = 2.25 MiB, a group 8 layers: 18 MiB a block,
+    2,275 blocks.
+    >>> from radix.models import load_preset
+    >>> vllm_num_blocks(vllm_layout(load_preset("qwen3.5-4b")), 40 * GIB)
+    2275
+    """
+    per_block = layout.page_size_bytes * max(len(g.layer_names) for g in layout.groups)
+    return max(memory_bytes // per_block, 1)
+
+
+def describe(preset: ModelPreset, a: EngineAssumptions) -> dict[str, list[str]]:
+    """What each engine was assumed to run, and the alternatives that change the answer.
+
+    >>> from radix.models import load_preset
+    >>> d = describe(load_preset("qwen3.5-4b"), EngineAssumptions())
+    >>> for line in d["vllm"][0].split(", "): print(line)
+    block 576: attention FLASH_ATTN (16-token kernel blocks)
+    GDN prefill flashinfer (checkpoints every 64 tokens)
+    >>> d["sglang"][0]
+    'mamba_radix_cache_strategy extra_buffer (auto, the overlap scheduler on)'
+    """
+    layout = vllm_layout(preset, vllm_options(a))
+    vllm, sglang, others = [], [], []
+    grid = GDN_PREFILL_BACKENDS[a.gdn_prefill_backend]
+    gdn = (f", GDN prefill {a.gdn_prefill_backend} ("
+           + (f"checkpoints every {grid} tokens)" if grid else "no checkpoint grid)")
+           if preset.mamba_kind == "gdn" else "")
+    vllm.append(f"block {layout.block_size}: attention {a.attention_backend} "
+                f"({ATTENTION_BACKENDS[a.attention_backend]}-token kernel blocks){gdn}")
+    if preset.has_mamba:
+        vllm.append(f"mamba_cache_mode {a.mamba_cache_mode}")
+        if preset.mamba_kind == "gdn":
+            other = "triton" if a.gdn_prefill_backend == "flashinfer" else "flashinfer"
+            alt = vllm_layout(preset, vllm_options(EngineAssumptions(gdn_prefill_backend=other,
+                                                                     block_size=a.block_size)))
+            others.append(f"--gdn-prefill-backend {other} (vLLM block {alt.block_size})")
+        if a.mamba_cache_mode == "align":
+            others.append("--mamba-cache-mode none (vLLM: no prefix caching)")
+        args = sglang_server_args(preset, a)
+        s = args.mamba_radix_cache_strategy
+        how = ("auto, the overlap scheduler " + ("off" if args.disable_overlap_schedule
+                                                  else "on")
+               if a.mamba_radix_cache_strategy == "auto" else "set")
+        sglang.append(f"mamba_radix_cache_strategy {s} ({how})")
+        if a.mamba_radix_cache_strategy == "auto":
+            flip = "--disable-overlap-schedule" if s == "extra_buffer" else "the overlap scheduler"
+            others.append(f"{flip} (SGLang auto: "
+                          f"{'no_buffer' if s == 'extra_buffer' else 'extra_buffer'})")
+        else:
+            others.append("--mamba-radix-cache-strategy " + ("no_buffer" if s == "extra_buffer"
+                                                             else "extra_buffer"))
+    if preset.num_layers_of(SLIDING):
+        sglang.append(f"sliding_window_size {preset.sliding_window - 1} (the config's window "
+                      f"{preset.sliding_window} - 1), swa_full_tokens_ratio "
+                      f"{HybridServerArgs().swa_full_tokens_ratio}")
+    sglang.append(f"page {a.page_size}")
+    both = [f"prefill chunks of {a.chunked_prefill_size:,} tokens",
+            "KV memory " + ("unbounded (room for the whole trace)" if a.kv_memory_bytes is None
+                            else f"{a.kv_memory_bytes / GIB:g} GiB")]
+    others.append("--kv-memory GIB|unbounded")
+    return {"vllm": vllm, "sglang": sglang, "both": both, "others": others}

@@ -1,0 +1,319 @@
+"""A trace on a hybrid model, both engines, one request at a time (compare.py's run_tree and
+run_blocks for sliding-window and Mamba layers).
+
+SGLang 0.5.23 (`SGLangSide`): the component tree (FULL with SWA and/or MAMBA, from the preset)
+over its pools, each request through radix/tree/hybrid_lifecycle.py: match (a Mamba state copied
+on write), admit, prefill in chunks (each chunk checkpointed), decode token by token, finish.
+vLLM 0.33 (`VllmSide`): the hybrid KVCacheManager of the preset's layout: lookup (the junction
+pinned), prefill chunks cut by the Mamba split, decode in steps that end on block boundaries
+(the same allocations as token by token; a block the window passed is freed at the step's end),
+free. Each request gives an `Outcome`: the agreed hit and what the groups / components saw.
+Pools come from one KV memory budget (radix/models/engines.py) or, unbounded, hold the trace.
+Leaves out: batching (requests run alone), the models' context limits (not enforced).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
+
+from radix.models.engines import (
+    EngineAssumptions,
+    describe,
+    sglang_pools,
+    sglang_server_args,
+    sglang_shape,
+    vllm_num_blocks,
+    vllm_options,
+)
+from radix.models.preset import ModelPreset
+from radix.models.vllm import vllm_layout
+from radix.request import Req
+from radix.runs.compare import fewer_collections
+from radix.traces.trace import Trace, is_compact_trace, output_tokens, to_req
+from radix.tree.components.base import ComponentType
+from radix.tree.hybrid_args import build_hybrid_cache
+from radix.tree.hybrid_lifecycle import (
+    admit,
+    decode_step,
+    extend,
+    finish,
+    match_kv_cache,
+    prefill_done,
+    retract,
+)
+
+MAMBA, SWA, FULL = "mamba", "sliding_window", "full_attention"  # vLLM's spec kinds
+MAX_RUN_BYTES = 2 << 30  # what a run's pools may cost this process (estimated), as the CLI's
+BYTES_PER_BLOCK = 200  # a vLLM block here: the object, its queue links, its hash key
+BYTES_PER_SWA_SLOT = 48  # an SWA-pool slot here: the mapping entry and the ids it holds
+
+
+class Outcome(NamedTuple):
+    """One request on one engine. Hits: attention_hit >= cut_at >= hit; the tokens between
+    attention_hit and cut_at were cut by `cut_by` (a group or component kind), those between
+    cut_at and hit by the intersection of the groups."""
+
+    rid: str
+    prompt_tokens: int
+    hit: int  # the hit every group / component agreed on
+    rejected: bool  # too big for the pools (counted, not run)
+    attention_hit: int  # full attention alone (vLLM's full group; SGLang's FULL walk)
+    cut_at: int  # the lowest single group's hit (SGLang: the hit)
+    cut_by: str | None  # the kind that held the hit below attention_hit (None: nothing)
+    unit: int  # the hybrid block (vLLM) or the page (SGLang) hits are counted in
+    uncached_common: int  # vLLM's num_uncached_common_prefix_tokens (SGLang: 0)
+    junction: int  # vLLM's shared_prefix_boundary; SGLang's mamba_branching_seqlen; 0: none
+    grid: int = 0  # where Mamba states are kept: vLLM's block, SGLang's checkpoint grid
+    keeps_branch: bool = True  # SGLang: the request keeps a state at the junction (extra_buffer)
+
+
+class Sizing(NamedTuple):
+    """What the pools are sized from when unbounded: each request's prompt and output lengths,
+    and whether the prompts are compact (Mooncake: slot ids as runs)."""
+
+    lengths: list[tuple[int, int]]  # (prompt tokens, output tokens) per request
+    compact: bool
+
+    def room(self, unit: int) -> int:
+        """Tokens for every prompt and output and a unit each: nothing is evicted.
+
+        >>> Sizing([(10, 2), (5, 1)], False).room(4)
+        27
+        """
+        return sum(n + o + unit for n, o in self.lengths) + 1
+
+
+class SGLangSide:
+    """SGLang's component tree for `preset` under `a` (see the module docstring)."""
+
+    engine = "sglang"
+
+    def __init__(self, preset: ModelPreset, a: EngineAssumptions, sizing: Sizing,
+                 sink: Any = None) -> None:
+        self.shape = shape = sglang_shape(preset)
+        self.a = a
+        if a.kv_memory_bytes is None:
+            room = sizing.room(a.page_size)
+            room += -room % a.page_size
+            args = sglang_server_args(preset, a, max_total_num_tokens=room,
+                                      swa_full_tokens_ratio=1.0,
+                                      max_mamba_cache_size=4 * len(sizing.lengths) + 8)
+        else:
+            sizes = sglang_pools(preset, a, a.kv_memory_bytes)
+            args = sglang_server_args(preset, a, max_total_num_tokens=sizes.full_tokens,
+                                      max_mamba_cache_size=sizes.mamba_slots or None)
+        self.args = args
+        compact = sizing.compact
+        if shape.sliding_window and (compact or a.kv_memory_bytes is None):
+            check_memory(args.max_total_num_tokens * BYTES_PER_SWA_SLOT,
+                         f"SGLang's SWA pool of {args.max_total_num_tokens:,} tokens")
+        self.cache, self.knobs = build_hybrid_cache(shape, args, sink=sink, runs=compact)
+        alloc = self.cache.allocator
+        self.full_tokens = args.max_total_num_tokens
+        self.swa_tokens = alloc.swa.size if shape.sliding_window else None
+        self.mamba_slots = self.cache.mamba_pool.size if shape.has_mamba else None
+        kinds = [k for k, on in ((SWA, shape.sliding_window), (MAMBA, shape.has_mamba)) if on]
+        self.cut_kind = kinds[0] if len(kinds) == 1 else None
+        mamba = self.cache.components[ComponentType.MAMBA] if shape.has_mamba else None
+        self.grid = mamba.checkpoint_grid if mamba is not None else 0
+        self.extra_buffer = args.mamba_radix_cache_strategy == "extra_buffer"
+
+    def fits(self, n: int, out: int) -> bool:
+        """Whether a request can run alone: its prompt and output in the full pool; its SWA
+        share (a chunk and a window, or all of it) in the SWA pool; three Mamba slots."""
+        ps = self.a.page_size
+        if n + out + ps > self.full_tokens:
+            return False
+        if self.swa_tokens is not None:
+            live = min(n + out, self.a.chunked_prefill_size + self.shape.sliding_window
+                       + self.knobs.swa_eviction_interval) + 2 * ps
+            if live > self.swa_tokens:
+                return False
+        return self.mamba_slots is None or self.mamba_slots >= 3
+
+    def serve(self, req: Req, out: Sequence[int]) -> Outcome:
+        n = len(req.origin_input_ids)
+        if not self.fits(n, len(out)):
+            return Outcome(req.rid, n, 0, True, 0, 0, None, self.a.page_size, 0, 0)
+        cache, knobs = self.cache, self.knobs
+        tokens: Iterator[int] = iter(out)
+        m = match_kv_cache(cache, req)
+        try:
+            admit(cache, req, knobs)
+            end, chunk = len(req.slot_ids), self.a.chunked_prefill_size
+            while end < n:
+                end += min(chunk, n - end)
+                extend(cache, req, end)
+            if not prefill_done(cache, req, next(tokens)):
+                while not req.finished:
+                    decode_step(cache, [req], knobs, lambda _r: next(tokens))
+                finish(cache, req)
+        except RuntimeError:  # a pool ran short mid-request: given up, as an abort
+            retract(cache, req)
+            return Outcome(req.rid, n, 0, True, 0, 0, None, self.a.page_size, 0, 0)
+        full, hit = m.full_kv_hit_length, m.prefix_len
+        cut_by = (self.cut_kind or "intersection") if full > hit else None
+        return Outcome(req.rid, n, hit, False, full, hit if self.cut_kind else full, cut_by,
+                       self.a.page_size, 0, m.mamba_branching_seqlen or 0, self.grid,
+                       self.extra_buffer)
+
+
+class VllmSide:
+    """vLLM's hybrid KVCacheManager for `preset` under `a` (see the module docstring)."""
+
+    engine = "vllm"
+
+    def __init__(self, preset: ModelPreset, a: EngineAssumptions, sizing: Sizing,
+                 sink: Any = None) -> None:
+        self.a = a
+        self.layout = layout = vllm_layout(preset, vllm_options(a))
+        bs = layout.block_size
+        if a.kv_memory_bytes is None:  # every allocation a fresh block: nothing is evicted
+            per = sum(-(-(n + o) // bs) + 2 for n, o in sizing.lengths)
+            num_blocks = per * len(layout.groups) + 1
+        else:
+            num_blocks = vllm_num_blocks(layout, a.kv_memory_bytes)
+        check_memory(num_blocks * BYTES_PER_BLOCK, f"vLLM's {num_blocks:,} blocks of {bs} tokens")
+        self.num_blocks = num_blocks
+        self.manager = layout.manager(num_blocks, max_in_flight_tokens=a.chunked_prefill_size,
+                                      sink=sink)
+        self.kinds = [g.kv_cache_spec.kind for g in layout.groups]
+        self.unit = layout.hash_block_size
+
+    def serve(self, req: Req, out: Sequence[int]) -> Outcome:
+        m, n, bs = self.manager, len(req.origin_input_ids), self.layout.block_size
+        m.new_step_starts()
+        hit = m.get_computed_blocks(req)
+        look = m.lookups.pop()
+        state, first = m.requests[req.rid], True
+        while state.num_computed_tokens < n:
+            local = hit.num_computed_tokens if first else 0
+            done = state.num_computed_tokens + local
+            chunk = m.mamba_block_aligned_split(req, min(n - done, self.a.chunked_prefill_size),
+                                                local, self.a.chunked_prefill_size)
+            if m.allocate_slots(req, chunk, hit if first else None, first) is None:
+                m.free(req)
+                return Outcome(req.rid, n, 0, True, 0, 0, None, self.unit, 0, 0)
+            first = False
+            m.new_step_starts()
+        req.output_ids.extend(out[:1])
+        k = 1
+        while k < len(out):  # decode: steps that end on block boundaries
+            step = min(len(out) - k, bs - state.num_computed_tokens % bs)
+            req.output_ids.extend(out[k:k + step])
+            if m.allocate_slots(req, step) is None:
+                break  # the pool is short: the request stops here (alone, it cannot wait)
+            k += step
+        m.free(req)
+        return self._outcome(req.rid, n, look)
+
+    def _outcome(self, rid: str, n: int, look: Any) -> Outcome:
+        hits, kinds = look.group_hits, self.kinds
+        full = [h for h, k in zip(hits, kinds) if k == FULL]
+        attention = max(full) if full else max(hits)
+        low = min(range(len(hits)), key=lambda i: (hits[i], kinds[i] == FULL))
+        cut_by = None
+        if attention > look.hit_tokens:
+            cut_by = kinds[low] if hits[low] < attention else "intersection"
+        return Outcome(rid, n, look.hit_tokens, False, attention, hits[low], cut_by, self.unit,
+                       look.num_uncached_common_prefix_tokens, look.shared_prefix_boundary,
+                       self.layout.mamba_block_size or 0)
+
+
+def check_memory(estimate: int, what: str) -> None:
+    """Refuses a run whose pools would cost this process more than MAX_RUN_BYTES (a
+    MemoryError, printed by the CLI as one line)."""
+    if estimate > MAX_RUN_BYTES:
+        raise MemoryError(f"{what} would take about {estimate / (1 << 30):.1f} GiB of this "
+                          f"process's memory (at most {MAX_RUN_BYTES >> 30} GiB): give a smaller "
+                          "--kv-memory, or a smaller trace")
+
+
+SIDES = {"sglang": SGLangSide, "vllm": VllmSide}
+
+
+def sizing_of(trace: Trace, outputs: Sequence[Sequence[int]]) -> Sizing:
+    return Sizing([(n, len(o)) for n, o in zip(trace.input_lens, outputs)],
+                  is_compact_trace(trace))
+
+
+def run_side(engine: str, trace: Trace, preset: ModelPreset, a: EngineAssumptions, *,
+             outputs: Sequence[Sequence[int]] | None = None, sink: Any = None,
+             on_outcome: Callable[[Req, Outcome], None] | None = None) -> dict[str, Any]:
+    """Every request of `trace` on one engine ("sglang" or "vllm"), in arrival order; returns
+    its totals (compare.py's figures, and how much full attention alone would have hit).
+    `on_outcome(req, outcome)` sees each request (its Req is dropped after: rows do not pile
+    up in memory)."""
+    if outputs is None:
+        outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
+    side = SIDES[engine](preset, a, sizing_of(trace, outputs), sink)
+    s = {"engine": engine, "requests": 0, "rejected": 0, "prompt_tokens": 0,
+         "rejected_prompt_tokens": 0, "hit_tokens": 0, "prefilled_tokens": 0,
+         "attention_hit_tokens": 0, "cut": {}, "junctions": 0,
+         "uncached_common_prefix_tokens": 0}
+    with fewer_collections():
+        for tr, out in zip(trace.requests, outputs):
+            req = to_req(tr)
+            o = side.serve(req, out)
+            if on_outcome is not None:
+                on_outcome(req, o)
+            if o.rejected:
+                s["rejected"] += 1
+                s["rejected_prompt_tokens"] += o.prompt_tokens
+                continue
+            s["requests"] += 1
+            s["prompt_tokens"] += o.prompt_tokens
+            s["hit_tokens"] += o.hit
+            s["prefilled_tokens"] += o.prompt_tokens - o.hit
+            s["attention_hit_tokens"] += o.attention_hit
+            if o.cut_by is not None:
+                s["cut"][o.cut_by] = s["cut"].get(o.cut_by, 0) + o.attention_hit - o.hit
+            s["junctions"] += o.junction > o.hit and engine == "vllm"
+            s["uncached_common_prefix_tokens"] += o.uncached_common
+    hit, admitted = s["hit_tokens"], s["prompt_tokens"]
+    every = admitted + s["rejected_prompt_tokens"]
+    s["hit_rate"] = round(hit / admitted, 4) if admitted else 0.0
+    s["hit_rate_all"] = round(hit / every, 4) if every else 0.0
+    s["pools"] = side_pools(side)
+    return s
+
+
+def side_pools(side: SGLangSide | VllmSide) -> dict[str, Any]:
+    """The pools a side ran with, for the output."""
+    if isinstance(side, VllmSide):
+        return {"num_blocks": side.num_blocks, "block_size": side.layout.block_size,
+                "groups": [g.kv_cache_spec.kind for g in side.layout.groups]}
+    return {"full_tokens": side.full_tokens, "swa_tokens": side.swa_tokens,
+            "mamba_slots": side.mamba_slots, "page_size": side.a.page_size,
+            "mamba_radix_cache_strategy": side.args.mamba_radix_cache_strategy
+            if side.shape.has_mamba else None}
+
+
+def compare_model(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None = None,
+                  per_request: bool = False) -> dict[str, Any]:
+    """Both engines over `trace` on `preset`: {"model", "assumptions", "sglang": totals,
+    "vllm": totals}, and with `per_request` each engine's hit per request ("requests").
+
+    The issue's Qwen3.5 workload, 3 requests of 1,600 shared + 600 own tokens: vLLM (block
+    576) hits 0, 0, then 1,152 (the junction request 2 pinned); SGLang (extra_buffer) 0, 0,
+    then 1,600 (the state request 2 kept at its branching seqlen).
+    >>> from radix.models import load_preset
+    >>> from radix.traces import TraceRequest
+    >>> t = Trace("request", [TraceRequest(f"r{i}", i, tuple(range(1600)) + tuple(
+    ...     range(10**6 * (i + 1), 10**6 * (i + 1) + 600)), 1) for i in range(3)])
+    >>> out = compare_model(t, load_preset("qwen3.5-4b"), per_request=True)
+    >>> out["vllm"]["requests_hit"], out["sglang"]["requests_hit"]
+    ([0, 0, 1152], [0, 0, 1600])
+    """
+    a = a or EngineAssumptions()
+    outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
+    result: dict[str, Any] = {"model": preset.name, "assumptions": describe(preset, a)}
+    for engine in SIDES:
+        rows: list[Outcome] = []
+        keep = (lambda _req, o, rows=rows: rows.append(o)) if per_request else None
+        result[engine] = run_side(engine, trace, preset, a, outputs=outputs, on_outcome=keep)
+        if per_request:
+            result[engine]["requests_hit"] = [o.hit for o in rows]
+            result[engine]["per_request"] = [o._asdict() for o in rows]
+    return result

@@ -1,0 +1,174 @@
+"""Why a trace's hit rate on a hybrid model is what it is: every prompt token in one bucket per
+engine, and in words which checkpoint or block decided each request.
+
+Runs each engine as hybrid.py does (one request at a time) beside a prefix trie of everything
+the engine ran before (per namespace and across them). A request's prompt splits at nested
+lengths: never seen (first_seen), seen only in another namespace, the last token (computed
+always), the part below a whole block or page (block_floor: a prompt's shared part shorter than
+the hybrid block) or past the last whole one (block_rounding), what full attention had lost
+(evicted), what another kind of layer held back: no Mamba state at the match
+(mamba_checkpoint), the window's KV freed or tombstoned (sliding_window), the groups'
+intersection below every group's own hit (intersection); the rest is the hit. They add up to
+the prompt. Leaves out: batching (the simulator's in-flight bucket), retraction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from radix.models.engines import EngineAssumptions
+from radix.models.preset import ModelPreset
+from radix.request import Req
+from radix.runs.hybrid import MAMBA, SWA, Outcome, run_side
+from radix.runs.probe import namespace
+from radix.tokens import joined
+from radix.tokens.runs import PrefixTrie
+from radix.traces.trace import Trace, output_tokens
+
+HYBRID_BUCKETS = ("hit", "evicted", "last_token_cap", "block_rounding", "block_floor",
+                  "mamba_checkpoint", "sliding_window", "intersection", "other_namespace",
+                  "first_seen", "rejected")
+CUT_BUCKET = {MAMBA: "mamba_checkpoint", SWA: "sliding_window", "intersection": "intersection"}
+ANY = "any namespace"  # the trie root every request also goes under
+
+
+class HybridRow(NamedTuple):
+    """One request on one engine."""
+
+    rid: str
+    index: int  # place in the trace
+    buckets: dict[str, int]  # HYBRID_BUCKETS -> tokens, adding up to the prompt
+    outcome: Outcome
+    decided: str  # which checkpoint or block decided the hit, in words
+
+
+def split(o: Outcome, shared: int, seen_any: int) -> dict[str, int]:
+    """The prompt's buckets, from what the engine saw (`o`), what the same namespace held
+    before (`shared` tokens from the start) and what any namespace held (`seen_any`).
+
+    vLLM at block 576 (Qwen3.5), request 2 of 1,600 shared + 600 own: shared 1,600, attention
+    matched 1,152 (2 blocks), no Mamba state: the 448 past the last block are block rounding,
+    the 1,152 the Mamba checkpoint's, 600 first seen.
+    >>> o = Outcome("r1", 2200, 0, False, 1152, 0, "mamba", 576, 1152, 1152)
+    >>> b = split(o, 1600, 1600); b["mamba_checkpoint"], b["block_rounding"], b["first_seen"]
+    (1152, 448, 600)
+    """
+    n = o.prompt_tokens
+    out = dict.fromkeys(HYBRID_BUCKETS, 0)
+    if o.rejected:
+        out["rejected"] = n
+        return out
+    seen_any = max(seen_any, shared)
+    capped = min(shared, n - 1)
+    aligned = capped // o.unit * o.unit
+    out["first_seen"] = n - seen_any
+    out["other_namespace"] = seen_any - shared
+    out["last_token_cap"] = shared - capped
+    out["block_floor" if aligned == 0 else "block_rounding"] = capped - aligned
+    attention = min(o.attention_hit, aligned)  # subtle: never more than was there to hit
+    cut_at = max(min(o.cut_at, attention), o.hit)
+    out["evicted"] = aligned - attention
+    if o.cut_by is not None:
+        out[CUT_BUCKET.get(o.cut_by, "intersection")] += attention - cut_at
+    out["intersection"] += cut_at - o.hit
+    out["hit"] = o.hit
+    return out
+
+
+def decided(engine: str, o: Outcome, shared: int) -> str:
+    """Which checkpoint or block decided the hit, in words.
+
+    >>> o = Outcome("r2", 2200, 1152, False, 1152, 1152, None, 576, 0, 0)
+    >>> print(decided("vllm", o, 1600).replace(" (", "\n("))
+    hit 1,152: the cached state and blocks ending at token 1,152
+    (block 2 of 576 tokens), in every group
+    """
+    n, unit = o.prompt_tokens, o.unit
+    if o.rejected:
+        return "rejected: the request does not fit the pools"
+    capped = min(shared, n - 1)
+    if o.hit == 0 and 0 < capped < unit:
+        return (f"the {capped:,} reusable tokens fill no {unit}-token "
+                f"{'block' if engine == 'vllm' else 'page'}: a shared prefix shorter than "
+                "the hybrid block never hits")
+    what = "page" if engine == "sglang" else "block"
+    if engine == "vllm":
+        head = (f"hit {o.hit:,}: the cached state and blocks ending at token {o.hit:,} "
+                f"({what} {o.hit // unit} of {unit} tokens), in every group" if o.hit else
+                "hit 0")
+    else:
+        head = f"hit {o.hit:,}" + (" at the node ending at token "
+                                   f"{o.hit:,}" if o.hit else "")
+    parts = [head]
+    if o.cut_by == MAMBA:
+        why = (f"states are kept on its {o.grid:,}-token checkpoint grid"
+               if o.hit and o.attention_hit - o.hit < o.grid else
+               "no_buffer keeps a state only where a request's own tokens end"
+               if not o.keeps_branch else
+               "the states cached on this path lie in other requests' own tokens")
+        parts.append(f"attention matched {o.attention_hit:,}, but no Mamba state is cached "
+                     f"between {o.hit:,} and {o.attention_hit:,} ({why})")
+    elif o.cut_by == SWA:
+        parts.append(f"attention matched {o.attention_hit:,}, but the sliding window's KV "
+                     f"before it is gone (freed or tombstoned): the hit falls back to {o.hit:,}")
+    elif o.cut_by == "intersection":
+        parts.append(f"attention matched {o.attention_hit:,}; the groups' intersection cut it "
+                     f"to {o.hit:,}")
+    elif o.attention_hit < capped // unit * unit:
+        parts.append(f"{capped // unit * unit - o.attention_hit:,} reusable tokens were "
+                     "evicted")
+    if engine == "vllm" and o.uncached_common:
+        parts.append(f"num_uncached_common_prefix_tokens {o.uncached_common:,} pins the "
+                     f"junction at {o.junction:,}: this request's state there is cached for "
+                     "the next")
+    elif engine == "sglang" and o.junction > o.hit and o.keeps_branch:
+        parts.append(f"mamba_branching_seqlen {o.junction:,}: this request keeps a state "
+                     "there for the next")
+    return "; ".join(parts)
+
+
+def explain_model(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None = None,
+                  top: int = 10) -> dict[str, Any]:
+    """Both engines' buckets over `trace` on `preset`: {"model", "prompt_tokens",
+    "engines": {engine: {"totals", "rows", "top_losers", "run"}}}. Rows in trace order."""
+    a = a or EngineAssumptions()
+    outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
+    result: dict[str, Any] = {"model": preset.name,
+                              "prompt_tokens": sum(trace.input_lens), "engines": {}}
+    for engine in ("sglang", "vllm"):
+        watch = Watch(engine, outputs)
+        totals = run_side(engine, trace, preset, a, outputs=outputs, on_outcome=watch)
+        rows = watch.rows
+        buckets = {b: sum(r.buckets[b] for r in rows) for b in HYBRID_BUCKETS}
+        losers = sorted(rows, key=lambda r: (-lost(r.buckets), r.index))[:top]
+        result["engines"][engine] = {"totals": buckets, "run": totals, "rows": rows,
+                                     "top_losers": [r for r in losers if lost(r.buckets)]}
+    return result
+
+
+class Watch:
+    """`on_outcome` for run_side: each request's row, against a trie of what ran before it
+    (its prompt and all but the last output token: what the engine computed)."""
+
+    def __init__(self, engine: str, outputs: Sequence[Sequence[int]]) -> None:
+        self.engine, self.outputs = engine, outputs
+        self.seen, self.rows = PrefixTrie(), []
+
+    def __call__(self, req: Req, o: Outcome) -> None:
+        i, seen = len(self.rows), self.seen
+        prompt, n = req.origin_input_ids, o.prompt_tokens
+        ns = namespace(req, self.engine == "vllm")
+        shared, seen_any = seen.known(prompt, ns, n), seen.known(prompt, ANY, n)
+        self.rows.append(HybridRow(req.rid, i, split(o, shared, seen_any), o,
+                                   decided(self.engine, o, shared)))
+        if not o.rejected:
+            out = self.outputs[i]
+            ran = joined(prompt, out[:max(len(out) - 1, 0)])
+            seen.insert(ran, ns, len(ran))
+            seen.insert(ran, ANY, len(ran))
+
+
+def lost(buckets: dict[str, int]) -> int:
+    """Tokens that were reusable but prefilled: all but hit, first seen and rejected."""
+    return sum(buckets.values()) - buckets["hit"] - buckets["first_seen"] - buckets["rejected"]
