@@ -80,9 +80,9 @@ def decided(engine: str, o: Outcome, shared: int) -> str:
     """Which checkpoint or block decided the hit, in words.
 
     >>> o = Outcome("r2", 2200, 1152, False, 1152, 1152, None, 576, 0, 0)
-    >>> print(decided("vllm", o, 1600).replace(" (", "\n("))
+    >>> for part in decided("vllm", o, 1600).split(" ("): print(part)
     hit 1,152: the cached state and blocks ending at token 1,152
-    (block 2 of 576 tokens), in every group
+    block 2 of 576 tokens), in every group
     """
     n, unit = o.prompt_tokens, o.unit
     if o.rejected:
