@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
 def run_model(args: argparse.Namespace, trace: Any, preset: Any, assumptions: Any) -> int:
     from radix.cli import InputError
     from radix.cli.model import format_compare
-    from radix.runs.hybrid import compare_model
+    from radix.runs.hybrid_compare import compare_model
 
     if args.kv_events is not None:
         raise InputError("--kv-events: not with --model (the recording is of one full-attention "

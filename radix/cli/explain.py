@@ -5,7 +5,9 @@ buckets side by side, the prefixes that saved the most, the requests that lost t
 the what-if tables; `--json` prints everything, every request's buckets included.
 `--host-ratio 2,4` adds the host tier (HiCache): each request's prompt split into device hit /
 host hit (loaded back) / miss, and why each host hit was on the host (cli/hosttier.py).
-Leaves out: charts (the app draws them from the same data).
+`--model PRESET` explains the trace on that model's caches in both engines instead
+(radix/runs/hybrid_explain.py: the hybrid buckets and what decided each request; the what-ifs
+are the other engine configurations). Leaves out: charts (the app draws them from the same data).
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from radix.cli.options import (
     StderrProgress,
     add_capacity,
     add_limits,
+    add_model,
     capacity_label,
     load_request_trace,
+    model_from,
     parse_jobs,
 )
 from radix.runs.explain import BUCKETS, Explanation, explain
@@ -58,11 +62,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--top", type=int, default=10, help="prefixes and requests to list")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     hosttier.add_options(p)
+    add_model(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    model = model_from(args)
     trace = load_request_trace(args, "explain")
+    if model is not None:
+        return run_model(args, trace, *model)
     cfg = SimConfig(policy=args.policy, eviction=args.eviction, page_size=args.page_size,
                     block_size=args.block_size, capacity=args.capacity,
                     max_prefill_tokens=args.budget, chunked_prefill_size=args.chunk)
@@ -77,6 +85,23 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=1))
     else:
         print("\n".join([format_report(result), *hosttier.explain_tier_report(tiers, args.top)]))
+    return 0
+
+
+def run_model(args: argparse.Namespace, trace: Any, preset: Any, a: Any) -> int:
+    from radix.cli import InputError
+    from radix.cli.model import explain_json, format_explain
+    from radix.models.engines import describe
+    from radix.runs.hybrid_compare import run_configs
+    from radix.runs.hybrid_explain import explain_model
+
+    if args.host_ratio:
+        raise InputError("--host-ratio: not with --model (the host tier holds full-attention KV)")
+    e = explain_model(trace, preset, a, args.top)
+    e["assumptions"] = describe(preset, a)
+    if not args.no_what_if:
+        e["what_if"] = run_configs(trace, preset, a, args.jobs)
+    print(json.dumps(explain_json(e), indent=1) if args.json else format_explain(e, args.top))
     return 0
 
 

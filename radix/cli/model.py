@@ -21,6 +21,7 @@ ROWS = (("requests run", "requests"), ("rejected (too big)", "rejected"),
         ("full attention alone would hit", "attention_hit_tokens"))
 LABELS = {"hit": "hit", "evicted": "evicted (capacity)", "last_token_cap": "last-token cap",
           "block_rounding": "block rounding", "block_floor": "block floor (< 1 block)",
+          "not_stored": "never stored (no state)",
           "mamba_checkpoint": "no Mamba state there", "sliding_window": "outside the window",
           "intersection": "cut by intersection", "other_namespace": "other namespace",
           "first_seen": "first seen (compulsory)", "rejected": "rejected (too big)"}

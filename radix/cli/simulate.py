@@ -5,6 +5,8 @@ tree and vLLM's block cache, priced by the Llama-3-8B/H100 cost model (derived, 
 `configs` runs the four server configurations of DESIGN.md side by side: FCFS + LRU + page 1
 (baseline); LPM + SLRU; page size 16; cache disabled. Sizes are real tokens. `--host-ratio`
 adds the host tier's device / host / miss split for the page-1 configurations (cli/hosttier.py).
+`configs --model PRESET` runs the trace on that model instead, once per engine configuration
+that changes its answer (radix/runs/hybrid_compare.py `run_configs`).
 Leaves out: per-step traces (use the engine's event log).
 """
 
@@ -18,8 +20,10 @@ from radix.cli import hosttier
 from radix.cli.options import (
     add_capacity,
     add_limits,
+    add_model,
     capacity_label,
     load_request_trace,
+    model_from,
     parse_jobs,
 )
 from radix.runs.sim import CONFIGS, SimConfig, simulate, simulate_many
@@ -60,6 +64,7 @@ def register(subparsers: Any) -> None:
     cfg.add_argument("--jobs", type=parse_jobs, default=len(CONFIGS),
                      help="worker processes (default: one per configuration; 1: in this one)")
     hosttier.add_options(cfg)
+    add_model(cfg)
     cfg.set_defaults(func=run_configs)
 
 
@@ -106,7 +111,10 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 
 def run_configs(args: argparse.Namespace) -> int:
+    model = model_from(args)
     trace = load_request_trace(args, "configs")
+    if model is not None:
+        return run_model_configs(args, trace, *model)
     configs = [(name, _config(args, **over)) for name, over in CONFIGS]
     tiers = hosttier.config_tiers(args, trace, CONFIGS) if args.host_ratio else None
     results = [(name, r.totals) for name, r in simulate_many(trace, configs, args.jobs)]
@@ -130,3 +138,20 @@ def _table(results: list[tuple[str, dict[str, Any]]]) -> str:
         cells = [fmt.format(t[key]) if key in t else "-" for _, t in results]
         lines.append(f"{label:<28}" + "".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)
+
+
+def run_model_configs(args: argparse.Namespace, trace: Any, preset: Any, a: Any) -> int:
+    from radix.cli import InputError
+    from radix.cli.model import format_configs
+    from radix.models.engines import describe
+    from radix.runs.hybrid_compare import run_configs as run_hybrid_configs
+
+    if args.host_ratio:
+        raise InputError("--host-ratio: not with --model (the host tier holds full-attention KV)")
+    results = run_hybrid_configs(trace, preset, a, args.jobs)
+    if args.json:
+        print(json.dumps({"model": preset.name, "assumptions": describe(preset, a),
+                          "configs": dict(results)}, indent=1))
+    else:
+        print(format_configs(preset.name, results, describe(preset, a)))
+    return 0

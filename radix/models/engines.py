@@ -9,7 +9,7 @@ alternatives. Leaves out: tensor parallelism, KV-cache quantization, speculative
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from radix.models.preset import SLIDING, ModelPreset
 from radix.models.vllm import (
@@ -190,3 +190,44 @@ def describe(preset: ModelPreset, a: EngineAssumptions) -> dict[str, list[str]]:
                             else f"{a.kv_memory_bytes / GIB:g} GiB")]
     others.append("--kv-memory GIB|unbounded")
     return {"vllm": vllm, "sglang": sglang, "both": both, "others": others}
+
+
+def engine_configs(preset: ModelPreset, a: EngineAssumptions
+                   ) -> list[tuple[str, str, EngineAssumptions]]:
+    """(label, engine, assumptions) of each engine as assumed, then the alternatives that change
+    its answer: vLLM's other GDN prefill backend, SGLang's other Mamba strategy.
+
+    >>> from radix.models import load_preset
+    >>> for c in engine_configs(load_preset("qwen3.5-4b"), EngineAssumptions()): print(c[0])
+    vLLM block 576 (flashinfer)
+    vLLM block 528 (triton)
+    SGLang extra_buffer
+    SGLang no_buffer
+    >>> [c[0] for c in engine_configs(load_preset("gpt-oss-20b"), EngineAssumptions())]
+    ['vLLM block 16', 'SGLang page 1']
+    """
+    def vllm(b: EngineAssumptions) -> tuple[str, str, EngineAssumptions]:
+        block = vllm_layout(preset, vllm_options(b)).block_size
+        gdn = f" ({b.gdn_prefill_backend})" if preset.mamba_kind == "gdn" else ""
+        return f"vLLM block {block}{gdn}", "vllm", b
+
+    def sglang(b: EngineAssumptions) -> tuple[str, str, EngineAssumptions]:
+        if not preset.has_mamba:
+            return f"SGLang page {b.page_size}", "sglang", b
+        return f"SGLang {sglang_server_args(preset, b).mamba_radix_cache_strategy}", "sglang", b
+
+    out = [vllm(a)]
+    if preset.mamba_kind == "gdn":
+        other = "triton" if a.gdn_prefill_backend == "flashinfer" else "flashinfer"
+        out.append(vllm(replace(a, gdn_prefill_backend=other)))
+    out.append(sglang(a))
+    if preset.has_mamba:
+        if sglang_server_args(preset, a).mamba_radix_cache_strategy == "extra_buffer":
+            alt = replace(a, mamba_radix_cache_strategy="no_buffer",
+                          disable_overlap_schedule=True)
+            if a.page_size == 1:  # no_buffer takes pages of 1 only
+                out.append(sglang(alt))
+        else:
+            out.append(sglang(replace(a, mamba_radix_cache_strategy="extra_buffer",
+                                      disable_overlap_schedule=False)))
+    return out

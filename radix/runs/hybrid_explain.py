@@ -5,8 +5,9 @@ Runs each engine as hybrid.py does (one request at a time) beside a prefix trie 
 the engine ran before (per namespace and across them). A request's prompt splits at nested
 lengths: never seen (first_seen), seen only in another namespace, the last token (computed
 always), the part below a whole block or page (block_floor: a prompt's shared part shorter than
-the hybrid block) or past the last whole one (block_rounding), what full attention had lost
-(evicted), what another kind of layer held back: no Mamba state at the match
+the hybrid block) or past the last whole one (block_rounding), what the engine never stored
+(not_stored: SGLang inserts a request only as far as its last Mamba state), what full
+attention had lost (evicted), what another kind of layer held back: no Mamba state at the match
 (mamba_checkpoint), the window's KV freed or tombstoned (sliding_window), the groups'
 intersection below every group's own hit (intersection); the rest is the hit. They add up to
 the prompt. Leaves out: batching (the simulator's in-flight bucket), retraction.
@@ -20,15 +21,16 @@ from typing import Any, NamedTuple
 from radix.models.engines import EngineAssumptions
 from radix.models.preset import ModelPreset
 from radix.request import Req
-from radix.runs.hybrid import MAMBA, SWA, Outcome, run_side
+from radix.runs.hybrid import MAMBA, SWA, Outcome
+from radix.runs.hybrid_compare import run_side
 from radix.runs.probe import namespace
 from radix.tokens import joined
 from radix.tokens.runs import PrefixTrie
-from radix.traces.trace import Trace, output_tokens
+from radix.traces.trace import Trace, TraceRequest, output_tokens
 
 HYBRID_BUCKETS = ("hit", "evicted", "last_token_cap", "block_rounding", "block_floor",
-                  "mamba_checkpoint", "sliding_window", "intersection", "other_namespace",
-                  "first_seen", "rejected")
+                  "not_stored", "mamba_checkpoint", "sliding_window", "intersection",
+                  "other_namespace", "first_seen", "rejected")
 CUT_BUCKET = {MAMBA: "mamba_checkpoint", SWA: "sliding_window", "intersection": "intersection"}
 ANY = "any namespace"  # the trie root every request also goes under
 
@@ -43,9 +45,10 @@ class HybridRow(NamedTuple):
     decided: str  # which checkpoint or block decided the hit, in words
 
 
-def split(o: Outcome, shared: int, seen_any: int) -> dict[str, int]:
-    """The prompt's buckets, from what the engine saw (`o`), what the same namespace held
-    before (`shared` tokens from the start) and what any namespace held (`seen_any`).
+def split(o: Outcome, shared: int, seen_any: int, stored: int | None = None) -> dict[str, int]:
+    """The prompt's buckets, from what the engine saw (`o`), what ran before in the same
+    namespace (`shared` tokens from the start), in any namespace (`seen_any`) and what the
+    engine stored of it (`stored`, default `shared`).
 
     vLLM at block 576 (Qwen3.5), request 2 of 1,600 shared + 600 own: shared 1,600, attention
     matched 1,152 (2 blocks), no Mamba state: the 448 past the last block are block rounding,
@@ -66,9 +69,11 @@ def split(o: Outcome, shared: int, seen_any: int) -> dict[str, int]:
     out["other_namespace"] = seen_any - shared
     out["last_token_cap"] = shared - capped
     out["block_floor" if aligned == 0 else "block_rounding"] = capped - aligned
-    attention = min(o.attention_hit, aligned)  # subtle: never more than was there to hit
+    kept = aligned if stored is None else min(min(stored, n - 1) // o.unit * o.unit, aligned)
+    out["not_stored"] = aligned - kept
+    attention = min(o.attention_hit, kept)  # subtle: never more than was there to hit
     cut_at = max(min(o.cut_at, attention), o.hit)
-    out["evicted"] = aligned - attention
+    out["evicted"] = kept - attention
     if o.cut_by is not None:
         out[CUT_BUCKET.get(o.cut_by, "intersection")] += attention - cut_at
     out["intersection"] += cut_at - o.hit
@@ -76,27 +81,29 @@ def split(o: Outcome, shared: int, seen_any: int) -> dict[str, int]:
     return out
 
 
-def decided(engine: str, o: Outcome, shared: int) -> str:
-    """Which checkpoint or block decided the hit, in words.
+def decided(engine: str, o: Outcome, b: dict[str, int]) -> str:
+    """Which checkpoint or block decided the hit, in words (`b`: its buckets, from split).
 
-    >>> o = Outcome("r2", 2200, 1152, False, 1152, 1152, None, 576, 0, 0)
-    >>> for part in decided("vllm", o, 1600).split(" ("): print(part)
-    hit 1,152: the cached state and blocks ending at token 1,152
-    block 2 of 576 tokens), in every group
+    >>> o = Outcome("r2", 2200, 1152, False, 1152, 1152, None, 576, 0, 0, grid=576)
+    >>> for part in decided("vllm", o, split(o, 1600, 1600)).split(", "): print(part)
+    hit 1,152: the Mamba state cached at token 1,152 (the end of block 2 of 576 tokens)
+    and the attention blocks before it
     """
-    n, unit = o.prompt_tokens, o.unit
+    unit = o.unit
     if o.rejected:
         return "rejected: the request does not fit the pools"
-    capped = min(shared, n - 1)
-    if o.hit == 0 and 0 < capped < unit:
-        return (f"the {capped:,} reusable tokens fill no {unit}-token "
+    if o.hit == 0 and b["block_floor"]:
+        return (f"the {b['block_floor']:,} reusable tokens fill no {unit}-token "
                 f"{'block' if engine == 'vllm' else 'page'}: a shared prefix shorter than "
                 "the hybrid block never hits")
     what = "page" if engine == "sglang" else "block"
-    if engine == "vllm":
-        head = (f"hit {o.hit:,}: the cached state and blocks ending at token {o.hit:,} "
-                f"({what} {o.hit // unit} of {unit} tokens), in every group" if o.hit else
-                "hit 0")
+    if engine == "vllm" and o.hit:
+        head = (f"hit {o.hit:,}: the Mamba state cached at token {o.hit:,} (the end of block "
+                f"{o.hit // unit} of {unit} tokens), and the attention blocks before it"
+                if o.grid else f"hit {o.hit:,}: every group's blocks up to token {o.hit:,} "
+                f"({o.hit // unit} {what}s of {unit})")
+    elif engine == "vllm":
+        head = "hit 0"
     else:
         head = f"hit {o.hit:,}" + (" at the node ending at token "
                                    f"{o.hit:,}" if o.hit else "")
@@ -106,21 +113,28 @@ def decided(engine: str, o: Outcome, shared: int) -> str:
                if o.hit and o.attention_hit - o.hit < o.grid else
                "no_buffer keeps a state only where a request's own tokens end"
                if not o.keeps_branch else
-               "the states cached on this path lie in other requests' own tokens")
+               "vLLM keeps a state at a prompt's last block boundary and at a junction: "
+               "those on this path lie in other requests' own tokens" if engine == "vllm" else
+               "the states on this path lie in other requests' own tokens")
         parts.append(f"attention matched {o.attention_hit:,}, but no Mamba state is cached "
                      f"between {o.hit:,} and {o.attention_hit:,} ({why})")
     elif o.cut_by == SWA:
-        parts.append(f"attention matched {o.attention_hit:,}, but the sliding window's KV "
-                     f"before it is gone (freed or tombstoned): the hit falls back to {o.hit:,}")
+        where = ("no window of blocks is cached before it (vLLM keeps a window's blocks only "
+                 "before a prompt's end or a junction)" if engine == "vllm" else
+                 "the window before it is tombstoned (its SWA KV freed as the window passed)")
+        parts.append(f"attention matched {o.attention_hit:,}, but {where}: the hit falls back "
+                     f"to {o.hit:,}")
     elif o.cut_by == "intersection":
         parts.append(f"attention matched {o.attention_hit:,}; the groups' intersection cut it "
                      f"to {o.hit:,}")
-    elif o.attention_hit < capped // unit * unit:
-        parts.append(f"{capped // unit * unit - o.attention_hit:,} reusable tokens were "
-                     "evicted")
+    if b["not_stored"]:
+        parts.append(f"{b['not_stored']:,} reusable tokens were never stored (the tree takes a "
+                     "request only as far as its last Mamba state)")
+    if b["evicted"]:
+        parts.append(f"{b['evicted']:,} reusable tokens were evicted")
     if engine == "vllm" and o.uncached_common:
         parts.append(f"num_uncached_common_prefix_tokens {o.uncached_common:,} pins the "
-                     f"junction at {o.junction:,}: this request's state there is cached for "
+                     f"junction at {o.junction:,}: what this request computes there is cached for "
                      "the next")
     elif engine == "sglang" and o.junction > o.hit and o.keeps_branch:
         parts.append(f"mamba_branching_seqlen {o.junction:,}: this request keeps a state "
@@ -153,22 +167,43 @@ class Watch:
 
     def __init__(self, engine: str, outputs: Sequence[Sequence[int]]) -> None:
         self.engine, self.outputs = engine, outputs
-        self.seen, self.rows = PrefixTrie(), []
+        self.seen, self.stored, self.rows = PrefixTrie(), PrefixTrie(), []
 
     def __call__(self, req: Req, o: Outcome) -> None:
         i, seen = len(self.rows), self.seen
         prompt, n = req.origin_input_ids, o.prompt_tokens
         ns = namespace(req, self.engine == "vllm")
         shared, seen_any = seen.known(prompt, ns, n), seen.known(prompt, ANY, n)
-        self.rows.append(HybridRow(req.rid, i, split(o, shared, seen_any), o,
-                                   decided(self.engine, o, shared)))
+        stored = self.stored.known(prompt, ns, n) if self.engine == "sglang" else None
+        b = split(o, shared, seen_any, stored)
+        self.rows.append(HybridRow(req.rid, i, b, o, decided(self.engine, o, b)))
         if not o.rejected:
             out = self.outputs[i]
             ran = joined(prompt, out[:max(len(out) - 1, 0)])
             seen.insert(ran, ns, len(ran))
             seen.insert(ran, ANY, len(ran))
+            if self.engine == "sglang":  # the tree holds what its insert reached
+                self.stored.insert(ran, ns, min(req.cache_inserted_len, len(ran)))
 
 
 def lost(buckets: dict[str, int]) -> int:
     """Tokens that were reusable but prefilled: all but hit, first seen and rejected."""
     return sum(buckets.values()) - buckets["hit"] - buckets["first_seen"] - buckets["rejected"]
+
+
+def why_model(history: Sequence[TraceRequest], b: TraceRequest, preset: ModelPreset,
+              a: EngineAssumptions | None = None) -> dict[str, HybridRow]:
+    """B's row on each engine after `history` ran, one request at a time (`why --model`).
+
+    Qwen3.5 at block 576, A = 1,600 shared + 600 own, B = the same shared part + 600 others:
+    vLLM's attention matches 1,152, no Mamba state: 0, and B pins the junction at 1,152.
+    >>> from radix.models import load_preset
+    >>> s, own = tuple(range(1600)), lambda k: tuple(range(k * 10**6, k * 10**6 + 600))
+    >>> rows = why_model([TraceRequest("A", 0, s + own(1), 1)], TraceRequest("B", 1, s + own(2),
+    ...                  1), load_preset("qwen3.5-4b"))
+    >>> o = rows["vllm"].outcome; o.hit, o.attention_hit, o.junction
+    (0, 1152, 1152)
+    """
+    trace = Trace("request", [*history, b])
+    e = explain_model(trace, preset, a, top=0)
+    return {engine: side["rows"][-1] for engine, side in e["engines"].items()}

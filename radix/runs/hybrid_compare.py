@@ -1,0 +1,128 @@
+"""A trace on a hybrid model through both engines (hybrid.py's sides), one request at a time:
+`run_side` (one engine's totals, each request's Outcome to a callback), `compare_model` (both,
+`python -m radix compare --model`), `run_configs` (each engine configuration that changes the
+answer, engines.engine_configs: `configs --model`, and explain's what-ifs).
+Leaves out: batching (`simulate`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from radix.models.engines import EngineAssumptions, describe, engine_configs
+from radix.models.preset import ModelPreset
+from radix.request import Req
+from radix.runs.compare import fewer_collections
+from radix.runs.hybrid import SIDES, Outcome, SGLangSide, Sizing, VllmSide
+from radix.runs.workers import fork_map
+from radix.traces.trace import Trace, is_compact_trace, output_tokens, to_req
+
+
+def sizing_of(trace: Trace, outputs: Sequence[Sequence[int]]) -> Sizing:
+    return Sizing([(n, len(o)) for n, o in zip(trace.input_lens, outputs)],
+                  is_compact_trace(trace))
+
+
+def run_side(engine: str, trace: Trace, preset: ModelPreset, a: EngineAssumptions, *,
+             outputs: Sequence[Sequence[int]] | None = None, sink: Any = None,
+             on_outcome: Callable[[Req, Outcome], None] | None = None) -> dict[str, Any]:
+    """Every request of `trace` on one engine ("sglang" or "vllm"), in arrival order; returns
+    its totals (compare.py's figures, and how much full attention alone would have hit).
+    `on_outcome(req, outcome)` sees each request (its Req is dropped after: rows do not pile
+    up in memory)."""
+    if outputs is None:
+        outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
+    side = SIDES[engine](preset, a, sizing_of(trace, outputs), sink)
+    s = {"engine": engine, "requests": 0, "rejected": 0, "prompt_tokens": 0,
+         "rejected_prompt_tokens": 0, "hit_tokens": 0, "prefilled_tokens": 0,
+         "attention_hit_tokens": 0, "cut": {}, "junctions": 0,
+         "uncached_common_prefix_tokens": 0}
+    with fewer_collections():
+        for tr, out in zip(trace.requests, outputs):
+            req = to_req(tr)
+            o = side.serve(req, out)
+            if on_outcome is not None:
+                on_outcome(req, o)
+            if o.rejected:
+                s["rejected"] += 1
+                s["rejected_prompt_tokens"] += o.prompt_tokens
+                continue
+            s["requests"] += 1
+            s["prompt_tokens"] += o.prompt_tokens
+            s["hit_tokens"] += o.hit
+            s["prefilled_tokens"] += o.prompt_tokens - o.hit
+            s["attention_hit_tokens"] += o.attention_hit
+            if o.cut_by is not None:
+                s["cut"][o.cut_by] = s["cut"].get(o.cut_by, 0) + o.attention_hit - o.hit
+            s["junctions"] += o.junction > o.hit and engine == "vllm"
+            s["uncached_common_prefix_tokens"] += o.uncached_common
+    hit, admitted = s["hit_tokens"], s["prompt_tokens"]
+    every = admitted + s["rejected_prompt_tokens"]
+    s["hit_rate"] = round(hit / admitted, 4) if admitted else 0.0
+    s["hit_rate_all"] = round(hit / every, 4) if every else 0.0
+    s["pools"] = side_pools(side)
+    return s
+
+
+def side_pools(side: SGLangSide | VllmSide) -> dict[str, Any]:
+    """The pools a side ran with, for the output."""
+    if isinstance(side, VllmSide):
+        return {"num_blocks": side.num_blocks, "block_size": side.layout.block_size,
+                "groups": [g.kv_cache_spec.kind for g in side.layout.groups]}
+    return {"full_tokens": side.full_tokens, "swa_tokens": side.swa_tokens,
+            "mamba_slots": side.mamba_slots, "page_size": side.a.page_size,
+            "mamba_radix_cache_strategy": side.args.mamba_radix_cache_strategy
+            if side.shape.has_mamba else None}
+
+
+def compare_model(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None = None,
+                  per_request: bool = False) -> dict[str, Any]:
+    """Both engines over `trace` on `preset`: {"model", "assumptions", "sglang": totals,
+    "vllm": totals}, and with `per_request` each engine's hit per request ("requests").
+
+    The issue's Qwen3.5 workload, 3 requests of 1,600 shared + 600 own tokens: vLLM (block
+    576) hits 0, 0, then 1,152 (the junction request 2 pinned); SGLang (extra_buffer) 0, 0,
+    then 1,600 (the state request 2 kept at its branching seqlen).
+    >>> from radix.models import load_preset
+    >>> from radix.traces import TraceRequest
+    >>> t = Trace("request", [TraceRequest(f"r{i}", i, tuple(range(1600)) + tuple(
+    ...     range(10**6 * (i + 1), 10**6 * (i + 1) + 600)), 1) for i in range(3)])
+    >>> out = compare_model(t, load_preset("qwen3.5-4b"), per_request=True)
+    >>> out["vllm"]["requests_hit"], out["sglang"]["requests_hit"]
+    ([0, 0, 1152], [0, 0, 1600])
+    """
+    a = a or EngineAssumptions()
+    outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
+    result: dict[str, Any] = {"model": preset.name, "assumptions": describe(preset, a)}
+    for engine in SIDES:
+        rows: list[Outcome] = []
+        keep = (lambda _req, o, rows=rows: rows.append(o)) if per_request else None
+        result[engine] = run_side(engine, trace, preset, a, outputs=outputs, on_outcome=keep)
+        if per_request:
+            result[engine]["requests_hit"] = [o.hit for o in rows]
+            result[engine]["per_request"] = [o._asdict() for o in rows]
+    return result
+
+
+_FORKED: tuple[Trace, ModelPreset, list[tuple[str, str, EngineAssumptions]]] | None = None
+
+
+def run_configs(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None = None,
+                jobs: int = 1) -> list[tuple[str, dict[str, Any]]]:
+    """(label, totals) of each engine configuration of engines.engine_configs, in order; jobs
+    > 1: in that many forked workers (each run is single-threaded Python)."""
+    global _FORKED
+    configs = engine_configs(preset, a or EngineAssumptions())
+    _FORKED = (trace, preset, configs)
+    try:
+        results = fork_map(_run_forked, len(configs), jobs)
+    finally:
+        _FORKED = None
+    return [(label, totals) for (label, _, _), totals in zip(configs, results, strict=True)]
+
+
+def _run_forked(i: int) -> dict[str, Any]:
+    trace, preset, configs = _FORKED
+    _, engine, a = configs[i]
+    return run_side(engine, trace, preset, a)
