@@ -91,22 +91,8 @@ class SGLangSide:
                  sink: Any = None) -> None:
         self.shape = shape = sglang_shape(preset)
         self.a = a
-        if a.kv_memory_bytes is None:
-            room = sizing.room(a.page_size)
-            room += -room % a.page_size
-            args = sglang_server_args(preset, a, max_total_num_tokens=room,
-                                      swa_full_tokens_ratio=1.0,
-                                      max_mamba_cache_size=4 * len(sizing.lengths) + 8)
-        else:
-            sizes = sglang_pools(preset, a, a.kv_memory_bytes)
-            args = sglang_server_args(preset, a, max_total_num_tokens=sizes.full_tokens,
-                                      max_mamba_cache_size=sizes.mamba_slots or None)
-        self.args = args
-        compact = sizing.compact
-        if shape.sliding_window and (compact or a.kv_memory_bytes is None):
-            check_memory(args.max_total_num_tokens * BYTES_PER_SWA_SLOT,
-                         f"SGLang's SWA pool of {args.max_total_num_tokens:,} tokens")
-        self.cache, self.knobs = build_hybrid_cache(shape, args, sink=sink, runs=compact)
+        self.args = args = sglang_args(preset, a, sizing)
+        self.cache, self.knobs = build_hybrid_cache(shape, args, sink=sink, runs=sizing.compact)
         alloc = self.cache.allocator
         self.full_tokens = args.max_total_num_tokens
         self.swa_tokens = alloc.swa.size if shape.sliding_window else None
@@ -166,13 +152,7 @@ class VllmSide:
                  sink: Any = None) -> None:
         self.a = a
         self.layout = layout = vllm_layout(preset, vllm_options(a))
-        bs = layout.block_size
-        if a.kv_memory_bytes is None:  # every allocation a fresh block: nothing is evicted
-            per = sum(-(-(n + o) // bs) + 2 for n, o in sizing.lengths)
-            num_blocks = per * len(layout.groups) + 1
-        else:
-            num_blocks = vllm_num_blocks(layout, a.kv_memory_bytes)
-        check_memory(num_blocks * BYTES_PER_BLOCK, f"vLLM's {num_blocks:,} blocks of {bs} tokens")
+        num_blocks = vllm_blocks(preset, a, sizing)
         self.num_blocks = num_blocks
         self.manager = layout.manager(num_blocks, max_in_flight_tokens=a.chunked_prefill_size,
                                       sink=sink)
@@ -217,6 +197,39 @@ class VllmSide:
         return Outcome(rid, n, look.hit_tokens, False, attention, hits[low], cut_by, self.unit,
                        look.num_uncached_common_prefix_tokens, look.shared_prefix_boundary,
                        self.layout.mamba_block_size or 0)
+
+
+def sglang_args(preset: ModelPreset, a: EngineAssumptions, sizing: Sizing) -> Any:
+    """SGLang's server arguments with its pools: from the KV memory, or room for the trace."""
+    if a.kv_memory_bytes is None:
+        room = sizing.room(a.page_size)
+        room += -room % a.page_size
+        return sglang_server_args(preset, a, max_total_num_tokens=room, swa_full_tokens_ratio=1.0,
+                                  max_mamba_cache_size=4 * len(sizing.lengths) + 8)
+    sizes = sglang_pools(preset, a, a.kv_memory_bytes)
+    return sglang_server_args(preset, a, max_total_num_tokens=sizes.full_tokens,
+                              max_mamba_cache_size=sizes.mamba_slots or None)
+
+
+def vllm_blocks(preset: ModelPreset, a: EngineAssumptions, sizing: Sizing) -> int:
+    """vLLM's block count: from the KV memory, or (unbounded) a fresh block for every block
+    the trace allocates, in every group, so that nothing is evicted."""
+    layout = vllm_layout(preset, vllm_options(a))
+    if a.kv_memory_bytes is not None:
+        return vllm_num_blocks(layout, a.kv_memory_bytes)
+    bs = layout.block_size
+    return sum(-(-(n + o) // bs) + 2 for n, o in sizing.lengths) * len(layout.groups) + 1
+
+
+def preflight(preset: ModelPreset, a: EngineAssumptions, sizing: Sizing) -> None:
+    """Refuses, before anything runs, pools past MAX_RUN_BYTES: vLLM's preallocated blocks,
+    SGLang's SWA pool (slot lists, not runs) when it holds a compact trace or the whole trace."""
+    num_blocks = vllm_blocks(preset, a, sizing)
+    bs = vllm_layout(preset, vllm_options(a)).block_size
+    check_memory(num_blocks * BYTES_PER_BLOCK, f"vLLM's {num_blocks:,} blocks of {bs} tokens")
+    if preset.sliding_window and (sizing.compact or a.kv_memory_bytes is None):
+        full = sglang_args(preset, a, sizing).max_total_num_tokens
+        check_memory(full * BYTES_PER_SWA_SLOT, f"SGLang's SWA pool of {full:,} tokens")
 
 
 def check_memory(estimate: int, what: str) -> None:

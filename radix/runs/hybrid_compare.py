@@ -14,13 +14,21 @@ from radix.models.engines import EngineAssumptions, describe, engine_configs
 from radix.models.preset import ModelPreset
 from radix.request import Req
 from radix.runs.compare import fewer_collections
-from radix.runs.hybrid import SIDES, Outcome, SGLangSide, Sizing, VllmSide
+from radix.runs.hybrid import SIDES, Outcome, SGLangSide, Sizing, VllmSide, preflight
 from radix.runs.workers import fork_map
 from radix.traces.trace import Trace, is_compact_trace, output_tokens, to_req
 
 
+def prompt_lens(trace: Trace) -> list[int]:
+    """Each request's prompt in real tokens (the loader's input_lens; a trace made by hand may
+    leave them out)."""
+    if len(trace.input_lens) == len(trace.requests):
+        return list(trace.input_lens)
+    return [len(r.token_ids) * trace.token_scale for r in trace.requests]
+
+
 def sizing_of(trace: Trace, outputs: Sequence[Sequence[int]]) -> Sizing:
-    return Sizing([(n, len(o)) for n, o in zip(trace.input_lens, outputs)],
+    return Sizing([(n, len(o)) for n, o in zip(prompt_lens(trace), outputs)],
                   is_compact_trace(trace))
 
 
@@ -33,7 +41,9 @@ def run_side(engine: str, trace: Trace, preset: ModelPreset, a: EngineAssumption
     up in memory)."""
     if outputs is None:
         outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
-    side = SIDES[engine](preset, a, sizing_of(trace, outputs), sink)
+    sizing = sizing_of(trace, outputs)
+    preflight(preset, a, sizing)
+    side = SIDES[engine](preset, a, sizing, sink)
     s = {"engine": engine, "requests": 0, "rejected": 0, "prompt_tokens": 0,
          "rejected_prompt_tokens": 0, "hit_tokens": 0, "prefilled_tokens": 0,
          "attention_hit_tokens": 0, "cut": {}, "junctions": 0,

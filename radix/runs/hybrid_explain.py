@@ -22,7 +22,7 @@ from radix.models.engines import EngineAssumptions
 from radix.models.preset import ModelPreset
 from radix.request import Req
 from radix.runs.hybrid import MAMBA, SWA, Outcome
-from radix.runs.hybrid_compare import run_side
+from radix.runs.hybrid_compare import prompt_lens, run_side
 from radix.runs.probe import namespace
 from radix.tokens import joined
 from radix.tokens.runs import PrefixTrie
@@ -149,7 +149,7 @@ def explain_model(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None
     a = a or EngineAssumptions()
     outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
     result: dict[str, Any] = {"model": preset.name,
-                              "prompt_tokens": sum(trace.input_lens), "engines": {}}
+                              "prompt_tokens": sum(prompt_lens(trace)), "engines": {}}
     for engine in ("sglang", "vllm"):
         watch = Watch(engine, outputs)
         totals = run_side(engine, trace, preset, a, outputs=outputs, on_outcome=watch)
