@@ -50,14 +50,14 @@ def shared_unique(shared: int, unique: int, n: int) -> Trace:
     (480, 100, NO_BUFFER, "sglang", 0, "no_buffer keeps a state only where"),
 ])
 def test_qwen35_known_answers_and_what_decided_each(shared, unique, a, engine, later, decided):
-    """Requests 0 and 1 hit 0 everywhere: 0 is first; for 1 attention matches (vLLM: the whole
-    blocks of the shared part; SGLang: all of it) but no Mamba state lies there, and it keeps
-    one (vLLM: the junction, num_uncached_common_prefix_tokens; SGLang: mamba_branching_seqlen).
-    From request 2 on every request hits `later`, decided by that state."""
-    e = explain_model(shared_unique(shared, unique, 4), QWEN, a)
+    """64 requests. 0 and 1 hit 0 everywhere: 0 is first; for 1 attention matches (vLLM: the
+    whole blocks of the shared part; SGLang: all of it) but no Mamba state lies there, and it
+    keeps one (vLLM: the junction, num_uncached_common_prefix_tokens; SGLang:
+    mamba_branching_seqlen). From request 2 on every request hits `later`, decided by it."""
+    e = explain_model(shared_unique(shared, unique, 64), QWEN, a)
     side = e["engines"][engine]
     rows = side["rows"]
-    assert [r.outcome.hit for r in rows] == [0, 0, later, later]
+    assert [r.outcome.hit for r in rows] == [0, 0] + [later] * 62
     for r in rows:
         assert sum(r.buckets.values()) == shared + unique
     if later:
@@ -67,10 +67,10 @@ def test_qwen35_known_answers_and_what_decided_each(shared, unique, a, engine, l
         assert f"{keeps} {later:,}" in rows[1].decided.replace("pins the junction at", keeps) \
             or f"junction at {later:,}" in rows[1].decided
     assert all(decided in r.decided for r in rows[2:])
-    assert e["prompt_tokens"] == 4 * (shared + unique)
+    assert e["prompt_tokens"] == 64 * (shared + unique)
     totals = side["totals"]
-    assert sum(totals.values()) == 4 * (shared + unique)
-    assert totals["hit"] == 2 * later
+    assert sum(totals.values()) == 64 * (shared + unique)
+    assert totals["hit"] == 62 * later
 
 
 def test_the_sliding_window_cause_on_gpt_oss():
@@ -122,7 +122,8 @@ def test_a_full_attention_model_gives_compares_answer():
 def test_a_mooncake_trace_stays_compact_and_adds_up():
     """Hash-id prompts (512-token blocks) run as runs of ids on both engines; the buckets add
     up; Qwen3.5's hit is at most what full attention alone hits."""
-    trace = load_trace("examples/traces/mooncake_excerpt.jsonl")
+    whole = load_trace("examples/traces/mooncake_excerpt.jsonl")
+    trace = Trace(whole.format, whole.requests[:60], input_lens=whole.input_lens[:60])
     e = explain_model(trace, QWEN)
     for side in e["engines"].values():
         assert sum(side["totals"].values()) == e["prompt_tokens"]
