@@ -97,11 +97,13 @@ def run(args: argparse.Namespace) -> int:
 def run_model(args: argparse.Namespace, trace: Any, preset: Any, assumptions: Any) -> int:
     from radix.cli import InputError
     from radix.cli.model import format_compare
+    from radix.cli.options import model_progress
     from radix.runs.hybrid_compare import compare_model
 
     if args.kv_events is not None:
         raise InputError("--kv-events: not with --model (the recording is of one full-attention "
                          "cache)")
-    result = compare_model(trace, preset, assumptions, per_request=args.per_request)
+    result = compare_model(trace, preset, assumptions, per_request=args.per_request,
+                           progress=model_progress("compare", trace))
     print(json.dumps(result, indent=2) if args.json else format_compare(result))
     return 0

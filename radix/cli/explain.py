@@ -91,16 +91,18 @@ def run(args: argparse.Namespace) -> int:
 def run_model(args: argparse.Namespace, trace: Any, preset: Any, a: Any) -> int:
     from radix.cli import InputError
     from radix.cli.model import explain_json, format_explain
+    from radix.cli.options import model_progress
     from radix.models.engines import describe
     from radix.runs.hybrid_compare import run_configs
     from radix.runs.hybrid_explain import explain_model
 
     if args.host_ratio:
         raise InputError("--host-ratio: not with --model (the host tier holds full-attention KV)")
-    e = explain_model(trace, preset, a, args.top)
+    progress = model_progress("explain", trace, args.quiet)
+    e = explain_model(trace, preset, a, args.top, progress)
     e["assumptions"] = describe(preset, a)
     if not args.no_what_if:
-        e["what_if"] = run_configs(trace, preset, a, args.jobs)
+        e["what_if"] = run_configs(trace, preset, a, args.jobs, progress)
     print(json.dumps(explain_json(e), indent=1) if args.json else format_explain(e, args.top))
     return 0
 

@@ -186,6 +186,16 @@ def add_model(parser: argparse.ArgumentParser) -> None:
                    help="SGLang without the overlap scheduler (auto then picks no_buffer)")
 
 
+LONG_RUN = 2000  # requests: a --model run of about a minute or more says where it is
+
+
+def model_progress(command: str, trace: Any, quiet: bool = False) -> Any:
+    """A StderrProgress for a --model run over a long trace (LONG_RUN requests or more)."""
+    if quiet or len(trace.requests) < LONG_RUN:
+        return None
+    return StderrProgress(command)
+
+
 def model_from(args: Any) -> tuple[Any, Any] | None:
     """(ModelPreset, EngineAssumptions) when the command was given --model, else None; a bad
     preset or config, or --capacity beside --model, is an InputError naming it."""

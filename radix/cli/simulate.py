@@ -143,12 +143,13 @@ def _table(results: list[tuple[str, dict[str, Any]]]) -> str:
 def run_model_configs(args: argparse.Namespace, trace: Any, preset: Any, a: Any) -> int:
     from radix.cli import InputError
     from radix.cli.model import format_configs
+    from radix.cli.options import model_progress
     from radix.models.engines import describe
     from radix.runs.hybrid_compare import run_configs as run_hybrid_configs
 
     if args.host_ratio:
         raise InputError("--host-ratio: not with --model (the host tier holds full-attention KV)")
-    results = run_hybrid_configs(trace, preset, a, args.jobs)
+    results = run_hybrid_configs(trace, preset, a, args.jobs, model_progress("configs", trace))
     if args.json:
         print(json.dumps({"model": preset.name, "assumptions": describe(preset, a),
                           "configs": dict(results)}, indent=1))

@@ -15,6 +15,7 @@ from radix.models.preset import ModelPreset
 from radix.request import Req
 from radix.runs.compare import fewer_collections
 from radix.runs.hybrid import SIDES, Outcome, SGLangSide, Sizing, VllmSide, preflight
+from radix.runs.progress import Progress
 from radix.runs.workers import fork_map
 from radix.traces.trace import Trace, is_compact_trace, output_tokens, to_req
 
@@ -34,11 +35,12 @@ def sizing_of(trace: Trace, outputs: Sequence[Sequence[int]]) -> Sizing:
 
 def run_side(engine: str, trace: Trace, preset: ModelPreset, a: EngineAssumptions, *,
              outputs: Sequence[Sequence[int]] | None = None, sink: Any = None,
-             on_outcome: Callable[[Req, Outcome], None] | None = None) -> dict[str, Any]:
+             on_outcome: Callable[[Req, Outcome], None] | None = None,
+             progress: Progress | None = None) -> dict[str, Any]:
     """Every request of `trace` on one engine ("sglang" or "vllm"), in arrival order; returns
     its totals (compare.py's figures, and how much full attention alone would have hit).
     `on_outcome(req, outcome)` sees each request (its Req is dropped after: rows do not pile
-    up in memory)."""
+    up in memory); `progress(fraction, text)` hears every 256th."""
     if outputs is None:
         outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
     sizing = sizing_of(trace, outputs)
@@ -50,6 +52,9 @@ def run_side(engine: str, trace: Trace, preset: ModelPreset, a: EngineAssumption
          "uncached_common_prefix_tokens": 0}
     with fewer_collections():
         for tr, out in zip(trace.requests, outputs):
+            done = s["requests"] + s["rejected"]
+            if progress is not None and done % 256 == 0:
+                progress(done / len(outputs), f"{engine}: request {done:,} of {len(outputs):,}")
             req = to_req(tr)
             o = side.serve(req, out)
             if on_outcome is not None:
@@ -87,7 +92,8 @@ def side_pools(side: SGLangSide | VllmSide) -> dict[str, Any]:
 
 
 def compare_model(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None = None,
-                  per_request: bool = False) -> dict[str, Any]:
+                  per_request: bool = False, progress: Progress | None = None
+                  ) -> dict[str, Any]:
     """Both engines over `trace` on `preset`: {"model", "assumptions", "sglang": totals,
     "vllm": totals}, and with `per_request` each engine's hit per request ("requests").
 
@@ -108,23 +114,26 @@ def compare_model(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None
     for engine in SIDES:
         rows: list[Outcome] = []
         keep = (lambda _req, o, rows=rows: rows.append(o)) if per_request else None
-        result[engine] = run_side(engine, trace, preset, a, outputs=outputs, on_outcome=keep)
+        result[engine] = run_side(engine, trace, preset, a, outputs=outputs, on_outcome=keep,
+                                  progress=progress)
         if per_request:
             result[engine]["requests_hit"] = [o.hit for o in rows]
             result[engine]["per_request"] = [o._asdict() for o in rows]
     return result
 
 
-_FORKED: tuple[Trace, ModelPreset, list[tuple[str, str, EngineAssumptions]]] | None = None
+_FORKED: tuple[Trace, ModelPreset, list[tuple[str, str, EngineAssumptions]], Any] | None = None
 
 
 def run_configs(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None = None,
-                jobs: int = 1) -> list[tuple[str, dict[str, Any]]]:
+                jobs: int = 1, progress: Progress | None = None
+                ) -> list[tuple[str, dict[str, Any]]]:
     """(label, totals) of each engine configuration of engines.engine_configs, in order; jobs
-    > 1: in that many forked workers (each run is single-threaded Python)."""
+    > 1: in that many forked workers (each run is single-threaded Python; `progress` is
+    called in the worker that runs)."""
     global _FORKED
     configs = engine_configs(preset, a or EngineAssumptions())
-    _FORKED = (trace, preset, configs)
+    _FORKED = (trace, preset, configs, progress)
     try:
         results = fork_map(_run_forked, len(configs), jobs)
     finally:
@@ -133,6 +142,7 @@ def run_configs(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None =
 
 
 def _run_forked(i: int) -> dict[str, Any]:
-    trace, preset, configs = _FORKED
-    _, engine, a = configs[i]
-    return run_side(engine, trace, preset, a)
+    trace, preset, configs, progress = _FORKED
+    label, engine, a = configs[i]
+    said = None if progress is None else (lambda f, text: progress(f, f"{label}: {text}"))
+    return run_side(engine, trace, preset, a, progress=said)

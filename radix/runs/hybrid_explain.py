@@ -24,6 +24,7 @@ from radix.request import Req
 from radix.runs.hybrid import MAMBA, SWA, Outcome
 from radix.runs.hybrid_compare import prompt_lens, run_side
 from radix.runs.probe import namespace
+from radix.runs.progress import Progress
 from radix.tokens import joined
 from radix.tokens.runs import PrefixTrie
 from radix.traces.trace import Trace, TraceRequest, output_tokens
@@ -143,16 +144,18 @@ def decided(engine: str, o: Outcome, b: dict[str, int]) -> str:
 
 
 def explain_model(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None = None,
-                  top: int = 10) -> dict[str, Any]:
+                  top: int = 10, progress: Progress | None = None) -> dict[str, Any]:
     """Both engines' buckets over `trace` on `preset`: {"model", "prompt_tokens",
-    "engines": {engine: {"totals", "rows", "top_losers", "run"}}}. Rows in trace order."""
+    "engines": {engine: {"totals", "rows", "top_losers", "run"}}}. Rows in trace order;
+    `progress` as run_side's."""
     a = a or EngineAssumptions()
     outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
     result: dict[str, Any] = {"model": preset.name,
                               "prompt_tokens": sum(prompt_lens(trace)), "engines": {}}
     for engine in ("sglang", "vllm"):
         watch = Watch(engine, outputs)
-        totals = run_side(engine, trace, preset, a, outputs=outputs, on_outcome=watch)
+        totals = run_side(engine, trace, preset, a, outputs=outputs, on_outcome=watch,
+                          progress=progress)
         rows = watch.rows
         buckets = {b: sum(r.buckets[b] for r in rows) for b in HYBRID_BUCKETS}
         losers = sorted(rows, key=lambda r: (-lost(r.buckets), r.index))[:top]
