@@ -1,10 +1,11 @@
 """One model preset on both engines: the settings that change a hybrid model's answer
 (`EngineAssumptions`, each engine's default on an H100) and the one function per engine that
-maps a `ModelPreset` onto it: `sglang_shape` / `sglang_server_args` (SGLang 0.5.23's
-HybridShape and HybridServerArgs, radix/tree/hybrid_args.py) and `vllm_options` (vLLM 0.33's
-VllmOptions, hence `vllm_layout`). Pools come from one KV memory budget, split as each engine
-splits it (`sglang_pools`, `vllm_num_blocks`); `describe` says what was assumed and names the
-alternatives. Leaves out: tensor parallelism, KV-cache quantization, speculative decoding.
+maps a `ModelPreset` onto it: `for_sglang` (SGLang 0.5.23's HybridShape and HybridServerArgs,
+radix/tree/hybrid_args.py) and `for_vllm` (vLLM 0.33's layout, from its VllmOptions). Pools
+come from one KV memory budget, split as each engine splits it (`sglang_pools`,
+`vllm_num_blocks`); `describe` says what was assumed and names the alternatives,
+`engine_configs` the configurations that change the answer. Leaves out: tensor parallelism,
+KV-cache quantization, speculative decoding.
 """
 
 from __future__ import annotations
@@ -109,6 +110,32 @@ def vllm_options(a: EngineAssumptions, max_model_len: int = 1 << 20) -> VllmOpti
                        gdn_prefill_backend=a.gdn_prefill_backend,
                        mamba_cache_mode=a.mamba_cache_mode, block_size=a.block_size,
                        max_model_len=max_model_len)
+
+
+def for_sglang(preset: ModelPreset, a: EngineAssumptions | None = None, **more
+               ) -> tuple[HybridShape, HybridServerArgs]:
+    """The preset on SGLang: its shape and its server arguments (resolved) under `a`; `more`
+    sets other HybridServerArgs fields (pool sizes). build_hybrid_cache(*for_sglang(...))
+    builds the tree.
+
+    >>> from radix.models import load_preset
+    >>> shape, args = for_sglang(load_preset("gemma-3-27b"), max_total_num_tokens=1000)
+    >>> shape.sliding_window, args.max_total_num_tokens
+    (1023, 1000)
+    """
+    a = a or EngineAssumptions()
+    return sglang_shape(preset), sglang_server_args(preset, a, **more)
+
+
+def for_vllm(preset: ModelPreset, a: EngineAssumptions | None = None) -> VllmLayout:
+    """The preset on vLLM under `a`: its layout (`.manager(num_blocks)` builds the cache).
+
+    >>> from radix.models import load_preset
+    >>> for_vllm(load_preset("qwen3.5-4b"), EngineAssumptions(gdn_prefill_backend="triton")
+    ...          ).block_size
+    528
+    """
+    return vllm_layout(preset, vllm_options(a or EngineAssumptions()))
 
 
 def sglang_pools(preset: ModelPreset, a: EngineAssumptions, memory_bytes: int) -> PoolSizes:
