@@ -30,7 +30,8 @@ from radix.tree.snapshot import format_tree  # noqa: E402
 from runtime.budget import Budget  # noqa: E402
 from scenarios.trace import replay  # noqa: E402
 from viz.blocks import block_grid_figure  # noqa: E402
-from viz.scene import step_highlight, tree_scene  # noqa: E402
+from viz.roles import step_highlight  # noqa: E402
+from viz.scene import tree_scene  # noqa: E402
 
 SAMPLES = [ROOT / "examples" / "traces" / "mooncake_synthetic_trace.jsonl",
            Path("/work/shared/traces/mooncake_synthetic_trace.jsonl")]

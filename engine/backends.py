@@ -114,8 +114,10 @@ class SimBackend:
         self.runner.outputs = self.replies  # subtle: SimRunner swaps an empty mapping for its own
 
     def accepted(self, req: Req) -> None:
-        n = req.max_new_tokens
-        self.replies[req.rid] = (self._reply * n)[:n]
+        # a request never holds more tokens than the pool: a hostile max_tokens of 10**18 must
+        # not become a list of that length here
+        n = min(req.max_new_tokens, self.pool.size)
+        self.replies[req.rid] = (self._reply * (n // len(self._reply) + 1))[:n]
 
     def finished(self, rid: str) -> None:
         self.replies.pop(rid, None)

@@ -8,12 +8,16 @@ of its own) rebuilds from the replicas' published KV-event streams over ZMQ, as 
 vLLM or SGLang workers; it drains what has arrived before each decision. Loads are the requests
 and tokens (prompt + max_tokens) in flight per replica. The HTTP server passes the request's
 conversation id (engine/openai_api.py `session_of`); `session` hashes the request's id when
-there is none. Leaves out: replica failover.
+there is none. A replica whose loop died is out of every router's rotation at once (radix's
+`failover`: its requests go to the least-loaded live replica), logged once with its cause, and
+`revive_after_s` later a fresh replica takes its rank (an AllBlocksCleared on its stream first, so
+watchers and kv-overlap's index forget the dead one's blocks).
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -24,9 +28,21 @@ from engine.kv_publisher import ZmqEventPublisher
 from engine.model import LoadedModel
 from engine.service import EngineService
 from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED, BlockHasher, hash_to_int64
+from radix.blocks.kv_events import EventBatch
 from radix.cluster import ROUTERS as SHARED_ROUTERS
-from radix.cluster import Decision, EventIndex, Load, RouteRequest, block_keys, make_router
+from radix.cluster import (
+    Decision,
+    EventIndex,
+    Load,
+    RouteRequest,
+    block_keys,
+    failover,
+    make_router,
+)
+from radix.events import AllBlocksCleared
 from radix.watch.subscriber import Watcher, parse_endpoint
+
+log = logging.getLogger("engine.cluster")
 
 ALIASES = {"prefix": "kv-overlap", "round_robin": "round-robin"}  # the names of before
 ROUTERS = SHARED_ROUTERS + tuple(ALIASES)
@@ -50,6 +66,8 @@ class ClusterConfig:
     seed: int = 0  # the seeded routers' seed
     host_ratio: float | None = None  # the host tier per replica (engine/hosttier.py); None: off
     write_policy: str = "write_through"  # the host tier's write policy
+    revive_after_s: float | None = 5.0  # a dead replica is replaced this long after it died
+    #                                     (None: never; it stays out of rotation)
 
     def __post_init__(self) -> None:
         if self.dp < 1:
@@ -123,7 +141,9 @@ class Cluster:
         self.tokens = [0] * config.dp  # their prompt + max_tokens
         self._lock = threading.Lock()  # the router and the loads
         self._ids = itertools.count()
-        hasher = config.hasher  # one for every replica: equal blocks, equal hashes
+        self._factory = service_factory
+        self.died_at: dict[int, float] = {}  # rank -> when its death was seen (monotonic)
+        self.revived = [0] * config.dp  # replicas started in place of a dead one, per rank
         try:
             for rank in range(config.dp):
                 pub = None
@@ -132,12 +152,7 @@ class Cluster:
                                             config.buffer_steps, topic=config.topic,
                                             bind=True if config.kv_bind else None)
                 self.publishers.append(pub)
-                host = {} if config.host_ratio is None else {
-                    "host_ratio": config.host_ratio, "write_policy": config.write_policy}
-                self.replicas.append(service_factory(
-                    loaded, config.capacity_tokens, block_size=config.block_size,
-                    kv_events=pub, max_history=config.max_history, max_events=10_000,
-                    hash_algo=hasher, **host))
+                self.replicas.append(self._replica(rank))
             index = None
             if config.router_name == "kv-overlap":
                 ends = [",".join(e for e in (i["endpoint"], i["replay_endpoint"]) if e)
@@ -151,18 +166,65 @@ class Cluster:
             self.close()
             raise
 
+    def _replica(self, rank: int) -> EngineService:
+        config = self.config
+        host = {} if config.host_ratio is None else {
+            "host_ratio": config.host_ratio, "write_policy": config.write_policy}
+        return self._factory(self.loaded, config.capacity_tokens, block_size=config.block_size,
+                             kv_events=self.publishers[rank], max_history=config.max_history,
+                             max_events=10_000, hash_algo=config.hasher, **host)
+
     def route(self, token_ids: list[int], max_tokens: int = 0,
               session: str | None = None) -> Route:
         """The replica for a prompt, by the configured router (kv-overlap first reads the
-        KV events that have arrived)."""
+        KV events that have arrived), never one whose loop died (`failover`). RuntimeError
+        when none is live."""
         if self.feed is not None:
             self.feed.drain()
+        live = self.live()
+        if not any(live):
+            raise RuntimeError("no replica is serving: every engine loop died (see the log)")
         req = RouteRequest(f"req-{next(self._ids)}", block_keys(token_ids, self.config.block_size),
                            len(token_ids), session, token_ids, max_tokens)
         with self._lock:
             loads = [Load(n, t) for n, t in zip(self.in_flight, self.tokens)]
-            decision = self.router.route(req, loads, time.monotonic())
+            decision = failover(self.router.route(req, loads, time.monotonic()), loads, live)
         return Route(decision.rank, decision)
+
+    def live(self) -> list[bool]:
+        """Per rank: its loop runs. A death is logged once, and a replica dead for
+        `revive_after_s` is replaced (then it is live again)."""
+        now = time.monotonic()
+        out = []
+        for rank, replica in enumerate(self.replicas):
+            if not replica.alive and rank not in self.died_at:
+                self.died_at[rank] = now
+                log.error("replica %d is down (%s): out of rotation%s", rank,
+                          _cause(replica), "" if self.config.revive_after_s is None else
+                          f"; a new one starts in {self.config.revive_after_s:g} s")
+            after = self.config.revive_after_s
+            if rank in self.died_at and after is not None and now - self.died_at[rank] >= after:
+                self.revive(rank)
+            out.append(self.replicas[rank].alive)
+        return out
+
+    def revive(self, rank: int) -> None:
+        """Replaces a dead replica with a fresh one (an empty cache): its stream first says
+        AllBlocksCleared, so every watcher drops the dead one's blocks."""
+        if self.replicas[rank].alive:
+            return
+        pub = self.publishers[rank]
+        if pub is not None:
+            pub.publish(EventBatch(time.time(), (AllBlocksCleared(),), None))
+        try:
+            self.replicas[rank] = self._replica(rank)
+        except Exception as exc:  # noqa: BLE001 - stays out of rotation; tried again later
+            self.died_at[rank] = time.monotonic()
+            log.error("replica %d did not restart: %s: %s", rank, type(exc).__name__, exc)
+            return
+        self.died_at.pop(rank, None)
+        self.revived[rank] += 1
+        log.warning("replica %d restarted (an empty cache): back in rotation", rank)
 
     def started(self, rank: int, tokens: int = 0) -> None:
         with self._lock:
@@ -209,3 +271,8 @@ class Cluster:
         for pub in self.publishers:
             if pub is not None:
                 pub.close()
+
+
+def _cause(replica: EngineService) -> str:
+    error = getattr(replica, "error", None)
+    return "closed" if error is None else f"{type(error).__name__}: {error}"

@@ -81,6 +81,8 @@ class ZmqEventPublisher:
         self._pub.setsockopt(zmq.LINGER, 0)
         self.endpoint = offset_endpoint_port(endpoint, data_parallel_rank)
         self.binds = _binds(self.endpoint) if bind is None else bind  # False: PUB connects
+        if "[" in self.endpoint:  # an IPv6 address, tcp://[::1]:5557
+            self._pub.setsockopt(zmq.IPV6, 1)
         if self.binds:
             self.endpoint = _bind(self._pub, self.endpoint)
         else:
@@ -91,6 +93,7 @@ class ZmqEventPublisher:
             self._replay = self._ctx.socket(zmq.ROUTER)
             self._replay.setsockopt(zmq.SNDHWM, 2 * (buffer_steps + 1))  # a whole replay fits
             self._replay.setsockopt(zmq.LINGER, 0)
+            self._replay.setsockopt(zmq.IPV6, int("[" in self.replay_endpoint))
             self.replay_endpoint = _bind(self._replay, self.replay_endpoint)
         self.num_published = 0
         self._running = True

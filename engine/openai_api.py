@@ -7,21 +7,67 @@ prefix-cache hit of the request's first scheduling in vLLM's block cache (full b
 prompt - 1 tokens), always present as with vLLM's --enable-prompt-tokens-details. SGLang's
 `return_cached_tokens_details` is read too: the answer then carries SGLang 0.5.23's `sglext`
 object with `cached_tokens_details` {"device", "host"} (`cached_tokens_details`). Differences:
-an omitted temperature means greedy (OpenAI's default is 1). A conversation's id
+an omitted temperature means greedy (OpenAI's default is 1); a boolean is never a number
+(`max_tokens: true` and `prompt: [true, false]` are refused, where pydantic would read 1 and
+[1, 0]); a lone surrogate anywhere in a body is refused with its field. A conversation's id
 (`session_of`) is read where vLLM 0.33 and SGLang 0.5.23 read it, for the `session` router.
 Leaves out: n > 1, logprobs, echo, best_of, tools, several prompts per request.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from engine.sampling import SamplingParams
+from engine.sampling import (
+    MAX_STOP,
+    MAX_STOP_TOKEN_IDS,
+    MAX_TEMPERATURE,
+    SEED_RANGE,
+    SamplingParams,
+)
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_TEXTUAL = (str, dict, list)  # what may hold text
+
+
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {str(value).lower()}")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_not_bool)]  # an int that is not a bool
+Float = Annotated[float, BeforeValidator(_not_bool)]
+
+
+def lone_surrogate(data: Any) -> str | None:
+    """Where the first lone surrogate of a JSON body is (a dotted field path and the
+    character), or None. Iterative: a body nests as deep as the JSON parser allowed.
+
+    >>> lone_surrogate({"messages": [{"content": "a" + chr(0xD800)}]}), lone_surrogate(["ok"])
+    ('messages.0.content, character 1', None)
+    """
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            if (m := _SURROGATE.search(value)) is not None:
+                return f"{path or 'body'}, character {m.start():,}"
+        elif isinstance(value, dict):
+            stack += [(f"{path}.{k}".lstrip("."), v) for k, v in reversed(value.items())
+                      if isinstance(v, _TEXTUAL)]
+            stack += [(f"{path}.{k!r}".lstrip("."), k) for k in value if isinstance(k, str)]
+        elif isinstance(value, list):  # subtle: token ids are most of a big body: skip them
+            texts = [i for i, v in enumerate(value) if isinstance(v, _TEXTUAL)]
+            stack += [(f"{path}.{i}".lstrip("."), value[i]) for i in reversed(texts)]
+    return None
 
 
 class StreamOptions(BaseModel):
@@ -31,20 +77,27 @@ class StreamOptions(BaseModel):
 class _Common(BaseModel):
     model_config = ConfigDict(extra="ignore")
     model: str | None = None
-    temperature: float | None = Field(None, ge=0.0)
-    top_p: float | None = Field(None, gt=0.0, le=1.0)
-    top_k: int | None = Field(None, ge=-1)
-    seed: int | None = None
-    stop: str | list[str] | None = None
-    stop_token_ids: list[int] | None = None
+    temperature: Float | None = Field(None, ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False)
+    top_p: Float | None = Field(None, gt=0.0, le=1.0, allow_inf_nan=False)
+    top_k: Int | None = Field(None, ge=-1)
+    seed: Int | None = Field(None, ge=SEED_RANGE[0], le=SEED_RANGE[1])
+    stop: str | list[str] | None = Field(None, max_length=MAX_STOP)
+    stop_token_ids: list[Int] | None = Field(None, max_length=MAX_STOP_TOKEN_IDS)
     ignore_eos: bool = False
     stream: bool = False
     stream_options: StreamOptions | None = None
-    n: int = Field(1, ge=1, le=1)
+    n: Int = Field(1, ge=1, le=1)
     logprobs: Any = None
     session_id: str | None = None  # vLLM 0.33's field: one id for a conversation's requests
     vllm_xargs: dict[str, Any] | None = None  # vLLM's extra arguments (its session_id is read)
     return_cached_tokens_details: bool = False  # SGLang 0.5.23's: answer with sglext's split
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        if (where := lone_surrogate(data)) is not None:
+            raise ValueError(f"a lone surrogate at {where} is not valid Unicode")
+        return data
 
     @model_validator(mode="after")
     def _unsupported(self) -> _Common:
@@ -65,18 +118,33 @@ class _Common(BaseModel):
 
 
 class CompletionRequest(_Common):
-    prompt: str | list[int] | list[str] | list[list[int]]
-    max_tokens: int | None = Field(16, ge=1)  # OpenAI's default for completions
+    prompt: str | list[int]  # one prompt: text or token ids (`_one_prompt` reads the others)
+    max_tokens: Int | None = Field(16, ge=1)  # OpenAI's default for completions
     echo: bool = False
 
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _one_prompt(cls, value: Any) -> str | list[int]:
+        """A string, token ids, or a list of one of either (OpenAI's batch form, one item)."""
+        if isinstance(value, list) and value and all(isinstance(v, str | list) for v in value):
+            if len(value) != 1:
+                raise ValueError("engine serve takes one prompt per request")
+            value = value[0]
+        if isinstance(value, str):
+            return value
+        if not isinstance(value, list):
+            raise ValueError("expected a string or a list of token ids")
+        if all(type(t) is int for t in value) and (not value or min(value) >= 0):
+            return value
+        i, t = next((i, t) for i, t in enumerate(value)
+                    if isinstance(t, bool) or not isinstance(t, int) or t < 0)
+        raise ValueError(f"item {i}: expected a token id (an int >= 0), got "
+                         f"{json.dumps(t)[:40]}")
+
     @model_validator(mode="after")
-    def _one_prompt(self) -> CompletionRequest:
+    def _no_echo(self) -> CompletionRequest:
         if self.echo:
             raise ValueError("echo is not supported by engine serve")
-        if isinstance(self.prompt, list) and self.prompt and not isinstance(self.prompt[0], int):
-            if len(self.prompt) != 1:
-                raise ValueError("engine serve takes one prompt per request")
-            self.prompt = self.prompt[0]
         return self
 
 
@@ -93,8 +161,8 @@ class ChatMessage(BaseModel):
 
 class ChatRequest(_Common):
     messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_tokens: Int | None = Field(None, ge=1)
+    max_completion_tokens: Int | None = Field(None, ge=1)
 
     def template_messages(self) -> list[dict[str, str]]:
         return [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
@@ -210,6 +278,14 @@ def completion_chunk(rid: str, model: str, text: str | None, finish_reason: str 
         {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason,
          "stop_reason": None}]
     return _body(rid, model, "text_completion", choices, use, ext)
+
+
+class ApiError(Exception):
+    """A request answered with an error: its HTTP status `code` and OpenAI error `kind`."""
+
+    def __init__(self, message: str, code: int = 400, kind: str = "BadRequestError") -> None:
+        super().__init__(message)
+        self.code, self.kind = code, kind
 
 
 def error_body(message: str, kind: str = "BadRequestError", code: int = 400) -> dict[str, Any]:

@@ -9,7 +9,8 @@ one attention path, cascade over shared prefix slots (engine/attention.py). A sl
 (Gemma 3) reads only its window: from the SWA pool's rows when the pool has one
 (engine/swa_pool.py: `translate`), else from the same rows as the full layers, masked.
 Sampling is greedy unless a request carries `SamplingParams` (engine/sampling.py: temperature,
-top-k, top-p, seed). Leaves out: CUDA graphs, paged attention kernels, logprobs, penalties.
+top-k, top-p, seed); a draw that fails fails its own request (ServedReq.error), not the step.
+Leaves out: CUDA graphs, paged attention kernels, logprobs, penalties.
 """
 
 from __future__ import annotations
@@ -135,7 +136,10 @@ class ModelRunner:
         for i, req in enumerate(reqs):
             params = getattr(req, "sampling", None)
             if params is not None and not params.greedy and (used is None or used[i]):
-                out[i] = sample(logits[i], params, getattr(req, "generator", None))
+                try:
+                    out[i] = sample(logits[i], params, getattr(req, "generator", None))
+                except Exception as exc:  # noqa: BLE001 - this request fails, not the batch:
+                    req.error, req.finish_reason = exc, "error"  # it ends on the argmax token
         return out
 
     def _elapsed(self, start: float) -> float:

@@ -2,21 +2,34 @@
 
 `SamplingParams`: temperature (0 = greedy, the default, exact argmax), top_k, top_p and a seed
 (a per-request generator, so a seeded request samples the same tokens whatever runs beside it);
-stop strings, extra stop token ids, ignore_eos. `ServedReq` is the scheduler's `Req` that also
-stops at the model's EOS / stop token ids or a stop string (finish_reason "stop"), else at
-max_new_tokens ("length"), checked in vLLM's order: EOS, stop ids, stop strings, length.
+stop strings, extra stop token ids, ignore_eos; bounded and clamped as vLLM 0.33 and SGLang
+0.5.23 do (`clamped`): a temperature finite in [0, 2], greedy below SAMPLING_EPS, raised to
+MIN_TEMPERATURE below that, so no logit is divided into inf or NaN. `ServedReq` is the
+scheduler's `Req` that also stops at the model's EOS / stop token ids or a stop string
+(finish_reason "stop"), else at max_new_tokens ("length"), checked in vLLM's order: EOS, stop
+ids, stop strings, length.
 Leaves out: min_tokens, logprobs, penalties, n > 1, best_of, include_stop_str_in_output.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from radix.request import Req
+
+log = logging.getLogger("engine.sampling")
+SAMPLING_EPS = 1e-5  # vLLM's _SAMPLING_EPS: a temperature below it is greedy (SGLang's: 1e-6)
+MIN_TEMPERATURE = 1e-2  # vLLM's _MAX_TEMP: a smaller positive temperature is raised to it
+MAX_TEMPERATURE = 2.0  # vLLM's (and OpenAI's) upper bound
+SEED_RANGE = (-(2**63), 2**63 - 1)  # vLLM's protocol: the seed is an int64
+MAX_STOP = 64  # stop strings per request (OpenAI: 4; vLLM: no bound): each is checked per step
+MAX_STOP_TOKEN_IDS = 1_024  # extra stop ids per request
 
 
 @dataclass(frozen=True)
@@ -30,14 +43,43 @@ class SamplingParams:
     ignore_eos: bool = False  # run on past EOS (benchmarks)
 
     def __post_init__(self) -> None:
-        if not self.temperature >= 0.0 or self.temperature == float("inf"):
-            raise ValueError(f"temperature must be a number >= 0, got {self.temperature}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < -1:
-            raise ValueError(f"top_k must be -1, 0 (all) or > 0, got {self.top_k}")
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) \
+                or not 0.0 <= t <= MAX_TEMPERATURE:
+            raise ValueError(f"temperature must be a finite number in [0, {MAX_TEMPERATURE:g}],"
+                             f" got {t!r}")
+        if isinstance(self.top_p, bool) or not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < -1:
+            raise ValueError(f"top_k must be -1, 0 (all) or > 0, got {self.top_k!r}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(
+                self.seed, int) or not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]):
+            raise ValueError(f"seed must be an int64, got {self.seed!r}")
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise ValueError("stop strings must be non-empty strings")
+        if len(self.stop) > MAX_STOP or len(self.stop_token_ids) > MAX_STOP_TOKEN_IDS:
+            raise ValueError(f"at most {MAX_STOP} stop strings and {MAX_STOP_TOKEN_IDS:,} "
+                             "stop_token_ids per request")
+
+    def clamped(self) -> SamplingParams:
+        """These parameters as they are sampled with: a temperature below SAMPLING_EPS is
+        greedy (top_p and top_k dropped, as vLLM drops them), one below MIN_TEMPERATURE is
+        raised to it, as vLLM raises it (logged).
+
+        >>> SamplingParams(1e-40, top_p=0.5).clamped()  # 1/1e-40 would overflow: greedy
+        SamplingParams(temperature=0.0, top_p=1.0, top_k=0, seed=None, stop=(), \
+stop_token_ids=(), ignore_eos=False)
+        >>> SamplingParams(1e-3).clamped().temperature
+        0.01
+        """
+        if self.temperature < SAMPLING_EPS:
+            return replace(self, temperature=0.0, top_p=1.0, top_k=0)
+        if self.temperature < MIN_TEMPERATURE:
+            log.warning("temperature %g is under %g, which may overflow to inf or NaN: "
+                        "raised to %g (as vLLM does)", self.temperature, MIN_TEMPERATURE,
+                        MIN_TEMPERATURE)
+            return replace(self, temperature=MIN_TEMPERATURE)
+        return self
 
     @property
     def greedy(self) -> bool:
@@ -59,6 +101,9 @@ def sample(logits: torch.Tensor, params: SamplingParams,
     """
     if params.greedy:
         return int(logits.argmax())
+    params = params.clamped()  # subtle: a tiny temperature divides the logits into inf
+    if params.greedy:
+        return int(logits.argmax())
     scores = logits.float() / params.temperature
     if params.top_k > 0 and params.top_k < scores.numel():
         kth = torch.topk(scores, params.top_k).values[-1]
@@ -68,11 +113,16 @@ def sample(logits: torch.Tensor, params: SamplingParams,
         sorted_probs, order = probs.sort(descending=True)
         # keep a token while the mass before it is below top_p (the first always stays)
         drop = sorted_probs.cumsum(0) - sorted_probs >= params.top_p
+        drop[0] = False  # subtle: a subnormal top_p is 0.0 in float32; the likeliest stays
         sorted_probs = sorted_probs.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(0, order, sorted_probs)
     if generator is not None and generator.device != probs.device:
         probs = probs.cpu()  # subtle: a seeded draw runs on the generator's device (the CPU),
         # so a seed gives the same tokens on CPU and CUDA alike
+    if not bool(torch.isfinite(probs).all()) or not float(probs.sum()) > 0.0:
+        raise ValueError(f"sampling at temperature {params.temperature:g}, top_p "
+                         f"{params.top_p:g} gave no finite probabilities (the logits hold inf "
+                         "or NaN)")
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
@@ -133,6 +183,7 @@ def build_req(token_ids: list[int], max_new_tokens: int, sampling: SamplingParam
     if sampling is None:
         return Req("(new)", token_ids, max_new_tokens=max_new_tokens, arrival=time.monotonic(),
                    **fields)
+    sampling = sampling.clamped()
     stop_ids = frozenset(sampling.stop_token_ids) | (
         frozenset() if sampling.ignore_eos else eos_ids)
     return ServedReq("(new)", token_ids, max_new_tokens=max_new_tokens,

@@ -6,12 +6,14 @@ radix's `Scheduler` over a backend's runner (engine/backends.py: the model on it
 the simulated runner), the radix tree (SGLang) on its pool, and vLLM's block-hash cache
 shadowing the same requests; its KV events (BlockStored, BlockRemoved,
 AllBlocksCleared) go out as one batch per step that has any, as vLLM's scheduler publishes them.
-It cannot be wedged: rids are unique, a request's own failure fails only it, a dead loop fails
-every pending and later call at once with its cause, `close()` answers every accepted request.
+It cannot be wedged: rids are unique, a request's own failure fails only it (logged, one line),
+a dead loop fails every pending and later call at once with its cause (logged with its
+traceback; `error` keeps it), `close()` answers every accepted request.
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 import time
@@ -47,6 +49,8 @@ from radix.tree.radix_cache import RadixCache
 
 if TYPE_CHECKING:  # engine/hosttier.py is imported when the host tier is on
     from engine.hosttier import HostTierScheduler
+
+log = logging.getLogger("engine.service")
 
 __all__ = ["EngineService", "RequestHandle", "RequestResult", "RequestCancelled", "StampedEvent",
            "TOKENIZER_LOCK", "fit_to_vocab"]  # fit_to_vocab: engine/vocab.py, kept here too
@@ -245,6 +249,10 @@ class EngineService:
     def alive(self) -> bool:  # the engine thread runs
         return self._thread.is_alive()
 
+    @property
+    def error(self) -> BaseException | None:  # why the loop died (None: it did not)
+        return self._error
+
     def __enter__(self) -> EngineService:
         return self
 
@@ -269,6 +277,8 @@ class EngineService:
         try:
             self._run()
         except BaseException as exc:  # noqa: BLE001 - every waiting caller must hear of it
+            log.error("the engine loop died (%d requests held): %s: %s", len(self._handles),
+                      type(exc).__name__, exc, exc_info=exc)
             with self._lock:
                 self._error = exc
             self._answer_all(exc)
@@ -304,6 +314,7 @@ class EngineService:
         try:
             self.scheduler.add_request(req)
         except Exception as exc:  # noqa: BLE001 - this request fails, not the loop
+            _failed(req.rid, "admitting it", exc)
             self.backend.finished(req.rid)
             handle._finish(None, exc)
             return
@@ -322,10 +333,13 @@ class EngineService:
             try:
                 handle._push(req.output_ids[self._streamed.get(rid, 0):])
             except Exception as exc:  # noqa: BLE001 - e.g. a listener whose client left
+                _failed(rid, "streaming its tokens", exc)
                 handle._finish(None, exc)
             self._streamed[rid] = len(req.output_ids)
         for rid in report.finished:
             handle, req = self._handles.pop(rid)
+            if getattr(req, "error", None) is not None:  # its sampling or stop check failed
+                _failed(rid, "running it", req.error)
             self._streamed.pop(rid, None)
             self.backend.finished(rid)
             add_rates(req)
@@ -343,3 +357,8 @@ class EngineService:
                 f"request {rid} cancelled: the engine service closed"))
         self._handles.clear()
         fail_queued(self._inbox, error or RequestCancelled("cancelled: the engine service closed"))
+
+
+def _failed(rid: str, doing: str, exc: BaseException) -> None:
+    """One log line for a request that failed alone (its client hears the error)."""
+    log.warning("request %s failed while %s: %s: %s", rid, doing, type(exc).__name__, exc)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 import scenarios.hosttier as ht
-from pages._shell import max_scale, min_font_px, say, tier_tree_height
+from pages._shell import max_scale, min_font_px, say, say_list, tier_tree_height
 from viz.component import tree_view
 from viz.hosttier import TIER_LEGEND, event_line, served_line, tier_scene
 
@@ -48,4 +48,4 @@ def section() -> None:
         m[0].metric("device free", f"{step.device_free:,} tok")
         m[1].metric("host used", f"{step.host_used:,} tok")
         lines = [x for x in (event_line(e) for e in step.events) if x]
-        say("markdown", "\n".join(f"- {x}" for x in lines) or "nothing moved")
+        say_list(lines, empty="nothing moved")

@@ -15,20 +15,23 @@ from typing import Any
 
 import streamlit as st
 
-from pages._shell import max_scale, min_font_px, presenter, presenter_fit, say, tree_height
+from pages._shell import max_scale, min_font_px, presenter, presenter_fit, say
 from radix.runs.costs import LABEL
 from viz.blocks import grid_caption
 from viz.component import tree_view
 from viz.escape import esc_md
 from viz.grid_chart import block_grid_chart, grid_height
 from viz.live import live_scene, progress_line, request_rows, told_lines, totals
-from viz.scene import node_line
+from viz.words import named_nodes, node_line
 
 POLL_S = 0.8  # seconds between refreshes of the progress and the lines while requests run
 PICTURES_S = 2.5  # ... of the tree, the grid and the table
 MAX_CHILDREN = 12  # children drawn per node; the rest fold into one "+K more" box
 MAX_DRAWN_NODES = 2_000
 HISTORY = 120  # trees kept for the slides export
+# presenter mode: the tree under the title, the last line and the tree's caption ends above the
+# 800 px fold (issue 41 item 7: 391 px under two more lines ran to 851 px)
+TREE_PX_PRESENTER = 330
 
 
 def show_session(session: Any, polling: bool, measured: str) -> None:
@@ -43,7 +46,8 @@ def show_session(session: Any, polling: bool, measured: str) -> None:
         for p in session.progress()[:4]:
             frac, text = progress_line(p, rate)
             st.progress(min(max(frac, 0.0), 1.0), text=esc_md(text))
-        older = 2 if presenter() else 8  # on a projector the pictures come first
+        # on a projector the pictures come first: the earlier lines go under them
+        older = 0 if presenter() else 8
         lines = told_lines(session.tree.told(older + 1), session.tree.owners())
         say("info", lines[-1] if lines else "No events yet: run a scenario or a prompt.")
         if len(lines) > 1:
@@ -56,6 +60,10 @@ def show_session(session: Any, polling: bool, measured: str) -> None:
             _tree(session)
         with right:
             _blocks(session)
+        if presenter():  # the lines before the last one (above the pictures off a projector)
+            lines = told_lines(session.tree.told(3), session.tree.owners())
+            if len(lines) > 1:
+                st.text("\n".join(lines[:-1][::-1]))
         _table(session, measured)
 
     _status()
@@ -65,10 +73,12 @@ def show_session(session: Any, polling: bool, measured: str) -> None:
 def _tree(session: Any) -> None:
     snap = session.tree.snapshot()
     selected = st.session_state.get("live.selected")
-    fit = presenter_fit(0.6, tree_height(340))  # the left of columns [3, 2]
+    fit = presenter_fit(0.6, TREE_PX_PRESENTER)  # the left of columns [3, 2]
     cached = st.session_state.get("live.scene")
     if cached is None or cached[0] != (snap.step, session.tree.num_events, selected, fit):
-        scene = live_scene(snap, session.decode, selected, MAX_CHILDREN, fit)
+        told = told_lines(session.tree.told(1), session.tree.owners())
+        named = named_nodes(told[-1].split(": ", 1)[-1]) if told else set()
+        scene = live_scene(snap, session.decode, selected, MAX_CHILDREN, fit, keep=named)
         cached = st.session_state["live.scene"] = ((snap.step, session.tree.num_events,
                                                     selected, fit), *scene)
     _, scene, drawn, folded = cached
@@ -84,7 +94,8 @@ def _tree(session: Any) -> None:
     if not history or history[-1][0] != snap.step:  # the tree changed: keep it for the export
         lines = told_lines(session.tree.told(1), session.tree.owners())
         history.append((snap.step, scene, lines[-1].split(": ", 1)[-1] if lines else ""))
-    clicked = tree_view(scene, key="live.tree", height=tree_height(340), duration_ms=300,
+    clicked = tree_view(scene, key="live.tree", height=TREE_PX_PRESENTER if presenter() else 340,
+                        duration_ms=300,
                         max_scale=max_scale(), min_font_px=min_font_px())
     if clicked is not None:
         st.session_state["live.selected"] = clicked

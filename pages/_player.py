@@ -9,13 +9,16 @@ frame's fragment reruns, every `interval` seconds. Not a page: app.py does not l
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, BinaryIO
 
 import streamlit as st
 
+from pages._downloads import Item, show_item
 from viz.escape import safe_filename
-from viz.export import export_html
+from viz.export import bundle_script, export_html
 
 # name -> (seconds per frame while playing, animation length in ms)
 SPEEDS = {"slow": (1.6, 1_000), "normal": (0.9, 550), "fast": (0.45, 250)}
@@ -129,28 +132,54 @@ class Player:
                      note=note)
 
 
+PLOTLY_JS_BYTES = 4_816_000  # plotly.js inlined when a frame brings a figure (about 4.8 MB)
+
+
+@contextmanager
+def export_panel(title: str, key: str) -> Iterator[bool]:
+    """An expander for a page's export, yielding whether it is open: its frames (one built to
+    say the file's size) are made only when it is."""
+    with st.expander(title, key=f"{key}.export_open", on_change="rerun"):
+        yield bool(st.session_state.get(f"{key}.export_open"))
+
+
 def export_range(key: str, name: str, n: int, at: int,
                  frame: Callable[[int], tuple[dict[str, Any], str]], interval_ms: int = 900,
-                 duration_ms: int = 550, max_frames: int = 300, note: str = "") -> None:
+                 duration_ms: int = 550, max_frames: int = 300, note: str = "",
+                 ident: tuple = (), sample: Callable[[int], tuple] | None = None) -> None:
     """Frames lo..hi (`frame(i)` -> (scene, caption), or (scene, caption, block figure)) as
-    one self-contained animated HTML file; built only when the button is clicked."""
+    one self-contained animated HTML file, written when its button (the size estimated from
+    frame lo, or from `sample(lo)`: a frame cheaper to make) is clicked, then downloaded from
+    its link (pages/_downloads.py). `ident`: what the frames are made of besides their range
+    (a Live session's history moves)."""
     if n < 2:
         return
     lo, hi = st.slider("frames to export", 0, n - 1, (max(0, at - 5), min(n - 1, at + 5)),
                        key=f"{key}.export")
     hi = min(hi, lo + max_frames - 1)
+    first = (sample or frame)(lo)
+    each = len(json.dumps(first[0])) + len(first[1]) + (
+        len(first[2].to_json()) if len(first) > 2 and hasattr(first[2], "to_json") else 0)
+    size = len(bundle_script()) + 3_000 + each * (hi - lo + 1) + (
+        PLOTLY_JS_BYTES if len(first) > 2 else 0)
+    first = first if sample is None else None  # a sample is not the frame itself
 
-    def build() -> str:
-        pairs = [frame(k) for k in range(lo, hi + 1)]
+    def write(out: BinaryIO, progress: Callable[[float, str], None], cancel: Any) -> None:
+        pairs = []
+        for k in range(lo, hi + 1):
+            if cancel.is_set():
+                raise InterruptedError("cancelled")
+            pairs.append(first if k == lo and first is not None else frame(k))
+            progress((k - lo + 1) / (hi - lo + 1), f"frame {k} of {lo}..{hi}")
         # a frame may bring a third part: its block view (a plotly figure) for below the tree
         figures = [p[2] for p in pairs] if all(len(p) > 2 for p in pairs) else None
-        return export_html([p[0] for p in pairs], [p[1] for p in pairs],
-                           f"RadixLens {name}: frames {lo}..{hi}", interval_ms,
-                           duration_ms=duration_ms, figures=figures, note=note)
+        out.write(export_html([p[0] for p in pairs], [p[1] for p in pairs],
+                              f"RadixLens {name}: frames {lo}..{hi}", interval_ms,
+                              duration_ms=duration_ms, figures=figures, note=note).encode())
 
-    st.download_button(f"animated HTML of frames {lo}..{hi}", build,
-                       safe_filename(f"radixlens-{name}-{lo}-{hi}.html"), "text/html",
-                       key=f"{key}.export_dl", on_click="ignore")
+    show_item(Item(f"{key}.export_dl", safe_filename(f"radixlens-{name}-{lo}-{hi}.html"), size,
+                   False, write, (name, lo, hi, interval_ms, duration_ms, *ident),
+                   label=f"animated HTML of frames {lo}..{hi}"))
 
 
 def _step_param(params: dict[str, str]) -> int | None:

@@ -1,10 +1,10 @@
 """The Classroom page's shared view: the room's tree, its block pool and its prompts, live.
 
-Not a page (app.py does not list it). One fragment reruns every REFRESH_S seconds: it takes in
-the engine's news (`room.pump()`) and rebuilds the tree's scene, the grid and the table only when
-the room's version moved; otherwise it redraws what it kept. Everyone in a room sees the same
-pictures; a student's own prompts carry a star. A presenter's tree is folded to keep 14 px
-labels (`fitted_scene`, from the same snapshot), once per version for every presenter.
+Not a page. One fragment reruns every REFRESH_S seconds: it takes in the engine's news
+(`room.pump()`) and rebuilds the tree's scene, the grid and the table only when the room's
+version moved. Everyone in a room sees the same pictures; a student's own prompts carry a star.
+A presenter's tree is folded to keep 14 px labels (`fitted_scene`), once per version for every
+presenter; its table is a plain one, every cell wrapped, the shared system prompt once above.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import streamlit as st
 
 from pages._shell import max_scale, min_font_px, presenter, presenter_fit, say, tree_height
+from scenarios.room import SYSTEM
 from viz.blocks import grid_caption
 from viz.classroom import ask_rows, room_counts, status_line
 from viz.component import tree_view
@@ -118,4 +119,9 @@ def _draw(view: dict[str, Any]) -> None:
             st.echarts_chart(view["grid"][0], key="classroom.blocks",
                              height=grid_height(view["grid"][0]), renderer="svg")
             st.caption(view["grid"][1])
-    st.dataframe(view["rows"], hide_index=True, key="classroom.rows")
+    say("caption", f"Every question goes to the model after the room's shared system prompt: "
+                   f"\"{SYSTEM}\" (in the tree: the first node every prompt shares).")
+    if presenter():  # on a projector: every cell wrapped, the whole answer on screen
+        st.table(view["rows"], hide_index=True)
+    else:
+        st.dataframe(view["rows"], hide_index=True, key="classroom.rows")

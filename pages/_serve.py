@@ -2,9 +2,10 @@
 
 Process-wide, shared by every browser session: the worker pool for heavy work (`jobs`, with
 `wait_for` showing a job's queue place or progress and a cancel button), the Live engines
-(`live_sessions`), the big objects a session holds (`holdings`: a trace replay) and the memory
-budget (runtime/budget.py). `sweep`, run by app.py on every page run, lets go of all of it
-for browser sessions that are gone, so the server's memory follows its load.
+(`live_sessions`), each session's prepared downloads (`download_dirs`), the big objects a
+session holds (`holdings`: a trace replay) and the memory budget (runtime/budget.py). `sweep`,
+run by app.py on every page run, lets go of all of it for browser sessions that are gone, so
+the server's memory follows its load.
 Not a page: app.py does not list it.
 """
 
@@ -16,8 +17,10 @@ from typing import Any
 
 import streamlit as st
 from streamlit import runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from runtime.budget import BUDGET, give_back_memory, resident_growth
+from runtime.downloads import DownloadDir, remove_stale
 from runtime.jobs import Job, JobPool
 from runtime.sessions import SessionRegistry
 from viz.escape import esc_md
@@ -50,6 +53,25 @@ def wait_for(job: Any, label: str, wait_s: float = 1.5) -> bool:
 
     _waiting()
     return False
+
+
+@st.cache_resource
+def download_dirs() -> SessionRegistry:
+    """Process-wide: browser session id -> its folder of prepared downloads (removed with the
+    session); the first call removes what a server that stopped left behind."""
+    remove_stale()
+    return SessionRegistry()
+
+
+def download_dir() -> DownloadDir:
+    """This browser session's folder of prepared downloads (pages/_downloads.py)."""
+    ctx = get_script_run_ctx()
+    sid, reg = ctx.session_id if ctx is not None else "bare", download_dirs()
+    folder = reg.get(sid)
+    if folder is None or folder.closed:
+        folder = DownloadDir()
+        reg.put(sid, folder)
+    return folder
 
 
 @st.cache_resource
@@ -115,7 +137,8 @@ def sweep() -> list[str]:
     gone (run on every page run, by any session); returns their ids. Memory freed in bulk is
     handed back to the system (glibc's malloc_trim), so the server's size follows its load."""
     resident_growth()  # the first page run sets the baseline the Trace page measures from
-    dead = live_sessions().sweep(_is_active) + holdings().sweep(_is_active)
+    dead = (live_sessions().sweep(_is_active) + holdings().sweep(_is_active)
+            + download_dirs().sweep(_is_active))
     if runtime.exists():
         rt = runtime.get_instance()
         gone = [sid for sid in BUDGET.sessions() if not rt.is_active_session(sid)]

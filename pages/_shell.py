@@ -77,6 +77,17 @@ def say(kind: str, text: Any, bold: str = "", **kw: Any) -> None:
     getattr(st, kind)(lead + esc_md(text), **kw)
 
 
+def say_list(items: list[Any], where: Any = None, empty: str = "") -> None:
+    """A bulleted list (Markdown), each item escaped: "- " written into `say`'s text would show
+    as a literal "- " and the items run together in one paragraph (issue 41 item 8)."""
+    where = st if where is None else where
+    if not items:
+        if empty:
+            where.markdown(esc_md(empty))
+        return
+    where.markdown("\n".join(f"- {esc_md(x)}" for x in items))
+
+
 def long_caption(text: str) -> None:
     """A caption that presenter mode leaves out (the lecturer says it)."""
     if not presenter():

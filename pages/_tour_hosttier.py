@@ -15,7 +15,7 @@ from __future__ import annotations
 import streamlit as st
 
 import scenarios.hosttier as ht
-from pages._player import Player
+from pages._player import Player, export_panel
 from pages._shell import max_scale, min_font_px, presenter, say, tier_tree_height
 from viz.component import tree_view
 from viz.hosttier import (
@@ -65,5 +65,7 @@ def show() -> None:
 
     player.frames(_show)
 
-    with st.expander("export frames for slides (animated HTML)"):
-        player.export(ht.TOUR_WALK, lambda i: export_frame(frames, steps, i), note=TIER_LEGEND)
+    with export_panel("export frames for slides (animated HTML)", "tour_tier") as open_:
+        if open_:
+            player.export(ht.TOUR_WALK, lambda i: export_frame(frames, steps, i),
+                          note=TIER_LEGEND)

@@ -45,7 +45,7 @@ from viz.explain import (
     page_figure,
     prefix_rows,
 )
-from viz.scene import tokens
+from viz.words import tokens
 
 AUTO_WHAT_IFS_S = 30.0  # what-ifs start by themselves when they should take less than this
 PLOT = {"displaylogo": False}

@@ -11,7 +11,14 @@ from typing import Any
 
 import streamlit as st
 
-from pages._shell import max_scale, min_font_px, presenter_tree_px, say, tree_height
+from pages._shell import (
+    max_scale,
+    min_font_px,
+    presenter_tree_px,
+    say,
+    say_list,
+    tree_height,
+)
 from pages._trace_blocks import show_blocks, show_downloads
 from pages._trace_explain import go_to_step, show_explainer
 from pages._trace_kv import show_kv_recording
@@ -20,25 +27,22 @@ from radix.tree.snapshot import format_tree
 from scenarios.trace import search
 from viz.component import tree_view
 from viz.escape import esc_md
-from viz.scene import (
-    build_owners,
-    fit_tree_scene,
-    fold_tree,
-    step_caption,
-    step_highlight,
-    step_lines,
-    tree_scene,
-)
+from viz.fold import fold_tree
+from viz.roles import step_highlight
+from viz.scene import fit_tree_scene, tree_scene
 from viz.trace import (
     failure_text,
     id_labels,
     invariants_text,
     op_summary,
     rejection_rows,
+    step_caption,
+    step_lines,
     summary_rows,
     synthetic_ids_note,
     text_head,
 )
+from viz.words import build_owners
 
 MAX_DRAWN_NODES = 2_000  # boxes drawn after folding (1,000 draw in ~0.4 s); more: text only
 
@@ -101,17 +105,16 @@ def show_replay(r: Any, state: dict | None = None, sid: str = "-") -> None:
     snap = log.snapshot_at(step)
     events = log.events_of(step - 1) if step else []
     if events:
-        say("caption", step_caption(events))
+        say("caption", step_caption(events, log.num_steps))
         with st.expander("what this step did, event by event"):
             if state is not None and "owners" not in state:
                 state["owners"] = build_owners(log.steps)
             owners = state.get("owners") if state is not None else None
-            for line in step_lines(log, step - 1, owners):
-                say("markdown", "- " + line)
+            say_list(step_lines(log, step - 1, owners))
     highlight = step_highlight(events, snap)
     left, right = st.columns([3, 2])
     with left:
-        max_children = _tree(snap, highlight, id_labels(r.trace, 2))
+        max_children, drawn = _tree(snap, highlight, id_labels(r.trace, 2))
     with right:
         text = format_tree(snap, mark_leaves=True, ids=id_labels(r.trace))
         head, note = text_head(text, 200)
@@ -123,7 +126,7 @@ def show_replay(r: Any, state: dict | None = None, sid: str = "-") -> None:
             say("caption", ids)
     if r.blocks is not None:
         show_blocks(r, step, {} if state is None else state.setdefault("blocks_cache", {}))
-    show_downloads(r, snap, highlight, max_children, text)
+    show_downloads(r, snap, highlight, max_children, drawn, text, state)
 
 
 def _navigator(r: Any) -> None:
@@ -149,7 +152,8 @@ def _navigator(r: Any) -> None:
                       on_click=go_to_step, args=(f.step + 1,))
 
 
-def _tree(snap: Any, highlight: dict[int, str], ids: Any = None) -> int:
+def _tree(snap: Any, highlight: dict[int, str], ids: Any = None) -> tuple[int, int]:
+    """Draws the tree at the step; returns (children drawn per node, boxes drawn)."""
     f = st.columns(2)
     max_children = int(f[0].number_input(
         "children drawn per node", 1, 500, 12, key="trace.max_children",
@@ -166,8 +170,8 @@ def _tree(snap: Any, highlight: dict[int, str], ids: Any = None) -> int:
         # LR: a wide fan-out stacks down the column instead of shrinking to a thin line.
         # Presenter mode: top-down (a path's edge labels side by side made even a 5-node tree
         # 1,178 px wide at 14 px), these settings first, then folded further until labels
-        # keep 14 px (a step that highlights a whole deep path: its runs of one role drawn
-        # as one chain box, viz/scene.py's chain_marked; it panned, #24)
+        # keep 14 px, never folding what the step touched or a locked node (a step that
+        # highlights a whole deep path: the view scrolls at 14 px, issue 41)
         box = presenter_tree_px(0.6, tree_height(420))  # the left of columns [3, 2]
         items = {"highlight": highlight, "rankdir": "TB" if box else "LR",
                  "max_children": max_children, "max_depth": depth or None, "ids": ids}
@@ -177,6 +181,6 @@ def _tree(snap: Any, highlight: dict[int, str], ids: Any = None) -> int:
                   max_scale=max_scale(), min_font_px=min_font_px())
     else:
         st.info(f"{drawn:,} boxes: too many to draw; lower the children per node or the depth.")
-    return max_children
+    return max_children, drawn
 
 

@@ -21,6 +21,7 @@ from scenarios.routing_steps import change_note, step_changes
 from scenarios.trace import digest
 from viz.escape import esc_md
 from viz.routing import (
+    PRESENTER_FONT_PT,
     STEP_CSS,
     approx_tree_dot,
     arrow_line,
@@ -28,6 +29,16 @@ from viz.routing import (
     routing_chart,
     scores_rows,
 )
+
+# Presenter mode: each chart at its own size (a point is 4/3 px: the 11 pt labels are 14.7 px,
+# the presenter rule's 14; an empty replica's lone root no longer blown up to 62 px) in a box
+# of the chart's height that scrolls when the tree is bigger (issue 41: scaled to fit their
+# columns the replica trees were 8.7-11.4 px)
+PRESENTER_CSS = """<style>
+[data-testid=stGraphVizChart] { overflow: auto !important; }
+[data-testid=stGraphVizChart] svg { width: auto !important; height: auto !important;
+  max-width: none !important; }
+</style>"""
 
 st.title("Cluster")
 long_caption("N replicas of the simulated engine (each its own radix tree and pool) behind one "
@@ -72,7 +83,8 @@ row = run.routed[step - 1]
 frame = run.frame_at(step - 1)
 earlier = [f for f in run.frames if f.after < frame.after]
 change = step_changes(earlier[-1] if earlier else None, frame)  # what this step changed
-st.html(STEP_CSS)
+st.html(STEP_CSS + (PRESENTER_CSS if presenter() else ""))
+font = PRESENTER_FONT_PT if presenter() else 14
 st.markdown(arrow_line(row, router) + f". {esc_md(row.why)}; it matched "
             f"{row.matched_tokens:,} of {row.input_tokens:,} tokens there "
             f"(t = {row.arrival:.1f} s).")
@@ -83,7 +95,7 @@ for k, snap in enumerate(frame.trees):
     cols[k].markdown(f"**replica {k}**" + (f" ← **{row.rid}**" if chosen else "")
                      + f": {snap.total_size:,} tokens ({change_note(change.replicas[k])})")
     cols[k].graphviz_chart(replica_tree_dot(snap, k, frame.prompt if chosen else (), chosen,
-                                            change.replicas[k]),
+                                            change.replicas[k], font),
                            height=220 if presenter() else 320)
 view = frame.view  # the router's own view at this step, as the trees
 if view["kind"] == "approx-tree":
@@ -91,7 +103,7 @@ if view["kind"] == "approx-tree":
     st.markdown(f"**the router's view** ({router}, after {esc_md(row.rid)}): prompts it "
                 f"routed, colour = replica (not what they cache); sizes {view['sizes']} "
                 f"blocks, {new or 'no'} box{'es' * (new != 1)} changed")
-    st.graphviz_chart(approx_tree_dot(view, change.view_added),
+    st.graphviz_chart(approx_tree_dot(view, change.view_added, font),
                       height=150 if presenter() else 260)
 elif view["kind"] == "block-index":
     blocks = ", ".join(f"replica {k}: {n} ({d:+})" for k, (n, d)

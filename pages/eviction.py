@@ -6,7 +6,7 @@ import streamlit as st
 
 import scenarios.eviction as lab
 from pages import _hosttier, _tlru
-from pages._player import Player
+from pages._player import Player, export_panel
 from pages._shell import (
     long_caption,
     max_scale,
@@ -142,9 +142,10 @@ def _block_side() -> None:
 
 
 player.frames(_show)
-with st.expander("export frames for slides (animated HTML)"):
-    player.export(f"eviction-{policy}", lambda k: (lab_frame(run, tl, k).scene,
-                                                   lab_frame(run, tl, k).line))
+with export_panel("export frames for slides (animated HTML)", "eviction") as open_:
+    if open_:
+        player.export(f"eviction-{policy}", lambda k: (lab_frame(run, tl, k).scene,
+                                                       lab_frame(run, tl, k).line))
 
 st.caption("Evictable leaves before the call, in the order this policy pops them (first 10):")
 st.dataframe([{"leaf": x.name, "tokens": x.num_tokens, "sort key": str(x.sort_key),

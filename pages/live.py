@@ -19,7 +19,7 @@ import streamlit as st
 from engine.model import DEFAULT_NAME, cache_root, load_model
 from pages._live_view import show_session
 from pages._live_why import show_live_why
-from pages._player import export_range
+from pages._player import export_panel, export_range
 from pages._serve import live_sessions
 from pages._shell import long_caption, presenter, say, session_id
 from scenarios.chats import SCENARIOS, SYSTEM
@@ -133,6 +133,8 @@ polling = session.pending
 with pictures if pictures is not None else st.container():
     show_session(session, polling, MEASURED)
 show_live_why(session, system)  # issue 22: two requests or two typed prompts compared
-with st.expander("export the tree's history for slides (animated HTML)"):
-    kept = list(st.session_state.get("live.scenes", ()))
-    export_range("live", "live", len(kept), len(kept) - 1, lambda i: kept[i][1:])
+with export_panel("export the tree's history for slides (animated HTML)", "live") as open_:
+    if open_:
+        kept = list(st.session_state.get("live.scenes", ()))
+        export_range("live", "live", len(kept), len(kept) - 1, lambda i: kept[i][1:],
+                     ident=(kept[-1][0] if kept else None,))

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages._downloads import Item, show_item
+from pages._player import PLOTLY_JS_BYTES
 from pages._shell import (
     long_caption,
     max_scale,
@@ -69,6 +71,11 @@ m[1].metric("waiting", f"{len(sort.rows):,}")
 m[2].metric("deprioritized", f"{len(depr):,}")
 m[3].metric("first offered", min(sort.rows, key=lambda r: r.after).rid)
 order = sorted(sort.rows, key=lambda r: r.after)
+settings = (policy, int(n), int(check), int(depri))
+if st.session_state.get("scheduler.show_for") != settings:  # a new sort: its first offered
+    # (a kept pick showed the old policy's match after a switch, issue 41 item 10)
+    st.session_state["scheduler.show_for"] = settings
+    st.session_state["scheduler.show"] = order[0].rid
 shown = c[4].selectbox("request whose match to show", [r.rid for r in order], key="scheduler.show",
                      help="the first offered by default: the tree path it matched, and its "
                           "block chain")
@@ -90,10 +97,12 @@ with right:
     st.echarts_chart(grid, key="scheduler.blocks", height=grid_height(grid), renderer="svg")
 figure = queue_figure(sort)
 st.plotly_chart(figure, key="scheduler.queue_chart", config={"displaylogo": False})
-st.download_button("the queue's before -> after as animated HTML (slides)",
-                   lambda: figure.to_html(include_plotlyjs=True, auto_play=True),
-                   f"radixlens-queue-{policy}-{int(n)}.html", "text/html",
-                   key="scheduler.export", on_click="ignore")
+show_item(Item("scheduler.export", f"radixlens-queue-{policy}-{int(n)}.html",
+               PLOTLY_JS_BYTES + len(figure.to_json()), False,
+               lambda out, *_: out.write(figure.to_html(include_plotlyjs=True,
+                                                        auto_play=True).encode()),
+               (policy, int(n), hash(figure.to_json())),
+               label="the queue's before → after as animated HTML (slides)"))
 st.dataframe([{"rid": r.rid, "kind": r.kind, "before": r.before, "after": r.after,
                "moved": r.before - r.after, "cached match": r.prefix_len,
                "in-batch match": r.in_batch_len, "deprioritized": "yes" if r.deprioritized else "",

@@ -6,7 +6,7 @@ import streamlit as st
 
 import scenarios.hosttier as ht
 from pages import _tour_hosttier
-from pages._player import Player
+from pages._player import Player, export_panel
 from pages._shell import (
     below_alert_px,
     long_caption,
@@ -32,8 +32,9 @@ from viz.blocks import grid_caption, lookup_line, queue_line, request_chain
 from viz.component import tree_view
 from viz.flavor import flavor_line
 from viz.grid_chart import block_grid_chart, grid_height
-from viz.scene import build_owners, fit_tree_scene, node_line, tree_scene
+from viz.scene import fit_tree_scene, tree_scene
 from viz.timeline import Timeline
+from viz.words import build_owners, node_line
 
 
 @st.cache_resource(max_entries=4, show_spinner="playing the walk through both caches…")
@@ -66,18 +67,33 @@ long_caption(WALKS[name].about + " Each request: match_prefix, inc_lock_ref, ins
 
 
 def _from_link(params: dict[str, str]) -> int | None:
+    """The frame a deep link asks for; a step or event past the walk's, or not a number, is
+    brought to the nearest there is and said (issue 41: `k=99` silently opened step 0)."""
     if "step" not in params:
         return None
     try:
-        at = (int(params["step"]), int(params.get("k", 0)))
+        step = int(params["step"])
     except ValueError:
+        st.session_state["tour.link_note"] = (f"The link's step={params['step']!r} is not a "
+                                              "number: showing the start.")
         return None
-    return cursors.index(at) if at in cursors else None
+    raw_k = params.get("k", "0")
+    k = int(raw_k) if raw_k.lstrip("-").isdigit() else 0
+    at_step = min(max(step, 0), tl.num_steps)
+    at_k = min(max(k, 0), tl.num_micro(at_step))
+    if (at_step, at_k, str(k)) != (step, k, raw_k):
+        st.session_state["tour.link_note"] = (
+            f"The link asked for step {step}, event {raw_k}; this walk has steps 0 to "
+            f"{tl.num_steps} and step {at_step} has {tl.num_micro(at_step)} events: showing "
+            f"step {at_step}, event {at_k}.")
+    return cursors.index((at_step, at_k))
 
 
 player = Player(f"tour.{name}", len(cursors), page="tour", from_link=_from_link,
                 to_link=lambda i: {"step": str(cursors[i][0]), "k": str(cursors[i][1])})
 player.buttons()
+if "tour.link_note" in st.session_state:
+    say("warning", st.session_state.pop("tour.link_note"))
 
 
 def _show(i: int, duration_ms: int) -> None:
@@ -116,8 +132,10 @@ def _tree(frame, duration_ms: int, px: int) -> None:
     if selected is not None and selected not in highlight:
         highlight[selected] = "selected"
     box = presenter_tree_px(0.6, px)  # the left of columns [3, 2]
-    scene = (fit_tree_scene(frame.snapshot, *box, min_font_px(), highlight=highlight) if box
-             else tree_scene(frame.snapshot, highlight=highlight))
+    # what the sentence names stays drawn, and where it speaks of access times they are shown
+    items = {"highlight": highlight, "keep": sorted(frame.named), "names": frame.labels}
+    scene = (fit_tree_scene(frame.snapshot, *box, min_font_px(), **items) if box
+             else tree_scene(frame.snapshot, **items))
     clicked = tree_view(scene, key="tour.tree", height=px, duration_ms=duration_ms,
                         max_scale=max_scale(), min_font_px=min_font_px())
     if clicked is not None:
@@ -171,9 +189,11 @@ def _counter_table(step: int, k: int, snapshot) -> dict[str, list[str]]:
 
 def _export_frame(i: int) -> tuple[dict, str]:
     f = tl.frame(*cursors[i])
-    return tree_scene(f.snapshot, highlight=f.highlight), f.narration or f"step {f.step}"
+    return (tree_scene(f.snapshot, highlight=f.highlight, names=f.labels),
+            f.narration or f"step {f.step}")
 
 
 player.frames(_show)
-with st.expander("export frames for slides (animated HTML)"):
-    player.export(name, _export_frame)
+with export_panel("export frames for slides (animated HTML)", "tour") as open_:
+    if open_:
+        player.export(name, _export_frame)

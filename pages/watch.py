@@ -6,6 +6,7 @@ import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from pages._downloads import Item, show_item
 from pages._shell import max_scale, min_font_px, presenter_tree_px, say
 from runtime.sessions import SessionRegistry
 from scenarios.watch import WatchSession, discover, http_json
@@ -92,8 +93,10 @@ registry.sweep(_is_active)
 if session is None:
     st.info(f"Not watching anything. To try it on this machine: `{EXAMPLE}`.")
     st.stop()
-b[3].download_button("recording (.msgpack)", session.recording(), "watch.msgpack",
-                     key="watch.download", help="the applied batches with seq and receive time")
+# the applied batches with seq and receive time, as they are now
+show_item(Item("watch.recording", "watch.msgpack", session.recording_size(), True,
+               lambda out, *_: out.write(session.recording()), (session.recording_size(),),
+               label="recording (.msgpack)"), b[3])
 
 
 

@@ -54,6 +54,10 @@ class SessionRegistry(Generic[S]):
             session.close()
         return dead
 
+    def get(self, session_id: str) -> S | None:
+        with self._lock:
+            return self._sessions.get(session_id)
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._sessions)

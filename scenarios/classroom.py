@@ -152,6 +152,7 @@ class CharTokenizer:
     """
 
     chat_template = "{role}: {content}\\n per message, then 'assistant: '"
+    max_token_chars = 1  # a token is one character (engine/admission.py bounds prompts by it)
 
     def apply_chat_template(self, messages: list[dict[str, str]], tokenize: bool = True,
                             **kw: Any) -> Any:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from radix.hosttier.explain import HostTierExplanation, explain_host_tier
+from radix.runs import memory
 from radix.runs.explain import (
     BUCKETS,
     Explanation,
@@ -44,11 +45,8 @@ WHAT = "trace explain"
 WHAT_HOST = "trace host tier"
 HOST_RATIOS = (2.0, 4.0, 8.0)  # the panel's host pools (x the device pool), SGLang's default 2
 POLICIES = ("fcfs", "lpm")  # fcfs: arrival order, as the replay; lpm: SGLang's default
-# estimates from tracemalloc peaks of the watched run on examples/traces (x 2 for headroom):
-# the Mooncake excerpt 3.9 MB (200 requests), rag 7.1 MB (46,169 tokens), customer support
-# 5.4 MB (62,125 tokens); 163 KB kept for the excerpt's 200 rows
-BYTES_PER_REQUEST = 40_000  # probe rows, tries' nodes, scheduler state
-BYTES_PER_TOKEN = 300  # request traces spell every token: the tries keep them as ints
+# what the watched run holds (radix/runs/memory.py: the command line's explain reads them too)
+BYTES_PER_REQUEST, BYTES_PER_TOKEN = memory.BYTES_PER_REQUEST, memory.BYTES_PER_TOKEN
 KEPT_PER_REQUEST = 2_000  # an Explanation's row per request, kept after the run
 EXAMPLES = 3  # requests shown per bucket
 WHAT_IF_RUNS = num_what_ifs()  # simulator runs of the what-ifs (at most)
@@ -150,10 +148,20 @@ def what_if_workers(trace: Trace, done: Explained) -> int:
     return max(1, min(os.cpu_count() or 1, runs))
 
 
-def what_if_estimate(trace: Trace, done: Explained, workers: int = 1) -> float:
+def free_cores(load: float | None = None) -> int:
+    """Cores the what-ifs' workers can have: the CPUs less the load average (others' work, the
+    server's own), at least 1. 2 CPUs at load 1.2: 1 (two workers run no faster than one)."""
+    load = os.getloadavg()[0] if load is None else load
+    return max(1, round((os.cpu_count() or 1) - load))
+
+
+def what_if_estimate(trace: Trace, done: Explained, workers: int = 1,
+                     cores: int | None = None) -> float:
     """Seconds the what-ifs should take in `workers` processes (0: this one): the watched
     run's seconds, times PLAIN_PER_WATCHED a run, times the simulator runs each worker makes
-    (the runs, num_simulator_runs, dealt out: the slowest worker's share).
+    (the runs, num_simulator_runs, dealt out: the slowest worker's share), the workers no
+    more than the free `cores` (free_cores: issue 41 said "about 54 s" for two workers on a
+    2-core server at load ~1, and they took 104-112 s: one core's worth).
 
     >>> from radix.traces.trace import TraceRequest
     >>> t = Trace("request", [TraceRequest("a", 0.0, (1, 2, 3), 1)])
@@ -162,11 +170,14 @@ def what_if_estimate(trace: Trace, done: Explained, workers: int = 1) -> float:
     >>> x = Explained(("d", 1_000_000, "fcfs"), settings(1_000_000), e, 10.0, {})
     >>> round(what_if_estimate(t, x), 1)  # 13 runs (bounded base) x 0.6 x 10 s
     78.0
-    >>> round(what_if_estimate(t, x, workers=2), 1)  # 7 of the 13 on one of them
+    >>> round(what_if_estimate(t, x, workers=2, cores=2), 1)  # 7 of the 13 on one of them
     42.0
+    >>> round(what_if_estimate(t, x, workers=2, cores=1), 1)  # one free core: all 13 in turn
+    78.0
     """
     runs = num_simulator_runs(trace, done.config, done.explanation.working_set)
-    return done.seconds * PLAIN_PER_WATCHED * math.ceil(runs / max(1, workers))
+    parallel = max(1, min(workers, free_cores() if cores is None else cores))
+    return done.seconds * PLAIN_PER_WATCHED * math.ceil(runs / parallel)
 
 
 def run_what_ifs(trace: Trace, done: Explained, *, progress: Progress | None = None,

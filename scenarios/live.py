@@ -7,7 +7,7 @@ tokenizer is not safe to share between threads). `LiveTree` is the service's lis
 handed every stamped event in the engine's order; tree events
 rebuild a `TreeModel` (the replay law makes it equal to the engine's tree) and the steps worth
 telling (splits, new leaves, evictions, lock walks, admissions) are kept with what the words need
-(the tree before a split, the step's key length), for viz/scene.py to say. Prefill is chunked
+(the tree before a split, the step's key length), for viz/words.py to say. Prefill is chunked
 (CHUNK tokens a round, as SGLang's chunked prefill), so a long prompt shows its progress.
 runtime/sessions.py's `SessionRegistry` closes the engines of browser sessions that are gone.
 Leaves out: stop strings and EOS (the engine runs every request to max_new_tokens).
@@ -220,7 +220,9 @@ class LiveSession:
                                             config=SchedulerConfig(chunked_prefill_size=CHUNK))
         self.requests: list[LiveRequest] = history if history is not None else []
         self._later: deque[tuple[str, Messages, int]] = deque()  # one-at-a-time scenario rest
-        self._ids = itertools.count(1)
+        # numbered on from the history: a restarted engine (cache toggled) keeps rids unique,
+        # so the table and the why panel tell its requests from the earlier ones (issue 41)
+        self._ids = itertools.count(len(self.requests) + 1)
         self._blocks: Any = None  # the block shadow's latest snapshot (taken on the engine)
         self._blocks_asked = False
         self.closed = False  # True once close() ran: make a new session (restart) to go on

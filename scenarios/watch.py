@@ -15,6 +15,7 @@ import json
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,8 +68,24 @@ def discover(base_url: str) -> list[str]:
     if outward:  # --kv-events-connect: the PUB sockets connect to a proxy, nothing listens there
         raise ValueError(f"{base_url}: its PUB sockets connect out to {', '.join(outward)} "
                          "(--kv-events-connect): type the endpoint your proxy publishes on")
-    return [p["endpoint"] + (f",{p['replay_endpoint']}" if p.get("replay_endpoint") else "")
+    host = urllib.parse.urlsplit(api_base(base_url)).hostname or "127.0.0.1"
+    return [reached(p["endpoint"], host) + (f",{reached(p['replay_endpoint'], host)}"
+                                            if p.get("replay_endpoint") else "")
             for p in pubs if p.get("endpoint")]
+
+
+def reached(endpoint: str, host: str) -> str:
+    """A wildcard endpoint as reached at `host`, the host this client reached the server
+    by (the server advertises what it bound; it never reflects a Host header).
+
+    >>> reached("tcp://*:5557", "10.0.0.4"), reached("tcp://127.0.0.1:5557", "h")
+    ('tcp://10.0.0.4:5557', 'tcp://127.0.0.1:5557')
+    """
+    host = f"[{host}]" if ":" in host else host
+    for wildcard in ("tcp://*:", "tcp://0.0.0.0:", "tcp://[::]:"):
+        if endpoint.startswith(wildcard):
+            return f"tcp://{host}:" + endpoint[len(wildcard):]
+    return endpoint
 
 
 class WorkerView(NamedTuple):
@@ -174,6 +191,11 @@ class WatchSession:
     def recording(self) -> bytes:
         with self._lock:
             return self._record.getvalue()
+
+    def recording_size(self) -> int:
+        """Bytes of `recording()`, without copying it."""
+        with self._lock:
+            return self._record.tell()
 
     # --- the server's HTTP API --------------------------------------------------------------
     def _need_api(self) -> str:

@@ -35,7 +35,7 @@ class WhyView(NamedTuple):
     first_bad_block: int | None  # the first block of B whose hash A does not share
     block_sentence: str
     tree: Any  # a TreeSnapshot of a tree holding A, then B: where B's path leaves A's
-    highlight: dict[int, str]  # node id -> role (viz/scene.py ROLES): shared, A's, B's
+    highlight: dict[int, str]  # node id -> role (viz/roles.py ROLES): shared, A's, B's
     names: dict[int, str]  # node id -> label line ("shared", "A only", "B only")
     parting_node: int  # the node at whose end B leaves A's path (scenarios/whypair.py)
     parting_label: str  # "B leaves A here: token 20"
@@ -135,8 +135,9 @@ def causes(trace: Trace, rids: list[str], block_size: int = 16) -> list[FoundCau
         r = why(prompt_of(best), prompt_of(b), 1, block_size)
         found = [(c.kind, c.sentence) for c in r.causes]
         if r.blocks.hit == 0 and r.blocks.lost_to_unit and r.a.namespace == r.b.namespace:
-            found.insert(0, ("block_floor", f"the block floor: {shared:,} shared tokens fill no "
-                                            f"block of {block_size}, so vLLM reuses none"))
+            words = f"{shared:,} shared token" + ("s fill" if shared != 1 else " fills")
+            found.insert(0, ("block_floor", f"the block floor: {words} no block of "
+                                            f"{block_size}, so vLLM reuses none"))
         out.append(FoundCause(rid, best.rid, shared, [k for k, _ in found],
                               found[0][1] if found else NO_CAUSE))
     return out
@@ -149,12 +150,13 @@ def compare_live(tokenizer: Any, a: Any, b: Any, block_size: int = 16) -> WhyVie
 
     codec = HFCodec(tokenizer, "live")
     prompts = []
-    for label, x in (("A", a), ("B", b)):
+    for x in (a, b):
         if isinstance(x, list):
             text = codec.render(x, None, True, None)
-            prompts.append(Prompt(f"{label}: typed", tuple(codec.encode_rendered(text)),
+            # the report heads each with "A: " / "B: " itself ("A: A: typed", issue 41 item 9)
+            prompts.append(Prompt("typed", tuple(codec.encode_rendered(text)),
                                   text=text, messages=tuple(x), template="model"))
         else:
-            prompts.append(Prompt(f"{label}: {x.rid}", tuple(x.token_ids),
+            prompts.append(Prompt(x.rid, tuple(x.token_ids),
                                   text=codec.decode(list(x.token_ids))))
     return _view(prompts[0], prompts[1], 1, block_size, codec.decode)

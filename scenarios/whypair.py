@@ -23,7 +23,7 @@ from radix.why.prompt import Prompt
 
 class PairTree(NamedTuple):
     snapshot: Any  # TreeSnapshot of a tree that inserted A, then B
-    highlight: dict[int, str]  # node id -> role (viz/scene.py ROLES): both, A's, B's
+    highlight: dict[int, str]  # node id -> role (viz/roles.py ROLES): both, A's, B's
     names: dict[int, str]  # node id -> label line ("shared: 20 tokens", "A only", "B only")
     parting_node: int  # the node at whose end B leaves A's path (the root when they share none)
     parting_label: str  # "B leaves A here: token 20" (B's first token that differs from A's)

@@ -29,3 +29,13 @@ def smol():
     from engine.model import load_model  # imported here: collecting non-engine tests needs no torch
 
     return load_model(device="cpu")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _downloads_in_tmp(tmp_path_factory):
+    """The pages' prepared downloads (runtime/downloads.py) go to a temporary folder, not the
+    checkout's static/: AppTest sessions are never swept, so nothing would remove them."""
+    import runtime.downloads as downloads
+
+    downloads.ROOT = tmp_path_factory.mktemp("downloads")
+    yield downloads.ROOT

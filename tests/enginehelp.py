@@ -49,3 +49,52 @@ def engine_serve(timeout: float | None = None, argv: list[str] | None = None,
     finally:
         proc.terminate()
         proc.wait(timeout=seconds(30))
+
+
+@contextmanager
+def sim_serve(dp: int = 2, router: str = "round-robin", **kw) -> Iterator[tuple[str, object]]:
+    """engine/server.py's app over a Cluster of simulated replicas (no model: the real
+    scheduler, trees and block caches; every reply is REPLY's characters), served in a thread
+    by the guarded uvicorn server (engine/connections.py) on a free port of 127.0.0.1; yields
+    (base URL without /v1, the uvicorn Server, whose `config.app` is the app). Keywords go to
+    ClusterConfig (`kv_endpoint` defaults to none), Server (`max_context`, `tokenizer`),
+    build_app (`max_body_bytes`, `body_idle_s`) and uvicorn (`max_connections`,
+    `header_timeout_s`, `backlog`)."""
+    import socket
+    import time
+    from functools import partial
+
+    from engine.backends import simulated
+    from engine.cluster import Cluster, ClusterConfig
+    from engine.connections import GuardedServer, guarded_config
+    from engine.server import Server, build_app
+    from engine.service import EngineService
+    from scenarios.classroom import SimLoaded
+
+    pick = lambda *names: {n: kw.pop(n) for n in names if n in kw}  # noqa: E731
+    server_kw, app_kw = pick("max_context"), pick("max_body_bytes", "body_idle_s")
+    conn_kw, tokenizer = pick("max_connections", "header_timeout_s"), kw.pop("tokenizer", None)
+    conn_kw.update(pick("backlog"))
+    kw = {"kv_endpoint": None, "kv_replay_endpoint": None, "capacity_tokens": 4096, **kw}
+    loaded = SimLoaded(tokenizer) if tokenizer is not None else SimLoaded()
+    cluster = Cluster(loaded, ClusterConfig(dp=dp, router=router, **kw),
+                      partial(EngineService, backend=simulated()))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    app = build_app(Server(cluster, "sim", **server_kw), **app_kw)
+    uv = GuardedServer(guarded_config(app, **conn_kw))
+    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + seconds(30)
+        while not uv.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert uv.started, "uvicorn did not start"
+        uv.cluster = cluster
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", uv
+    finally:
+        uv.should_exit = True
+        thread.join(timeout=seconds(10))
+        cluster.close()
+        sock.close()

@@ -16,7 +16,8 @@ from typing import Any
 
 from radix.blocks.snapshot import BlockPoolSnapshot, BlockState
 from viz.blocks import short_hash
-from viz.scene import Box, Line, fits, place
+from viz.fold import fits
+from viz.layout import Box, Line, place
 
 Decode = Callable[[list[int]], "str | None"]
 WATCH_LABELS = {"cached_free": "cached (stored, not removed)",
@@ -99,7 +100,7 @@ FIT_CAPS = ((MAX_CHILDREN, MAX_TREE_NODES), (8, 40), (4, 20), (2, 10), (1, 6), (
 def fit_prefix_tree_scene(view: Any, decode: Decode | None, width_px: float, height_px: float,
                           min_font_px: float) -> dict:
     """`prefix_tree_scene` folded just enough that a `width_px` x `height_px` tree view shows all
-    of it with every label >= `min_font_px` (presenter mode; viz/scene.py's `fits`): the caps
+    of it with every label >= `min_font_px` (presenter mode; viz/fold.py's `fits`): the caps
     of FIT_CAPS in turn; when none fits, the most folded (the view then pans)."""
     for max_children, max_nodes in FIT_CAPS:
         scene = prefix_tree_scene(view, decode, max_children, max_nodes)

@@ -83,8 +83,9 @@ def collapsed_scene(run: Any, snapshot: Any, highlight: dict[int, str], drawn: l
     parents = {n.parent for n in snapshot.nodes if n.id in conv}
     beside = max((sum(1 for n in snapshot.nodes if n.parent == p and n.id not in conv)
                   for p in parents), default=0)  # RAG beside the conversations under S
+    # keep_locked off: 384 live conversations are locked; the summary counts them (the lesson)
     return fit_tree_scene(snapshot, *fit, max_children=len(drawn) + beside or 1, keep=fixed,
-                          prefer=drawn, **items)
+                          prefer=drawn, keep_locked=False, **items)
 
 
 def describe(evicted: list[tuple[int, str, int]]) -> str:

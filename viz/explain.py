@@ -61,7 +61,10 @@ def bucket_rows(e: Any) -> dict[str, list[str]]:
 
 
 def bucket_figure(e: Any) -> go.Figure:
-    """Stacked horizontal bars, one per cache, one segment per bucket (empty ones left out)."""
+    """Stacked horizontal bars, one per cache, one segment per bucket (empty ones left out).
+    A segment says its share when that is 1% or more, and only where the words fit at 12 px:
+    plotly hides them otherwise (`uniformtext`; it squeezed a thin segment's "0%" to 0.8 px).
+    """
     fig = go.Figure()
     sides = list(e.totals)
     for b, (label, colour, means) in BUCKETS.items():
@@ -69,15 +72,16 @@ def bucket_figure(e: Any) -> go.Figure:
         if not any(xs):
             continue
         fig.add_bar(y=[SIDES[s] for s in sides], x=xs, name=label, orientation="h",
-                    marker_color=colour, text=[f"{x / e.prompt_tokens:.0%}" if x else ""
-                                               for x in xs],
+                    marker_color=colour,
+                    text=[f"{x / e.prompt_tokens:.0%}" if x >= 0.005 * e.prompt_tokens else ""
+                          for x in xs],
                     textposition="inside", customdata=[pct(x, e.prompt_tokens) for x in xs],
                     hovertemplate=f"{label}: %{{customdata}}<br>{esc_html(means)}"
                                   "<extra></extra>")
     fig.update_layout(barmode="stack", height=230, margin={"l": 10, "r": 10, "t": 40, "b": 30},
                       title=f"Where the {e.prompt_tokens:,} prompt tokens went",
                       xaxis_title="prompt tokens", legend={"orientation": "h", "y": -0.35},
-                      font=FONT)
+                      font=FONT, uniformtext={"minsize": 12, "mode": "hide"})
     fig.update_yaxes(autorange="reversed")
     return fig
 

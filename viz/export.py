@@ -103,7 +103,11 @@ def export_html(scenes: list[dict[str, Any]], captions: list[str], title: str,
         from plotly.offline import get_plotlyjs
 
         plotly = "<script>" + get_plotlyjs().replace("</script", "<\\/script") + "</script>"
-        figures = [json.loads(f.to_json()) if hasattr(f, "to_json") else f for f in figures]
+        made: dict[int, Any] = {}  # frames that share a figure share its JSON
+        for f in figures:
+            if id(f) not in made:
+                made[id(f)] = json.loads(f.to_json()) if hasattr(f, "to_json") else f
+        figures = [made[id(f)] for f in figures]
     note = f'\n<p id="note">{html.escape(note)}</p>' if note else ""
     return PAGE.format(title=html.escape(title), note=note, bundle=bundle_script(), plotly=plotly,
                        frames=_json(frames), captions=_json(list(captions)),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from radix import events as ev
-from viz.scene import Box, Line, place
+from viz.layout import Box, Line, place
 
 TIER_COLOURS = {"device": "#1f77b4", "both": "#2ca02c", "host": "#ff7f0e", "root": "#eeeeee"}
 TIER_WORDS = {"device": "device only", "both": "device + host copy", "host": "host only"}

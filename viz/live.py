@@ -11,11 +11,13 @@ Leaves out: block-cache numbers in the table (the grid beside the tree shows the
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from radix import events as ev
 from radix.runs.costs import CostModel
-from viz.scene import fit_tree_scene, told_line, tree_scene
+from viz.scene import fit_tree_scene, tree_scene
+from viz.words import narrate, split_line, tokens, who
 
 COLUMNS = ("request", "cache", "status", "prompt tokens", "matched", "prefilled",
            "TTFT ms (measured)", "decode tok/s (measured)", "output tokens",
@@ -79,15 +81,17 @@ def measured_label(loaded: Any) -> str:
 
 
 def live_scene(snapshot: Any, decode: Callable[[list[int]], str] | None, selected: int | None,
-               max_children: int = 12, fit: tuple[float, float, float] | None = None
-               ) -> tuple[dict[str, Any], int, int]:
+               max_children: int = 12, fit: tuple[float, float, float] | None = None,
+               keep: Iterable[int] = ()) -> tuple[dict[str, Any], int, int]:
     """(scene, nodes drawn, nodes folded): at most `max_children` children per node, the selected
     node (outlined) and locked ones (running requests) first. A root with 20 leaves, 12 per
     node: 1 + 12 drawn, 8 folded into one "+8 more" box. `fit` (presenter mode: view width and
     height, smallest label, in px): folded further until every label keeps that size
-    (viz/scene.py's fit_tree_scene)."""
+    (viz/scene.py's fit_tree_scene); `keep`: nodes the last line names, never folded."""
     highlight = {selected: "selected"} if selected is not None else None
-    items = {"decode": decode, "highlight": highlight, "max_children": max_children}
+    present = {n.id for n in snapshot.nodes}
+    items = {"decode": decode, "highlight": highlight, "max_children": max_children,
+             "keep": sorted(set(keep) & present)}
     scene = (tree_scene(snapshot, **items) if fit is None
              else fit_tree_scene(snapshot, *fit, **items))
     drawn = sum(1 for n in scene["nodes"] if n["id"].startswith("n"))  # not the "m" stubs
@@ -122,3 +126,31 @@ def progress_line(p: Any, rate: float | None) -> tuple[float, str]:
                       f"the tree); {ahead}{eta}")
     frac = p.done / p.total if p.total else 1.0
     return frac, f"{p.rid}: decoding, {p.done:,} of {p.total:,} new tokens"
+
+
+def lock_walk_line(rid: str | None, hops: Sequence[ev.LockChanged]) -> str:
+    """A whole lock walk in one line, for the Live page.
+
+    >>> lock_walk_line("turn5.5", [ev.LockChanged(9, 1, 1, 40), ev.LockChanged(4, 2, 1, 0)])
+    'turn5.5 locks #9 → #4, 2 hops up to the root: lock_ref 1, 2; 40 tokens now protected'
+    """
+    verb, dst = ("locks", "protected") if hops[0].delta > 0 else ("unlocks", "evictable")
+    path = " → ".join(f"#{h.node_id}" for h in hops)  # one arrow everywhere (markdown makes
+    # "->" one in an alert, not in plain text: the Live page showed both, issue 41 item 7)
+    refs = ", ".join(str(h.lock_ref) for h in hops)
+    moved = sum(h.size_moved for h in hops)
+    tail = f"; {tokens(moved)} now {dst}" if moved else ""
+    n = len(hops)
+    return (f"{who(rid)} {verb} {path}, {n} hop{'s' if n != 1 else ''} up to the root: "
+            f"lock_ref {refs}{tail}")
+
+
+def told_line(told: Any, owners: Mapping[int, str]) -> str:
+    """One Live-page line for a `scenarios.live.Told` record."""
+    e = told.event
+    if isinstance(e, tuple):  # a lock walk
+        return lock_walk_line(told.rid, e)
+    who = told.rid or "the scheduler's match"
+    if isinstance(e, ev.NodeSplit):
+        return split_line(e, told.before, owners, who, told.key_len)
+    return narrate(e, None, owners, who)

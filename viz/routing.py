@@ -107,24 +107,29 @@ def scores_rows(row: Any, router: str) -> list[dict[str, Any]]:
             for k, s in enumerate(row.scores)]
 
 
-def _graph(name: str, rankdir: str = "LR") -> graphviz.Digraph:
+# presenter mode shows the charts at their own size (pages/cluster.py PRESENTER_CSS), where a
+# point is 4/3 px: 11 pt labels are 14.7 px on screen, the presenter rule's 14
+PRESENTER_FONT_PT = 11
+
+
+def _graph(name: str, rankdir: str = "LR", font: int = 14) -> graphviz.Digraph:
     return graphviz.Digraph(name, graph_attr={"rankdir": rankdir, "bgcolor": "transparent",
                                               "nodesep": "0.12", "ranksep": "0.2"},
                             node_attr={"shape": "box", "style": "filled,rounded",
-                                       "fontname": "DejaVu Sans", "fontsize": "14",
+                                       "fontname": "DejaVu Sans", "fontsize": str(font),
                                        "height": "0.3", "margin": "0.06,0.02"},
                             edge_attr={"arrowsize": "0.5"})
 
 
 def replica_tree_dot(snapshot: Any, replica: int, prompt: Sequence[int] = (),
-                     chosen: bool = False, change: Any = None) -> str:
+                     chosen: bool = False, change: Any = None, font: int = 14) -> str:
     """A replica's radix tree, compact for a small multiple: one box per node labelled with its
     tokens (and its hit count), in the replica's colour; top down. The nodes `prompt` walks
     (`match_path`) get a thick black border; `chosen` tints the ground (it received the
     request). `change` (a routing_steps `ReplicaChange`): its new nodes get a purple border and
     the class rl-added, its evicted nodes are drawn as dashed ghosts. Node names are
-    `n<node id>`, stable across snapshots of the same tree."""
-    g = _graph(f"replica{replica}", "TB")
+    `n<node id>`, stable across snapshots of the same tree. `font`: label size in points."""
+    g = _graph(f"replica{replica}", "TB", font)
     if chosen:
         g.graph_attr.update(bgcolor=CHOSEN_GROUND, **{"class": "rl-chosen"})
     fill = PALETTE[replica % len(PALETTE)]
@@ -177,7 +182,8 @@ def arrow_line(row: Any, router: str) -> str:
             f"{label}: {per}")
 
 
-def approx_tree_dot(view: dict[str, Any], added: frozenset[int] = frozenset()) -> str:
+def approx_tree_dot(view: dict[str, Any], added: frozenset[int] = frozenset(),
+                    font: int = 14) -> str:
     """The router's approximate tree, as scenarios/routing.py's chains: a box per run of blocks
     sent to the same replicas ("5 blk"), filled with that replica's colour (grey when several
     share it); the boxes in `added` (chain keys new or changed this step) get a purple border and
@@ -188,7 +194,7 @@ def approx_tree_dot(view: dict[str, Any], added: frozenset[int] = frozenset()) -
     >>> "3 blk" in dot, 'class="rl-added"' in dot
     (True, True)
     """
-    g = _graph("approx")
+    g = _graph("approx", font=font)
     g.node("n0", label="router", fillcolor="#eeeeee")
     for key, parent, count, tenants in view["chains"]:
         one = len(tenants) == 1

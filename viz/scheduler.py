@@ -33,6 +33,7 @@ def _traces(sort: Any, where: str) -> list[go.Scatter]:
         out.append(go.Scatter(
             x=[getattr(r, where) for r in rows], y=[r.prefix_len for r in rows],
             ids=[r.rid for r in rows], name=kind, mode="markers+text" if show_text else "markers",
+            cliponaxis=False,
             text=[r.rid[1:] for r in rows] if show_text else None, textposition="top center",
             marker=dict(size=16, color=KIND_COLORS[kind], line=dict(width=1, color="#333"),
                         symbol=["x" if r.deprioritized else "circle" for r in rows]),
@@ -46,6 +47,7 @@ def _traces(sort: Any, where: str) -> list[go.Scatter]:
 def queue_figure(sort: Any) -> go.Figure:
     """Frames 'before' and 'after'; the figure opens on 'after'. x: place (0 = admitted first)."""
     n = len(sort.rows)
+    top = max((r.prefix_len for r in sort.rows), default=0) or 1
     fig = go.Figure(data=_traces(sort, "after"),
                     frames=[go.Frame(data=_traces(sort, w), name=w) for w in ("before", "after")])
     step = dict(frame=dict(duration=900, redraw=False), transition=dict(duration=800),
@@ -56,7 +58,8 @@ def queue_figure(sort: Any) -> go.Figure:
                    xanchor="center", y=0.97),
         xaxis=dict(title="place in the waiting queue (0 = offered to admission first)",
                    range=[-1, n]),
-        yaxis=dict(title="cached match (tokens)", rangemode="tozero"),
+        # room above the highest marker for its label (clipped at the plot's top, issue 41)
+        yaxis=dict(title="cached match (tokens)", range=[-0.04 * top, 1.15 * top]),
         legend=dict(orientation="h", y=-0.25),
         updatemenus=[dict(type="buttons", direction="left", x=0, xanchor="left", y=1.2,
                           showactive=False,

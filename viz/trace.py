@@ -5,19 +5,23 @@ the same units: tokens with separators, hit rates in percent, evictions counted 
 both (the tree frees whole leaves, the block cache 16-token blocks), bytes at Llama-3-8B's
 128 KiB a token (derived); rejected requests are listed with their reason. Big trees:
 `text_head` cuts pretty_print's text for the page (the whole text goes to a download); the
-step's roles, narration and caption are viz/scene.py's (`step_highlight`, `step_lines`).
+step's narration and caption here (`step_lines`, `step_caption`, from viz/words.py's
+sentences), its roles viz/roles.py's (`step_highlight`).
 Leaves out: the replay itself (scenarios/trace.py) and drawing (viz/scene.py, viz/blocks.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from radix import events as ev
 from radix.runs.costs import CostModel
 from radix.traces.hashview import block_label
 from radix.traces.trace import COMPACT_OUTPUT_BASE, OUTPUT_BASE
 from viz.recording import span
+from viz.words import build_owners, narrate
 
 NA = "-"
 
@@ -125,18 +129,6 @@ def text_head(text: str, max_lines: int = 200) -> tuple[str, str | None]:
             f"first {max_lines:,} of {len(lines):,} lines; download the whole text below")
 
 
-def snapshot_json(snapshot: Any) -> dict[str, Any]:
-    """A TreeSnapshot as plain JSON-able data (for the download button)."""
-    nodes = []
-    for n in snapshot.nodes:
-        row = n._asdict()
-        row["token_ids"], row["slot_ids"] = list(n.token_ids), list(n.slot_ids)
-        nodes.append(row)
-    return {"step": snapshot.step, "page_size": snapshot.page_size,
-            "evictable_size": snapshot.evictable_size, "protected_size": snapshot.protected_size,
-            "nodes": nodes}
-
-
 def kv_events_summary(trace: Any) -> str:
     """What a vLLM KV-events recording holds, in totals (the fold, viz/recording.py, says what
     its pool ends with); times readable (viz.recording.span).
@@ -175,3 +167,43 @@ def synthetic_ids_note(snapshot: Any) -> str | None:
             f"length, so request #i's reply is {base:,} + (i << {shift}) + j for its j-th token, "
             "ids no prompt uses. They are what the cache holds after a finish (prompt + reply); "
             "only a later request that repeats the reply could hit them.")
+
+
+def step_caption(events: list[Any], num_steps: int | None = None) -> str:
+    """The step just played, numbered one way only, as the step box counts (steps done, from
+    1), out of the log's `num_steps` (issue 41: "step 41,848 ... (the cache's step #41,847)"
+    gave one step two numbers).
+
+    >>> e = [ev.StepStarted(11, "cache_finished_req", "R5")] + [None] * 6
+    >>> step_caption(e, 40)
+    'step 12 of 40: R5 cache_finished_req (7 events)'
+    """
+    first = events[0]
+    rid = f" {first.rid}" if getattr(first, "rid", None) else ""
+    of = f" of {num_steps:,}" if num_steps is not None else ""
+    return f"step {first.step + 1:,}{of}:{rid} {first.op} ({len(events):,} events)"
+
+
+def step_lines(log: Any, step: int, owners: dict[int, str] | None = None,
+               max_lines: int = 40) -> list[str]:
+    """The narration of log step `step` (0-based), one line per micro-event that says something
+    (`narrate`; a finish's prompt-boundary split says so), the first `max_lines` of them.
+    `owners`: node id -> rid (build_owners over the log; built here when None)."""
+    events = log.events_of(step)
+    first = events[0]
+    if owners is None:
+        owners = build_owners(log.steps)
+    model = log.model_at(step)
+    micro = log.micro_events(step)
+    key_len = next((e.key_len for e in micro if isinstance(e, ev.PrefixMatched)), None)
+    # numbered as the step box counts (from 1), as step_caption does
+    lines = [narrate(replace(first, step=first.step + 1), model, owners, first.rid)]
+    for k, e in enumerate(micro):
+        if len(lines) >= max_lines:
+            lines.append(f"... {len(micro) - k:,} more events")
+            break
+        if not isinstance(e, ev.NodesTouched | ev.LeafSetChanged):
+            lines.append(narrate(e, model, owners, first.rid, key_len, op=first.op,
+                                 earlier=micro[:k]))
+        model.apply(e)
+    return lines

@@ -19,7 +19,8 @@ from typing import Any
 
 from viz.blocks import LEGEND_PX, drawn_blocks
 from viz.grid_chart import block_grid_chart, grid_height
-from viz.scene import Decode, place, tree_items
+from viz.layout import place
+from viz.scene import Decode, tree_items
 
 PARTING_ROLE = "parting"  # the role of the marked node (the browser's data-role)
 PARTING_STROKE, PARTING_FILL = "#ff7f0e", "#ffe3c4"  # orange: where the paths part

@@ -19,7 +19,7 @@ from typing import Any
 from radix.cli import InputError, hosttier
 from radix.cluster import ROUTERS
 from radix.cluster.hosttier import cluster_host_tiers
-from radix.cluster.sim import simulate_cluster
+from radix.cluster.sim import MAX_REPLICAS, simulate_cluster
 from radix.runs.sim import SimConfig
 from radix.traces import TraceError, load_trace
 
@@ -39,22 +39,47 @@ def register(subparsers: Any) -> None:
                    help="tokens per routing block (default: 512 for Mooncake, else 16)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     hosttier.add_options(p)
-    p.set_defaults(func=run_cluster)
+    p.set_defaults(func=run_cluster, memory_hint=MEMORY_HINT)
+
+
+MEMORY_HINT = "try fewer --replicas, a smaller trace or a smaller --capacity"
 
 
 def replica_list(text: str) -> list[int]:
+    """`--replicas`: whole numbers in [1, MAX_REPLICAS], checked before any run.
+
+    >>> replica_list("1,2,4")
+    [1, 2, 4]
+    """
+    parts = text.split(",")
+    if any(len(x.strip()) > 7 for x in parts):  # int() of a 10,000-digit string is slow
+        raise argparse.ArgumentTypeError(
+            f"--replicas must all be <= {MAX_REPLICAS:,}, got {text[:40]!r}")
     try:
-        out = [int(x) for x in text.split(",")]
+        out = [int(x) for x in parts]
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"--replicas must be comma-separated whole numbers, got {text!r}") from None
     if not out or min(out) < 1:
         raise argparse.ArgumentTypeError(f"--replicas must all be >= 1, got {text!r}")
+    if max(out) > MAX_REPLICAS:
+        raise argparse.ArgumentTypeError(
+            f"--replicas must all be <= {MAX_REPLICAS:,} (each is a simulated engine with its "
+            f"own tree and pool), got {max(out):,}")
     return out
 
 
 def router_list(text: str) -> list[str]:
-    names = list(ROUTERS) if text == "all" else text.split(",")
+    """`--router`: names of ROUTERS or `all` (all of them), comma-separated, each once.
+
+    >>> router_list("all,random") == list(ROUTERS)
+    True
+    """
+    names: list[str] = []
+    for name in text.split(","):
+        for n in (ROUTERS if name == "all" else (name,)):
+            if n not in names:
+                names.append(n)
     bad = [n for n in names if n not in ROUTERS]
     if bad:
         raise argparse.ArgumentTypeError(

@@ -2,7 +2,10 @@
 
 Runs `radix.runs.explain.explain` (a watched simulator run, then the what-ifs) and prints the
 buckets side by side, the prefixes that saved the most, the requests that lost the most, and
-the what-if tables; `--json` prints everything, every request's buckets included.
+the what-if tables; `--json` prints everything, every request's buckets included. `--memory
+MB` is a budget as the app's (radix/runs/memory.py): the what-ifs run in as many worker
+processes as it holds, and a trace that does not fit one process is refused before it runs.
+Rids are printed with what is not printable escaped.
 `--host-ratio 2,4` adds the host tier (HiCache): each request's prompt split into device hit /
 host hit (loaded back) / miss, and why each host hit was on the host (cli/hosttier.py).
 `--model PRESET` explains the trace on that model's caches in both engines instead
@@ -15,9 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from typing import Any
 
-from radix.cli import hosttier
+from radix.cli import InputError, hosttier
 from radix.cli.options import (
     StderrProgress,
     add_capacity,
@@ -27,7 +31,9 @@ from radix.cli.options import (
     load_request_trace,
     model_from,
     parse_jobs,
+    shown,
 )
+from radix.runs import memory
 from radix.runs.explain import BUCKETS, Explanation, explain
 from radix.runs.probe import PrefixSaved
 from radix.runs.sim import SimConfig
@@ -58,6 +64,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--jobs", type=parse_jobs, default=os.cpu_count() or 1,
                    help="worker processes for the what-if runs (default: one per CPU; "
                         "1: in this one)")
+    p.add_argument("--memory", type=parse_jobs, default=memory.DEFAULT_BUDGET_MB, metavar="MB",
+                   help="memory budget of every process together, MiB (default "
+                        f"{memory.DEFAULT_BUDGET_MB:,}: the app's, RADIXLENS_PROCESS_MB); "
+                        "--jobs is lowered to fit it")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.add_argument("--top", type=int, default=10, help="prefixes and requests to list")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -74,10 +84,11 @@ def run(args: argparse.Namespace) -> int:
     cfg = SimConfig(policy=args.policy, eviction=args.eviction, page_size=args.page_size,
                     block_size=args.block_size, capacity=args.capacity,
                     max_prefill_tokens=args.budget, chunked_prefill_size=args.chunk)
+    jobs = _jobs_within_budget(trace, args)
     tiers = hosttier.explain_tiers(args, trace) if args.host_ratio else []
     progress = None if args.quiet else StderrProgress("explain")
     result = explain(trace, cfg, what_if=not args.no_what_if, capacities=args.capacities,
-                     top=args.top, progress=progress, jobs=args.jobs)
+                     top=args.top, progress=progress, jobs=jobs)
     if args.json:
         out = result.to_json()
         if tiers:
@@ -128,7 +139,7 @@ def format_report(e: Explanation) -> str:
                   f"  {'tokens saved':>14} {'hits':>6}  tokens [start, end)  first ids"]
         for p in e.top_prefixes[side]:
             lines.append(f"  {p.tokens_saved:>14,} {p.requests:>6}  [{p.start:,}, {p.end:,})"
-                         f"  {_ids(p)}{' ns ' + str(p.namespace) if p.namespace else ''}")
+                         f"  {_ids(p)}{' ns ' + shown(p.namespace) if p.namespace else ''}")
     for side in e.top_losers:
         lines += ["", f"requests that lost the most ({side}: reusable tokens prefilled)"]
         for r in e.top_losers[side]:
@@ -137,9 +148,24 @@ def format_report(e: Explanation) -> str:
                             if buckets[b] and b not in ("hit", "first_seen"))
             by = r.tree_evicted_by if side == "tree" else r.blocks_evicted_by
             when = f"; evicted at step {by.step} ({by.policy.split(' ')[0]})" if by else ""
-            lines.append(f"  {r.rid:<12} step {r.step}: {why}{when}")
+            lines.append(f"  {shown(r.rid):<12} step {r.step}: {why}{when}")
     lines += _what_if_tables(e)
     return "\n".join(lines)
+
+
+def _jobs_within_budget(trace: Any, args: argparse.Namespace) -> int:
+    """--jobs, lowered so every process fits --memory (said on stderr); InputError with the
+    figures when even one does not."""
+    wanted = 1 if args.no_what_if else args.jobs
+    try:
+        plan = memory.plan_workers(memory.estimate(trace), wanted, args.memory * 2**20)
+    except MemoryError as exc:
+        raise InputError(f"{exc} (--memory): raise --memory or explain a smaller trace") from None
+    if plan.workers < wanted:
+        print(f"explain: {plan.workers} what-if worker processes, not {wanted}: about "
+              f"{plan.per_process // 2**20:,} MiB each, within --memory {args.memory:,} MiB",
+              file=sys.stderr)
+    return plan.workers
 
 
 def _ids(p: PrefixSaved) -> str:

@@ -13,6 +13,7 @@ import argparse
 import json
 from typing import Any
 
+from radix.cli.options import shown
 from radix.hosttier.capacity import WRITE_POLICIES
 
 
@@ -159,7 +160,7 @@ def explain_tier_report(explanations: list[Any], top: int = 10) -> list[str]:
         if rows:
             out.append("  requests that loaded the most back (and why it was on the host)")
         for q in rows:
-            out.append(f"    {q.rid:<12} device {q.device_hit:,}, host {q.host_hit:,}, "
+            out.append(f"    {shown(q.rid):<12} device {q.device_hit:,}, host {q.host_hit:,}, "
                        f"miss {q.miss:,}")
             out += [f"      {line} ({e.eviction})" for line in _demotion_lines(q.demotions)]
         losers = sorted((q for q in e.requests if q.lost_by), key=lambda q: (-q.lost, q.index))
@@ -167,8 +168,8 @@ def explain_tier_report(explanations: list[Any], top: int = 10) -> list[str]:
             out.append("  requests that lost the most (cached before, on neither tier now)")
         for q in losers[:top]:
             by = q.lost_by
-            out.append(f"    {q.rid:<12} {q.lost:,} tokens: {by.cause} while serving "
-                       f"{by.by_rid} (#{by.by_index})")
+            out.append(f"    {shown(q.rid):<12} {q.lost:,} tokens: {by.cause} while serving "
+                       f"{shown(by.by_rid)} (#{by.by_index})")
     return out
 
 
@@ -185,5 +186,5 @@ def _demotion_lines(demotions: Any) -> list[str]:
         nodes = f"node {ids}" if len(ds) == 1 else f"{len(ds)} nodes: {ids}"
         why = "its allocation" if cause == "allocation" else "loading its own host hit back"
         out.append(f"{sum(d.tokens for d in ds):,} tokens ({nodes}): demoted from the device "
-                   f"while serving {rid} (#{index}): {why} evicted it")
+                   f"while serving {shown(rid)} (#{index}): {why} evicted it")
     return out

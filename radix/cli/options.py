@@ -6,6 +6,8 @@ every command (`DEFAULT_CAPACITY`), so `compare`, `simulate`, `configs` and `exp
 same hit rate on the same trace unless told otherwise. `add_limits(parser)` gives `--limit
 NAME=VALUE` (radix/traces/limits.py's TraceLimits fields) so a user can raise what a trace may
 hold. A bad value is an argparse error naming the option, never blamed on the trace file.
+`check_writable(path, flag)` refuses an output path before a long run, not after it; `shown`
+is a trace's own text (a rid, a namespace) made safe for a terminal.
 Leaves out: per-command options.
 """
 
@@ -13,9 +15,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
+from pathlib import Path
 from typing import Any
 
+from radix.traces.fields import one_line
 from radix.traces.limits import DEFAULT_LIMITS, LIMIT_NAMES, TraceLimits, limit_item
 
 UNBOUNDED = "unbounded"  # how --capacity says "room for the whole trace"
@@ -132,6 +137,33 @@ class StderrProgress:
         print(f"{self.command}: {fraction:.0%} {text}", file=sys.stderr, flush=True)
 
 
+def check_writable(path: str, flag: str) -> None:
+    """ValueError naming `flag` when `path` cannot be written: a folder, in a folder that does
+    not exist, or not writable (checked before a command's work starts, not after).
+
+    >>> check_writable("/nonexistent/x.jsonl", "--out")
+    Traceback (most recent call last):
+    ...
+    ValueError: --out /nonexistent/x.jsonl: the folder /nonexistent does not exist
+    """
+    p = Path(path)
+    folder = p.parent
+    if p.is_dir():
+        raise ValueError(f"{flag} {path}: is a folder, not a file")
+    if not folder.is_dir():
+        raise ValueError(f"{flag} {path}: the folder {folder} does not exist")
+    if not os.access(p if p.exists() else folder, os.W_OK):
+        raise ValueError(f"{flag} {path}: not writable")
+
+
+def shown(text: object, max_chars: int = 200) -> str:
+    r"""A trace's own text for the terminal: escape sequences, CR, BEL and the rest of what is
+    not printable written as escapes, at most `max_chars` characters.
+
+    >>> print(shown("r1\x1b[2J\r\x07"))
+    r1\x1b[2J\r\x07
+    """
+    return one_line(str(text), max_chars)
 # ---------------------------------------------------------------- --model (hybrid models)
 MODEL_HELP = ("a model preset (qwen3.5-4b, qwen3-next-80b-a3b, gpt-oss-20b, gemma-3-27b, "
               "nemotron-h-8b, llama-3-8b) or a Hugging Face config.json: run the trace on both "

@@ -25,6 +25,7 @@ from radix.cli.options import (
     load_request_trace,
     model_from,
     parse_jobs,
+    shown,
 )
 from radix.runs.sim import CONFIGS, SimConfig, simulate, simulate_many
 from radix.sched.policy import POLICIES
@@ -94,14 +95,14 @@ def run_simulate(args: argparse.Namespace) -> int:
                           "requests": [r._asdict() for r in result.rows]}, indent=1))
         return 0
     for notice in result.notices[:3]:
-        print(f"NOTICE: {notice}")
+        print(f"NOTICE: {shown(notice, 1_000)}")
     for reason in result.rejected[:3]:
-        print(f"REJECTED: {reason}")
+        print(f"REJECTED: {shown(reason, 1_000)}")
     if len(result.rejected) > 3:
         print(f"REJECTED: ... {len(result.rejected) - 3:,} more")
     print(f"{'rid':<16}{'ttft s':>10}{'input':>10}{'matched':>10}{'prefilled':>11}")
     for r in result.rows[:40]:
-        print(f"{r.rid:<16}{r.ttft:>10.3f}{r.input_tokens:>10,}{r.matched_tokens:>10,}"
+        print(f"{shown(r.rid):<16}{r.ttft:>10.3f}{r.input_tokens:>10,}{r.matched_tokens:>10,}"
               f"{r.prefilled_tokens:>11,}")
     if len(result.rows) > 40:
         print(f"... {len(result.rows) - 40:,} more requests (--json for all)")

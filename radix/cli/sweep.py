@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from radix.cli import InputError
-from radix.cli.cluster import load_sim_trace, replica_list, router_list
+from radix.cli.cluster import MEMORY_HINT, load_sim_trace, replica_list, router_list
+from radix.cli.options import check_writable
 from radix.cluster import ROUTERS
 from radix.cluster.sweep import Grid, grid_cells, load_grid, sweep_ray, sweep_serial, to_jsonl
 from radix.cluster.sweep_html import sweep_html
@@ -39,7 +40,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--serial", action="store_true", help="run here, one cell after another")
     p.add_argument("--out", default="sweep.jsonl", help="JSON-lines results (default sweep.jsonl)")
     p.add_argument("--html", default=None, help="write the plots to this HTML file")
-    p.set_defaults(func=run_sweep)
+    p.set_defaults(func=run_sweep, memory_hint=MEMORY_HINT)
 
 
 def _ints(flag: str):
@@ -79,6 +80,9 @@ def _progress(done: int, total: int) -> None:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
+    for path, flag in ((args.out, "--out"), (args.html, "--html")):
+        if path is not None:
+            check_writable(path, flag)  # before the cells run, not after
     trace = load_sim_trace(args.trace)
     try:
         grid = load_grid(args.grid) if args.grid else Grid(

@@ -4,10 +4,11 @@ ENDPOINT is `tcp://HOST:PORT` or `tcp://HOST:PORT,tcp://HOST:REPLAY_PORT` (a vLL
 server started with --kv-events-config, or `python -m engine serve`); `--dp N` watches ranks
 0..N-1 (ports + rank). Prints a line per worker every `--interval` s (blocks, stored/removed per
 second, next seq, exact / INCOMPLETE since which seq / UNKNOWN until a batch has arrived,
-restarts, malformed frames) until `--duration` or Ctrl-C; `--json` ends with the whole view;
-`--record FILE` keeps the stream (radix/watch/recording.py); `--read FILE` shows a recording's
-views instead of watching, and with `--plain OUT` writes its batches without seq and receive
-time (a plain EventBatch stream).
+restarts, malformed frames) until `--duration` (a hard bound: replays and waits stop there
+too) or Ctrl-C; `--json` ends with the whole view; `--record FILE` keeps the stream
+(radix/watch/recording.py); `--read FILE` shows a recording's views instead of watching (read
+within the trace loaders' byte cap, `--limit max_bytes=N`), and with `--plain OUT` writes its
+batches without seq and receive time (a plain EventBatch stream).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ import json
 import time
 from typing import Any
 
+from radix.cli.options import add_limits, limits_from
+from radix.traces.reading import read_bytes
 from radix.watch.rates import recent_rates
 from radix.watch.recording import Recorder, read_recording, replay_recording
 from radix.watch.stream import Stream
-from radix.watch.subscriber import Watcher, expand_dp, parse_endpoint
+from radix.watch.subscriber import MAX_FRAME_BYTES, Watcher, expand_dp, parse_endpoint
 
 
 def register(subparsers: Any) -> None:
@@ -36,6 +39,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--read", metavar="FILE", help="show a recording instead of watching")
     p.add_argument("--plain", metavar="OUT", help="with --read: write the plain batches to OUT")
     p.add_argument("--json", action="store_true", help="end with the views as JSON")
+    p.add_argument("--max-frame-mb", type=float, default=MAX_FRAME_BYTES / 2**20,
+                   help=f"refuse frames past this many MiB (default {MAX_FRAME_BYTES // 2**20})")
+    add_limits(p)
     p.set_defaults(func=run)
 
 
@@ -61,8 +67,7 @@ def view_json(stream: Stream) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     if args.read:
-        with open(args.read, "rb") as f:
-            records = read_recording(f.read())
+        records = read_recording(read_bytes(args.read, limits_from(args).max_bytes)[0])
         if args.plain:
             with open(args.plain, "wb") as out:
                 out.writelines(r.payload for r in records)
@@ -71,13 +76,17 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--plain goes with --read FILE")
     if not args.endpoints:
         raise ValueError("give an ENDPOINT to watch (or --read FILE)")
-    if args.interval <= 0 or args.replay_timeout <= 0:
-        raise ValueError("--interval and --replay-timeout must be > 0")
+    if args.interval <= 0 or args.replay_timeout <= 0 or args.max_frame_mb <= 0:
+        raise ValueError("--interval, --replay-timeout and --max-frame-mb must be > 0")
+    if args.duration is not None and args.duration < 0:
+        raise ValueError(f"--duration must be >= 0, got {args.duration:g}")
     endpoints = expand_dp([parse_endpoint(e) for e in args.endpoints], args.dp)
+    end = None if args.duration is None else time.monotonic() + args.duration
     out = open(args.record, "ab") if args.record else None  # noqa: SIM115 - closed below
     try:
         with Watcher(endpoints, topic=args.topic, replay_timeout=args.replay_timeout,
-                     sink=Recorder(out) if out else None) as watcher:
+                     sink=Recorder(out) if out else None, deadline=end,
+                     max_frame_bytes=max(1, int(args.max_frame_mb * 2**20))) as watcher:
             _loop(watcher, args)
             return _report(watcher.streams, args.json, time.time())
     finally:
@@ -86,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _loop(watcher: Watcher, args: argparse.Namespace) -> None:
-    end = None if args.duration is None else time.monotonic() + args.duration
+    end = watcher.deadline  # subtle: the watcher stops its own waits there (replays too)
     next_line = time.monotonic() + args.interval
     try:
         while end is None or time.monotonic() < end:

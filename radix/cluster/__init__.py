@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from radix.cluster.base import REASONS, Decision, Load, RouteRequest, block_keys
+from radix.cluster.base import REASONS, Decision, Load, RouteRequest, block_keys, failover
 from radix.cluster.cache_aware import CacheAware, CacheAwareConfig
 from radix.cluster.kv_overlap import EventIndex, KeyIndex, KvOverlap, KvOverlapConfig
 from radix.cluster.prefix_affinity import PrefixAffinity, PrefixAffinityConfig
@@ -19,7 +19,7 @@ ROUTERS = ("round-robin", "random", "least-load", "power-of-two", "session", "ca
 __all__ = ["REASONS", "ROUTERS", "CacheAware", "CacheAwareConfig", "Decision", "EventIndex",
            "KeyIndex", "KvOverlap", "KvOverlapConfig", "LeastLoad", "Load", "PowerOfTwo",
            "PrefixAffinity", "PrefixAffinityConfig", "RandomRouter", "RoundRobin",
-           "RouteRequest", "SessionRouter", "block_keys", "make_router"]
+           "RouteRequest", "SessionRouter", "block_keys", "failover", "make_router"]
 
 
 def make_router(name: str, num_replicas: int, *, block_size: int = 16, seed: int = 0,

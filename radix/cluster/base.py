@@ -6,7 +6,9 @@ Mooncake's hash ids do), the session id when the trace or client gives one, and 
 load (`Load`: requests and tokens queued + running). It returns a `Decision`: the replica, the
 reason (a word from REASONS), one score per replica and the sentence why. Routers are
 deterministic given their seed: the simulator and `engine serve` use the same objects.
-Leaves out: health checks, retries, replicas joining or leaving.
+`failover` keeps every router off replicas that are down (`engine serve`: a replica whose loop
+died): a decision for one goes to the least-loaded live replica instead.
+Leaves out: retries, replicas joining.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from radix.tokens import TokenRuns, is_compact
 
 # Decision.reason: what made the choice
 REASONS = ("turn", "random", "least-load", "power-of-two", "session", "cache-hit", "cache-miss",
-           "imbalance", "lowest-cost", "prefix-match", "smallest-tree")
+           "imbalance", "lowest-cost", "prefix-match", "smallest-tree", "failover")
 
 
 class RouteRequest(NamedTuple):
@@ -41,6 +43,26 @@ class Decision(NamedTuple):
     reason: str  # one of REASONS
     scores: tuple[float, ...]  # per replica: what the router compared (see each router)
     why: str  # one sentence
+
+
+def failover(decision: Decision, loads: Sequence[Load], live: Sequence[bool]) -> Decision:
+    """`decision` if its replica is live, else the least-loaded live replica (fewest tokens,
+    ties to the lowest id): a router's choice never lands on a replica that is down.
+    ValueError when none is live.
+
+    >>> d = Decision(1, "turn", (0.0, 1.0, 0.0), "round robin: replica 1's turn")
+    >>> failover(d, [Load(3, 90), Load(0, 0), Load(1, 20)], [True, False, True])[:2]
+    (2, 'failover')
+    """
+    if live[decision.rank]:
+        return decision
+    up = [r for r in range(len(live)) if live[r]]
+    if not up:
+        raise ValueError("no replica is live")
+    rank = min(up, key=lambda r: (loads[r].tokens, r))
+    return Decision(rank, "failover", decision.scores,
+                    f"replica {decision.rank} is down ({decision.reason} chose it); replica "
+                    f"{rank} is the least-loaded live one ({loads[rank].tokens:,} tokens)")
 
 
 def block_keys(token_ids: Sequence[int], block_size: int, namespace: object = None

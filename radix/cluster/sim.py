@@ -25,6 +25,7 @@ from radix.runs.sim import SimConfig, SimRun, _rates_over_all, _row, _totals, bu
 from radix.traces.mooncake import BLOCK_TOKENS
 from radix.traces.trace import Trace, is_compact_trace, trace_reqs
 
+MAX_REPLICAS = 1_024  # simulated replicas of one run, at most (each holds its own engine state)
 _TURN = re.compile(r"^(.+)-t\d+$")  # "u007-t3": session "u007" (examples' conversation rids)
 
 
@@ -80,6 +81,8 @@ def simulate_cluster(trace: Trace, replicas: int, router: str,
     Cluster page's snapshots of the trees and of the router's own view)."""
     if router not in ROUTERS:
         raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {router!r}")
+    if not 1 <= replicas <= MAX_REPLICAS:
+        raise ValueError(f"replicas must be in [1, {MAX_REPLICAS:,}], got {replicas:,}")
     cfg = config or SimConfig()
     reqs = trace_reqs(trace)
     reps = [_Replica(build(trace, cfg, reqs=reqs)) for _ in range(replicas)]

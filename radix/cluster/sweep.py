@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from radix.cluster import ROUTERS
-from radix.cluster.sim import simulate_cluster
+from radix.cluster.sim import MAX_REPLICAS, simulate_cluster
 from radix.runs.sim import SimConfig
 from radix.traces.trace import Trace
 
@@ -47,6 +47,9 @@ class Grid:
         for axis in ("replicas", "page_size", "block_size"):
             if min(getattr(self, axis)) < 1:
                 raise ValueError(f"grid {axis} must all be >= 1, got {getattr(self, axis)}")
+        if max(self.replicas) > MAX_REPLICAS:
+            raise ValueError(f"grid replicas must all be <= {MAX_REPLICAS:,}, got "
+                             f"{max(self.replicas):,}")
         if any(c is not None and c < 1 for c in self.capacity):
             raise ValueError(f"grid capacity must be >= 1 or none, got {self.capacity}")
 

@@ -30,12 +30,14 @@ def figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         label = r["router"] + "".join(f" {k}={r[k]}" for k in varied)
         lines.setdefault(label, []).append(r)
     out = []
+    # a tick at every replica count swept (a log axis ticking powers of 2 had none at 3)
+    ticks = sorted({r["replicas"] for r in rows})
     for key, title, fmt in PANELS:
         data = [{"type": "scatter", "mode": "lines+markers", "name": label,
                  "x": [p["replicas"] for p in pts], "y": [p["totals"][key] for p in pts]}
                 for label, pts in lines.items()]
         layout = {"title": {"text": title}, "xaxis": {"title": {"text": "replicas"},
-                                                      "type": "log", "dtick": 0.30103},
+                                                      "type": "log", "tickvals": ticks},
                   "yaxis": {"tickformat": fmt}, "font": {"size": 14}, "height": 420}
         out.append({"data": data, "layout": layout})
     return out

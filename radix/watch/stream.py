@@ -10,7 +10,10 @@ answered, a PUB socket that sends nothing), and the status says so rather than "
 seqs from one publisher only grow, so a live seq that goes back is a restart (a new process with
 an empty cache): the view empties and catches up from seq 0. A gap is checked first by asking
 one batch back and comparing it with the last one applied: a different payload means the
-publisher restarted and ran past our seq before we saw it.
+publisher restarted and ran past our seq before we saw it. A replay answer's seqs must lie in
+what was asked (from the start seq, at most MAX_REPLAY_SPAN past the start or the last live
+seq) and count up one by one, as a replay buffer holds them: any other is a malformed frame,
+dropped, so one bad seq (2**63) cannot make every later batch look like a duplicate.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from radix.watch.view import WorkerCache
 from radix.watch.wire import Message
 
 Sink = Callable[[str, Message, float], None]  # (stream name, message, received at): a recorder
+MAX_REPLAY_SPAN = 1_000_000  # seqs one replay answer may cover (vLLM's buffer holds 10,000)
 
 
 class Status(NamedTuple):
@@ -99,6 +103,7 @@ class Stream:
         self.history: deque[tuple[float, int, int]] = deque(maxlen=rate_window)
         self._digest: bytes | None = None
         self._verify = False  # the next replay starts one batch back, to be compared
+        self.asked: int | None = None  # the start seq of the replay asked for last
         self.caught_up = False  # see Status.caught_up
         self.unknown_why = ""
 
@@ -135,7 +140,7 @@ class Stream:
             self.give_up(at, why)
             return None
         verify, self._verify = self._verify, False
-        for msg in items:
+        for msg in self._in_range(items):
             if verify:
                 verify = False
                 if self.expected is not None and msg.seq == self.expected - 1:
@@ -179,7 +184,32 @@ class Stream:
     # --- inside ---------------------------------------------------------------------------
     def _replay_start(self) -> int:
         self._verify = self.expected is not None and self.expected > 0
-        return 0 if self.expected is None else max(self.expected - 1, 0)
+        self.asked = 0 if self.expected is None else max(self.expected - 1, 0)
+        return self.asked
+
+    def _in_range(self, items: list[Message]) -> list[Message]:
+        """The replay answer's messages whose seqs a replay buffer could hold for the request:
+        from the start asked for, one by one, at most MAX_REPLAY_SPAN on; the rest malformed.
+
+        >>> s = Stream("w"); s.asked, s.last_live = 0, 3
+        >>> [m.seq for m in s._in_range([Message(b"", q, b"") for q in (0, 1, 2**63, 2, 9)])]
+        [0, 1, 2]
+        >>> s.status().malformed, s.status().last_error
+        (2, 'replay frame: seq 9 does not follow seq 2 (a replay counts up one by one)')
+        """
+        low = self.asked or 0
+        high = max(low, self.last_live or 0) + MAX_REPLAY_SPAN
+        kept: list[Message] = []
+        for msg in items:
+            if not low <= msg.seq <= high:
+                self.malformed(f"replay frame: seq {msg.seq} outside the range asked for "
+                               f"[{low:,}, {high:,}]")
+            elif kept and msg.seq != kept[-1].seq + 1:
+                self.malformed(f"replay frame: seq {msg.seq} does not follow seq "
+                               f"{kept[-1].seq} (a replay counts up one by one)")
+            else:
+                kept.append(msg)
+        return kept
 
     def _take(self, msg: Message, at: float, replayed: bool = False) -> None:
         """Applies `msg` in order: a seq already applied is a duplicate; seqs skipped are lost."""

@@ -54,10 +54,12 @@ def _losses(o: CacheOutcome) -> list[str]:
     """The shared tokens a cache did not reuse, by rule."""
     unit = "block" if o.cache == "blocks" else "page"
     out = []
-    if o.lost_to_unit and o.shared < o.unit:
-        out.append(f"the {unit} floor: the {o.lost_to_unit:,} shared tokens fill no whole {unit}")
-    elif o.lost_to_unit:
-        out.append(f"{o.lost_to_unit:,} shared tokens past the last whole {unit}")
+    n = o.lost_to_unit
+    shared = f"{n:,} shared token" + ("s" if n != 1 else "")
+    if n and o.shared < o.unit:
+        out.append(f"the {unit} floor: the {shared} fill{'s' if n == 1 else ''} no whole {unit}")
+    elif n:
+        out.append(f"{shared} past the last whole {unit}")
     if o.lost_to_last_token:
         out.append(f"{o.lost_to_last_token:,} given up so the last token is computed")
     return out

@@ -28,6 +28,17 @@ def _tour_at(step: int, k: int) -> AppTest:
     return at.run()
 
 
+def test_tour_deep_link_past_a_steps_events_opens_that_step_and_says_so():
+    """?step=7&k=99: step 7 (R2's insert) has 4 events, so its last, with a warning naming what
+    the link asked for (issue 41: a k past the step's events opened step 0 without a word)."""
+    at = _tour_at(7, 99)
+    assert not at.exception
+    assert "showing step 7, event 4" in plain(at.warning[0].value)
+    assert plain(at.info[0].value).startswith("hit_count +1 on 2 of 2 node(s)")
+    at = _tour_at(7, 2)
+    assert not at.warning and plain(at.info[0].value) == "evictable leaves: +#3"
+
+
 def test_tour_starts_empty_and_reaches_the_split():
     """Step 0 shows an empty tree. At step 3, event 1 (R1's insert) the tree stores R1's 2,151
     tokens; 'next' at step 5 plays R2's split (R1's leaf was made at t=3: the new prefix keeps
@@ -187,8 +198,12 @@ def test_trace_upload_replays_scrubs_and_searches():
     at.button(key="trace.hit2").click().run()
     assert at.session_state["trace.at"] == 7
     assert at.number_input(key="trace.box").value == 7 and at.slider(key="trace.slider").value == 7
-    # numbered as the box counts: the tree after step 7 is the cache's step #6, b's finish
-    assert "step 7: b cache_finished_req (15 events; the cache's step #6)" in texts(at.caption)
+    # numbered one way, as the box counts: the tree after step 7 of 7, b's finish (issue 41:
+    # it added "the cache's step #6")
+    assert "step 7 of 7: b cache_finished_req (15 events)" in texts(at.caption)
+    # what the step did: one Markdown list, an event a line (issue 41 item 8: literal "- ")
+    (did,) = [m.value for m in at.markdown if m.value.startswith("- step 7")]
+    assert len(did.split("\n")) >= 3 and all(i.startswith("- ") for i in did.split("\n"))
 
 
 def test_trace_failing_op_log_shows_its_last_good_tree():
@@ -262,7 +277,7 @@ def test_trace_big_pretty_print_is_cut_with_a_download():
     assert not at.exception and not at.error
     assert len(at.code[0].value.splitlines()) == 200
     assert "first 200 of 252 lines; download the whole text below" in texts(at.caption)
-    assert "trace.dl_text" in [b.key for b in at.get("download_button")]
+    assert any('download="w-pretty_print.txt"' in h.proto.body for h in at.get("html"))
 
 
 def test_trace_kv_events_upload_says_what_it_holds():
@@ -335,5 +350,9 @@ def test_tour_host_tier_walk_demotes_then_loads_back():
     at.button(key="tour.host-tier.b_end").click().run()
     shown = " ".join(texts(at.markdown))
     assert "chat A again: 0 tokens from the device, 5 loaded back from host, 1 computed" in shown
-    # the slides export, as the other walks have (its content: tests/viz/test_viz_export.py)
-    assert "tour.host-tier.export_dl" in [b.key for b in at.get("download_button")]
+    # the slides export, as the other walks have (its content: tests/viz/test_viz_export.py),
+    # its frames built once its panel is open
+    assert "downloads.tour.host-tier.export_dl" not in [b.key for b in at.button]
+    at.session_state["tour_tier.export_open"] = True
+    at.run()
+    assert "downloads.tour.host-tier.export_dl" in [b.key for b in at.button]

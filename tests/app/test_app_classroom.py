@@ -12,8 +12,8 @@ from apphelp import page, plain, texts
 from machine import seconds
 
 from scenarios import classroom as cls
+from scenarios.room import SYSTEM
 from viz.live import live_scene
-from viz.scene import fits
 
 
 @pytest.fixture(autouse=True)
@@ -94,7 +94,14 @@ def test_two_rooms_stay_apart_and_the_lecturer_controls():
     (_, _, fit), view = lect_a.session_state["classroom.view"]
     assert not lect_a.exception and fit is not None and fit[2] == 14.0
     assert view["scene"] == live_scene(view["snapshot"], view["decode"], None, 12, fit)[0]
-    assert fits(view["scene"], *fit)
+    # on the projector the table is a plain one (cells wrap): each prompt the student's own
+    # question, the whole answer; the shared system prompt said once, above it (issue 41)
+    table = lect_a.table[0].value
+    room = cls.ROOMS.get(code_a)
+    assert list(table["prompt"]) == ["What is a radix tree?"]
+    assert list(table["answer"]) == [room.session.text(room.rows()[0].req)]
+    said = [c for c in texts(lect_a.caption) if SYSTEM in c]
+    assert len(said) == 1 and SYSTEM not in table.to_string()
     lect_a.session_state["shell.presenter"] = False
     lect_a.run()
     assert lect_a.session_state["classroom.view"][0][2] is None

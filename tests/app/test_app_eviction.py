@@ -119,6 +119,10 @@ def test_host_tier_section_demotes_then_loads_back():
     shown = " ".join(plain(m.value) for m in at.markdown)
     assert "chat A again: 0 tokens from the device, 5 loaded back from host, 1 computed" in shown
     assert "loaded back from host: 5 tokens onto node(s) #3" in shown
+    # its moves a Markdown list, an item a line (issue 41 item 8: one paragraph, literal "- ")
+    (moves,) = [m.value for m in at.markdown if "loaded back from host: 5" in plain(m.value)]
+    items = moves.split("\n")
+    assert len(items) >= 3 and all(i.startswith("- ") and "\\- " not in i for i in items)
     assert metrics(at)["host used"] == "12 tok"
     # the move slider starts on the request's last move (of split, demote B, load back,
     # restore): A's last token (#1) restored on the device, outlined; B (#2) host only

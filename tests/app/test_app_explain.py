@@ -70,7 +70,7 @@ def test_panel_buckets_add_up_to_the_prompt_tokens_and_go_to_a_step():
     assert plain(go.label) == "b: 39 tokens, step 5"
     go.click().run()
     assert at.session_state["trace.at"] == 5
-    assert any(t.startswith("step 5: b match_prefix") for t in texts(at.caption))
+    assert any(t.startswith("step 5 of ") and "b match_prefix" in t for t in texts(at.caption))
     at.button(key="trace.explain_go.blocks.hit.0").click().run()  # after b's finish: log 6
     assert at.session_state["trace.at"] == 7 and not at.exception
     assert at.selectbox(key="trace.block_rid").value == "b"

@@ -19,7 +19,7 @@ from machine import seconds
 from streamlit.testing.v1 import AppTest
 
 from engine.handles import RequestCancelled
-from viz.scene import fits
+from viz.fold import fits
 
 PAGE = str(ROOT / "pages" / "live.py")
 SYSTEM = "You answer questions about a small shop in one short sentence."
@@ -125,11 +125,13 @@ def test_prompt_runs_then_a_shared_prefix_hits(page):
     assert f"{second['request']} locks #" in narration  # its lock walk, in one line
     grids = [o for _, o in echarts(page) if o["title"]["text"].startswith("vLLM")]
     assert grids, "the block grid beside the tree"
-    page.session_state["shell.presenter"] = True  # the tree folded for a projector
+    page.session_state["shell.presenter"] = True  # the tree sized for a projector
     page.run()
     key, scene, drawn, folded = page.session_state["live.scene"]
-    assert not page.exception and key[3] is not None and fits(scene, *key[3])
-    assert drawn + folded == len(page.session_state["live.session"].tree.snapshot().nodes)
+    nodes = len(page.session_state["live.session"].tree.snapshot().nodes)
+    assert not page.exception and key[3] is not None and drawn + folded == nodes
+    # a tree this small is drawn whole (issue 41: fits or the view scrolls at 14 px)
+    assert nodes > 16 or folded == 0 or fits(scene, *key[3])
 
 
 @pytest.mark.engine

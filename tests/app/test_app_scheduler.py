@@ -61,6 +61,9 @@ def test_fcfs_and_thresholds_and_own_budget():
     at = page("scheduler").run()
     at.selectbox(key="scheduler.policy").set_value("fcfs").run()
     assert metrics(at)["deprioritized"] == "0" and metrics(at)["first offered"] == "q000"
+    # the match shown follows the switch: FCFS's first offered, not LPM's q021 (issue 41)
+    assert at.selectbox(key="scheduler.show").value == "q000"
+    assert any("q000's match in blue" in m.value for m in at.markdown)
     at.selectbox(key="scheduler.policy").set_value("lpm")
     at.slider(key="scheduler.depri").set_value(16).run()
     assert metrics(at)["deprioritized"] == "10"

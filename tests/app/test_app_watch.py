@@ -121,7 +121,7 @@ def test_presenter_mode_folds_a_workers_tree_to_fit_its_column():
     over 542. Folded by FIT_CAPS until it fits: 2 runs and "+10 more", 240.5 units (399 px)."""
     from types import SimpleNamespace as N
 
-    from viz.scene import fits
+    from viz.fold import fits
 
     blocks = [N(block_hash=i, token_ids=tuple(range(16))) for i in range(1, 13)]
     view = N(blocks=blocks, runs=[N(id=i, parent=None, block_hashes=(i,), orphan=False)
@@ -176,7 +176,7 @@ def test_discover_refuses_publishers_that_connect_out(monkeypatch):
     with pytest.raises(ValueError, match="connect out to tcp://10.0.0.9:5557"):
         watch.discover("http://h:8000")
     answer["publishers"][0]["pub_binds"] = True
-    assert watch.discover("http://h:8000") == ["tcp://10.0.0.9:5557,tcp://*:5567"]
+    assert watch.discover("http://h:8000") == ["tcp://10.0.0.9:5557,tcp://h:5567"]
 
 
 def test_table_rates_are_the_last_five_seconds():

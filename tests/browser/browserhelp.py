@@ -53,8 +53,9 @@ CLIPPED = """() => {
   return out;
 }"""
 # Text too small for a projector, and plotly's toolbar over a button: chart text (plotly's and
-# ECharts' SVG: legends, titles, ticks, labels) under 12 px, tree labels (nodes' and edges')
-# drawn under 14 px (their font size times the view's scale on screen), and any toolbar
+# ECharts' SVG: legends, titles, ticks, labels) under 12 px, tree labels (nodes' and edges', in
+# the tree view and in Graphviz charts: the Cluster page's trees) drawn under 14 px (their font
+# size times the view's scale on screen), and any toolbar
 # (.modebar, present though faded until hovered) whose box meets an updatemenu button or a
 # Streamlit button.
 ILLEGIBLE = """() => {
@@ -64,8 +65,8 @@ ILLEGIBLE = """() => {
     const px = parseFloat(getComputedStyle(t).fontSize);
     if (t.textContent.trim() && px < 12) out.push(`chart ${px}px: ${t.textContent}`);
   });
-  document.querySelectorAll(".radixlens-tree g.node text, .radixlens-tree g.edge text")
-    .forEach((t) => {
+  document.querySelectorAll(".radixlens-tree g.node text, .radixlens-tree g.edge text, "
+                            + "[data-testid=stGraphVizChart] svg text").forEach((t) => {
       const px = parseFloat(t.getAttribute("font-size")) * t.getScreenCTM().a;
       if (t.textContent.trim() && t.getBoundingClientRect().height > 0 && px < 13.95)
         out.push(`tree ${px.toFixed(1)}px: ${t.textContent}`);
@@ -208,17 +209,30 @@ def click_next_until(pg, text: str, limit: int = 40) -> None:
     raise AssertionError(f"never saw {text!r}")
 
 
+def download(pg, name: str, tmp_path: Path, timeout_ms: int = 60_000) -> Path:
+    """Clicks the download link whose words start with `name` (pages/_downloads.py: a file the
+    server wrote, fetched from disk) and saves what arrives to tmp_path; its path."""
+    link = pg.locator("a.rl-download", has_text=name).first
+    link.wait_for(timeout=ms(timeout_ms))
+    with pg.expect_download(timeout=ms(timeout_ms)) as info:
+        link.click()
+    path = tmp_path / info.value.suggested_filename
+    info.value.save_as(path)
+    return path
+
+
 def export_offline(pg, menu: str, tmp_path: Path, name: str, timeout_ms: int):
-    """Opens the `menu` expander, downloads its "animated HTML of frames" to tmp_path/name and
-    opens the file in a fresh context that refuses every network request: (the file's text,
-    the viewer page, the URLs it tried to fetch, the context to close)."""
+    """Opens the `menu` expander, writes its "animated HTML of frames" (the button), downloads
+    it (the link) to tmp_path/name and opens the file in a fresh context that refuses every
+    network request: (the file's text, the viewer page, the URLs it tried to fetch, the context
+    to close)."""
     pg.get_by_text(menu).click()
     button = pg.get_by_role("button", name="animated HTML of frames")
     button.wait_for(timeout=ms(30_000))
-    with pg.expect_download(timeout=ms(timeout_ms)) as info:
-        button.click()
+    button.click()
+    got = download(pg, "animated HTML of frames", tmp_path, timeout_ms)
     path = tmp_path / name
-    info.value.save_as(path)
+    got.rename(path)
     offline = pg.context.browser.new_context()
     viewer = offline.new_page()
     fetched: list[str] = []

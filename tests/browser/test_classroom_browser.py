@@ -15,6 +15,8 @@ from browserhelp import CLIPPED, DRAWN, IDLE, TREE, alert, in_viewport, shoot, w
 from machine import ms
 from playwright.sync_api import expect
 
+from scenarios.room import SYSTEM
+
 pytestmark = pytest.mark.browser
 
 
@@ -61,6 +63,12 @@ def test_lecturer_and_two_students(server, projector, browser, tmp_path):
     assert _nodes(projector) >= 4  # the root, the shared system prompt, one leaf per question
     assert in_viewport(projector, TREE) and in_viewport(projector, "[data-testid=stEChartsChart]")
     assert projector.evaluate(CLIPPED) == []
+    # the projector's table: DOM cells that wrap, each student's own question in it, the
+    # shared system prompt said once above it (issue 41: a canvas table cut the answers)
+    table = projector.locator("[data-testid=stTable]")
+    assert table.count() == 1 and "What is a radix tree?" in table.inner_text()
+    assert "What is a KV block?" in table.inner_text() and SYSTEM not in table.inner_text()
+    assert projector.inner_text("[data-testid=stMain]").count(SYSTEM) == 1
     shoot(projector, tmp_path, "classroom.png", full=False)
     # pause: the status and the button agree in the click's own run (the button kept reading
     # "pause" until some later rerun, #24 item 3); the fragment's timer reruns only the view

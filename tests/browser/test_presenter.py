@@ -98,22 +98,37 @@ FOLDED_TO_FIT = """(() => {
   return nodes.some(([id]) => /^[mc]/.test(id)) && out.length === 0
     || JSON.stringify({out, ids: nodes.map(([id]) => id)});
 })()"""
+# True when every drawn node lies inside the tree view's host, or the host scrolls (issue 41: a
+# tree whose nodes the frame is about does not fit at 14 px: drawn whole at that size, the host
+# scrolls, data-scroll=1, and overflows); else what was outside and whether it scrolls.
+SHOWN = """(() => {
+  const host = document.querySelector(".radixlens-tree"), r = host.getBoundingClientRect();
+  if (host.dataset.scroll === "1")
+    return host.scrollHeight > host.clientHeight + 1 || host.scrollWidth > host.clientWidth + 1
+      || "scroll=1 without overflow";
+  const out = [...host.querySelectorAll("g.node")].filter((g) => {
+    const b = g.getBoundingClientRect();
+    return b.left < r.left - 1 || b.right > r.right + 1 || b.top < r.top - 1
+      || b.bottom > r.bottom + 1; }).map((g) => g.id);
+  return out.length === 0 || JSON.stringify({out, scroll: host.dataset.scroll});
+})()"""
+# The labels of the tree view's node boxes.
+BOXES = "() => [...document.querySelectorAll('.radixlens-tree g.node')].map((g) => g.textContent)"
 
 
 def _walk(pg, hops: int, ref: str) -> list[str]:
     """Clicks next `hops` times; each frame (once the tree has drawn it) highlights one node as
-    a lock, reading `ref`, in view, and the tree is folded to fit, not panned (#24 item 4:
-    hops 1-4 panned; the path above a deep hop is one chain box), with the grid and the numbers
-    row (a 15-row grid and a four-line lookup caption beside it pushed them to 761-830 px at
-    step 22 event 1); returns their ids."""
+    a lock, reading `ref`, in view (the host scrolled to it when the tree is taller than the
+    view), with the grid and the numbers row (a 15-row grid and a four-line lookup caption
+    beside it pushed them to 761-830 px at step 22 event 1); returns their ids."""
     out = []
     for hop in range(1, hops + 1):
         text = click_and_redraw(pg, "next ▶")
         node = pg.locator(f"{TREE} g.node[data-role=lock]")
         assert node.count() == 1 and ref in node.text_content(), text
         assert in_viewport(pg, f"{TREE} g.node[data-role=lock]")
-        folded = pg.evaluate(FOLDED_TO_FIT)
-        assert folded is True, (hop, folded)
+        shown = pg.evaluate(SHOWN)
+        assert shown is True, (hop, shown)
         assert in_viewport(pg, GRID) and in_viewport(pg, "[data-testid=stMetric]"), hop
         out.append(node.get_attribute("id"))
     return out
@@ -121,8 +136,9 @@ def _walk(pg, hops: int, ref: str) -> list[str]:
 
 def test_lock_walk_of_five_hops_hop_by_hop(server, projector, tmp_path):
     """The multi-turn walk at u000-t5's inc_lock_ref (step 22): five clicks of next show five
-    hops, each a different node highlighted as a lock with r=1, in view and the tree folded to
-    fit at 14 px labels (a deep hop's ancestors drawn as one chain box), ending at the root; its
+    hops, each a different node highlighted as a lock with r=1, in view at 14 px labels,
+    ending at the root; then the whole locked path is on screen at once, five boxes reading
+    r=1 (issue 41: the fold showed root, #2 and "+2 more (5 nodes) / 1 locked"); its
     dec_lock_ref (step 24) walks the same five back to r=0. While the page runs, Streamlit's
     running indicator is seen and never over the presenter toggle."""
     _open(projector, server, "/tour?walk=multi-turn&step=22&k=0")
@@ -134,6 +150,8 @@ def test_lock_walk_of_five_hops_hop_by_hop(server, projector, tmp_path):
     # does, it is never over the toggle
     assert not any(seen or []), "the running indicator must not cover the toggle"
     assert len(set(hops)) == 5 and "the last hop below the root" in alert(projector)
+    boxes = projector.evaluate(BOXES)
+    assert sum("r=1" in b for b in boxes) == 5 and not any(b.startswith("+") for b in boxes)
     assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "lock_walk.png", full=False)
     _open(projector, server, "/tour?walk=multi-turn&step=24&k=0")
@@ -195,13 +213,13 @@ def _grid_fits(pg) -> None:
 def test_scheduler_shows_tree_and_blocks(server, projector, tmp_path):
     """The tree whose matches decide LPM's order (the first offered request's path in blue)
     and vLLM's pool beside it, both in view at 1280 x 800; the queue chart's before -> after
-    buttons are not under plotly's toolbar. At 14 px the tree folds (a "+N more" stub) until
-    all of it, root to the matched leaf, lies inside the view (#24 item 4; old code: the root
-    above the view, panned)."""
+    buttons are not under plotly's toolbar. Its 8 nodes are all drawn at 14 px (a tree that
+    small is the lesson, issue 41), the host scrolling where they do not fit."""
     _open(projector, server, "/scheduler")
     assert projector.locator(f"{TREE} g.node[data-role=matched]").count() >= 2
-    folded = projector.evaluate(FOLDED_TO_FIT)
-    assert folded is True, folded
+    assert projector.locator(f"{TREE} g.node").count() == 8
+    shown = projector.evaluate(SHOWN)
+    assert shown is True, shown
     projector.wait_for_selector(f"{GRID} svg path", timeout=ms(60_000))
     assert "vLLM's pool" in projector.inner_text(GRID)
     assert in_viewport(projector, TREE) and in_viewport(projector, GRID)
@@ -211,17 +229,19 @@ def test_scheduler_shows_tree_and_blocks(server, projector, tmp_path):
 
 
 def test_live_shows_tree_and_blocks(server, projector, tmp_path):
-    """A prompt (on the shared server's simulated engine, conftest.py; the real model's Live
-    page in a browser: test_app_load.py): the tree and vLLM's block grid side by side, the lock
-    walk and the admission told."""
+    """The three-request scenario, all at once (on the shared server's simulated engine,
+    conftest.py; the real model's Live page in a browser: test_app_load.py): the tree and vLLM's
+    block grid side by side, the whole tree view above the 800 px fold (issue 41 item 7: two
+    more lines above it pushed its last box to 851 px), the lock walks and the admission told,
+    with one kind of arrow (markdown had turned "->" into "→" in the alert only)."""
     _open(projector, server, "/live", tree=False)
     projector.get_by_text("requests and settings").click()  # folded in presenter mode
-    projector.get_by_role("tab", name="your prompt").click()
-    projector.get_by_role("button", name="run", exact=True).click()
+    projector.get_by_text("all at once").click()  # one batch: no chain of submissions to wait on
+    projector.get_by_role("button", name="run 3 requests").click()
     projector.get_by_text("requests done").wait_for(timeout=ms(60_000))
     projector.wait_for_function(
         "() => [...document.querySelectorAll('[data-testid=stMetricValue]')]"
-        ".some(e => e.innerText.trim() === '1')", timeout=ms(180_000))
+        ".some(e => e.innerText.trim() === '3')", timeout=ms(180_000))
     wait_drawn(projector)
     projector.get_by_text("requests and settings").click()  # fold them again
     projector.wait_for_selector(f"{TREE} g.node", timeout=ms(60_000))
@@ -233,7 +253,7 @@ def test_live_shows_tree_and_blocks(server, projector, tmp_path):
     assert in_viewport(projector, TREE) and in_viewport(projector, "[data-testid=stEChartsChart]")
     told = projector.inner_text("[data-testid=stMain]")
     assert "locks #" in told and "unlocks #" in told  # both walks, narrated
-    assert "hops up to the root" in told
+    assert "hops up to the root" in told and "->" not in told
     assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "live_presenter.png", full=False)
 
@@ -258,12 +278,12 @@ def test_failing_op_log_shows_its_last_good_tree(server, projector, tmp_path):
     assert _illegible(projector) == []
 
 
-def test_trace_step_that_locks_the_deepest_path_folds_to_fit(server, projector):
+def test_trace_step_that_locks_the_deepest_path_draws_every_node_of_it(server, projector):
     """mooncake_excerpt.jsonl (the Trace debugger's sample), step 226: cache_finished_req
     unlocks #118 > #152 > #32 (the deepest path any step of it highlights, 4 below the root,
-    with the new leaf #153). Every node was highlighted, so nothing folded: 481 scene units
-    wide, over the 402 that fit 650 px at 14 px, the view panned (#24). Now the three locks
-    are one chain box of role lock, every node box inside the view, every label >= 14 px."""
+    with the new leaf #153). #24 drew the three as one "3 nodes" chain box; each is a node the
+    step changed, so each is its own box now (issue 41), every label >= 14 px, the view
+    scrolled to them where the tree does not fit."""
     projector.goto(f"{server}/trace?presenter=1")
     projector.wait_for_selector("[data-testid=stFileUploaderDropzoneInput]", state="attached",
                                 timeout=ms(60_000))
@@ -275,11 +295,14 @@ def test_trace_step_that_locks_the_deepest_path_folds_to_fit(server, projector):
     box = projector.locator(".st-key-trace-box input")
     box.fill("226")
     box.press("Enter")
-    projector.get_by_text("step 226: ").first.wait_for(timeout=ms(60_000))
+    projector.get_by_text("step 226 of ").first.wait_for(timeout=ms(60_000))
     projector.wait_for_function(REDRAWN, arg=before, timeout=ms(60_000))
     wait_drawn(projector)
-    assert projector.evaluate(FOLDED_TO_FIT) is True
-    assert projector.locator(f"{TREE} g.node[data-role=lock]").first.get_attribute("id") == "c118"
+    shown = projector.evaluate(SHOWN)
+    assert shown is True, shown
+    locks = projector.locator(f"{TREE} g.node[data-role=lock]")
+    assert sorted(locks.nth(i).get_attribute("id") for i in range(locks.count())) == [
+        "n118", "n152", "n32"]
     assert [t for t in projector.evaluate(ILLEGIBLE) if t.startswith("tree")] == []
 
 

@@ -15,7 +15,7 @@ from functools import partial
 
 import pytest
 from enginehelp import engine_serve
-from machine import seconds
+from machine import poll_until, seconds
 
 from radix.cluster import ROUTERS as SHARED
 
@@ -148,3 +148,48 @@ def test_session_ids_reach_the_session_router_over_http(openai):
         assert ask(one, extra_headers=both)[1] == 1
         assert ask(one, extra_body={"vllm_xargs": {"session_id": ids[0]}},
                    extra_headers={ROUTING_KEY_HEADER: ids[2]})[1] == 0
+
+
+def _kill(replica) -> None:
+    """Ends a simulated replica's loop: its runner fails on the next prefill."""
+    def crash(*args):
+        raise RuntimeError("the runner broke")
+    replica.runner.extend = crash
+    with pytest.raises(RuntimeError, match="runner broke"):
+        replica.submit([1, 2, 3], 1).result(timeout=seconds(30))
+
+
+def test_every_router_keeps_off_a_dead_replica_until_it_is_back():
+    """dp 2, replica 0 loaded (10,000 tokens in flight, so the load-aware routers would pick
+    1), replica 1's loop dead: for every router, 12 prompts with their own sessions all go to
+    replica 0, some of them by failover (the router chose 1). kv-overlap's replicas publish
+    on ZMQ: after `revive_after_s` 0 the dead one is replaced at the next route, and its
+    stream's AllBlocksCleared reaches kv-overlap's index (the dead one's blocks forgotten)."""
+    from engine.backends import simulated
+    from engine.cluster import Cluster
+    from engine.service import EngineService
+    from scenarios.classroom import SimLoaded
+
+    for router in SHARED:
+        kv = ({"kv_endpoint": "tcp://127.0.0.1:0", "kv_replay_endpoint": "tcp://127.0.0.1:0"}
+              if router == "kv-overlap" else {"kv_endpoint": None, "kv_replay_endpoint": None})
+        revive = 0.0 if router == "kv-overlap" else None
+        cluster = Cluster(SimLoaded(), ClusterConfig(
+            dp=2, router=router, capacity_tokens=1_024, revive_after_s=revive, **kv),
+            partial(EngineService, backend=simulated()))
+        try:
+            cluster.started(0, 10_000)
+            _kill(cluster.replicas[1])
+            if revive is None:
+                routes = [cluster.route([i, i + 1, i + 2] * 6, 4, f"s{i}") for i in range(12)]
+                assert {r.rank for r in routes} == {0}, router
+                assert any(r.decision.reason == "failover" for r in routes), router
+                cluster.revive(1)
+            else:
+                cluster.route([1, 2, 3], 4)  # sees the death, revives at once (0 s)
+                feed = cluster.feed
+                poll_until(lambda f=feed: f.drain() or f.watcher.streams[1].cache.num_cleared,
+                           30, lambda f=feed: f.watcher.status())
+            assert cluster.live() == [True, True] and cluster.revived == [0, 1], router
+        finally:
+            cluster.close()

@@ -1,5 +1,7 @@
 """The engine service cannot be wedged (issue 14): rids, one request's failure, a dead loop,
 close() answering everyone, the context length, and a thread race of submit against close.
+Issue 40: sampling bounded and clamped as vLLM and SGLang do (a tiny temperature is greedy, the
+replica stays up), and a draw that fails fails only its request.
 
 Every request here is a few tokens long with one or two new tokens, so the tests stay quick on
 two cores; every wait has a timeout, so a hang fails instead of blocking the suite.
@@ -151,3 +153,60 @@ def test_submit_racing_close_loses_nothing(smol):
     finished = sum(1 for h in accepted if h._error is None)
     cancelled = sum(1 for h in accepted if isinstance(h._error, RequestCancelled))
     assert finished + cancelled == len(accepted)
+
+
+def test_sampling_is_bounded_and_clamped_as_vllm_and_sglang_do():
+    """vLLM 0.33 (sampling_params.py): temperature finite in [0, 2], _SAMPLING_EPS 1e-5
+    greedy, 0 < t < _MAX_TEMP 1e-2 raised to 1e-2; SGLang 0.5.23: below 1e-6 greedy. A seed
+    is an int64 (vLLM's protocol); a boolean is no number."""
+    for bad in ({"temperature": float("inf")}, {"temperature": float("nan")},
+                {"temperature": 2.5}, {"temperature": True}, {"seed": 2**63}, {"top_k": 1.5}):
+        with pytest.raises(ValueError):
+            SamplingParams(**bad)
+    for tiny in (1e-40, 1e-300, 5e-324, 9.9e-6):
+        assert SamplingParams(tiny, top_p=0.5, top_k=3).clamped() == SamplingParams()
+    assert SamplingParams(1e-3).clamped().temperature == 0.01
+    assert SamplingParams(0.7).clamped().temperature == 0.7
+
+
+def test_a_tiny_temperature_gets_the_greedy_answer_and_the_replica_stays_up(smol):
+    """temperature 1e-40, 1e-300 and 5e-324 (the issue's), and a subnormal top_p at
+    temperature 1: before, logits / 1e-40 overflowed to inf, softmax gave NaN, and the
+    RuntimeError ended the replica's loop for good. Now each answer is the greedy one (a
+    subnormal top_p keeps the likeliest token only) and the loop serves the next request."""
+    with EngineService(smol, 512) as service:
+        greedy = service.submit(PROMPT, 2, sampling=SamplingParams()).result(seconds(60))
+        for params in (SamplingParams(1e-40), SamplingParams(5e-324, seed=1),
+                       SamplingParams(1.0, top_p=5e-324, seed=2)):
+            got = service.submit(PROMPT, 2, sampling=params).result(seconds(60))
+            assert got.output_ids == greedy.output_ids, params
+        assert service.alive
+        assert len(service.submit([8, 9], 2).result(timeout=seconds(60)).output_ids) == 2
+
+
+def test_a_draw_that_fails_fails_its_own_request_and_is_logged(smol, monkeypatch, caplog):
+    """A draw that raises (the sampler of one request broken) fails that request, with its
+    cause and one log line; the request in the same batch and the next one are answered, and
+    the loop lives (a draw's error ended the loop before)."""
+    import logging
+
+    import engine.runner as runner
+
+    real = runner.sample
+
+    def broken(logits, params, generator):
+        if params.seed == 13:
+            raise RuntimeError("probability tensor contains inf")
+        return real(logits, params, generator)
+    monkeypatch.setattr(runner, "sample", broken)
+    caplog.set_level(logging.WARNING, logger="engine")
+    with EngineService(smol, 512) as service:
+        bad = service.submit(PROMPT, 3, sampling=SamplingParams(1.0, seed=13))
+        ok = service.submit([5, 6, 7], 3, sampling=SamplingParams(1.0, seed=14))
+        with pytest.raises(RuntimeError, match="contains inf"):
+            bad.result(timeout=seconds(60))
+        assert len(ok.result(timeout=seconds(60)).output_ids) == 3 and service.alive
+        assert len(service.submit([8, 9], 2).result(timeout=seconds(60)).output_ids) == 2
+    (line,) = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert line == (f"request {bad.rid} failed while running it: RuntimeError: probability "
+                    "tensor contains inf")

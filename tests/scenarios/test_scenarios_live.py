@@ -19,8 +19,7 @@ from radix.tree.radix_cache import RadixCache
 from runtime.sessions import SessionRegistry
 from scenarios.chats import SCENARIOS, SYSTEM
 from scenarios.live import LiveSession, LiveTree
-from viz.live import measured_label
-from viz.scene import told_line
+from viz.live import measured_label, told_line
 
 
 class Stamped(types.SimpleNamespace):
@@ -68,9 +67,9 @@ def test_live_tree_tells_a_lock_walk_in_one_line():
     cache.dec_lock_ref(leaf, rid="R9")
     _feed(tree, sink.events, "R9")
     lines = _lines(tree)[-2:]
-    assert lines[0] == ("R9 locks #3 -> #2 -> #1, 3 hops up to the root: lock_ref 1, 1, 1; "
+    assert lines[0] == ("R9 locks #3 → #2 → #1, 3 hops up to the root: lock_ref 1, 1, 1; "
                         "6 tokens now protected")
-    assert lines[1].startswith("R9 unlocks #3 -> #2 -> #1, 3 hops") and "now evictable" in lines[1]
+    assert lines[1].startswith("R9 unlocks #3 → #2 → #1, 3 hops") and "now evictable" in lines[1]
 
 
 def test_live_tree_tells_the_input_len_minus_one_split():
@@ -214,7 +213,11 @@ def test_restart_keeps_history_and_closes(loaded):
     with pytest.raises(RuntimeError, match="stopped"):
         s.submit("b", [{"role": "user", "content": "y"}], 2)
     assert s2.no_cache and s2.requests is s.requests
-    assert not s2.submit("b", [{"role": "user", "content": "y"}], 2).cache_on
+    again = s2.submit("a", [{"role": "user", "content": "y"}], 2)
+    assert not again.cache_on
+    # numbered on from the history (issue 41 item 9: two "a.1" rows, the why panel's picker
+    # keyed by rid could not choose the first)
+    assert [r.rid for r in s2.requests] == ["a.1", "a.2"]
 
 
 def test_registry_sweeps_dead_sessions(loaded):

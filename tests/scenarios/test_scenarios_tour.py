@@ -132,7 +132,7 @@ def test_multi_turn_lock_walks_five_hops_to_the_root_and_back():
     snap = tl.frame(step).snapshot.by_id()
     assert snap[path[-1]].parent == 0 and all(snap[a].parent == b for a, b in zip(path, path[1:]))
     lines = [tl.frame(step, i).narration for i in range(k, k + 5)]
-    assert lines[0].startswith(f"u000-t5 locks #{path[0]}: lock_ref 0 -> 1")
+    assert lines[0].startswith(f"u000-t5 locks #{path[0]}: lock_ref 0 → 1")
     assert "4 more hop(s) to the root" in lines[0] and "the last hop below the root" in lines[4]
     for i, nid in enumerate(path):
         f = tl.frame(step, k + i)

@@ -83,3 +83,17 @@ def test_mooncake_pair_inside_and_past():
     assert "B goes on past A's end (1,000 tokens)" in w.sentence
     with pytest.raises(ValueError, match="no request 'mc-9'"):
         compare_hash_ids(t, "mc-1", "mc-9")
+
+
+def test_live_comparison_heads_each_prompt_once():
+    """The Live page's why panel (scenarios/why.py compare_live, here over the simulated
+    engine's character tokenizer): the report heads the prompts "A: typed (29 tokens)" and
+    "B: <rid>", not "A: A: typed" (issue 41 item 9)."""
+    from scenarios.classroom import SimLoaded
+    from scenarios.why import compare_live
+
+    tok = SimLoaded().tokenizer
+    typed = [{"role": "user", "content": "hello there"}]
+    ran = type("Req", (), {"rid": "you.2", "token_ids": tuple(tok.encode("hello where"))})()
+    head = compare_live(tok, typed, ran).text.splitlines()[:2]
+    assert head[0] == "A: typed (29 tokens)" and head[1].startswith("B: you.2 (")

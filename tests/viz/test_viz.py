@@ -9,19 +9,12 @@ from radix.tree.radix_cache import RadixCache
 from radix.tree.replay import EventLog
 from viz.component import view_data
 from viz.dot import dot_to_svg, tree_dot
-from viz.scene import (
-    ROLES,
-    lock_walk_line,
-    match_path,
-    node_line,
-    place,
-    slot_ranges,
-    step_roles,
-    token_preview,
-    tree_items,
-    tree_scene,
-)
+from viz.layout import place
+from viz.live import lock_walk_line
+from viz.roles import ROLES, step_roles
+from viz.scene import match_path, token_preview, tree_items, tree_scene
 from viz.timeline import Timeline
+from viz.words import node_line, slot_ranges
 
 
 def _ids(scene: dict) -> tuple[set[str], dict[str, tuple[str, str]]]:
@@ -122,7 +115,7 @@ def test_layout_lr_and_signature():
 def test_layout_cycle_is_laid_out_once():
     """a -> b -> a: b's first edge makes it a's child, so no root is left; a, the first node no
     root reaches, becomes one, b hangs under it and both edges are still drawn."""
-    from viz.scene import Box, Line
+    from viz.layout import Box, Line
 
     boxes = [Box(n, n, "#fff", "#000", 1.0, False, "", "") for n in "ab"]
     lines = [Line("x", "a", "b", "", "#000", 1.0), Line("y", "b", "a", "", "#000", 1.0)]
@@ -161,7 +154,8 @@ def test_timeline_eviction_frame_shows_then_removes():
     c.evict(1)  # the older leaf [1,2,3] goes first
     tl = Timeline(log)
     step = tl.num_steps - 1
-    ks = [k for k in range(1, tl.num_micro(step) + 1) if tl.frame(step, k).highlight]
+    ks = [k for k in range(1, tl.num_micro(step) + 1)
+          if "evicted" in tl.frame(step, k).highlight.values()]
     shown = tl.frame(step, ks[0])
     assert shown.highlight == {1: "evicted"} and 1 in shown.snapshot.by_id()
     assert "evict pops leaf #1 (3 tokens)" in shown.narration
@@ -227,7 +221,7 @@ def test_words_roles_lock_walk_and_slots():
     assert step_roles(events) == {2: "matched", 3: "new"}
     assert step_roles(events, present=[3]) == {3: "new"}
     hops = [ev.LockChanged(9, 0, -1, 40), ev.LockChanged(4, 0, -1, 10)]
-    assert lock_walk_line("t", hops) == ("t unlocks #9 -> #4, 2 hops up to the root: lock_ref "
+    assert lock_walk_line("t", hops) == ("t unlocks #9 → #4, 2 hops up to the root: lock_ref "
                                          "0, 0; 50 tokens now evictable")
     assert slot_ranges([5, 6, 7, 9]) == "5..7, 9 (4 slots)"
     c = RadixCache()

@@ -9,7 +9,7 @@ from radix import events as ev
 from radix.tree.radix_cache import RadixCache
 from radix.tree.replay import TreeModel
 from viz.flavor import flavor_line
-from viz.scene import narrate
+from viz.words import narrate
 
 
 def split_line_of(flavor: str) -> str:

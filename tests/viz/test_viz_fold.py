@@ -1,4 +1,4 @@
-"""viz/scene.py's folding of wide and deep trees (known answers for what is drawn and counted), and
+"""viz/fold.py's folding of wide and deep trees (known answers for what is drawn and counted), and
 the Trace debugger's helpers for big trees (step highlight, pretty_print cut)."""
 
 from __future__ import annotations
@@ -7,8 +7,10 @@ import pytest
 
 from radix.tree.radix_cache import RadixCache
 from radix.tree.replay import EventLog
+from viz.fold import fits, fold_tree
 from viz.live import live_scene
-from viz.scene import fit_tree_scene, fits, fold_tree, step_highlight, tree_scene
+from viz.roles import step_highlight
+from viz.scene import fit_tree_scene, tree_scene
 from viz.trace import text_head
 
 
@@ -158,13 +160,14 @@ def test_presenter_fit_caps_depth_when_one_child_a_node_is_still_too_tall():
     a rank is 66 units (a 20-unit box, two 12-unit gaps, a 22-unit two-line edge label), so
     nodes down to depth 4 plus the stub are 352 units tall: (352 + 16) x 14 / 9 = 572 px, over
     a 500 px view; down to depth 3, 286 units: 470 px, inside. So nodes 0-3 are drawn and 4-8
-    fold into "+1 more (5 nodes)" under node 3; the highlighted node 2 is among those drawn."""
+    fold into "+1 more (5 nodes)" under node 3; the highlighted node 2 is among those drawn
+    (`whole_below=0`: a tree of 9 nodes is otherwise drawn whole, in a scrolling view)."""
     c = RadixCache()
     for n in range(1, 9):
         c.insert(list(range(2 * n)))
     snap = c.snapshot()
     assert len(snap.nodes) == 9
-    scene = fit_tree_scene(snap, 600, 500, 14, highlight={2: "new"})
+    scene = fit_tree_scene(snap, 600, 500, 14, highlight={2: "new"}, whole_below=0)
     assert fits(scene, 600, 500, 14)
     assert _drawn(scene) == ["n0", "n1", "n2", "n3", "m3"]
     assert _label(scene, "m3").startswith("+1 more (5 nodes)")
@@ -182,13 +185,13 @@ def test_presenter_fit_draws_a_deep_highlights_ancestors_as_one_chain_box():
     for n in range(1, 9):
         c.insert(list(range(2 * n)))
     snap = c.snapshot()
-    scene = fit_tree_scene(snap, 600, 500, 14, highlight={8: "lock"})
+    scene = fit_tree_scene(snap, 600, 500, 14, highlight={8: "lock"}, whole_below=0)
     assert fits(scene, 600, 500, 14) and scene["height"] == 154.0
     assert _drawn(scene) == ["n0", "c1", "n8"]
     assert _label(scene, "c1") == "#1 … #7\n7 nodes, r=0"
     assert (_edge(scene, "ec1")["source"], _edge(scene, "ec1")["label"]) == ("n0", "14 tok")
     assert _edge(scene, "e8")["source"] == "c1"
-    scene = fit_tree_scene(snap, 600, 500, 14, highlight={5: "lock"})
+    scene = fit_tree_scene(snap, 600, 500, 14, highlight={5: "lock"}, whole_below=0)
     assert fits(scene, 600, 500, 14)
     assert _drawn(scene) == ["n0", "c1", "n5", "n6", "m6"]
     assert _label(scene, "c1") == "#1 … #4\n4 nodes, r=0"
@@ -211,11 +214,11 @@ def test_chain_box_keeps_its_last_nodes_children_and_counts_the_ones_it_hides():
     c.insert([*range(8), 99, 98])
     c.insert([*range(8), 97, 96])
     snap = c.snapshot()
-    scene = fit_tree_scene(snap, 600, 500, 14, highlight={8: "lock"})
+    scene = fit_tree_scene(snap, 600, 500, 14, highlight={8: "lock"}, whole_below=0)
     assert _drawn(scene) == ["n0", "c1", "n8"]
     chain = next(n for n in scene["nodes"] if n["id"] == "c1")
     assert chain["tooltip"].endswith("14 tokens; not drawn beside them: 2 node(s)")
-    scene = fit_tree_scene(snap, 600, 500, 14, highlight={5: "lock"})
+    scene = fit_tree_scene(snap, 600, 500, 14, highlight={5: "lock"}, whole_below=0)
     assert fits(scene, 600, 500, 14)
     assert _drawn(scene) == ["n0", "c1", "n5", "n6", "m4", "m6"]
     assert (_edge(scene, "em4")["source"], _label(scene, "m4")) == ("c1", "+2 more")

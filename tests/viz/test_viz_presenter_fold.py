@@ -15,8 +15,9 @@ from radix.tree.radix_cache import RadixCache
 from scenarios.eviction import run_eviction
 from scenarios.scheduler import sort_queue
 from viz.eviction import drawn_conversations, lab_frame
+from viz.fold import fits, fold_tree
 from viz.live import live_scene
-from viz.scene import fit_tree_scene, fits, fold_tree, tree_scene
+from viz.scene import fit_tree_scene, tree_scene
 from viz.scheduler import match_scene
 from viz.timeline import Timeline
 
@@ -111,27 +112,18 @@ def test_classroom_presenter_scene_is_built_once_per_version():
     assert wider is not first and len(wider["nodes"]) > len(first["nodes"])
 
 
-def test_scheduler_match_scene_keeps_the_path_and_folds_the_rest():
+def test_scheduler_match_scene_draws_its_small_tree_whole_and_the_path():
     """LPM, 24 waiting: the tree is root -> S (#6, 512 tok) -> F (#2, 1,543) -> four histories
-    (#1 120, #3 260, #4 400, #5 610 tok), plus #7 (50 tok) under S: 516 units wide, too wide
-    for the Scheduler's presenter view, 650.4 x 405 px (pages/scheduler.py); 2 a node is
-    still 456.6 units wide. One a node: S keeps F and #7 (a single leftover is drawn, not
-    folded), F keeps its largest, #5, and folds #1, #3, #4 (120 + 260 + 400 = 780 tok): 4
-    ranks, 231 units tall, (231 + 16) x 14 / 9 = 384.2 px <= 405 (not <= the old 345). q021
-    (first offered) matches #6, #2, #5, all drawn as matched; q003 matches #1, the smallest
-    history, drawn in #5's place; q000 (cold) matches nothing."""
+    (#1 120, #3 260, #4 400, #5 610 tok), plus #7 (50 tok) under S: 8 nodes, 516 units wide,
+    too wide for the Scheduler's presenter view, 650.4 x 405 px (pages/scheduler.py). A tree
+    of at most 16 nodes is drawn whole (issue 41: folding it hid the lesson) and the view
+    scrolls at 14 px: q021 (first offered) matches #6, #2, #5, drawn as matched; q000 (cold)
+    matches nothing."""
     sort = sort_queue("lpm", 24, 32, 32)
     fit = (WIDE, 405.0, 14.0)
-    assert not fits(match_scene(sort.tree, sort.prompts["q021"]), *fit)
-    assert not fits(tree_scene(sort.tree, max_children=2), *fit)
     warm = match_scene(sort.tree, sort.prompts["q021"], fit)
-    assert _ids(warm) == ["n0", "n6", "n2", "n5", "n7", "m2"] and fits(warm, *fit)
+    assert sorted(_ids(warm)) == sorted(f"n{i}" for i in range(8)) and not fits(warm, *fit)
     assert [_node(warm, i)["role"] for i in ("n6", "n2", "n5")] == ["matched"] * 3
-    assert next(e for e in warm["edges"] if e["id"] == "em2")["label"] == "780 tok"
-    assert not fits(warm, WIDE, 345.0, 14.0)
-    other = match_scene(sort.tree, sort.prompts["q003"], fit)
-    assert _ids(other) == ["n0", "n6", "n2", "n1", "n7", "m2"] and fits(other, *fit)
-    assert _node(other, "n1")["role"] == "matched"
     cold = match_scene(sort.tree, sort.prompts["q000"], fit)
     assert _ids(cold) == _ids(warm) and {n["role"] for n in cold["nodes"]} == {""}
 
@@ -145,28 +137,70 @@ def test_prefer_ranks_after_keep_and_before_size():
     assert fold_tree(snap, 3, keep=[7], prefer=[2, 5]).drawn == {0, 7, 2, 5}
 
 
-def test_tour_lock_walk_folds_every_hop_to_fit():
-    """The Tour's multi-turn walk, u000-t5's inc_lock_ref (step 22, events 1-5: #6, #5, #4,
-    #1, #2 locked in turn) in the Tour's presenter view (650.4 x 385 px, pages/tour.py):
-    every hop fits at 14 px with its locked node drawn (#24 item 4: hops 1-4 panned). The path
-    above a deep hop is one chain box: hop 1 draws root, "#2 … #5" (4 nodes) and #6; hop 2
-    root, "#2 … #4", #5 and #6; hop 5 needs no chain."""
+def test_tour_lock_walk_draws_every_locked_node():
+    """The Tour's multi-turn walk, u000-t5's inc_lock_ref (step 22: its first line names node
+    6; events 1-5 lock #6, #5, #4, #1, #2 in turn) and dec_lock_ref (step 24), in the Tour's
+    presenter view (650.4 x 385 px): every node of the 7-node tree is its own box in every
+    frame, each locked node saying r=1 (issue 41: at event 5 the fold showed root, #2 and
+    "+2 more (5 nodes) / 1 locked" while 4 hidden nodes had lock_ref 1; at event 0 node 6,
+    which the sentence names, was folded away). Step 22's first frame outlines #6 ("named");
+    at event 5 five boxes say r=1; the tree is taller than the view, which scrolls."""
     from scenarios.tour import run_tour
 
     run = run_tour("multi-turn")
     tl = Timeline(run.log)
     fit = _fit(335)
-    drawn = {}
-    for k in range(1, 6):
-        frame = tl.frame(22, k)
-        scene = fit_tree_scene(frame.snapshot, *fit, highlight=dict(frame.highlight))
-        assert fits(scene, *fit), k
-        (locked,) = [n for n in scene["nodes"] if n["role"] == "lock"]
-        assert "r=1" in locked["label"]
-        drawn[k] = _ids(scene)
-    assert drawn[1] == ["n0", "c2", "n6"] and _node(scene, "n2")["label"] == "#2  r=1"
-    assert drawn[2] == ["n0", "c2", "n5", "n6"]
-    assert not any(i.startswith("c") for i in drawn[5])
+    for step in (22, 24):
+        for k in range(0, 6):
+            frame = tl.frame(step, k)
+            scene = fit_tree_scene(frame.snapshot, *fit, highlight=dict(frame.highlight),
+                                   keep=sorted(frame.named))
+            ids = _ids(scene)
+            assert sorted(ids) == sorted(f"n{n.id}" for n in frame.snapshot.nodes), (step, k)
+            locked = [n for n in frame.snapshot.nodes if n.lock_ref > 0 and n.parent is not None]
+            assert all(f"r={n.lock_ref}" in _node(scene, f"n{n.id}")["label"] for n in locked)
+            assert {f"n{i}" for i in frame.named} <= set(ids)
+    first = tl.frame(22, 0)
+    assert first.named == {6} and first.highlight == {6: "named"}
+    fifth = fit_tree_scene(tl.frame(22, 5).snapshot, *fit, highlight={2: "lock"})
+    assert sum("r=1" in n["label"] for n in fifth["nodes"]) == 5 and not fits(fifth, *fit)
+
+
+def test_a_big_trees_fold_keeps_locked_paths_and_named_nodes():
+    """A root with 20 one-token leaves (#1..#20) and a path of 12 below leaf #20's sibling
+    branch: 33 nodes, folded for a 650.4 x 483 px view. #25 is locked (its path #21..#25 has
+    lock_ref 1), #3 is named by the sentence (`keep`), #32 highlighted: each of those and their
+    ancestors stays a box of its own, the other leaves fold into "+K more", and the unlocked
+    run #26..#31 above #32 becomes one chain box (never a locked or highlighted node)."""
+    c = RadixCache()
+    for i in range(1, 21):
+        c.insert([1000 + i])
+    for k in range(1, 13):
+        c.insert(list(range(1, k + 1)))
+    snap = c.snapshot()
+    path = [n.id for n in snap.nodes if n.token_ids and n.token_ids[0] < 1000]
+    assert len(snap.nodes) == 33 and path == list(range(21, 33))
+    c.inc_lock_ref(_node_of(c, 25))
+    snap = c.snapshot()
+    assert [n.id for n in snap.nodes if n.lock_ref and n.parent is not None] == [21, 22, 23, 24,
+                                                                                25]
+    scene = fit_tree_scene(snap, WIDE, 483.0, 14.0, highlight={32: "new"}, keep=[3])
+    ids = _ids(scene)
+    assert {f"n{i}" for i in (0, 3, 21, 22, 23, 24, 25, 32)} <= set(ids)
+    assert any(i.startswith("m") for i in ids) and "c26" in ids
+    assert _node(scene, "c26")["label"] == "#26 … #31\n6 nodes, r=0"
+    assert all("r=1" in _node(scene, f"n{i}")["label"] for i in range(21, 26))
+
+
+def _node_of(c: RadixCache, node_id: int):
+    """The live TreeNode `node_id` of cache `c` (a depth-first search from the root)."""
+    stack = [c.root_node]
+    while stack:
+        n = stack.pop()
+        if n.id == node_id:
+            return n
+        stack.extend(n.children.values())
+    raise KeyError(node_id)
 
 
 def test_host_tier_trees_fit_the_presenter_view():
@@ -191,38 +225,39 @@ def _path(depth: int) -> RadixCache:
     return c
 
 
-def test_a_step_that_highlights_a_whole_deep_path_folds_it_into_one_box():
+def test_a_step_that_highlights_a_whole_deep_path_scrolls_instead_of_folding_it():
     """The Trace debugger's presenter view, 650.4 x 483 px (pages/_trace_view.py:
     presenter_tree_px(0.6, tree_height(420)), 420 x 1.15 = 483): a scene fits at 14 px when it
     is at most 483 x 9 / 14 - 16 = 294.5 units tall. A step that locks root > #1 > ... > #10
-    (all ten highlighted "lock") drew 11 ranks, 680 units tall, and no fold could shorten it
-    (every node highlighted, so none folds or chains): the view panned (#24). Now the run
-    #1..#9 is one chain box of role lock, "#1 … #9" / "9 nodes, r=0", its edge 9 x 10 = 90
-    tokens, and the tip #10 its own box below it: 3 ranks, 154 units."""
+    (all ten highlighted "lock") draws 11 ranks, 680 units tall. No fold may hide a node the
+    step touched (#24 drew #1..#9 as one "9 nodes" box, issue 41 asks for every one): each is
+    its own box of role lock, and the view scrolls at 14 px instead."""
     snap = _path(10).snapshot()
     lock = {i: "lock" for i in range(1, 11)}
     fit = (WIDE, 483.0, 14.0)
-    assert tree_scene(snap, highlight=lock, rankdir="TB")["height"] == 680.0
     scene = fit_tree_scene(snap, *fit, highlight=lock, rankdir="TB", max_children=12)
-    assert fits(scene, *fit) and scene["height"] == 154.0
-    assert _ids(scene) == ["n0", "c1", "n10"]
-    chain = _node(scene, "c1")
-    assert (chain["label"], chain["role"], chain["stroke"]) == (
-        "#1 … #9\n9 nodes, r=0", "lock", "#9467bd")
-    edges = {e["id"]: e for e in scene["edges"]}
-    assert (edges["ec1"]["label"], edges["ec1"]["stroke"]) == ("90 tok", "#9467bd")
-    assert (edges["e10"]["source"], _node(scene, "n10")["role"]) == ("c1", "lock")
+    assert _ids(scene) == [f"n{i}" for i in range(11)] and scene["height"] == 680.0
+    assert not fits(scene, *fit)
+    assert {_node(scene, f"n{i}")["role"] for i in range(1, 11)} == {"lock"}
 
 
-def test_chained_highlights_break_where_the_role_changes():
-    """root > #1 > ... > #10, a match walked #1..#4, a lock #5..#9, #10 new: two chain boxes,
-    c1 (#1 … #4, matched, 40 tok) and c5 (#5 … #9, lock, 50 tok) hanging below c1, then #10."""
-    snap = _path(10).snapshot()
-    roles = {**{i: "matched" for i in range(1, 5)}, **{i: "lock" for i in range(5, 10)},
-             10: "new"}
-    scene = fit_tree_scene(snap, WIDE, 483.0, 14.0, highlight=roles, rankdir="TB")
-    assert _ids(scene) == ["n0", "c1", "c5", "n10"]
-    assert [_node(scene, i)["role"] for i in ("c1", "c5", "n10")] == ["matched", "lock", "new"]
-    edges = {e["id"]: (e["source"], e["label"]) for e in scene["edges"]}
-    assert edges == {"ec1": ("n0", "40 tok"), "ec5": ("c1", "50 tok"),
-                     "e10": ("c5", "10 tok\n[91 92 93 94 95 96…]")}
+def test_small_classroom_and_live_trees_are_drawn_whole():
+    """A room's tree: a 40-token shared system prompt and nine questions of 12 tokens under it,
+    11 nodes with the root, their text as edge labels. At 14 px it is wider than the
+    Classroom's presenter view (650.4 x 368 px) and Live's (650.4 x 330): issue 41 saw such a
+    tree folded to "+3 more (10 nodes)", the questions hidden. A tree of at most 16 nodes is
+    drawn whole, every question its own box, and the view scrolls."""
+    c = RadixCache()
+    system = list(range(40))
+    for q in range(9):
+        c.insert(system + [100 + 12 * q + k for k in range(12)])
+    snap = c.snapshot()
+    assert len(snap.nodes) == 11
+
+    def decode(ids):
+        return "".join(chr(97 + i % 26) for i in ids)
+
+    for fit in (_fit(320), (WIDE, 330.0, 14.0)):
+        scene = live_scene(snap, decode, None, 12, fit)[0]
+        assert sorted(_ids(scene)) == sorted(f"n{n.id}" for n in snap.nodes)
+        assert not fits(scene, *fit)

@@ -150,3 +150,17 @@ def test_the_sort_shows_the_tree_and_blocks_it_read():
     assert sum(len(by_id[i].token_ids) for i in path) == 2_665
     chain = request_chain(sort.blocks, sort.prompts["q021"])
     assert sum(1 for lk in chain if lk.block_id is not None) == 2_665 // 16
+
+
+def test_queue_chart_keeps_its_top_label_inside():
+    """The highest marker's label (its rid above it) is not cut at the plot's top (issue 41
+    item 10: 8 px of it above the plot): the y range runs 15% past the highest match, and no
+    marker's text is clipped at the axes."""
+    from scenarios.scheduler import sort_queue
+    from viz.scheduler import queue_figure
+
+    sort = sort_queue("lpm", 24, 32, 32)
+    fig = queue_figure(sort)
+    top = max(r.prefix_len for r in sort.rows)
+    assert fig.layout.yaxis.range[1] >= 1.15 * top - 1
+    assert all(t.cliponaxis is False for t in fig.data)

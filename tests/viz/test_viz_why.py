@@ -12,7 +12,7 @@ from radix.traces import Trace, TraceRequest
 from scenarios.why import compare
 from viz.blocks import CHAIN_TRACE, STATE_COLORS, STATES, block_grid_figure
 from viz.grid_chart import grid_height
-from viz.scene import ROLES
+from viz.roles import ROLES
 from viz.why import (
     MARK_TRACE,
     PARTING_ROLE,

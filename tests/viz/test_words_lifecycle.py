@@ -1,4 +1,4 @@
-"""viz/scene.py's words on SGLang 0.5.23's request lifecycle: the finish's prompt-boundary
+"""viz/words.py's words on SGLang 0.5.23's request lifecycle: the finish's prompt-boundary
 split, the checkpoint after prefill, hits counted once per request, eviction of the shortfall."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ from radix import events as ev
 from radix.request import Req, SlotAllocator
 from radix.tree.radix_cache import RadixCache
 from radix.tree.replay import EventLog
-from viz.scene import hit_line, narrate, step_line, step_lines
 from viz.timeline import Timeline
+from viz.trace import step_lines
+from viz.words import hit_line, narrate, step_line
 
 
 def _finished(prompt: list[int], output: list[int]) -> tuple[EventLog, int]:

@@ -1,6 +1,6 @@
 """The animated tree view: a Streamlit v2 custom component (st.components.v2) over plain SVG.
 
-Python builds the scene from a snapshot and lays it out (viz/scene.py: a tidy
+Python builds the scene from a snapshot and lays it out (viz/scene.py, viz/layout.py: a tidy
 layered tree, O(n), no Graphviz run per step) as named fields; the committed bundle
 `dist/tree_view.js` (built from `frontend/` with `npm run build`; no npm step at app start) draws
 it and transitions from the previous scene by element id, so a split or an eviction animates in

@@ -113,6 +113,16 @@ def test_html_has_a_line_per_router(serial_rows):
     assert page.count("Plotly.newPlot") == 2 and "TTFT p99" in page
 
 
+def test_sweep_chart_ticks_every_replica_count():
+    """The Cluster page's sweep of 1-4 replicas: a tick at 1, 2, 3 and 4 on the log axis (it
+    ticked powers of two, none at 3: issue 41 item 10)."""
+    rows = [{"router": "round-robin", "replicas": k, "capacity": None, "page_size": 1,
+             "block_size": 16, "totals": {"hit_rate": 0.5, "ttft_p99_s": 0.1}}
+            for k in (1, 2, 3, 4)]
+    for fig in figures(rows):
+        assert fig["layout"]["xaxis"]["tickvals"] == [1, 2, 3, 4]
+
+
 def test_sweep_cli_serial(tmp_path, capsys):
     out, page = tmp_path / "rows.jsonl", tmp_path / "p.html"
     assert main(["sweep", str(TRACE), "--serial", "--replicas", "1,2", "--router",

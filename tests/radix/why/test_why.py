@@ -26,6 +26,8 @@ def test_block_floor_240_tokens_blocks_of_784():
     assert (r.diff.common, r.tree.hit, r.blocks.hit, r.blocks.lost_to_unit) == (240, 240, 0, 240)
     assert r.blocks.prefilled == 243 and r.tree.prefilled == 3
     assert "the block floor: the 240 shared tokens fill no whole block" in format_why(r)
+    one = why(Prompt("a", (5, 1)), Prompt("b", (5, 2)), block_size=16)
+    assert "the block floor: the 1 shared token fills no whole block" in format_why(one)
 
 
 def test_last_token_rule_and_aligned_block():

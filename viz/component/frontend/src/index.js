@@ -10,8 +10,10 @@
 // the layout's estimate is widened to fit it (no clipped label). An edge's line stops short of
 // its label and resumes under it (no line through the text). With min_font_px (presenter
 // mode: 14) the fitted view never scales the smallest label under that size: a tree too big
-// for the host at that scale is shown around its highlighted nodes (or its newest node), and a
-// drag pans to the rest. The host div carries data-nodes,
+// for the host at that scale is drawn at that scale in a scrolling host (scrollbars: what is
+// out of view is visibly there), scrolled to its highlighted nodes (or its newest node); wheel
+// and drag then scroll instead of zooming and panning. The host div carries data-scroll,
+// data-nodes,
 // data-draw-ms (data in -> elements in place), data-settle-ms (-> transition ended),
 // data-animating and data-renders for tests and the benchmark (a state value would rerun the
 // script on every draw). Optional node fields: `text` (label colour; default #222), `move` (a
@@ -56,9 +58,12 @@ function stateFor(parentElement) {
   if (typeof ResizeObserver !== "undefined") {
     new ResizeObserver(() => {
       if (!state.scene || state.zoomed) return;
-      const fit = fitBox(state, state.scene);
-      if (state.fitView && fit.join(" ") === state.fitView.join(" ")) return;
+      const was = state.scroll, fit = fitBox(state, state.scene);
+      if (state.fitView && fit.join(" ") === state.fitView.join(" ") && was === state.scroll) {
+        return;
+      }
       state.fitView = fit;
+      sizeFor(state, state.scene, fit);
       setView(state, fit);
     }).observe(host);
   }
@@ -85,6 +90,7 @@ function setView(state, view) {
 
 // px per scene unit and the left offset, as preserveAspectRatio="xMidYMin meet" draws it
 function viewScale(state, v) {
+  if (state.scroll) return [state.scroll, 0];
   const w = state.host.clientWidth || 1, h = state.host.clientHeight || Infinity;
   const k = Math.min(w / v[2], h / v[3]);
   return [k, (w - v[2] * k) / 2];
@@ -97,14 +103,14 @@ function enableZoom(state) {
     return [v[0] + (event.clientX - r.left - ox) / k, v[1] + (event.clientY - r.top) / k, 1 / k];
   };
   host.addEventListener("wheel", (event) => {
-    if (!state.view) return;
+    if (!state.view || state.scroll) return; // a scrolling host scrolls
     event.preventDefault();
     const [x, y] = toScene(event), f = Math.exp(event.deltaY * 0.002), v = state.view;
     state.zoomed = true;
     setView(state, [x - (x - v[0]) * f, y - (y - v[1]) * f, v[2] * f, v[3] * f]);
   }, { passive: false });
   host.addEventListener("pointerdown", (event) => {
-    if (!state.view) return;
+    if (!state.view || state.scroll) return;
     const [, , k] = toScene(event), from = [event.clientX, event.clientY], v0 = state.view;
     state.dragged = false;
     const move = (e) => {
@@ -118,6 +124,7 @@ function enableZoom(state) {
     host.addEventListener("pointerup", up, { once: true });
   });
   host.addEventListener("dblclick", () => {
+    if (state.scroll) return;
     state.zoomed = false;
     if (state.fitView) setView(state, state.fitView);
   });
@@ -125,8 +132,8 @@ function enableZoom(state) {
 
 // the whole scene, widened (centred) or lengthened so it is never scaled past MAX_SCALE; a host
 // not laid out yet counts as FALLBACK_W wide and its style height high. With a minimum label
-// size the scale does not go under minFontPx / EDGE_FONT: the view is then the host's size at
-// that scale, centred on the focus (focusOf) and kept inside the scene.
+// size the scale does not go under minFontPx / EDGE_FONT: a scene bigger than the host at that
+// scale is then drawn whole at it and the host scrolls (state.scroll: that scale).
 function fitBox(state, scene) {
   const w = scene.width + 2 * PAD, h = scene.height + 2 * PAD, host = state.host;
   const max = state.maxScale || MAX_SCALE;
@@ -134,11 +141,22 @@ function fitBox(state, scene) {
   const hh = host.clientHeight || parseFloat(host.style.height) || 0;
   const W = Math.max(w, hw / max), H = Math.max(h, hh / max);
   const kMin = (state.minFontPx || 0) / EDGE_FONT;
-  if (!kMin || !hh || Math.min(hw / W, hh / H) >= kMin) return [-PAD - (W - w) / 2, -PAD, W, H];
-  const vw = hw / kMin, vh = hh / kMin, [fx, fy] = focusOf(scene);
-  const clamp = (c, size, total) => (size >= total ? -PAD - (size - total) / 2
-    : Math.min(Math.max(c - size / 2, -PAD), total - PAD - size));
-  return [clamp(fx, vw, w), clamp(fy, vh, h), vw, vh];
+  state.scroll = !!kMin && !!hh && Math.min(hw / W, hh / H) < kMin ? kMin : 0;
+  return state.scroll ? [-PAD, -PAD, w, h] : [-PAD - (W - w) / 2, -PAD, W, H];
+}
+
+// the svg's size and the host's overflow for the view: in a scrolling host the svg is the
+// scene at state.scroll px a unit, scrolled to the focus (focusOf); else it fills the host
+function sizeFor(state, scene, view) {
+  const svg = state.svg.node(), host = state.host, k = state.scroll;
+  host.dataset.scroll = k ? "1" : "0";
+  host.style.overflow = k ? "auto" : "hidden";
+  svg.style.width = k ? `${view[2] * k}px` : "100%";
+  svg.style.height = k ? `${view[3] * k}px` : "100%";
+  if (!k) return;
+  const [fx, fy] = focusOf(scene);
+  host.scrollLeft = Math.max(0, (fx - view[0]) * k - host.clientWidth / 2);
+  host.scrollTop = Math.max(0, (fy - view[1]) * k - host.clientHeight / 2);
 }
 
 // the middle of the highlighted nodes (a role set), else the newest node (the highest id n<id>:
@@ -298,11 +316,16 @@ function draw(state, scene, durationMs) {
   drawEdges(state, scene, byId, t, moveAll);
   drawNodes(state, scene, t, moveAll);
   state.scene = scene;
+  const wasScroll = state.scroll;
   const fitView = fitBox(state, scene);
   state.fitView = fitView;
+  sizeFor(state, scene, fitView);
   // level of detail (setView): at the fitted scale a 1,000-node tree's labels are sub-pixel,
   // and painting thousands of unreadable text runs is most of a frame's cost
-  if (state.zoomed) {
+  if (state.scroll || wasScroll) {
+    state.zoomed = false; // a scrolling view is the scene at its legible scale: no zoom
+    setView(state, fitView);
+  } else if (state.zoomed) {
     setView(state, state.view);
   } else if (state.view) {
     const from = state.view;
