@@ -109,11 +109,11 @@ def run_model(args: argparse.Namespace, trace: Any, preset: Any, a: Any) -> int:
 
     if args.host_ratio:
         raise InputError("--host-ratio: not with --model (the host tier holds full-attention KV)")
-    progress = model_progress("explain", trace, args.quiet)
-    e = explain_model(trace, preset, a, args.top, progress)
+    progress, budget = model_progress("explain", trace, args.quiet), args.memory << 20
+    e = explain_model(trace, preset, a, args.top, progress, budget)
     e["assumptions"] = describe(preset, a)
     if not args.no_what_if:
-        e["what_if"] = run_configs(trace, preset, a, args.jobs, progress)
+        e["what_if"] = run_configs(trace, preset, a, args.jobs, progress, budget)
     print(json.dumps(explain_json(e), indent=1) if args.json else format_explain(e, args.top))
     return 0
 

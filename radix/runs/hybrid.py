@@ -29,6 +29,7 @@ from radix.models.engines import (
 from radix.models.preset import ModelPreset
 from radix.models.vllm import vllm_layout
 from radix.request import Req
+from radix.runs import memory
 from radix.tree.components.base import ComponentType
 from radix.tree.hybrid_args import build_hybrid_cache
 from radix.tree.hybrid_lifecycle import (
@@ -42,7 +43,6 @@ from radix.tree.hybrid_lifecycle import (
 )
 
 MAMBA, SWA, FULL = "mamba", "sliding_window", "full_attention"  # vLLM's spec kinds
-MAX_RUN_BYTES = 2 << 30  # what a run's pools may cost this process (estimated), as the CLI's
 BYTES_PER_BLOCK = 200  # a vLLM block here: the object, its queue links, its hash key
 BYTES_PER_SWA_SLOT = 48  # an SWA-pool slot here: the mapping entry and the ids it holds
 
@@ -221,25 +221,38 @@ def vllm_blocks(preset: ModelPreset, a: EngineAssumptions, sizing: Sizing) -> in
     return sum(-(-(n + o) // bs) + 2 for n, o in sizing.lengths) * len(layout.groups) + 1
 
 
-def preflight(preset: ModelPreset, a: EngineAssumptions, sizing: Sizing) -> None:
-    """Refuses, before anything runs, pools past MAX_RUN_BYTES: vLLM's preallocated blocks,
-    SGLang's SWA pool (slot lists, not runs) when it holds a compact trace or the whole trace."""
+def estimate_bytes(preset: ModelPreset, a: EngineAssumptions, sizing: Sizing
+                   ) -> tuple[int, str]:
+    """What one engine's run may hold beyond the trace, and which pool: vLLM's preallocated
+    blocks, or SGLang's SWA pool (slot lists, not runs) when it holds a compact trace or the
+    whole trace; the larger. Either engine runs alone in its process.
+
+    >>> from radix.models import load_preset
+    >>> estimate_bytes(load_preset("llama-3-8b"), EngineAssumptions(), Sizing([], False))
+    (4096000, "vLLM's 20,480 blocks of 16 tokens")
+    """
     num_blocks = vllm_blocks(preset, a, sizing)
     bs = vllm_layout(preset, vllm_options(a)).block_size
-    check_memory(num_blocks * BYTES_PER_BLOCK, f"vLLM's {num_blocks:,} blocks of {bs} tokens")
+    out = [(num_blocks * BYTES_PER_BLOCK, f"vLLM's {num_blocks:,} blocks of {bs} tokens")]
     if preset.sliding_window and (sizing.compact or a.kv_memory_bytes is None):
         full = sglang_args(preset, a, sizing).max_total_num_tokens
-        check_memory(full * BYTES_PER_SWA_SLOT, f"SGLang's SWA pool of {full:,} tokens")
+        out.append((full * BYTES_PER_SWA_SLOT, f"SGLang's SWA pool of {full:,} tokens"))
+    return max(out)
 
 
-def check_memory(estimate: int, what: str) -> None:
-    """Refuses a run whose pools would cost this process more than MAX_RUN_BYTES (a
-    MemoryError, printed by the CLI as one line)."""
-    if estimate > MAX_RUN_BYTES:
-        raise MemoryError(f"{what} would take about {estimate / (1 << 30):.1f} GiB of this "
-                          f"process's memory (at most {MAX_RUN_BYTES >> 30} GiB): give a smaller "
-                          "--kv-memory, or a smaller trace")
-
-
+def preflight(preset: ModelPreset, a: EngineAssumptions, sizing: Sizing,
+              budget: int | None = None) -> int:
+    """The bytes a run may hold (estimate_bytes); MemoryError with the figures, before anything
+    runs, when that and a process pass `budget` (default: the command line's, radix/runs/
+    memory.py: RADIXLENS_PROCESS_MB)."""
+    budget = memory.DEFAULT_BUDGET_MB << 20 if budget is None else budget
+    est, what = estimate_bytes(preset, a, sizing)
+    process = memory.PROCESS_BYTES
+    if est + process > budget:
+        raise MemoryError(f"{what} would take about {est >> 20:,} MiB (and {process >> 20} MiB "
+                          f"a process); the memory budget is {budget >> 20:,} MiB: give a "
+                          "smaller --kv-memory, or a bigger budget (explain --memory, "
+                          "RADIXLENS_PROCESS_MB)")
+    return est
 
 SIDES = {"sglang": SGLangSide, "vllm": VllmSide}

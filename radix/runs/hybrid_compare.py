@@ -13,6 +13,7 @@ from typing import Any
 from radix.models.engines import EngineAssumptions, describe, engine_configs
 from radix.models.preset import ModelPreset
 from radix.request import Req
+from radix.runs import memory
 from radix.runs.compare import fewer_collections
 from radix.runs.hybrid import SIDES, Outcome, SGLangSide, Sizing, VllmSide, preflight
 from radix.runs.progress import Progress
@@ -36,15 +37,16 @@ def sizing_of(trace: Trace, outputs: Sequence[Sequence[int]]) -> Sizing:
 def run_side(engine: str, trace: Trace, preset: ModelPreset, a: EngineAssumptions, *,
              outputs: Sequence[Sequence[int]] | None = None, sink: Any = None,
              on_outcome: Callable[[Req, Outcome], None] | None = None,
-             progress: Progress | None = None) -> dict[str, Any]:
+             progress: Progress | None = None, budget: int | None = None) -> dict[str, Any]:
     """Every request of `trace` on one engine ("sglang" or "vllm"), in arrival order; returns
     its totals (compare.py's figures, and how much full attention alone would have hit).
     `on_outcome(req, outcome)` sees each request (its Req is dropped after: rows do not pile
-    up in memory); `progress(fraction, text)` hears every 256th."""
+    up in memory); `progress(fraction, text)` hears every 256th. Refused (MemoryError) before it
+    runs when its pools would pass `budget` bytes (hybrid.preflight)."""
     if outputs is None:
         outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
     sizing = sizing_of(trace, outputs)
-    preflight(preset, a, sizing)
+    preflight(preset, a, sizing, budget)
     side = SIDES[engine](preset, a, sizing, sink)
     s = {"engine": engine, "requests": 0, "rejected": 0, "prompt_tokens": 0,
          "rejected_prompt_tokens": 0, "hit_tokens": 0, "prefilled_tokens": 0,
@@ -92,8 +94,8 @@ def side_pools(side: SGLangSide | VllmSide) -> dict[str, Any]:
 
 
 def compare_model(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None = None,
-                  per_request: bool = False, progress: Progress | None = None
-                  ) -> dict[str, Any]:
+                  per_request: bool = False, progress: Progress | None = None,
+                  budget: int | None = None) -> dict[str, Any]:
     """Both engines over `trace` on `preset`: {"model", "assumptions", "sglang": totals,
     "vllm": totals}, and with `per_request` each engine's hit per request ("requests").
 
@@ -115,7 +117,7 @@ def compare_model(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None
         rows: list[Outcome] = []
         keep = (lambda _req, o, rows=rows: rows.append(o)) if per_request else None
         result[engine] = run_side(engine, trace, preset, a, outputs=outputs, on_outcome=keep,
-                                  progress=progress)
+                                  progress=progress, budget=budget)
         if per_request:
             result[engine]["requests_hit"] = [o.hit for o in rows]
             result[engine]["per_request"] = [o._asdict() for o in rows]
@@ -126,13 +128,18 @@ _FORKED: tuple[Trace, ModelPreset, list[tuple[str, str, EngineAssumptions]], Any
 
 
 def run_configs(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None = None,
-                jobs: int = 1, progress: Progress | None = None
+                jobs: int = 1, progress: Progress | None = None, budget: int | None = None
                 ) -> list[tuple[str, dict[str, Any]]]:
     """(label, totals) of each engine configuration of engines.engine_configs, in order; jobs
-    > 1: in that many forked workers (each run is single-threaded Python; `progress` is
-    called in the worker that runs)."""
+    > 1: in up to that many forked workers, as many as `budget` bytes hold (memory.py's
+    plan_workers; each run is single-threaded Python; `progress` is called in the worker
+    that runs)."""
     global _FORKED
     configs = engine_configs(preset, a or EngineAssumptions())
+    budget = memory.DEFAULT_BUDGET_MB << 20 if budget is None else budget
+    sizing = sizing_of(trace, [output_tokens(trace, i) for i in range(len(trace.requests))])
+    per_run = max(preflight(preset, b, sizing, budget) for _, _, b in configs)
+    jobs = memory.plan_workers(per_run, jobs, budget).workers
     _FORKED = (trace, preset, configs, progress)
     try:
         results = fork_map(_run_forked, len(configs), jobs)

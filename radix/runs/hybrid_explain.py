@@ -144,10 +144,11 @@ def decided(engine: str, o: Outcome, b: dict[str, int]) -> str:
 
 
 def explain_model(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None = None,
-                  top: int = 10, progress: Progress | None = None) -> dict[str, Any]:
+                  top: int = 10, progress: Progress | None = None, budget: int | None = None
+                  ) -> dict[str, Any]:
     """Both engines' buckets over `trace` on `preset`: {"model", "prompt_tokens",
     "engines": {engine: {"totals", "rows", "top_losers", "run"}}}. Rows in trace order;
-    `progress` as run_side's."""
+    `progress` and `budget` as run_side's."""
     a = a or EngineAssumptions()
     outputs = [output_tokens(trace, i) for i in range(len(trace.requests))]
     result: dict[str, Any] = {"model": preset.name,
@@ -155,7 +156,7 @@ def explain_model(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None
     for engine in ("sglang", "vllm"):
         watch = Watch(engine, outputs)
         totals = run_side(engine, trace, preset, a, outputs=outputs, on_outcome=watch,
-                          progress=progress)
+                          progress=progress, budget=budget)
         rows = watch.rows
         buckets = {b: sum(r.buckets[b] for r in rows) for b in HYBRID_BUCKETS}
         losers = sorted(rows, key=lambda r: (-lost(r.buckets), r.index))[:top]

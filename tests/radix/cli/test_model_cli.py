@@ -103,3 +103,13 @@ def test_misuse_is_one_line(tmp_path, capsys, argv, says):
     assert main(["compare", workload(tmp_path, n=1), *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and says in err and err.count("\n") == 1
+
+
+def test_explain_holds_to_its_memory_budget(tmp_path, capsys):
+    """--memory is the budget of the run: Llama-3-8B at 40 GiB is 20,480 vLLM blocks (about
+    4 MiB here) beside a 32 MiB process, so 33 MiB refuses it, in one line, before it runs."""
+    argv = ["explain", workload(tmp_path, n=1), "--model", "llama-3-8b", "--no-what-if"]
+    assert main([*argv, "--memory", "33"]) == 2
+    err = capsys.readouterr().err
+    assert "vLLM's 20,480 blocks of 16 tokens" in err and "budget is 33 MiB" in err
+    assert main([*argv, "--memory", "40"]) == 0

@@ -13,7 +13,7 @@ import pytest
 
 from radix.models import load_preset
 from radix.models.engines import EngineAssumptions
-from radix.runs import hybrid
+from radix.runs import hybrid, memory
 from radix.runs.compare import compare
 from radix.runs.hybrid_compare import compare_model
 from radix.runs.hybrid_explain import HYBRID_BUCKETS, explain_model
@@ -130,11 +130,16 @@ def test_a_mooncake_trace_stays_compact_and_adds_up():
         assert 0 < run["hit_tokens"] <= run["attention_hit_tokens"]
 
 
-def test_a_run_past_the_memory_budget_is_refused(monkeypatch):
+def test_a_run_past_the_memory_budget_is_refused():
     """Unbounded, vLLM preallocates a block for every block the trace would allocate (3
-    requests x (ceil(121 / 16) + 2 = 10) x 2 groups + the null block = 61 blocks): past
-    MAX_RUN_BYTES the run is refused with the figure, before either engine runs."""
-    monkeypatch.setattr(hybrid, "MAX_RUN_BYTES", 61 * hybrid.BYTES_PER_BLOCK - 1)
-    with pytest.raises(MemoryError, match="vLLM's 61 blocks of 16 tokens would take"):
-        compare_model(shared_unique(100, 20, 3), load_preset("gpt-oss-20b"),
-                      EngineAssumptions(kv_memory_bytes=None))
+    requests x (ceil(121 / 16) + 2 = 10) blocks, one group, and the null block: 31): past the
+    budget (a process and the blocks' estimate) the run is refused with the figure, before
+    either engine runs; within it, it runs."""
+    budget = memory.PROCESS_BYTES + 31 * hybrid.BYTES_PER_BLOCK
+    unbounded = EngineAssumptions(kv_memory_bytes=None)
+    with pytest.raises(MemoryError, match="vLLM's 31 blocks of 16 tokens would take"):
+        compare_model(shared_unique(100, 20, 3), load_preset("llama-3-8b"), unbounded,
+                      budget=budget - 1)
+    out = compare_model(shared_unique(100, 20, 3), load_preset("llama-3-8b"), unbounded,
+                        budget=budget)
+    assert out["vllm"]["pools"]["num_blocks"] == 31
