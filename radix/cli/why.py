@@ -3,10 +3,8 @@
 Without a tokenizer (radix/ loads none), A and B are token-id lists (JSON) or request ids of a
 token trace. Text, chat messages and text traces go through `python -m engine why A B` (same
 arguments), which tokenizes with the model's tokenizer and calls the same code (radix/why/).
-`--model PRESET` asks a hybrid model's caches instead of the two full-attention ones: B after A
-(with `--trace`, after every request of the trace before B) on SGLang's component tree and
-vLLM's hybrid block cache, with the buckets of B's prompt and what decided its hit
-(radix/runs/hybrid_explain.py `why_model`). Leaves out: nothing else; the work is elsewhere.
+`--model PRESET`: B after A (with `--trace`, after the trace's requests before B) on a hybrid
+model's caches in both engines, and what decided its hit (radix/runs/hybrid_explain.py).
 """
 
 from __future__ import annotations

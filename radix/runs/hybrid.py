@@ -1,16 +1,10 @@
-"""A trace on a hybrid model, both engines, one request at a time (compare.py's run_tree and
-run_blocks for sliding-window and Mamba layers).
-
-SGLang 0.5.23 (`SGLangSide`): the component tree (FULL with SWA and/or MAMBA, from the preset)
-over its pools, each request through radix/tree/hybrid_lifecycle.py: match (a Mamba state copied
-on write), admit, prefill in chunks (each chunk checkpointed), decode token by token, finish.
-vLLM 0.33 (`VllmSide`): the hybrid KVCacheManager of the preset's layout: lookup (the junction
-pinned), prefill chunks cut by the Mamba split, decode in steps that end on block boundaries
-(the same allocations as token by token; a block the window passed is freed at the step's end),
-free. Each request gives an `Outcome`: the agreed hit and what the groups / components saw.
-Pools come from one KV memory budget (radix/models/engines.py) or, unbounded, hold the trace.
-A whole trace runs in hybrid_compare.py. Leaves out: batching (requests run alone), the models'
-context limits (not enforced).
+"""One request at a time on a hybrid model's caches, both engines: SGLang 0.5.23's component tree
+(`SGLangSide`: hybrid_lifecycle.py's match, admit, chunked prefill, token-by-token decode,
+finish) and vLLM 0.33's hybrid KVCacheManager (`VllmSide`: lookup with the junction, chunks cut
+by the Mamba split, decode in steps ending on block boundaries, which allocate as token by token
+but free a block the window passed at the step's end). Each request gives an `Outcome`; pools
+come from one KV memory budget, or hold the trace (unbounded), within the memory budget
+(`preflight`). A whole trace: hybrid_compare.py. Leaves out: batching, context limits.
 """
 
 from __future__ import annotations

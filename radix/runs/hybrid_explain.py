@@ -1,16 +1,10 @@
 """Why a trace's hit rate on a hybrid model is what it is: every prompt token in one bucket per
-engine, and in words which checkpoint or block decided each request.
-
-Runs each engine as hybrid.py does (one request at a time) beside a prefix trie of everything
-the engine ran before (per namespace and across them). A request's prompt splits at nested
-lengths: never seen (first_seen), seen only in another namespace, the last token (computed
-always), the part below a whole block or page (block_floor: a prompt's shared part shorter than
-the hybrid block) or past the last whole one (block_rounding), what the engine never stored
-(not_stored: SGLang inserts a request only as far as its last Mamba state), what full
-attention had lost (evicted), what another kind of layer held back: no Mamba state at the match
-(mamba_checkpoint), the window's KV freed or tombstoned (sliding_window), the groups'
-intersection below every group's own hit (intersection); the rest is the hit. They add up to
-the prompt. Leaves out: batching (the simulator's in-flight bucket), retraction.
+engine (HYBRID_BUCKETS, adding up to the prompt) and, in words, which checkpoint or block decided
+each request. Beside each engine's run (hybrid_compare.run_side) a prefix trie holds what ran
+before and what the engine stored; a prompt splits at nested lengths (`split`): first seen,
+other namespace, last token, block floor / rounding, never stored, evicted, then what the other
+layers held back (no Mamba state there, outside the window, the intersection), then the hit.
+Leaves out: batching (the simulator's in-flight bucket), retraction.
 """
 
 from __future__ import annotations
