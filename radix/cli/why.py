@@ -5,6 +5,7 @@ token trace. Text, chat messages and text traces go through `python -m engine wh
 arguments), which tokenizes with the model's tokenizer and calls the same code (radix/why/).
 `--model PRESET`: B after A (with `--trace`, after the trace's requests before B) on a hybrid
 model's caches in both engines, and what decided its hit (radix/runs/hybrid_explain.py).
+Leaves out: the work itself (radix/why/, radix/runs/).
 """
 
 from __future__ import annotations
