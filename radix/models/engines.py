@@ -186,27 +186,7 @@ def describe(preset: ModelPreset, a: EngineAssumptions) -> dict[str, list[str]]:
     vllm.append(f"block {layout.block_size}: attention {a.attention_backend} "
                 f"({ATTENTION_BACKENDS[a.attention_backend]}-token kernel blocks){gdn}")
     if preset.has_mamba:
-        vllm.append(f"mamba_cache_mode {a.mamba_cache_mode}")
-        if preset.mamba_kind == "gdn":
-            other = "triton" if a.gdn_prefill_backend == "flashinfer" else "flashinfer"
-            alt = vllm_layout(preset, vllm_options(EngineAssumptions(gdn_prefill_backend=other,
-                                                                     block_size=a.block_size)))
-            others.append(f"--gdn-prefill-backend {other} (vLLM block {alt.block_size})")
-        if a.mamba_cache_mode == "align":
-            others.append("--mamba-cache-mode none (vLLM: no prefix caching)")
-        args = sglang_server_args(preset, a)
-        s = args.mamba_radix_cache_strategy
-        how = ("auto, the overlap scheduler " + ("off" if args.disable_overlap_schedule
-                                                  else "on")
-               if a.mamba_radix_cache_strategy == "auto" else "set")
-        sglang.append(f"mamba_radix_cache_strategy {s} ({how})")
-        if a.mamba_radix_cache_strategy == "auto":
-            flip = "--disable-overlap-schedule" if s == "extra_buffer" else "the overlap scheduler"
-            others.append(f"{flip} (SGLang auto: "
-                          f"{'no_buffer' if s == 'extra_buffer' else 'extra_buffer'})")
-        else:
-            others.append("--mamba-radix-cache-strategy " + ("no_buffer" if s == "extra_buffer"
-                                                             else "extra_buffer"))
+        _mamba_lines(preset, a, vllm, sglang, others)
     if preset.num_layers_of(SLIDING):
         sglang.append(f"sliding_window_size {preset.sliding_window - 1} (the config's window "
                       f"{preset.sliding_window} - 1), swa_full_tokens_ratio "
@@ -217,6 +197,32 @@ def describe(preset: ModelPreset, a: EngineAssumptions) -> dict[str, list[str]]:
                             else f"{a.kv_memory_bytes / GIB:g} GiB")]
     others.append("--kv-memory GIB|unbounded")
     return {"vllm": vllm, "sglang": sglang, "both": both, "others": others}
+
+
+def _mamba_lines(preset: ModelPreset, a: EngineAssumptions, vllm: list[str], sglang: list[str],
+                 others: list[str]) -> None:
+    """describe's lines for a model with Mamba layers: vLLM's cache mode and GDN backend,
+    SGLang's strategy, and the other choice of each."""
+    vllm.append(f"mamba_cache_mode {a.mamba_cache_mode}")
+    if preset.mamba_kind == "gdn":
+        other = "triton" if a.gdn_prefill_backend == "flashinfer" else "flashinfer"
+        alt = vllm_layout(preset, vllm_options(EngineAssumptions(gdn_prefill_backend=other,
+                                                                 block_size=a.block_size)))
+        others.append(f"--gdn-prefill-backend {other} (vLLM block {alt.block_size})")
+    if a.mamba_cache_mode == "align":
+        others.append("--mamba-cache-mode none (vLLM: no prefix caching)")
+    args = sglang_server_args(preset, a)
+    s = args.mamba_radix_cache_strategy
+    auto = a.mamba_radix_cache_strategy == "auto"
+    how = ("auto, the overlap scheduler " + ("off" if args.disable_overlap_schedule else "on")
+           if auto else "set")
+    sglang.append(f"mamba_radix_cache_strategy {s} ({how})")
+    flipped = "no_buffer" if s == "extra_buffer" else "extra_buffer"
+    if auto:
+        flip = "--disable-overlap-schedule" if s == "extra_buffer" else "the overlap scheduler"
+        others.append(f"{flip} (SGLang auto: {flipped})")
+    else:
+        others.append(f"--mamba-radix-cache-strategy {flipped}")
 
 
 def engine_configs(preset: ModelPreset, a: EngineAssumptions

@@ -61,25 +61,29 @@ def run_side(engine: str, trace: Trace, preset: ModelPreset, a: EngineAssumption
             o = side.serve(req, out)
             if on_outcome is not None:
                 on_outcome(req, o)
-            if o.rejected:
-                s["rejected"] += 1
-                s["rejected_prompt_tokens"] += o.prompt_tokens
-                continue
-            s["requests"] += 1
-            s["prompt_tokens"] += o.prompt_tokens
-            s["hit_tokens"] += o.hit
-            s["prefilled_tokens"] += o.prompt_tokens - o.hit
-            s["attention_hit_tokens"] += o.attention_hit
-            if o.cut_by is not None:
-                s["cut"][o.cut_by] = s["cut"].get(o.cut_by, 0) + o.attention_hit - o.hit
-            s["junctions"] += o.junction > o.hit and engine == "vllm"
-            s["uncached_common_prefix_tokens"] += o.uncached_common
+            _count(s, o)
     hit, admitted = s["hit_tokens"], s["prompt_tokens"]
     every = admitted + s["rejected_prompt_tokens"]
     s["hit_rate"] = round(hit / admitted, 4) if admitted else 0.0
     s["hit_rate_all"] = round(hit / every, 4) if every else 0.0
     s["pools"] = side_pools(side)
     return s
+
+
+def _count(s: dict[str, Any], o: Outcome) -> None:
+    if o.rejected:
+        s["rejected"] += 1
+        s["rejected_prompt_tokens"] += o.prompt_tokens
+        return
+    s["requests"] += 1
+    s["prompt_tokens"] += o.prompt_tokens
+    s["hit_tokens"] += o.hit
+    s["prefilled_tokens"] += o.prompt_tokens - o.hit
+    s["attention_hit_tokens"] += o.attention_hit
+    if o.cut_by is not None:
+        s["cut"][o.cut_by] = s["cut"].get(o.cut_by, 0) + o.attention_hit - o.hit
+    s["junctions"] += o.junction > o.hit and s["engine"] == "vllm"
+    s["uncached_common_prefix_tokens"] += o.uncached_common
 
 
 def side_pools(side: SGLangSide | VllmSide) -> dict[str, Any]:

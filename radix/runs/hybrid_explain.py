@@ -91,37 +91,7 @@ def decided(engine: str, o: Outcome, b: dict[str, int]) -> str:
         return (f"the {b['block_floor']:,} reusable tokens fill no {unit}-token "
                 f"{'block' if engine == 'vllm' else 'page'}: a shared prefix shorter than "
                 "the hybrid block never hits")
-    what = "page" if engine == "sglang" else "block"
-    if engine == "vllm" and o.hit:
-        head = (f"hit {o.hit:,}: the Mamba state cached at token {o.hit:,} (the end of block "
-                f"{o.hit // unit} of {unit} tokens), and the attention blocks before it"
-                if o.grid else f"hit {o.hit:,}: every group's blocks up to token {o.hit:,} "
-                f"({o.hit // unit} {what}s of {unit})")
-    elif engine == "vllm":
-        head = "hit 0"
-    else:
-        head = f"hit {o.hit:,}" + (" at the node ending at token "
-                                   f"{o.hit:,}" if o.hit else "")
-    parts = [head]
-    if o.cut_by == MAMBA:
-        why = (f"states are kept on its {o.grid:,}-token checkpoint grid"
-               if o.hit and o.attention_hit - o.hit < o.grid else
-               "no_buffer keeps a state only where a request's own tokens end"
-               if not o.keeps_branch else
-               "vLLM keeps a state at a prompt's last block boundary and at a junction: "
-               "those on this path lie in other requests' own tokens" if engine == "vllm" else
-               "the states on this path lie in other requests' own tokens")
-        parts.append(f"attention matched {o.attention_hit:,}, but no Mamba state is cached "
-                     f"between {o.hit:,} and {o.attention_hit:,} ({why})")
-    elif o.cut_by == SWA:
-        where = ("no window of blocks is cached before it (vLLM keeps a window's blocks only "
-                 "before a prompt's end or a junction)" if engine == "vllm" else
-                 "the window before it is tombstoned (its SWA KV freed as the window passed)")
-        parts.append(f"attention matched {o.attention_hit:,}, but {where}: the hit falls back "
-                     f"to {o.hit:,}")
-    elif o.cut_by == "intersection":
-        parts.append(f"attention matched {o.attention_hit:,}; the groups' intersection cut it "
-                     f"to {o.hit:,}")
+    parts = [_head(engine, o), *_cut(engine, o)]
     if b["not_stored"]:
         parts.append(f"{b['not_stored']:,} reusable tokens were never stored (the tree takes a "
                      "request only as far as its last Mamba state)")
@@ -135,6 +105,44 @@ def decided(engine: str, o: Outcome, b: dict[str, int]) -> str:
         parts.append(f"mamba_branching_seqlen {o.junction:,}: this request keeps a state "
                      "there for the next")
     return "; ".join(parts)
+
+
+def _head(engine: str, o: Outcome) -> str:
+    """The hit and where it ends: vLLM's state and block, SGLang's node."""
+    unit = o.unit
+    if engine == "sglang":
+        return f"hit {o.hit:,}" + (f" at the node ending at token {o.hit:,}" if o.hit else "")
+    if not o.hit:
+        return "hit 0"
+    if o.grid:
+        return (f"hit {o.hit:,}: the Mamba state cached at token {o.hit:,} (the end of block "
+                f"{o.hit // unit} of {unit} tokens), and the attention blocks before it")
+    return (f"hit {o.hit:,}: every group's blocks up to token {o.hit:,} ({o.hit // unit} blocks "
+            f"of {unit})")
+
+
+def _cut(engine: str, o: Outcome) -> list[str]:
+    """What held the hit below attention's, and why, in words."""
+    if o.cut_by == MAMBA:
+        why = (f"states are kept on its {o.grid:,}-token checkpoint grid"
+               if o.hit and o.attention_hit - o.hit < o.grid else
+               "no_buffer keeps a state only where a request's own tokens end"
+               if not o.keeps_branch else
+               "vLLM keeps a state at a prompt's last block boundary and at a junction: "
+               "those on this path lie in other requests' own tokens" if engine == "vllm" else
+               "the states on this path lie in other requests' own tokens")
+        return [f"attention matched {o.attention_hit:,}, but no Mamba state is cached between "
+                f"{o.hit:,} and {o.attention_hit:,} ({why})"]
+    if o.cut_by == SWA:
+        where = ("no window of blocks is cached before it (vLLM keeps a window's blocks only "
+                 "before a prompt's end or a junction)" if engine == "vllm" else
+                 "the window before it is tombstoned (its SWA KV freed as the window passed)")
+        return [f"attention matched {o.attention_hit:,}, but {where}: the hit falls back to "
+                f"{o.hit:,}"]
+    if o.cut_by == "intersection":
+        return [f"attention matched {o.attention_hit:,}; the groups' intersection cut it to "
+                f"{o.hit:,}"]
+    return []
 
 
 def explain_model(trace: Trace, preset: ModelPreset, a: EngineAssumptions | None = None,
