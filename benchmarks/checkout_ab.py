@@ -3,10 +3,13 @@
 For a refactor that must not slow anything down (issue #23): each round runs, in a fresh
 subprocess per checkout (the order alternating round by round), (1) the request loop of
 benchmarks/request_loop.py (ours only, classic flavor, 100,000-slot pool) at pages 1 and 16,
-and (2) `scenarios.trace.replay` of the Mooncake excerpt, then `EventLog.snapshot_at` at every
-7th step (the Trace debugger's scrub). Prints each figure's median per checkout and the median
-(lowest-highest) of the per-round ratios this / other. CPU time, not wall time: the shared
-machine's load moves wall time by several times.
+(2) `scenarios.trace.replay` of the Mooncake excerpt, then `EventLog.snapshot_at` at every
+7th step (the Trace debugger's scrub), and (3) the scheduler over a RadixCache
+(`radix.runs.sim.simulate`): 1,500 requests on 20 shared 1,000-token prefixes with 40-400
+output tokens, a 60,000-token pool (eviction, retraction), step by step and fast-forwarded.
+Prints each figure's median per checkout and the median (lowest-highest) of the per-round
+ratios this / other. CPU time, not wall time: the shared machine's load moves wall time by
+several times.
 
     python benchmarks/checkout_ab.py OTHER_ROOT [--rounds 6] [--requests 6000]
 (OTHER_ROOT: a checkout to compare with, e.g. `git archive main | tar -x -C /tmp/main`.)
@@ -39,6 +42,18 @@ t1 = time.process_time()
 for step in range(0, r.log.num_steps + 1, 7):
     r.log.snapshot_at(step)
 out["trace replay"], out["scrub every 7th step"] = t1 - t0, time.process_time() - t1
+import random
+from radix.runs.sim import SimConfig, simulate
+from radix.traces.trace import Trace, TraceRequest
+rng = random.Random(7)
+stems = [[rng.randrange(50_000) for _ in range(1000)] for _ in range(20)]
+trace = Trace("request", [TraceRequest(f"q{i}", i * 0.02, rng.choice(stems)
+                                       + [rng.randrange(50_000) for _ in range(100)],
+                                       rng.randrange(40, 400)) for i in range(1500)])
+for label, ff in (("scheduler step by step", False), ("scheduler fast-forward", True)):
+    t0 = time.process_time()
+    simulate(trace, SimConfig(capacity=60_000, fast_forward=ff, shadow=False))
+    out[label] = time.process_time() - t0
 print(json.dumps(out))
 """
 

@@ -11,8 +11,9 @@ thread; `sampling.py` stops and samples as a server;
 `procservice.py` runs a whole service in a spawned child behind the same calls (the app's).
 `hosttier.py`: SGLang's host tier over the pool (`EngineService(..., host_ratio=R)`,
 `--host-ratio R`): the KV rows of demoted nodes kept in a CPU host pool and loaded back.
-Sliding-window layers (docs/HYBRID.md): `swa_pool.py` keeps their rows apart, `swa_window.py`
-frees them as the window passes, `unified_engine.py` runs requests through the component tree.
+Sliding-window layers (docs/HYBRID.md): `swa_pool.py` keeps their rows apart, SGLang's
+component tree (radix/tree's UnifiedRadixCache, `backends.py`) frees them as the window passes;
+`unified_engine.py` runs requests through it in this thread.
 The names below are the public API (docs/CONTRACTS.md); they load lazily, so `import engine`
 does not import torch until one is used.
 """

@@ -105,15 +105,17 @@ def format_rows(results: list[RequestResult], host: bool = False) -> list[str]:
 
 
 def window_totals(service: EngineService) -> list[str]:
-    """A sliding-window model's line (engine/swa_window.py): the window and the SWA rows it
-    freed; none for a model without an SWA pool."""
-    pool, runner = service.pool, service.runner
-    if getattr(pool, "translate", None) is None:
+    """A sliding-window model's line (its component tree, engine/backends.py): the window and
+    the SWA rows freed, as the window passed and by tombstoning; none without an SWA pool."""
+    pool, backend = service.pool, service.backend
+    counts = getattr(backend, "swa_counts", None)
+    if getattr(pool, "translate", None) is None or counts is None:
         return []
     return [f"sliding window: {len(pool.swa_layer_ids)} of {pool.num_layers} layers see "
-            f"{runner.sliding_window_size + 1} tokens; {runner.num_freed:,} SWA rows freed as "
-            f"the window passed (every {runner.interval} tokens); SWA pool {pool.size_swa:,} "
-            f"rows, {pool.swa_available_size():,} free at the end"]
+            f"{backend.sliding_window_size + 1} tokens; {counts.window_freed:,} SWA rows freed as "
+            f"the window passed (every {backend.knobs.swa_eviction_interval} tokens), "
+            f"{counts.tombstoned:,} tombstoned in the tree; SWA pool {pool.size_swa:,} rows, "
+            f"{pool.swa_available_size():,} free at the end"]
 
 
 def host_totals(service: EngineService) -> list[str]:

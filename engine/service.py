@@ -99,12 +99,14 @@ class EngineService:
         self.runner = self.backend.runner
         self.host_tier: HostTierScheduler | None = None
         if host_ratio is None:
-            tree_class = getattr(self.backend, "tree_class", RadixCache)  # engine/swa_window.py
+            # a sliding-window model's: SGLang's component tree (engine/backends.py)
+            tree_class = getattr(self.backend, "tree_class", RadixCache)
             self.tree = tree_class(page_size=page_size, sink=sinks["tree"], disable=no_cache,
                                    allocator=self.pool)
             self.scheduler = Scheduler(self.runner, self.tree, self.pool, config,
                                        clock=self.backend.clock, sink=sinks["scheduler"],
-                                       shadow=self.shadow)
+                                       shadow=self.shadow,
+                                       knobs=getattr(self.backend, "knobs", None))
         else:
             from engine.hosttier import build_host_tier
             from engine.kv_pool import KVPool
@@ -172,7 +174,12 @@ class EngineService:
         req = build_req(token_ids, max_new_tokens, sampling, self.eos_ids, self._detokenize,
                         extra_key=extra_key, cache_salt=cache_salt, priority=priority)
         req.arrival = self.backend.clock()  # the scheduler's clock (simulated: its seconds)
-        check_fits(req, self.pool.size, self.tree.page_size)  # here, not on the engine thread
+        # here, not on the engine thread (it reads only the pools' sizes)
+        check = getattr(self.scheduler, "check_request", None)
+        if check is not None:
+            check(req)
+        else:
+            check_fits(req, self.pool.size, self.tree.page_size)
         with self._lock:
             self._check_open()
             req.rid = self._rids.claim(rid)

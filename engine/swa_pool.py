@@ -1,10 +1,10 @@
 """A KV pool for a sliding-window hybrid (Gemma 3): full layers' and sliding layers' rows apart.
 
 Follows SGLang 0.5.23's SWAKVPool (mem_cache/swa_memory_pool.py): full layers' K/V by full slot,
-sliding layers' K/V by SWA slot, over radix's SWASlotAllocator (full and SWA slots taken in step;
-engine/swa_slots.py's SWASlots by default). The tree and a request's row hold full slot ids; the
-runner translates them for a sliding layer. An SWA row can go before its full slot: when the
-window has passed the token (engine/swa_window.py) or when a component tree tombstones it.
+sliding layers' K/V by SWA slot, over radix's SWASlotAllocator (full and SWA slots taken in step,
+the full -> SWA mapping). The tree and a request's row hold full slot ids; the runner translates
+them for a sliding layer. An SWA row can go before its full slot: when the window has passed the
+token or when the component tree tombstones it (radix/tree's UnifiedRadixCache frees both).
 Leaves out: pages, the per-request SWA ring, the unified (virtual) pools, host offload.
 """
 
@@ -17,12 +17,12 @@ import torch
 
 from engine.arch import SLIDING
 from engine.kv_pool import KVPool
-from engine.swa_slots import SWASlots
+from radix.tree.hybrid_pools import SWASlotAllocator
 
 
 class SWAKVPool(KVPool):
     """K/V rows of full layers by full slot (1..size), of sliding layers by SWA slot
-    (1..size_swa); `allocator` hands out both (SWASlots unless given one with its calls).
+    (1..size_swa); `allocator` hands out both (a new SWASlotAllocator unless given one).
     A sliding layer's rows are read and written by SWA slot: the runner translates."""
 
     def __init__(self, size: int, size_swa: int, layer_types: Sequence[str], num_kv_heads: int,
@@ -36,7 +36,7 @@ class SWAKVPool(KVPool):
         self.num_layers, self.num_kv_heads, self.head_dim = len(layer_types), num_kv_heads, head_dim
         self.dtype, self.device = dtype, torch.device(device)
         self._make_buffers([(size_swa if t == SLIDING else size) + 1 for t in self.layer_types])
-        self._slots = allocator if allocator is not None else SWASlots(size, size_swa)
+        self._slots = allocator if allocator is not None else SWASlotAllocator(size, size_swa)
 
     @classmethod
     def for_model(cls, config: Any, size: int, dtype: torch.dtype, device: torch.device | str,
@@ -72,3 +72,7 @@ class SWAKVPool(KVPool):
 
     def full_available_size(self) -> int:
         return self._slots.full_available_size()
+
+    @property
+    def num_used(self) -> int:  # full slots in use
+        return self._slots.full.num_used

@@ -13,13 +13,12 @@ from dataclasses import asdict
 from typing import Any
 
 from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
+from radix.cli.model_options import add_model, model_from
 from radix.cli.options import (
     add_capacity,
     add_limits,
-    add_model,
     capacity_label,
     load_request_trace,
-    model_from,
 )
 from radix.runs.compare import compare
 from radix.runs.recording import match_recording
@@ -97,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 def run_model(args: argparse.Namespace, trace: Any, preset: Any, assumptions: Any) -> int:
     from radix.cli import InputError
     from radix.cli.model import format_compare
-    from radix.cli.options import model_progress
+    from radix.cli.model_options import model_progress
     from radix.runs.hybrid_compare import compare_model
 
     if args.kv_events is not None:

@@ -22,14 +22,13 @@ import sys
 from typing import Any
 
 from radix.cli import InputError, hosttier
+from radix.cli.model_options import add_model, model_from
 from radix.cli.options import (
     StderrProgress,
     add_capacity,
     add_limits,
-    add_model,
     capacity_label,
     load_request_trace,
-    model_from,
     parse_jobs,
     shown,
 )
@@ -102,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
 def run_model(args: argparse.Namespace, trace: Any, preset: Any, a: Any) -> int:
     from radix.cli import InputError
     from radix.cli.model import explain_json, format_explain
-    from radix.cli.options import model_progress
+    from radix.cli.model_options import model_progress
     from radix.models.engines import describe
     from radix.runs.hybrid_compare import run_configs
     from radix.runs.hybrid_explain import explain_model

@@ -1,13 +1,11 @@
 """`python -m radix simulate TRACE` and `python -m radix configs TRACE`: the simulated engine.
 
-`simulate` replays a trace through the scheduler (policy, admission, decode steps), the radix
-tree and vLLM's block cache, priced by the Llama-3-8B/H100 cost model (derived, not measured).
-`configs` runs the four server configurations of DESIGN.md side by side: FCFS + LRU + page 1
-(baseline); LPM + SLRU; page size 16; cache disabled. Sizes are real tokens. `--host-ratio`
-adds the host tier's device / host / miss split for the page-1 configurations (cli/hosttier.py).
-`configs --model PRESET` runs the trace on that model instead, once per engine configuration
-that changes its answer (radix/runs/hybrid_compare.py `run_configs`).
-Leaves out: per-step traces (use the engine's event log).
+`simulate` replays a trace through the scheduler, the radix tree and vLLM's block cache, priced
+by the Llama-3-8B/H100 cost model (derived); `configs` runs DESIGN.md's four configurations side
+by side (real tokens; `--host-ratio`: the host tier's split, cli/hosttier.py). `--model PRESET`
+(cli/model_options.py): `simulate` runs the preset's SGLang component tree through the
+scheduler; `configs` runs it on both engines once per configuration that changes the answer
+(radix/runs/hybrid_compare.py). Leaves out: per-step traces (use the engine's event log).
 """
 
 from __future__ import annotations
@@ -17,17 +15,17 @@ import json
 from typing import Any
 
 from radix.cli import hosttier
+from radix.cli.model_options import add_model, add_model_options, model_config, model_from
 from radix.cli.options import (
     add_capacity,
     add_limits,
-    add_model,
     capacity_label,
     load_request_trace,
-    model_from,
     parse_jobs,
     shown,
 )
-from radix.runs.sim import CONFIGS, SimConfig, simulate, simulate_many
+from radix.runs.sim import CONFIGS, SimConfig, build, hybrid_summary, simulate_many
+from radix.runs.sim import run as run_sim
 from radix.sched.policy import POLICIES
 
 ROWS = (  # (totals key, label, format)
@@ -56,6 +54,7 @@ def register(subparsers: Any) -> None:
     sim.add_argument("--page-size", type=int, default=1)
     sim.add_argument("--no-cache", action="store_true", help="every match empty (the control)")
     hosttier.add_options(sim)
+    add_model_options(sim)
     sim.set_defaults(func=run_simulate)
     cfg = subparsers.add_parser("configs", help="the four configurations of DESIGN.md")
     _common(cfg)
@@ -84,16 +83,24 @@ def _config(args: argparse.Namespace, **overrides: Any):
 
 
 def run_simulate(args: argparse.Namespace) -> int:
+    model = model_config(args)
+    if args.host_ratio and model:
+        from radix.cli import InputError
+
+        raise InputError("--host-ratio: not with --model (the host tier holds full-attention KV)")
     trace = load_request_trace(args, "simulate")
     if args.host_ratio:
         return hosttier.run(args, trace)
-    result = simulate(trace, _config(args, policy=args.policy, eviction=args.eviction,
-                                     page_size=args.page_size, disable_cache=args.no_cache))
+    sim = build(trace, _config(args, policy=args.policy, eviction=args.eviction,
+                               page_size=args.page_size, disable_cache=args.no_cache, **model))
+    result, hybrid = run_sim(sim), hybrid_summary(sim)
     if args.json:
         print(json.dumps({"totals": result.totals, "notices": result.notices,
-                          "rejected": result.rejected,
+                          "rejected": result.rejected, **({"hybrid": hybrid} if hybrid else {}),
                           "requests": [r._asdict() for r in result.rows]}, indent=1))
         return 0
+    if hybrid:
+        print(_hybrid_line(hybrid))
     for notice in result.notices[:3]:
         print(f"NOTICE: {shown(notice, 1_000)}")
     for reason in result.rejected[:3]:
@@ -107,8 +114,24 @@ def run_simulate(args: argparse.Namespace) -> int:
     if len(result.rows) > 40:
         print(f"... {len(result.rows) - 40:,} more requests (--json for all)")
     print(_table([("this run", result.totals)]))
-    print(f"capacity {capacity_label(args.capacity)}; seconds are {result.totals['cost_label']}")
+    memory = args.kv_memory
+    pools = (f"capacity {capacity_label(args.capacity)}" if not hybrid else
+             f"KV memory {capacity_label(None) if memory is None else f'{memory / 2**30:g} GiB'}")
+    print(f"{pools}; seconds are {result.totals['cost_label']}")
     return 0
+
+
+def _hybrid_line(h: dict[str, Any]) -> str:
+    """What the component tree was: its components and pools, in one line."""
+    parts = [f"model {h['model']}: SGLang 0.5.23 component tree {'+'.join(h['components'])}",
+             f"full pool {h['full_pool']:,} tokens"]
+    if "swa_pool" in h:
+        parts.append(f"SWA pool {h['swa_pool']:,} (window {h['sliding_window_size']:,}, freed "
+                     f"every {h['swa_eviction_interval']})")
+    if "mamba_state_slots" in h:
+        parts.append(f"{h['mamba_state_slots']:,} Mamba state slots ({h['mamba_strategy']}, "
+                     f"at most {h['max_running_requests']:,} running)")
+    return "; ".join(parts) + "; no block cache beside it"
 
 
 def run_configs(args: argparse.Namespace) -> int:
@@ -144,7 +167,7 @@ def _table(results: list[tuple[str, dict[str, Any]]]) -> str:
 def run_model_configs(args: argparse.Namespace, trace: Any, preset: Any, a: Any) -> int:
     from radix.cli import InputError
     from radix.cli.model import format_configs
-    from radix.cli.options import model_progress
+    from radix.cli.model_options import model_progress
     from radix.models.engines import describe
     from radix.runs.hybrid_compare import run_configs as run_hybrid_configs
 

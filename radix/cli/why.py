@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from radix.cli.options import add_model, model_from
+from radix.cli.model_options import add_model, model_from
 from radix.why.command import add_arguments
 from radix.why.command import run as run_why
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from radix.models.preset import SLIDING, ModelPreset
+from radix.models.sglang import sglang_shape
 from radix.models.vllm import (
     ATTENTION_BACKENDS,
     GDN_PREFILL_BACKENDS,
@@ -61,24 +62,6 @@ class EngineAssumptions:
             raise ValueError(f"block_size must be >= 1, got {self.block_size}")
         if self.kv_memory_bytes is not None and self.kv_memory_bytes < 1:
             raise ValueError(f"kv_memory_bytes must be >= 1, got {self.kv_memory_bytes}")
-
-
-def sglang_shape(preset: ModelPreset) -> HybridShape:
-    """What SGLang's tree reads of the model. Its `sliding_window_size` is the config's window
-    minus one (gpt_oss.py and gemma3_causal.py: `config.sliding_window - 1`).
-
-    >>> from radix.models import load_preset
-    >>> s = sglang_shape(load_preset("gpt-oss-20b")); s.sliding_window, s.swa_kv_bytes_per_token
-    (127, 24576)
-    >>> s = sglang_shape(load_preset("qwen3.5-4b")); s.has_mamba, s.mamba_chunk_size
-    (True, 64)
-    """
-    window = preset.sliding_window - 1 if preset.num_layers_of(SLIDING) else None
-    return HybridShape(sliding_window=window, has_mamba=preset.has_mamba,
-                       full_kv_bytes_per_token=preset.full_kv_bytes_per_token,
-                       swa_kv_bytes_per_token=preset.swa_kv_bytes_per_token,
-                       mamba_state_bytes=preset.mamba_state_bytes,
-                       mamba_chunk_size=preset.chunk_size or 64)
 
 
 def sglang_server_args(preset: ModelPreset, a: EngineAssumptions, **more) -> HybridServerArgs:

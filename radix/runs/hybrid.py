@@ -16,11 +16,11 @@ from radix.models.engines import (
     EngineAssumptions,
     sglang_pools,
     sglang_server_args,
-    sglang_shape,
     vllm_num_blocks,
     vllm_options,
 )
 from radix.models.preset import ModelPreset
+from radix.models.sglang import sglang_shape
 from radix.models.vllm import vllm_layout
 from radix.request import Req
 from radix.runs import memory

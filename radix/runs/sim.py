@@ -4,17 +4,23 @@
 `SimRunner` (simrunner.py) and reports per-request TTFT, matched and prefilled tokens, totals;
 vLLM's block cache (`BlockShadow`, shadow.py) sees the same requests at the same capacity. All in
 real tokens, exactly: Mooncake traces stay compact (radix/tokens/) and decode runs between events
-go at once (radix/sched/span.py). Leaves out: output text, network and queueing delays.
+go at once (radix/sched/span.py). With `model` a hybrid preset (sliding-window or Mamba layers),
+the tree is SGLang 0.5.23's component tree sized as SGLang sizes it (radix/models/sglang.py,
+radix/tree/hybrid_args.py) and the scheduler drives it as SGLang does (radix/sched/hybrid.py);
+no block shadow (vLLM's hybrid cache is radix/blocks/kv_cache_manager.py), no fast-forward.
+Leaves out: output text, network and queueing delays.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from radix.events import EventSink
+from radix.models.config import load_preset
+from radix.models.sglang import sglang_shape
 from radix.request import Req, SlotAllocator
 from radix.runs.compare import fewer_collections
 from radix.runs.costs import CostModel
@@ -23,10 +29,12 @@ from radix.runs.simrunner import OUTPUT_TOKEN_BASE, SimClock, SimRunner
 from radix.runs.workers import fork_map
 from radix.sched.scheduler import Scheduler, SchedulerConfig
 from radix.traces.trace import Trace, is_compact_trace, output_tokens, trace_reqs
+from radix.tree.hybrid_args import HybridServerArgs, build_hybrid_cache
+from radix.tree.hybrid_lifecycle import mamba_tracking_slots
 from radix.tree.radix_cache import RadixCache
 
 __all__ = ["BlockShadow", "CONFIGS", "OUTPUT_TOKEN_BASE", "RequestRow", "SimClock", "SimConfig",
-           "SimResult", "SimRunner", "build", "simulate", "simulate_many"]
+           "SimResult", "SimRunner", "build", "hybrid_summary", "simulate", "simulate_many"]
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -43,6 +51,10 @@ class SimConfig:
     seed: int = 0
     fast_forward: bool = True  # decode runs between events at once (same results; False: the
     #                            one-step loop, for tests that hold the two equal)
+    model: str | None = None  # a preset name or config.json (radix/models/); a hybrid one runs
+    #                           on SGLang's component tree, its pools split from kv_memory
+    kv_memory: int | None = None  # bytes for a hybrid model's KV; None: room for the trace
+    sglang: HybridServerArgs | None = None  # its SGLang flags (page, policy, pools: from above)
 
     def __post_init__(self) -> None:
         for name in ("page_size", "max_prefill_tokens", "block_size"):
@@ -113,6 +125,10 @@ def build(trace: Trace, config: SimConfig | None = None, *,
     compact = is_compact_trace(trace)
     outputs = {r.rid: output_tokens(trace, k) for k, r in enumerate(reqs)}
     page = cfg.page_size
+    if cfg.model is not None:
+        preset = load_preset(cfg.model)
+        if preset.is_hybrid:
+            return _build_hybrid(trace, cfg, reqs, outputs, preset)
     # unbounded: room for every token of every request at once, nothing ever freed (so no
     # eviction and no retraction), past admission's strict `>=` (hence + 1)
     capacity = cfg.capacity or -(-(_room(reqs, page) + 1) // page) * page  # whole pages
@@ -135,6 +151,63 @@ def build(trace: Trace, config: SimConfig | None = None, *,
     sched = Scheduler(SimRunner(cfg.cost, clock, outputs), tree, allocator, sched_cfg,
                       clock=clock, shadow=shadow)
     return SimRun(trace, cfg, reqs, clock, tree, shadow, sched)
+
+
+def _build_hybrid(trace: Trace, cfg: SimConfig, reqs: list[Req], outputs: dict,
+                  preset: Any) -> SimRun:
+    """The component tree for a hybrid preset over pools SGLang would size from `kv_memory`
+    (hybrid_args.pool_sizes); None: room for every token (the full pool), for every state a
+    request keeps (Mamba: its working and tracking slots, a state per chunk and two more) and
+    the SWA pool at swa_full_tokens_ratio of the full one."""
+    if cfg.capacity is not None:
+        raise ValueError("SimConfig.capacity counts one full-attention cache; a hybrid model's "
+                         "pools come from kv_memory")
+    shape, page = sglang_shape(preset), cfg.page_size
+    args = replace(cfg.sglang or HybridServerArgs(), page_size=page,
+                   radix_eviction_policy=cfg.eviction)
+    if cfg.kv_memory is None:
+        chunk = cfg.chunked_prefill_size
+        args = replace(args, max_total_num_tokens=-(-(_room(reqs, page) + 1) // page) * page,
+                       max_mamba_cache_size=sum(
+                           6 + (-(-len(r.origin_input_ids) // chunk) if chunk else 0)
+                           for r in reqs) if shape.has_mamba else None)
+    cache, knobs = build_hybrid_cache(shape, args, cfg.kv_memory)
+    cache.disable = cfg.disable_cache
+    clock = SimClock()
+    sched_cfg = SchedulerConfig(policy=cfg.policy, max_prefill_tokens=cfg.max_prefill_tokens,
+                                chunked_prefill_size=cfg.chunked_prefill_size, seed=cfg.seed)
+    sched = Scheduler(SimRunner(cfg.cost, clock, outputs), cache, cache.allocator, sched_cfg,
+                      clock=clock, knobs=knobs)
+    return SimRun(trace, cfg, reqs, clock, cache, None, sched)
+
+
+def hybrid_summary(sim: SimRun) -> dict[str, Any] | None:
+    """What a hybrid run's tree was (components, pools, SGLang's settings); None for a
+    RadixCache.
+
+    >>> from radix.traces.trace import Trace, TraceRequest
+    >>> t = Trace("request", [TraceRequest("a", 0.0, list(range(40)), 4)])
+    >>> h = hybrid_summary(build(t, SimConfig(model="gpt-oss-20b", kv_memory=1 << 30)))
+    >>> h["full_pool"], h["swa_pool"]  # 1 GiB / (24,576 + 0.8 x 24,576 B) full tokens
+    (24272, 19417)
+    """
+    cache = sim.tree
+    if not hasattr(cache, "req_states"):
+        return None
+    a, knobs = cache.allocator, sim.sched.hybrid.knobs
+    out: dict[str, Any] = {"model": sim.config.model,
+                           "components": [str(c) for c in cache.tree_components],
+                           "full_pool": a.full.size if cache.is_swa_enabled else a.size}
+    if cache.is_swa_enabled:
+        out.update(swa_pool=a.swa.size, sliding_window_size=cache.sliding_window_size,
+                   swa_eviction_interval=knobs.swa_eviction_interval)
+    if cache.is_mamba_enabled:
+        out.update(mamba_state_slots=cache.mamba_pool.size,
+                   mamba_strategy="extra_buffer" if cache.enable_mamba_extra_buffer
+                   else "no_buffer",
+                   tracking_slots_per_request=mamba_tracking_slots(cache, knobs),
+                   max_running_requests=sim.sched.max_running_requests)
+    return out
 
 
 def run(sim: SimRun, on_arrival: Any = None) -> SimResult:

@@ -304,17 +304,20 @@ def retraction_order(running: Sequence[Req]) -> list[int]:
 
 
 def retract_decode(tree_cache: Any, allocator: Any, running: list[Req],
-                   sink: EventSink | None = None) -> tuple[list[Req], list[Req], float]:
+                   sink: EventSink | None = None, *, check: Any = check_decode_mem,
+                   evict: Any = evict_shortfall) -> tuple[list[Req], list[Req], float]:
     """When the next decode step cannot get its slots, retract requests in retraction_order
     until it can; at least one goes, and the last one stays. After each, the tree is asked for
     the shortfall of 20 decode steps of those left. Returns (kept, retracted,
     new_token_ratio), as SGLang 0.5.23's retract_decode, with the ratio
     min(1, (outputs so far + 20 * kept) / (sum of max_new_tokens + 1)) over the kept ones.
+    `check(tree, allocator, reqs)` and `evict(tree, allocator, tokens)` are the capacity check
+    and the eviction (a hybrid tree's check and evict every pool: radix/sched/hybrid.py).
     """
     order = retraction_order(running)
     retracted: list[Req] = []
     first = True
-    while first or not check_decode_mem(tree_cache, allocator, [running[i] for i in order]):
+    while first or not check(tree_cache, allocator, [running[i] for i in order]):
         if len(order) == 1:
             break
         first = False
@@ -324,9 +327,8 @@ def retract_decode(tree_cache: Any, allocator: Any, running: list[Req],
         if sink is not None:
             sink.emit(RequestRetracted(req.rid, freed, len(req.output_ids),
                                        "decode out of memory: released without insert"))
-        evict_shortfall(tree_cache, allocator, len(order) * RETRACT_DECODE_STEPS)
-    if len(order) <= 1 and not check_decode_mem(tree_cache, allocator,
-                                                [running[i] for i in order]):
+        evict(tree_cache, allocator, len(order) * RETRACT_DECODE_STEPS)
+    if len(order) <= 1 and not check(tree_cache, allocator, [running[i] for i in order]):
         # SGLang aborts the last request here; check_fits makes it unreachable for us
         raise MemoryError("no KV slot left even for a single running request")
     keep = set(order)

@@ -7,7 +7,8 @@ arriving during its decode already hit; each allocation evicts only the shortfal
 when a decode step lacks slots; `batch_is_full`: after admission stops for want of memory or of
 request rows, no admission is tried (no policy sort, no match) until a request leaves the batch
 (finishes, is retracted, or a chunk's prefill ends). `step(until=t)`: a priced runner may
-fast-forward decode steps (span.py). Leaves out: overlap scheduling, mixed chunks, abort.
+fast-forward decode steps (span.py). A hybrid model's UnifiedRadixCache: hybrid.py's steps.
+Leaves out: overlap scheduling, mixed chunks, abort.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, NamedTuple, Protocol
 
 from radix.events import EventSink
 from radix.request import Req
+from radix.sched import hybrid as hybrid_steps
 from radix.sched.admission import (
     CLIP_MAX_NEW_TOKENS,
     AddReqResult,
@@ -34,6 +36,7 @@ from radix.sched.admission import (
 from radix.sched.ledger import DecodeLedger
 from radix.sched.policy import SchedulePolicy
 from radix.sched.span import apply_span, decay_ratio, span_length
+from radix.tree.hybrid_lifecycle import SchedulerKnobs
 
 
 class StepOutput(NamedTuple):
@@ -112,11 +115,16 @@ class Scheduler:
     """Owns the waiting queue and the running batch; the tree and the pool are shared with the
     runner. `add_request` then `step()` until `has_work` is False. Metrics go to `req.metrics`:
     arrival, prompt_tokens, ttft, matched_tokens (at first admission), prefilled_tokens (re-prefills
-    after a retraction included), decode_tokens, finish_time, retractions."""
+    after a retraction included), decode_tokens, finish_time, retractions.
+
+    A UnifiedRadixCache tree is driven as SGLang drives a hybrid model's (radix/sched/hybrid.py);
+    `knobs` are its scheduler settings (SchedulerKnobs, SGLang's defaults when None), and its
+    allocator is the tree's own."""
 
     def __init__(self, runner: Runner, tree_cache: Any, allocator: Any,
                  config: SchedulerConfig | None = None, *, clock: Callable[[], float] | None = None,
-                 sink: EventSink | None = None, shadow: Any = None) -> None:
+                 sink: EventSink | None = None, shadow: Any = None,
+                 knobs: SchedulerKnobs | None = None) -> None:
         self.runner, self.tree_cache, self.allocator = runner, tree_cache, allocator
         self.config = config = config or SchedulerConfig()
         chunk, page = config.chunked_prefill_size, tree_cache.page_size
@@ -139,24 +147,38 @@ class Scheduler:
         self.notices: list[str] = []  # fallback notices, as they happened
         self.num_retracted = 0
         self.evicted_tokens = 0
+        # a hybrid model's tree (UnifiedRadixCache): its steps, None for a RadixCache
+        self.hybrid = (hybrid_steps.HybridSteps(tree_cache, knobs)
+                       if hybrid_steps.is_hybrid_tree(tree_cache) else None)
+        self.max_running_requests = (config.max_running_requests if self.hybrid is None else
+                                     self.hybrid.running_cap(config.max_running_requests))
         # decode steps counted in aggregate, rows settled when read (radix/sched/ledger.py):
         # for priced runners over allocators of runs, with no event sink to feed one by one
         self.ledger = DecodeLedger(self) if (
             sink is None and hasattr(runner, "decode_span") and hasattr(runner, "span_tokens")
-            and getattr(allocator, "runs", False)) else None
+            and getattr(allocator, "runs", False) and self.hybrid is None) else None
 
     @property
     def has_work(self) -> bool:
         return bool(self.waiting or self.running or self.chunked_req)
 
     def add_request(self, req: Req) -> None:
-        """Queues `req`; ValueError (check_fits) when the pool could never admit it."""
-        page = self.tree_cache.page_size
-        pages = getattr(self.allocator, "num_pages", None)  # a paged pool holds whole pages
-        check_fits(req, self.allocator.size if pages is None else pages * page, page)
+        """Queues `req`; ValueError (check_request) when the pool could never admit it."""
+        self.check_request(req)
         req.metrics.setdefault("arrival", req.arrival)
         req.metrics.setdefault("prompt_tokens", len(req.origin_input_ids))
         self.waiting.append(req)
+
+    def check_request(self, req: Req) -> None:
+        """ValueError when the pools could never admit `req` (check_fits; a hybrid tree's SWA
+        pool too, radix/sched/hybrid.py). Reads only the pools' sizes: safe from any thread."""
+        page = self.tree_cache.page_size
+        if self.hybrid is not None:
+            self.hybrid.check_fits(req, slots_to_admit(req, page),
+                                   self.config.chunked_prefill_size)
+            return
+        pages = getattr(self.allocator, "num_pages", None)  # a paged pool holds whole pages
+        check_fits(req, self.allocator.size if pages is None else pages * page, page)
 
     def step(self, until: float | None = None) -> StepReport:
         """One forward: a prefill batch if admission builds one, else a decode step. With
@@ -171,7 +193,8 @@ class Scheduler:
         if self.running and deferred:
             return self._run_decode_deferred(until if adder is None else None, evicted_before)
         if self.running:
-            if until is not None and adder is None:  # none waits, or none admitted till one leaves
+            if until is not None and adder is None and self.hybrid is None:  # none waits, or
+                # none admitted till one leaves (a hybrid tree frees and tracks every step)
                 start = self.clock()
                 steps = span_length(self, until)
                 if steps:
@@ -187,12 +210,13 @@ class Scheduler:
     def _get_new_batch_prefill(self) -> PrefillAdder | None:
         """SGLang 0.5.23's _get_new_batch_prefill_raw. None: no admission tried this step (none
         waiting, or `batch_is_full` and no chunk to continue)."""
-        cfg, running = self.config, self.running
-        if not running:  # an empty batch has no request left to leave and clear the flag
+        cfg, running, hybrid = self.config, self.running, self.hybrid
+        if not running or (hybrid is not None and hybrid.swa):  # an empty batch has no request
+            # left to leave and clear the flag; SGLang retries admission every pass for SWA
             self.batch_is_full = False
         if (self.batch_is_full or not self.waiting) and self.chunked_req is None:
             return None
-        cap = cfg.max_running_requests
+        cap = self.max_running_requests
         if cap is not None and self.chunked_req is None and len(running) >= cap:
             self.batch_is_full = True  # get_num_allocatable_reqs <= 0: before the sort
             return None
@@ -200,16 +224,21 @@ class Scheduler:
         if report.notice:
             self.notices.append(report.notice)
         ledger = self.ledger
-        adder = PrefillAdder(self.tree_cache, self.allocator, running,
-                             rem_input_tokens=cfg.max_prefill_tokens,
-                             rem_chunk_tokens=cfg.chunked_prefill_size,
-                             new_token_ratio=self.new_token_ratio,
-                             page_size=self.tree_cache.page_size, sink=self.sink,
-                             reserved_outputs=ledger.reserved_outputs() if ledger is not None
-                             and ledger.entries else None)
+        adder = (PrefillAdder if hybrid is None else hybrid_steps.HybridPrefillAdder)(
+            self.tree_cache, self.allocator, running,
+            rem_input_tokens=cfg.max_prefill_tokens,
+            rem_chunk_tokens=cfg.chunked_prefill_size,
+            new_token_ratio=self.new_token_ratio,
+            page_size=self.tree_cache.page_size, sink=self.sink,
+            reserved_outputs=ledger.reserved_outputs() if ledger is not None
+            and ledger.entries else None)
+        match = match_for_admission if hybrid is None else hybrid.match
         if self.chunked_req is not None:
-            self.chunked_req = adder.add_chunked_req(self.chunked_req)
-        waiting, scanned = self.waiting, 0
+            carried = self.chunked_req
+            self.chunked_req = adder.add_chunked_req(carried)
+            if hybrid is not None and not adder.can_run_list:
+                return adder  # the SWA pool cannot take its next chunk yet: nobody joins
+        waiting, scanned, req = self.waiting, 0, None
         for req in waiting:
             if adder.budget_state() == AddReqResult.OTHER:
                 break  # a chunk (or a resumed one) spent the pass's budget: no one joins
@@ -218,11 +247,14 @@ class Scheduler:
             if self.batch_is_full or adder.new_chunked_req is not None:
                 break  # (one chunked request at a time)
             scanned += 1
-            match_for_admission(self.tree_cache, req)
+            match(self.tree_cache, req)
             result = adder.add_one_req(req)
             if result != AddReqResult.CONTINUE:
                 if result == AddReqResult.NO_TOKEN:  # full only if someone will leave
                     self.batch_is_full = bool(adder.can_run_list or running)
+                if hybrid is not None and not (adder.can_run_list
+                                               and adder.can_run_list[-1] is req):
+                    hybrid.revert(req)  # its copy-on-write Mamba slot goes back
                 break
         if adder.can_run_list:  # admitted requests come from the scanned head of the queue
             admitted = set(map(id, adder.can_run_list))
@@ -236,8 +268,11 @@ class Scheduler:
         reqs, prefix_lens = adder.can_run_list, []
         ledger = self.ledger if self.ledger is not None and self.ledger.entries else None
         touched = ledger.before_extend(reqs) if ledger is not None else []
-        self.evicted_tokens += alloc_for_extend(self.tree_cache, self.allocator, reqs,
-                                                adder.extend_lens)
+        if self.hybrid is None:
+            self.evicted_tokens += alloc_for_extend(self.tree_cache, self.allocator, reqs,
+                                                    adder.extend_lens)
+        else:
+            self.evicted_tokens += self.hybrid.alloc_for_extend(reqs, adder.extend_lens)
         if touched:
             ledger.after_extend(touched)
         for req, extend_len in zip(reqs, adder.extend_lens):
@@ -255,9 +290,11 @@ class Scheduler:
             if req is self.chunked_req:  # SGLang drops it from the merged batch: flag cleared
                 self.batch_is_full = False
                 self.tree_cache.cache_unfinished_req(req, chunked=True)
-                if self.tree_cache.disable:
+                if self.tree_cache.disable or self.hybrid is not None:
                     # NOTE: SGLang's ChunkCache makes the computed slots the next chunk's prefix;
                     # our disabled tree returns at once, so without this the prompt restarts.
+                    # (A hybrid tree may insert less than the chunk, or nothing: the next chunk
+                    # starts where the KV ends, SGLang's kv_committed_len.)
                     req.prefix_indices = req.slot_ids[:len(req.fill_ids)]
                 continue
             req.output_ids.append(token)
@@ -276,23 +313,14 @@ class Scheduler:
     # ------------------------------------------------------------------------------ decode
 
     def _run_decode(self, evicted_before: int) -> StepReport:
-        cfg = self.config
-        retracted: list[Req] = []
+        hybrid = self.hybrid
         cached = self.tree_cache.total_size()  # check_decode_mem evicts too: counted below
-        if not check_decode_mem(self.tree_cache, self.allocator, self.running):
-            kept, retracted, ratio = retract_decode(self.tree_cache, self.allocator,
-                                                    self.running, self.sink)
-            self.running, self.new_token_ratio = kept, ratio
-            self.num_retracted += len(retracted)
-            self.batch_is_full = False  # (retract_decode takes at least one)
-            for req in retracted:
-                if self.shadow is not None:
-                    self.shadow.on_release(req)
-            self.waiting.extend(retracted)
-        else:
-            self.new_token_ratio = decay_ratio(self.new_token_ratio, 1, cfg)
+        retracted = self._decode_room()
         reqs = self.running
-        alloc_for_decode(self.tree_cache, self.allocator, reqs)
+        if hybrid is None:
+            alloc_for_decode(self.tree_cache, self.allocator, reqs)
+        else:  # SWA slots out of the window first
+            hybrid.prepare_decode(reqs)
         # nothing is inserted before here (a retraction inserts nothing), so what left the
         # tree was evicted: check_decode_mem's, the retraction's and alloc_for_decode's
         self.evicted_tokens += cached - self.tree_cache.total_size()
@@ -302,11 +330,18 @@ class Scheduler:
         out = self.runner.decode(reqs)
         now = self.clock()
         finished = []
-        for req, token in zip(reqs, out.next_token_ids):
-            req.output_ids.append(token)
-            req.metrics["decode_tokens"] = req.metrics.get("decode_tokens", 0) + 1
-            if self._finish_if_done(req, now):
-                finished.append(req.rid)
+        if hybrid is None:
+            for req, token in zip(reqs, out.next_token_ids):
+                req.output_ids.append(token)
+                req.metrics["decode_tokens"] = req.metrics.get("decode_tokens", 0) + 1
+                if self._finish_if_done(req, now):
+                    finished.append(req.rid)
+        else:  # every token, and the Mamba states tracked, before any request finishes
+            hybrid.commit_decode(reqs, out.next_token_ids)
+            for req in reqs:
+                req.metrics["decode_tokens"] = req.metrics.get("decode_tokens", 0) + 1
+                if self._finish_if_done(req, now):
+                    finished.append(req.rid)
         done = set(finished)
         if done:
             self.batch_is_full = False
@@ -314,6 +349,26 @@ class Scheduler:
         return StepReport("decode", [r.rid for r in reqs], [1] * len(reqs), [0] * len(reqs),
                           out.seconds, now, finished, [r.rid for r in retracted],
                           self.evicted_tokens - evicted_before)
+
+    def _decode_room(self) -> list[Req]:
+        """check_decode_mem; when the step does not fit, retract_decode (the retracted go back
+        to the queue, returned). A hybrid tree checks and evicts every pool."""
+        hybrid = self.hybrid
+        if (check_decode_mem(self.tree_cache, self.allocator, self.running) if hybrid is None
+                else hybrid.check_decode(self.running)):
+            self.new_token_ratio = decay_ratio(self.new_token_ratio, 1, self.config)
+            return []
+        kept, retracted, ratio = (
+            retract_decode(self.tree_cache, self.allocator, self.running, self.sink)
+            if hybrid is None else hybrid.retract(self.running, self.sink))
+        self.running, self.new_token_ratio = kept, ratio
+        self.num_retracted += len(retracted)
+        self.batch_is_full = False  # (retract_decode takes at least one)
+        for req in retracted:
+            if self.shadow is not None:
+                self.shadow.on_release(req)
+        self.waiting.extend(retracted)
+        return retracted
 
     def _deferred(self, until: float | None) -> bool:
         """Whether this step's decoding goes through the ledger; settles it when not. Joins

@@ -7,10 +7,12 @@ one request at a time over a UnifiedRadixCache and its pools.
     admit            lock the hit, the request's Mamba slots, KV for the first extend
     extend           KV for [start, end) (evicting the shortfall), track a Mamba state, and a
                      chunk's checkpoint (checkpoint_kv_cache)
-    decode_step      SWA slots out of the window freed, one token each, Mamba decode tracking
+    prepare_decode   SWA slots out of the window freed, one KV slot each (before the forward)
+    commit_decode    the sampled tokens, Mamba decode tracking (after it); decode_step: both
     finish / retract release_kv_cache with or without the checkpoint
 
-Leaves out: batches (requests run one by one), speculative decoding, the lazy extra buffer,
+`serve` runs one request through them; radix/sched's Scheduler runs batches through the same
+functions (radix/sched/hybrid.py). Leaves out: speculative decoding, the lazy extra buffer,
 the overlap scheduler's one-step lag other than SWA's first decode.
 """
 
@@ -103,21 +105,52 @@ def unlock_match(cache: UnifiedRadixCache, req: Req) -> None:
         cache.mamba_pool.free([state.mamba_pool_idx])
 
 
-def alloc_req_slots(cache: UnifiedRadixCache, req: Req, knobs: SchedulerKnobs) -> None:
+def revert_match(cache: UnifiedRadixCache, req: Req) -> None:
+    """Matched but not admitted, nothing locked: the copy-on-write slot goes back (SGLang's
+    scheduler frees it when add_one_req turns the request away)."""
+    state = cache.req_states.pop(req, None)
+    if state is not None and state.mamba_pool_idx is not None:
+        cache.mamba_pool.free([state.mamba_pool_idx])
+
+
+def mamba_tracking_slots(cache: UnifiedRadixCache, knobs: SchedulerKnobs) -> int:
+    """Ping-pong track slots a request takes (get_mamba_tracking_slots): 2 with the extra
+    buffer and the overlap scheduler, 1 without the overlap scheduler, 0 with no_buffer."""
+    if not cache.enable_mamba_extra_buffer:
+        return 0
+    return 2 if knobs.enable_overlap_schedule else 1
+
+
+def ensure_mamba_capacity(cache: UnifiedRadixCache, reqs: list[Req],
+                          knobs: SchedulerKnobs) -> None:
+    """Evicts cached states so that the slots `reqs` still lack fit (allocation.py's
+    ensure_mamba_capacity: one eviction for the batch)."""
+    if not cache.is_mamba_enabled:
+        return
+    tracking = mamba_tracking_slots(cache, knobs)
+    need = 0
+    for req in reqs:
+        state = cache.kv_of(req)
+        need += (state.mamba_pool_idx is None) + (
+            tracking if state.mamba_ping_pong_track_buffer is None else 0)
+    short = need - cache.mamba_pool.available_size()
+    if short > 0:
+        cache.evict_for_alloc(mamba_num=short)
+
+
+def alloc_req_slots(cache: UnifiedRadixCache, req: Req, knobs: SchedulerKnobs,
+                    ensured: bool = False) -> None:
     """The row starts with the match; a Mamba tree adds the request's slots
-    (ensure_mamba_capacity, then HybridReqToTokenPool.alloc: the working slot, then the
-    ping-pong track slots)."""
+    (ensure_mamba_capacity unless `ensured` for a batch, then HybridReqToTokenPool.alloc:
+    the working slot, then the ping-pong track slots)."""
     state = cache.kv_of(req)
     req.slot_ids = list(req.prefix_indices)
     if not cache.is_mamba_enabled:
         return
+    if not ensured:
+        ensure_mamba_capacity(cache, [req], knobs)
     size = 2 if knobs.enable_overlap_schedule else 1
-    tracking = size if cache.enable_mamba_extra_buffer else 0
-    need = (state.mamba_pool_idx is None) + (tracking if state.mamba_ping_pong_track_buffer
-                                             is None else 0)
-    short = need - cache.mamba_pool.available_size()
-    if short > 0:
-        cache.evict_for_alloc(mamba_num=short)
+    tracking = mamba_tracking_slots(cache, knobs)
     if state.mamba_pool_idx is None:
         state.mamba_pool_idx = _alloc_or_fail(cache, 1)[0]
     if cache.enable_mamba_extra_buffer and state.mamba_ping_pong_track_buffer is None:
@@ -206,30 +239,50 @@ def extend(cache: UnifiedRadixCache, req: Req, end: int) -> None:
     n = end - start
     ps = cache.page_size
     alloc_kv(cache, req, n, n + (ps if ps > 1 else 0))
-    track_mamba_extend(cache, req, start, end)
-    req.fill_ids = req.all_ids[:end]
-    cache.kv_of(req).decode_batch_idx = 0
+    begin_extend(cache, req, start, end)
     if end < len(req.all_ids):
         cache.checkpoint(req, up_to=end)
 
 
-def decode_step(cache: UnifiedRadixCache, reqs: list[Req], knobs: SchedulerKnobs,
-                next_token) -> None:
-    """One decode step for `reqs` (each computed through len(row), one sampled token
-    pending): SWA slots past the window go (in steps of swa_eviction_interval, not on the
-    first decode), one KV slot each, the token appended, a Mamba state kept every
-    lcm(checkpoint grid, mamba_track_interval) tokens."""
+def begin_extend(cache: UnifiedRadixCache, req: Req, start: int, end: int) -> None:
+    """The row holds KV slots through `end`: the extend's Mamba state is tracked, the
+    request's fill ends at `end` and its decode count restarts (prepare_for_extend)."""
+    track_mamba_extend(cache, req, start, end)
+    req.fill_ids = req.all_ids[:end]
+    cache.kv_of(req).decode_batch_idx = 0
+
+
+def prepare_decode(cache: UnifiedRadixCache, reqs: list[Req], knobs: SchedulerKnobs) -> None:
+    """Before a decode step's forward (each request computed through len(row), one sampled
+    token pending): SWA slots past the window go (in steps of swa_eviction_interval, not on
+    the first decode: maybe_evict_swa), then one KV slot each (evicting the shortfall)."""
     if cache.is_swa_enabled:
         for req in reqs:
             _maybe_evict_swa(cache, req, knobs)
     evict_to_free_tokens(cache, len(reqs) * cache.page_size)
     for req in reqs:
         alloc_kv(cache, req, 1, 0)
-        req.output_ids.append(next_token(req))
+
+
+def commit_decode(cache: UnifiedRadixCache, reqs: list[Req], tokens, knobs: SchedulerKnobs) \
+        -> None:
+    """After the forward: each request's sampled token, its decode count, and a Mamba state
+    kept every lcm(checkpoint grid, mamba_track_interval) tokens (the result processor)."""
+    extra = cache.enable_mamba_extra_buffer
+    for req, token in zip(reqs, tokens, strict=True):
+        req.output_ids.append(token)
         state = cache.kv_of(req)
         state.decode_batch_idx += 1
-        if cache.enable_mamba_extra_buffer:
+        if extra:
             _track_mamba_decode(cache, req, state, knobs)
+
+
+def decode_step(cache: UnifiedRadixCache, reqs: list[Req], knobs: SchedulerKnobs,
+                next_token) -> None:
+    """One decode step for `reqs` with no model: prepare_decode, then commit_decode of
+    `next_token(req)` for each."""
+    prepare_decode(cache, reqs, knobs)
+    commit_decode(cache, reqs, [next_token(req) for req in reqs], knobs)
 
 
 def _maybe_evict_swa(cache, req: Req, knobs: SchedulerKnobs) -> None:
@@ -272,7 +325,8 @@ def retract(cache: UnifiedRadixCache, req: Req) -> None:
 def serve(cache: UnifiedRadixCache, req: Req, knobs: SchedulerKnobs,
           chunked_prefill_size: int | None = None, next_token=lambda req: 0) -> int:
     """One request alone, start to end: match, admit, prefill (in chunks), decode to
-    max_new_tokens (the first token comes with the prefill), finish. Returns its hit.
+    max_new_tokens (the first token comes with the prefill; each step after the scheduler's
+    capacity check), finish. Returns its hit.
 
     >>> from radix.tree.hybrid_pools import MambaSlotPool
     >>> from radix.request import SlotAllocator
@@ -293,6 +347,8 @@ def serve(cache: UnifiedRadixCache, req: Req, knobs: SchedulerKnobs,
         extend(cache, req, end)
     if not prefill_done(cache, req, next_token(req)):
         while not req.finished:
+            if not check_decode_capacity(cache, [req]):  # (the scheduler's check first)
+                raise MemoryError(f"request {req.rid!r}: no KV slot for its next decode step")
             decode_step(cache, [req], knobs, next_token)
         finish(cache, req)
     return hit

@@ -160,6 +160,10 @@ class Watcher:
         return [s.status() for s in self.streams]
 
     def close(self) -> None:
+        """Closes every socket and the context; a second call does nothing (a session registry's
+        sweep may close a watcher its page already closed)."""
+        if self._ctx.closed:
+            return
         for sub in self._subs:
             sub.disable_monitor()
         for sock in [*self._monitors, *self._subs, *(d for d in self._dealers if d is not None)]:

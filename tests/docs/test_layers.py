@@ -29,6 +29,7 @@ RANKS = {
     "radix.cli": 6, "radix.cluster": 5.5,  # the cluster: above runs and watch, below cli
     "radix.hosttier": 5.2,  # the host tier: a tree of its own, priced by runs.costs
     "radix.runs": 5, "radix.watch": 5, "radix.traces": 4, "radix.sched": 3,
+    "radix.models": 2.5,  # presets from configs: read by runs and cli, built on tree and blocks
     "radix.why": 5,  # prompt diffs and miss causes (radix/why/): reads traces, runs caches
     "radix.models": 2.5,  # model presets on both engines: above the tree and the blocks
     "radix.tree": 2, "radix.blocks": 2,

@@ -4,9 +4,9 @@ The model is examples/configs/tiny_gemma3.json with random weights (6 layers, wi
 sees itself and the 7 positions before it, so SGLang's sliding_window_size is 7) and random norm
 weights too (Gemma's init leaves them 0, and it scales by 1 + w). The oracles are transformers'
 own forward (last-token logits within 1e-4) and generate (greedy tokens, equal), cold, with a
-prefix read from the pool, in ragged batched decode, through the service while the window frees
-SWA rows (every freed row counted: n new tokens free n - 2 - 7 past the prompt), and through
-the component tree (UnifiedRadixCache, FULL + SWA), whose hits depend on the live window.
+prefix read from the pool, in ragged batched decode while the window frees SWA rows (every freed
+row counted: n new tokens free n - 2 - 7 past the prompt), and through EngineService and
+UnifiedEngine, whose component tree (UnifiedRadixCache, FULL + SWA) hits where the window lives.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ from functools import partial
 import pytest
 
 from radix.request import Req
-from radix.tree.components.base import SWA
+from radix.tree.components.base import FULL, SWA
+from radix.tree.components.swa import free_swa_out_of_window_slots
+from radix.tree.unified_radix_cache import UnifiedRadixCache
 
-torch = load_model = KVPool = SWAKVPool = ModelRunner = SlidingWindowRunner = None
-plan_spans = check_supported = ModelBackend = EngineService = UnifiedEngine = SchedulerKnobs = None
+torch = load_model = KVPool = SWAKVPool = ModelRunner = plan_spans = check_supported = None
+ModelBackend = EngineService = UnifiedEngine = SchedulerKnobs = None
 
 pytestmark = pytest.mark.engine
 TINY = "examples/configs/tiny_gemma3.json"
@@ -30,7 +32,7 @@ W = 7  # SGLang's sliding_window_size: the config's sliding_window (8) - 1
 
 @pytest.fixture(autouse=True, scope="module")
 def _imports():
-    global torch, load_model, KVPool, SWAKVPool, ModelRunner, SlidingWindowRunner, plan_spans
+    global torch, load_model, KVPool, SWAKVPool, ModelRunner, plan_spans
     global check_supported, ModelBackend, EngineService, UnifiedEngine, SchedulerKnobs
     import torch
 
@@ -41,7 +43,6 @@ def _imports():
     from engine.runner import ModelRunner
     from engine.service import EngineService
     from engine.swa_pool import SWAKVPool
-    from engine.swa_window import SlidingWindowRunner
     from engine.unified_engine import UnifiedEngine
     from radix.tree.hybrid_lifecycle import SchedulerKnobs
 
@@ -57,9 +58,36 @@ def gemma():
     return loaded
 
 
+class _WindowRunner:
+    """The model's runner, and before each decode step each request's SWA rows out of its
+    window freed by radix's free_swa_out_of_window_slots (what the scheduler's decode does over
+    the component tree, at interval 1); `num_freed` counts them."""
+
+    def __init__(self, gemma, pool) -> None:
+        self.runner, self.pool = ModelRunner(gemma.model, pool), pool
+        self.window = UnifiedRadixCache((FULL, SWA), sliding_window_size=W,
+                                        allocator=pool.allocator)
+        self.num_freed = 0
+
+    @property
+    def last_logits(self):
+        return self.runner.last_logits
+
+    def extend(self, reqs, prefix_lens):
+        return self.runner.extend(reqs, prefix_lens)
+
+    def decode(self, reqs):
+        for req in reqs:
+            state = self.window.kv_of(req)
+            before = max(state.swa_evicted_seqlen, req.cache_protected_len)
+            free_swa_out_of_window_slots(self.window, req, state, len(req.all_ids) - 1)
+            self.num_freed += max(state.swa_evicted_seqlen - before, 0)
+        return self.runner.decode(reqs)
+
+
 def _window_runner(gemma, size: int = 256):
     pool = SWAKVPool.for_model(gemma.model.config, size, torch.float32, "cpu")
-    return SlidingWindowRunner(ModelRunner(gemma.model, pool), pool, W, interval=1), pool
+    return _WindowRunner(gemma, pool), pool
 
 
 def _hf_logits(gemma, ids: list[int]) -> torch.Tensor:
@@ -165,72 +193,65 @@ def test_a_sliding_layer_reading_a_freed_row_raises(gemma):
         runner.decode([req])
 
 
-def test_service_frees_window_rows_as_counted_and_caches_only_live_ones(gemma):
-    """Through EngineService (scheduler, RadixCache, SWA pool), one request at a time, 16 new
-    tokens each: A (30-token prompt) cold; B shares A's first 24 tokens; C is A's prompt and
-    output and 5 more (a second turn). Each frees 16 - 2 - 7 = 7 SWA rows; A's output is
-    then not cached (its first 7 output rows lost their SWA rows), so C matches A's prompt,
-    30 tokens. Every output equals generate; every cached token keeps its SWA row."""
-    a = [(i * 104729) % 45000 + 10 for i in range(30)]
-    b = a[:24] + list(range(40, 48))
-    with EngineService(gemma, 300, backend=partial(ModelBackend, swa_eviction_interval=1)) as svc:
-        ra = svc.submit(a, 16).result()
-        rb = svc.submit(b, 16).result()
-        c = a + list(ra.output_ids) + list(range(70, 75))
-        rc = svc.submit(c, 16).result()
-        pool, tree = svc.pool, svc.tree
-        assert svc.runner.num_freed == pool.allocator.num_swa_freed == 21
-        svc.call(pool.check_invariants)
-        assert pool.full_available_size() == pool.swa_available_size() == 300 - tree.total_size()
-    assert [r.metrics["matched_tokens"] for r in (ra, rb, rc)] == [0, 24, 30]
-    for prompt, result in ((a, ra), (b, rb), (c, rc)):
-        assert list(result.output_ids) == _hf_generate(gemma, prompt, 16)
-
-
 A = [(i * 104729) % 45000 + 10 for i in range(30)]  # the first request's prompt
 
 
-def _turns(gemma, engine) -> list[Req]:
+def _turns(gemma, run) -> list[Req]:
     """A alone; then B24 and B29 together (A's first 24 / 29 tokens and 8 more); then C (A's
-    prompt and output and 5 more), 16 new tokens each; each output checked against generate."""
-    a = engine.run([Req("A", A, max_new_tokens=16)])[0]
+    prompt and output and 5 more), 16 new tokens each, each turn through `run(reqs) ->
+    finished reqs`; each output checked against generate."""
+    a = run([Req("A", A, max_new_tokens=16)])[0]
     tail = list(range(40, 48))
-    bs = engine.run([Req("B24", A[:24] + tail, max_new_tokens=16),
-                     Req("B29", A[:29] + tail, max_new_tokens=16)])
-    c = engine.run([Req("C", A + a.output_ids + list(range(70, 75)), max_new_tokens=16)])
+    bs = run([Req("B24", A[:24] + tail, max_new_tokens=16),
+              Req("B29", A[:29] + tail, max_new_tokens=16)])
+    c = run([Req("C", A + a.output_ids + list(range(70, 75)), max_new_tokens=16)])
     done = sorted([a, *bs, *c], key=lambda r: r.rid)
     for r in done:
         assert r.output_ids == _hf_generate(gemma, list(r.origin_input_ids), 16), r.rid
     return done
 
 
-def test_component_tree_tombstones_out_of_window_swa_and_hits_where_the_window_lives(gemma):
-    """UnifiedRadixCache (FULL + SWA, window 7) drives the requests; outputs equal generate.
-    A's checkpoint after its prefill frees SWA rows 0..21 (positions past 29 - 7), so A's prompt
-    is a tombstone [0, 22) and a live [22, 30). B24 matches 24 FULL tokens but only 2 live
-    ones behind them: hit 0. B29 has 7 live ones: hit 29. C walks A's prompt and output
-    (tombstone [30, 37) freed by A's decode, live [37, 45)): hit 45, where radix's FULL-only
-    tree (EngineService) stops at A's prompt, 30. Rows freed as the window passed: A 22 + 7,
-    B24 24 + 7, B29 0 + 7 (its match covers its window), C 0 + 7: 74."""
-    engine = UnifiedEngine(gemma, 300, knobs=SchedulerKnobs(enable_overlap_schedule=False,
-                                                            swa_eviction_interval=1))
-    done = _turns(gemma, engine)
+def test_service_on_the_component_tree_hits_where_the_window_lives(gemma):
+    """EngineService runs the model on SGLang's component tree (UnifiedRadixCache, FULL + SWA,
+    window 7, SWA freed every token); outputs equal generate. A's checkpoint after its prefill
+    frees SWA rows 0..21 (positions past 29 - 7), so A's prompt is a tombstone [0, 22) and a
+    live [22, 30). B24 matches 24 FULL tokens but only 2 live ones behind them: hit 0. B29 has
+    7 live ones: hit 29. C walks A's prompt and output (tombstone [30, 37) freed by A's decode,
+    live [37, 45)): hit 45, where a FULL-only tree holding only live rows would stop at A's
+    prompt, 30. Rows freed as the window passed: A 22 + 7, B24 24 + 7, B29 0 + 7 (its match
+    covers its window), C 0 + 7: 74; none tombstoned."""
+    svc = EngineService(gemma, 300, backend=partial(ModelBackend, swa_eviction_interval=1))
+
+    def run(reqs: list[Req]) -> list[Req]:
+        handles = [svc.submit(list(r.origin_input_ids), r.max_new_tokens, rid=r.rid)
+                   for r in reqs]
+        return [Req(h.rid, r.origin_input_ids, list(res.output_ids), r.max_new_tokens,
+                    metrics=dict(res.metrics))
+                for h, r, res in zip(handles, reqs, [h.result() for h in handles])]
+
+    with svc:
+        done = _turns(gemma, run)
+        pool, tree, counts = svc.pool, svc.tree, svc.backend.swa_counts
+        svc.call(pool.allocator.check_invariants)
+        svc.call(tree.check_invariants)
+        assert pool.full_available_size() == 300 - tree.total_size()
+        assert pool.allocator.swa.num_used == tree.component_evictable_size(SWA)
     assert [r.metrics["matched_tokens"] for r in done] == [0, 0, 29, 45]
-    assert engine.counts.window_freed == 74 and engine.counts.tombstoned == 0
-    alloc, cache = engine.allocator, engine.cache
-    alloc.check_invariants()
-    assert alloc.full_available_size() == 300 - cache.total_size()
-    assert alloc.swa.num_used == cache.component_evictable_size(SWA)
+    assert counts.window_freed == 74 and counts.tombstoned == 0
 
 
 def test_component_tree_under_swa_pressure_still_equals_transformers(gemma):
-    """45 SWA rows for 300 full ones: allocations tombstone cached SWA (the tree's LRU), and
-    every output still equals generate (the hits drop: a match needs a live window)."""
-    engine = UnifiedEngine(gemma, 300, swa_ratio=0.15, knobs=SchedulerKnobs(
-        enable_overlap_schedule=False, swa_eviction_interval=1))
-    _turns(gemma, engine)
+    """UnifiedEngine (the scheduler over the component tree, in this thread) with 45 SWA rows
+    for 300 full ones and chunked prefill of 16: allocations tombstone cached SWA (the tree's
+    LRU), admission holds each request to SGLang's SWA estimate, and every output still equals
+    generate (the hits drop: a match needs a live window)."""
+    engine = UnifiedEngine(gemma, 300, swa_ratio=0.15, chunked_prefill_size=16,
+                           knobs=SchedulerKnobs(enable_overlap_schedule=False,
+                                                swa_eviction_interval=1))
+    _turns(gemma, engine.run)
     assert engine.counts.tombstoned > 0
     engine.allocator.check_invariants()
+    engine.cache.check_invariants()
 
 
 def test_windowed_plan_masks_keys_past_the_window():

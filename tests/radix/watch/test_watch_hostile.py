@@ -152,3 +152,12 @@ def test_read_stays_within_the_loaders_byte_cap(tmp_path, capsys):
     path.write_bytes(b"\x90" * 2_000)
     assert main(["watch", "--read", str(path), "--limit", "max_bytes=1000"]) == 2
     assert "larger than the 1,000-byte cap (max_bytes)" in capsys.readouterr().err
+
+
+def test_a_watcher_closed_twice_says_nothing_the_second_time():
+    """The Watch page's session registry sweeps sessions whose browser went away, and may close
+    a watcher its page already closed: the second close is a no-op, not a ZMQError (it was the
+    Watch page's "Socket operation on non-socket")."""
+    w = Watcher([Endpoint("tcp://127.0.0.1:1", None)])
+    w.close()
+    w.close()
