@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from apphelp import echarts, finish_jobs, metrics, page, texts
 from machine import seconds
 
@@ -73,7 +72,6 @@ def test_trace_debugger_on_a_model_shows_the_component_tree_and_the_groups():
     (hybrid-cli's runs): SGLang hits 0, 0, 1,600 and vLLM 0, 0, 1,152 in all 1,600 and 1,152;
     request 2: attention matched 1,600, no state there, cut to 0 (its split node #2 outlined
     as cut); vLLM's full group 1,152, every Mamba group 0, the junction pinned at 1,152."""
-    pytest.importorskip("radix.runs.hybrid_compare")  # hybrid-cli's runs
     from pages._serve import holdings
 
     shared = list(range(1, 1601))

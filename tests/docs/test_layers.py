@@ -31,7 +31,6 @@ RANKS = {
     "radix.runs": 5, "radix.watch": 5, "radix.traces": 4, "radix.sched": 3,
     "radix.models": 2.5,  # presets from configs: read by runs and cli, built on tree and blocks
     "radix.why": 5,  # prompt diffs and miss causes (radix/why/): reads traces, runs caches
-    "radix.models": 2.5,  # model presets on both engines: above the tree and the blocks
     "radix.tree": 2, "radix.blocks": 2,
     "radix.events": 1, "radix.request": 1,
     "radix.tokens": 0,  # compact token sequences: below everything that holds tokens

@@ -105,7 +105,6 @@ def test_a_trace_on_a_model_keeps_each_requests_tree_and_lookup():
     the commands' own runs (compare --model): SGLang hits 0, 0, 1,600 (request 2's match cut
     to 0 at node #2, the split), vLLM 0, 0, 1,152; the tree at request 2's match has the
     split node without a state; the log replays to SGLang's own tree."""
-    pytest.importorskip("radix.runs.hybrid_compare")  # hybrid-cli's runs
     from radix.traces.trace import Trace, TraceRequest
     from scenarios.trace_hybrid import request_at, run_hybrid
 
