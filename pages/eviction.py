@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 import scenarios.eviction as lab
-from pages import _hosttier, _tlru
+from pages import _hosttier, _hybrid_evict, _tlru
 from pages._player import Player, export_panel
 from pages._shell import (
     long_caption,
@@ -179,5 +179,6 @@ if state.num_live:
                "an interior node with live children (r>0), vLLM because S's blocks have "
                "ref_cnt > 0. The tree frees whole leaves (overshoot); vLLM frees 16-token "
                "blocks from the head of its free queue.")
+_hybrid_evict.section()
 _tlru.section()
 _hosttier.section()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 import scenarios.hosttier as ht
-from pages import _tour_hosttier
+import scenarios.hybrid_tour as hy
+from pages import _tour_hosttier, _tour_hybrid
 from pages._player import Player, export_panel
 from pages._shell import (
     below_alert_px,
@@ -45,7 +46,8 @@ def _tour(name: str):
     return run, tl, cursors, build_owners(run.log.steps)
 
 
-TITLES = {**{w: walk.title for w, walk in WALKS.items()}, ht.TOUR_WALK: ht.TOUR_TITLE}
+TITLES = {**{w: walk.title for w, walk in WALKS.items()}, ht.TOUR_WALK: ht.TOUR_TITLE,
+          **hy.TOUR_TITLES}
 if "tour.walk" not in st.session_state:
     st.session_state["tour.walk"] = st.query_params.get("walk", "three-requests")
     if st.session_state["tour.walk"] not in TITLES:
@@ -60,6 +62,10 @@ if name == ht.TOUR_WALK:  # the host tier: its own cache and player (pages/_tour
     long_caption(ht.TOUR_ABOUT + " Blue: device only; green: device + host copy; orange: host "
                  "only. The red outline: the node(s) the event moved.")
     _tour_hosttier.show()
+    st.stop()
+if name in hy.TOUR_WALKS:  # two models' component trees, vLLM's groups (pages/_tour_hybrid.py)
+    long_caption(_tour_hybrid.ABOUT)
+    _tour_hybrid.show(hy.TOUR_WALKS[name])
     st.stop()
 run, tl, cursors, owners = _tour(name)
 long_caption(WALKS[name].about + " Each request: match_prefix, inc_lock_ref, insert, "

@@ -11,6 +11,7 @@ from pages._shell import long_caption, say, session_id
 from pages._trace_blocks import show_recording
 from pages._trace_view import show_replay
 from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
+from radix.models import PRESETS
 from radix.traces.fields import TraceError
 from runtime.budget import (
     BUDGET,
@@ -22,6 +23,7 @@ from runtime.budget import (
 )
 from runtime.jobs import QueueFull
 from scenarios.trace import Cancelled, digest, replay
+from viz.hybrid_words import model_label
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "traces"
 SAMPLES = {p.name: p for p in (EXAMPLES / "mooncake_excerpt.jsonl",
@@ -51,6 +53,11 @@ recording = None  # a recording can only match vLLM's hashes
 if hash_algo != "radixlens":
     recording = h[2].file_uploader("vLLM KV-event recording of the same requests (optional)",
                                    key="trace.recording")
+model = st.selectbox("model: its hybrid caches too (optional)", ["(none)", *PRESETS],
+                     key="trace.model", format_func=lambda m: m if m == "(none)" else
+                     model_label(m), help="SGLang's component tree and vLLM's KV-cache groups "
+                     "for this model's layers (python -m radix compare --model), above the "
+                     "full-attention replay")
 sid = session_id()
 usage = BUDGET.usage(sid)
 rss = resident_growth()
@@ -78,6 +85,7 @@ if state is None or state["key"] != key:
     held.put(sid, "trace", None)  # drop the old replay before the new one runs
     BUDGET.release(sid, "trace replay")
     BUDGET.release(sid, "trace explain")
+    BUDGET.release(sid, "trace hybrid run")  # (scenarios/trace_hybrid.py's, on a model)
     if state is not None:
         state = None
         give_back_memory()  # the old replay's pages go back to the system
@@ -117,4 +125,8 @@ if state["replay"] is None:
 
 if recording is not None:
     show_recording(state["replay"], recording.getvalue(), state)
+if model != "(none)":  # (imported here: it runs radix.runs.hybrid_compare, the --model runs)
+    from pages._trace_hybrid import show_hybrid
+
+    show_hybrid(state["replay"], state, sid, model)
 show_replay(state["replay"], state, sid)

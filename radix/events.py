@@ -261,6 +261,9 @@ class ComponentStored(Event):
     component: str
     slot_ids: tuple[int, ...]  # SWA: its pool's slots, one per token; Mamba: the state slot
     recovered: bool = False  # SWA: the node was a tombstone inside the insert's window
+    # SWA recovery: the node's FULL slots after it (on an unlocked node the request's own
+    # replaced them), so that a replay (radix/tree/unified_replay.py) keeps them; else None
+    full_slot_ids: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,8 @@
 """`python -m radix compare TRACE`: one trace through the radix tree and the block cache.
 
-Parses the arguments, loads the trace and prints `radix.runs.compare.compare` as a table or JSON.
+Parses the arguments, loads the trace and prints `radix.runs.compare.compare` as a table or JSON;
+with `--model` the trace runs on that model's caches in both engines instead
+(`radix.runs.hybrid.compare_model`, printed by cli/model.py).
 """
 
 from __future__ import annotations
@@ -11,7 +13,13 @@ from dataclasses import asdict
 from typing import Any
 
 from radix.blocks.hashing import HASH_ALGOS, VLLM_NONE_HASH_SEED
-from radix.cli.options import add_capacity, add_limits, capacity_label, load_request_trace
+from radix.cli.model_options import add_model, model_from
+from radix.cli.options import (
+    add_capacity,
+    add_limits,
+    capacity_label,
+    load_request_trace,
+)
 from radix.runs.compare import compare
 from radix.runs.recording import match_recording
 from radix.traces import load_trace
@@ -58,11 +66,17 @@ def register(subparsers: Any) -> None:
     p.add_argument("--lora-path", action="append", default=[], metavar="NAME=PATH",
                    help="a LoRA adapter's path, which vLLM hashes with its name")
     add_limits(p)
+    add_model(p)
+    p.add_argument("--per-request", action="store_true",
+                   help="with --model and --json: each engine's hit for every request")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    model = model_from(args)
     trace = load_request_trace(args, "compare")
+    if model is not None:
+        return run_model(args, trace, *model)
     result = compare(trace, args.capacity, args.page_size, args.block_size)
     match = None
     if args.kv_events is not None:
@@ -76,4 +90,19 @@ def run(args: argparse.Namespace) -> int:
         print(format_table(result))
         if match is not None:
             print(match.summary())
+    return 0
+
+
+def run_model(args: argparse.Namespace, trace: Any, preset: Any, assumptions: Any) -> int:
+    from radix.cli import InputError
+    from radix.cli.model import format_compare
+    from radix.cli.model_options import model_progress
+    from radix.runs.hybrid_compare import compare_model
+
+    if args.kv_events is not None:
+        raise InputError("--kv-events: not with --model (the recording is of one full-attention "
+                         "cache)")
+    result = compare_model(trace, preset, assumptions, per_request=args.per_request,
+                           progress=model_progress("compare", trace))
+    print(json.dumps(result, indent=2) if args.json else format_compare(result))
     return 0

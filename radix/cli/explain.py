@@ -8,7 +8,9 @@ processes as it holds, and a trace that does not fit one process is refused befo
 Rids are printed with what is not printable escaped.
 `--host-ratio 2,4` adds the host tier (HiCache): each request's prompt split into device hit /
 host hit (loaded back) / miss, and why each host hit was on the host (cli/hosttier.py).
-Leaves out: charts (the app draws them from the same data).
+`--model PRESET` explains the trace on that model's caches in both engines instead
+(radix/runs/hybrid_explain.py: the hybrid buckets and what decided each request; the what-ifs
+are the other engine configurations). Leaves out: charts (the app draws them from the same data).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import sys
 from typing import Any
 
 from radix.cli import InputError, hosttier
+from radix.cli.model_options import add_model, model_from
 from radix.cli.options import (
     StderrProgress,
     add_capacity,
@@ -68,11 +71,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--top", type=int, default=10, help="prefixes and requests to list")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     hosttier.add_options(p)
+    add_model(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    model = model_from(args)
     trace = load_request_trace(args, "explain")
+    if model is not None:
+        return run_model(args, trace, *model)
     cfg = SimConfig(policy=args.policy, eviction=args.eviction, page_size=args.page_size,
                     block_size=args.block_size, capacity=args.capacity,
                     max_prefill_tokens=args.budget, chunked_prefill_size=args.chunk)
@@ -88,6 +95,25 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=1))
     else:
         print("\n".join([format_report(result), *hosttier.explain_tier_report(tiers, args.top)]))
+    return 0
+
+
+def run_model(args: argparse.Namespace, trace: Any, preset: Any, a: Any) -> int:
+    from radix.cli import InputError
+    from radix.cli.model import explain_json, format_explain
+    from radix.cli.model_options import model_progress
+    from radix.models.engines import describe
+    from radix.runs.hybrid_compare import run_configs
+    from radix.runs.hybrid_explain import explain_model
+
+    if args.host_ratio:
+        raise InputError("--host-ratio: not with --model (the host tier holds full-attention KV)")
+    progress, budget = model_progress("explain", trace, args.quiet), args.memory << 20
+    e = explain_model(trace, preset, a, args.top, progress, budget)
+    e["assumptions"] = describe(preset, a)
+    if not args.no_what_if:
+        e["what_if"] = run_configs(trace, preset, a, args.jobs, progress, budget)
+    print(json.dumps(explain_json(e), indent=1) if args.json else format_explain(e, args.top))
     return 0
 
 

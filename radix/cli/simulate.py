@@ -1,13 +1,11 @@
 """`python -m radix simulate TRACE` and `python -m radix configs TRACE`: the simulated engine.
 
-`simulate` replays a trace through the scheduler (policy, admission, decode steps), the radix
-tree and vLLM's block cache, priced by the Llama-3-8B/H100 cost model (derived, not measured).
-`configs` runs the four server configurations of DESIGN.md side by side: FCFS + LRU + page 1
-(baseline); LPM + SLRU; page size 16; cache disabled. Sizes are real tokens. `--host-ratio`
-adds the host tier's device / host / miss split for the page-1 configurations (cli/hosttier.py).
-`simulate --model PRESET` runs a hybrid preset's SGLang component tree, its pools split from
-`--kv-memory` (cli/model_options.py); no block rows (vLLM's hybrid cache is `compare`'s).
-Leaves out: per-step traces (use the engine's event log).
+`simulate` replays a trace through the scheduler, the radix tree and vLLM's block cache, priced
+by the Llama-3-8B/H100 cost model (derived); `configs` runs DESIGN.md's four configurations side
+by side (real tokens; `--host-ratio`: the host tier's split, cli/hosttier.py). `--model PRESET`
+(cli/model_options.py): `simulate` runs the preset's SGLang component tree through the
+scheduler; `configs` runs it on both engines once per configuration that changes the answer
+(radix/runs/hybrid_compare.py). Leaves out: per-step traces (use the engine's event log).
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ import json
 from typing import Any
 
 from radix.cli import hosttier
-from radix.cli.model_options import add_model_options, model_config
+from radix.cli.model_options import add_model, add_model_options, model_config, model_from
 from radix.cli.options import (
     add_capacity,
     add_limits,
@@ -66,6 +64,7 @@ def register(subparsers: Any) -> None:
     cfg.add_argument("--jobs", type=parse_jobs, default=len(CONFIGS),
                      help="worker processes (default: one per configuration; 1: in this one)")
     hosttier.add_options(cfg)
+    add_model(cfg)
     cfg.set_defaults(func=run_configs)
 
 
@@ -136,7 +135,10 @@ def _hybrid_line(h: dict[str, Any]) -> str:
 
 
 def run_configs(args: argparse.Namespace) -> int:
+    model = model_from(args)
     trace = load_request_trace(args, "configs")
+    if model is not None:
+        return run_model_configs(args, trace, *model)
     configs = [(name, _config(args, **over)) for name, over in CONFIGS]
     tiers = hosttier.config_tiers(args, trace, CONFIGS) if args.host_ratio else None
     results = [(name, r.totals) for name, r in simulate_many(trace, configs, args.jobs)]
@@ -160,3 +162,21 @@ def _table(results: list[tuple[str, dict[str, Any]]]) -> str:
         cells = [fmt.format(t[key]) if key in t else "-" for _, t in results]
         lines.append(f"{label:<28}" + "".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)
+
+
+def run_model_configs(args: argparse.Namespace, trace: Any, preset: Any, a: Any) -> int:
+    from radix.cli import InputError
+    from radix.cli.model import format_configs
+    from radix.cli.model_options import model_progress
+    from radix.models.engines import describe
+    from radix.runs.hybrid_compare import run_configs as run_hybrid_configs
+
+    if args.host_ratio:
+        raise InputError("--host-ratio: not with --model (the host tier holds full-attention KV)")
+    results = run_hybrid_configs(trace, preset, a, args.jobs, model_progress("configs", trace))
+    if args.json:
+        print(json.dumps({"model": preset.name, "assumptions": describe(preset, a),
+                          "configs": dict(results)}, indent=1))
+    else:
+        print(format_configs(preset.name, results, describe(preset, a)))
+    return 0

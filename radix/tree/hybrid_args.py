@@ -138,10 +138,11 @@ def pool_sizes(shape: HybridShape, args: HybridServerArgs, memory_bytes: int | N
 
 
 def build_hybrid_cache(shape: HybridShape, args: HybridServerArgs | None = None,
-                       memory_bytes: int | None = None, sink=None) -> \
+                       memory_bytes: int | None = None, sink=None, runs: bool = False) -> \
         tuple[UnifiedRadixCache, SchedulerKnobs]:
     """The tree (components from the shape) over pools sized as SGLang sizes them, and the
-    scheduler's knobs for it.
+    scheduler's knobs for it. `runs`: full slots handed out as runs (SlotAllocator(runs=True))
+    when there is no SWA pool, so that a compact (Mooncake) trace stays compact.
 
     >>> shape = HybridShape(sliding_window=128, swa_kv_bytes_per_token=2**16)
     >>> cache, knobs = build_hybrid_cache(shape, HybridServerArgs(max_total_num_tokens=10_000))
@@ -154,7 +155,7 @@ def build_hybrid_cache(shape: HybridShape, args: HybridServerArgs | None = None,
     comps = ["full"] + (["swa"] if shape.sliding_window else []) + (
         ["mamba"] if shape.has_mamba else [])
     alloc = (SWASlotAllocator(sizes.full_tokens, sizes.swa_tokens, ps) if shape.sliding_window
-             else SlotAllocator(sizes.full_tokens, page_size=ps))
+             else SlotAllocator(sizes.full_tokens, page_size=ps, runs=runs))
     cache = UnifiedRadixCache(
         comps, page_size=ps, eviction_policy=args.radix_eviction_policy,
         sliding_window_size=shape.sliding_window, mamba_chunk_size=shape.mamba_chunk_size,

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from typing import Any
 
 from radix.traces import TraceError, load_trace
 from radix.why.inputs import NEEDS_CODEC, read_prompt
-from radix.why.prompt import Codec
+from radix.why.prompt import Codec, Prompt
 from radix.why.report import format_why, why
 
 HELP_SPEC = ("a text file, a JSON file or inline JSON (token ids, chat messages, or an object "
@@ -31,7 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
-def run(args: argparse.Namespace, codec: Codec | None) -> int:
+def run(args: argparse.Namespace, codec: Codec | None, hybrid: Hybrid | None = None) -> int:
+    """Prints the report. `hybrid(history, a, b)` (why --model, radix/cli/why.py) returns the
+    lines and JSON that replace the two caches' with a hybrid model's engines; `history` is
+    what ran before B: the trace's requests before it when B is one of them, else A."""
     for name in ("page_size", "block_size", "width"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -39,11 +43,31 @@ def run(args: argparse.Namespace, codec: Codec | None) -> int:
     a, b = read_prompt(args.a, codec, trace), read_prompt(args.b, codec, trace)
     report = why(a, b, args.page_size, args.block_size,
                  codec.decode if codec is not None else None, args.width)
+    lines, extra = None, {}
+    if hybrid is not None:
+        lines, extra = hybrid(_history(args, trace, a), a, b)
     if args.json:
-        print(json.dumps(report_json(report), indent=1))
+        print(json.dumps(report_json(report) | extra, indent=1))
     else:
-        print(format_why(report))
+        print(format_why(report, lines))
     return 0
+
+
+Hybrid = Callable[[list[Any], Prompt, Prompt], tuple[list[str], dict[str, Any]]]
+
+
+def _history(args: argparse.Namespace, trace: dict[str, Any] | None, a: Prompt) -> list[Any]:
+    """The requests that ran before B: with a trace naming B, every request before it (A must
+    be one of them); else A alone (a Prompt)."""
+    if trace is None or args.b not in trace:
+        return [a]
+    rids = list(trace)
+    before = rids[:rids.index(args.b)]
+    if args.a in trace and args.a not in before:
+        raise ValueError(f"{args.a}: with --model, A must come before B ({args.b}) in the trace")
+    if args.a not in trace:
+        return [trace[r] for r in before] + [a]
+    return [trace[r] for r in before]
 
 
 def _trace(path: str, codec: Codec | None) -> dict[str, Any]:

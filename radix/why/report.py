@@ -73,8 +73,9 @@ def _cache_line(o: CacheOutcome, n: int) -> str:
         f" ({extra})" if extra else "")
 
 
-def format_why(r: WhyReport) -> str:
-    """The report as the CLI prints it."""
+def format_why(r: WhyReport, caches: list[str] | None = None) -> str:
+    """The report as the CLI prints it; `caches` replaces the two caches' lines (why --model:
+    a hybrid model's engines)."""
     d = r.diff
     head = [f"A: {r.a.label} ({d.len_a:,} tokens)", f"B: {r.b.label} ({d.len_b:,} tokens)"]
     if d.identical:
@@ -87,8 +88,9 @@ def format_why(r: WhyReport) -> str:
                     "the parting point ||):")
     if not d.identical:
         head += [f"  A: {r.context_a}", f"  B: {r.context_b}"]
-    head += ["what each cache does with B once A is cached:",
-             _cache_line(r.tree, d.len_b), _cache_line(r.blocks, d.len_b)]
+    head += caches if caches is not None else [
+        "what each cache does with B once A is cached:",
+        _cache_line(r.tree, d.len_b), _cache_line(r.blocks, d.len_b)]
     if r.causes:
         head += ["cause:"] + [f"  - {c.sentence}" for c in r.causes]
     elif not d.identical and d.common < min(d.len_a, d.len_b):

@@ -73,7 +73,8 @@ def test_deep_link_restores_a_step_in_presenter_mode(server, projector, tmp_path
     """/?page=tour&step=7 lands on the Tour at step 7 (R2's insert), presenter mode on, the
     URL keeping both; the split node of the repeat walk's step 5 event 1 is highlighted inside
     the viewport, with the grid and the numbers row: the Tour's longest step sentence (439
-    characters, four lines; the numbers row was at 774-843 px, below the fold, #24 item 4)."""
+    characters, four lines; the numbers row was at 774-843 px, below the fold, #24 item 4).
+    Then the hybrid walk's component trees and vLLM's groups (issue 38) in view and legible."""
     _open(projector, server, "/?page=tour&step=7")
     assert alert(projector).startswith("step 7: R2 calls insert")
     assert "/tour?" in projector.url and "step=7" in projector.url
@@ -86,6 +87,14 @@ def test_deep_link_restores_a_step_in_presenter_mode(server, projector, tmp_path
     assert in_viewport(projector, "[data-testid=stMetric]")  # the numbers row (#24 item 4)
     assert _clipped(projector) == [] and _illegible(projector) == []
     shoot(projector, tmp_path, "tour_presenter.png", full=False)
+    # the hybrid walk at R2's match (issue 38): both component trees, Qwen3.5's split node a
+    # Mamba tombstone outlined as cut, vLLM's groups under each tree, all legible at 1280x800
+    _open(projector, server, "/tour?walk=hybrid&step=5")
+    assert "no Mamba state at 1,600 (node #2 is a Mamba tombstone)" in alert(projector)
+    assert in_viewport(projector, f"{TREE} g.node[data-role=cut]")
+    assert in_viewport(projector, f"{GRID} >> nth=1")  # Qwen3.5's four groups, the cut at 0
+    assert _clipped(projector) == [] and _illegible(projector) == []
+    shoot(projector, tmp_path, "tour_hybrid_presenter.png", full=False)
 
 
 # True when the tree view shows a fold stub (node m<id>) or a chain box (c<id>: ancestors drawn

@@ -218,7 +218,8 @@ class TreeComponent:
         sizes = cache.protected_size_ if cd.lock_ref else cache.evictable_size_
         sizes[ct] += len(value) if self._sized_by_len else self.size_of(value)
         if cache._sink is not None:
-            cache._sink.emit(ev.ComponentStored(node.id, str(ct), tuple(value), recovered))
+            full = tuple(node.value) if recovered else None
+            cache._sink.emit(ev.ComponentStored(node.id, str(ct), tuple(value), recovered, full))
 
     def size_of(self, value: list[int]) -> int:
         """What a value counts in this component's sizes (tokens; Mamba: 1 state)."""
