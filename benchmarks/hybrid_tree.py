@@ -77,6 +77,7 @@ def run_unified(prompts, comps: tuple[str, ...], uncapped: bool = False) -> None
         mamba_pool=MambaSlotPool(STATES) if mamba else None)
     if uncapped:  # the what-if: SWA does not split a new leaf to a window (not SGLang's rule)
         cache.components[SWA]._cap_leaf = lambda leaf: None
+        cache._add_capped_leaf = None
     knobs = SchedulerKnobs()
     for i, p in enumerate(prompts):
         serve(cache, Req(f"r{i}", p, max_new_tokens=1), knobs)

@@ -32,16 +32,14 @@ class SWASlotAllocator:
         self.swa = SlotAllocator(size_swa, check=check, page_size=page_size)
         # full slot -> its SWA slot (0: none), as SGLang's full_to_swa_index_mapping
         self.mapping: list[int] = [0] * ((size // page_size + 2) * page_size)
+        # each pool's free tokens: full_available_size() and swa_available_size(), bound to
+        # the pools' own methods (one call each where a wrapper would be two)
+        self.full_available_size = self.full.available_size
+        self.swa_available_size = self.swa.available_size
 
     @property
     def size(self) -> int:
         return min(self.full.size, self.swa.size)
-
-    def full_available_size(self) -> int:
-        return self.full.available_size()
-
-    def swa_available_size(self) -> int:
-        return self.swa.available_size()
 
     def available_size(self) -> int:
         return min(self.full.available_size(), self.swa.available_size())
@@ -55,7 +53,8 @@ class SWASlotAllocator:
         ps = self.page_size
         room = 0 if last_slot is None else (ps - 1 - last_slot % ps)
         need_pages = -(-max(num_tokens - room, 0) // ps)
-        if need_pages * ps > min(self.full.available_size(), self.swa.available_size()):
+        full_free, swa_free = self.full_available_size(), self.swa_available_size()
+        if need_pages * ps > (full_free if full_free < swa_free else swa_free):
             return None
         if ps == 1 or last_slot is None:  # nothing to continue: fresh slots on both sides
             full, swa = self.full.alloc(num_tokens), self.swa.alloc(num_tokens)

@@ -117,6 +117,9 @@ class UnifiedRadixCache:
         self._acquires = tuple(c.acquire for c in self.comps)  # (bound once)
         self._releases = tuple(c.release for c in reversed(self.comps))  # auxiliary first
         self._hooks = _Hooks(self.comps)
+        # SWA: a new leaf longer than a window is made as the two nodes its cap splits it into
+        self._add_capped_leaf = self.components[SWA].add_capped_leaf \
+            if SWA in self.components and self.eviction_policy != "tlru" else None
         self._probe = PrefixProbe()  # compares long first edges without slicing the key
         self.num_steps = 0
         self.req_states: dict[Req, ReqKvInfo] = {}
@@ -346,8 +349,12 @@ class UnifiedRadixCache:
                 first: int | None) -> InsertResult:
         is_new = pos < n
         if is_new:
-            edge = key if pos == 0 and n == len(key) else key[pos:n]
-            node = self._add_leaf(node, edge, value[pos:n], params.priority)
+            capped = self._add_capped_leaf
+            leaf = None if capped is None else capped(node, key, value, pos, n, params)
+            if leaf is None:
+                edge = key if pos == 0 and n == len(key) else key[pos:n]
+                leaf = self._add_leaf(node, edge, value[pos:n], params.priority)
+            node = leaf
         result.prefix_len, result.last_node = pos, node
         for commit in self._hooks.commit_insert:
             commit(node, is_new, params, result)
