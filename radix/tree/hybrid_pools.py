@@ -27,7 +27,7 @@ class SWASlotAllocator:
     """
 
     def __init__(self, size: int, size_swa: int, page_size: int = 1, check: bool = True) -> None:
-        self.page_size = page_size
+        self.page_size, self.check = page_size, check
         self.full = SlotAllocator(size, check=check, page_size=page_size)
         self.swa = SlotAllocator(size_swa, check=check, page_size=page_size)
         # full slot -> its SWA slot (0: none), as SGLang's full_to_swa_index_mapping
@@ -56,8 +56,14 @@ class SWASlotAllocator:
         full_free, swa_free = self.full_available_size(), self.swa_available_size()
         if need_pages * ps > (full_free if full_free < swa_free else swa_free):
             return None
-        if ps == 1 or last_slot is None:  # nothing to continue: fresh slots on both sides
-            full, swa = self.full.alloc(num_tokens), self.swa.alloc(num_tokens)
+        if ps == 1 or last_slot is None:  # nothing to continue: fresh pages on both sides
+            if num_tokens < 0:
+                raise ValueError(f"num_tokens must be an int >= 0, got {num_tokens!r}")
+            full_pool, swa_pool = self.full, self.swa  # (each pool's alloc, checked above)
+            full_pool.used_pages += need_pages
+            swa_pool.used_pages += need_pages
+            full = full_pool._ids.take(num_tokens, need_pages)
+            swa = swa_pool._ids.take(num_tokens, need_pages)
         else:
             full = self.full.alloc_extend(last_slot, num_tokens)
             swa = self.swa.alloc_extend(self.mapping[last_slot] or None, num_tokens)
@@ -129,7 +135,8 @@ class SWASlotAllocator:
     def free_swa(self, full_ids: Sequence[int]) -> None:
         """The SWA pages of a page-aligned run of full slots (free_swa_segment): each full
         page's first slot names its SWA page; the whole page's mapping is cleared. A slot
-        whose SWA is already free raises (SGLang asserts the peer is mapped)."""
+        whose SWA is already free raises with check on (SGLang's invariant check, which is off
+        by default there, as check=False is here)."""
         if not len(full_ids):
             return
         ps, m = self.page_size, self.mapping
@@ -149,7 +156,7 @@ class SWASlotAllocator:
                 swa_ids.append(m[rep])
                 base = rep - rep % ps
                 m[base: base + ps] = [0] * ps
-        if not all(swa_ids):  # (0 in swa_ids, by truth: no compare per id)
+        if self.check and not all(swa_ids):  # (0 in swa_ids, by truth: no compare per id)
             raise ValueError(f"a full slot of {list(full_ids)[:8]}... has no SWA peer to free "
                              "(freed twice?)")
         self.swa.free(swa_ids)

@@ -1,6 +1,7 @@
 """The component tree's fast paths give the answers of the plain ones: the SWA pools' mapping
 read and written a run of slot ids at a time, pools that share one int object per slot id, a
-long first edge compared in place, and evicted nodes freed without the cycle collector."""
+long first edge compared in place, evicted nodes freed without the cycle collector, and an SWA
+leaf made capped (two nodes at once) as the insert, split and publishes would leave it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import random
 
 import pytest
 
+from radix.events import ListSink
 from radix.request import Req, SlotAllocator, shared_ids
+from radix.tree.components.base import SWA
 from radix.tree.hybrid_lifecycle import SchedulerKnobs, serve
 from radix.tree.hybrid_pools import MambaSlotPool, SWASlotAllocator
 from radix.tree.key import RadixKey
@@ -130,3 +133,45 @@ def test_evicted_nodes_leave_no_reference_cycles(components):
     finally:
         gc.enable()
     c.check_invariants()
+
+
+@pytest.mark.parametrize(("components", "page"), [(("full", "swa"), 1), (("full", "swa"), 4),
+                                                  (("full", "swa", "mamba"), 1)])
+def test_a_capped_leaf_made_at_once_equals_the_insert_then_the_split(components, page):
+    """The same requests through two trees, one making a new in-window leaf longer than the
+    window as its two nodes at once (SWAComponent.add_capped_leaf), one adding it whole and
+    letting commit_insert split and publish it: the same events (ids, times, slots, in order)
+    and the same tree, sizes and SWA LRU order after every request."""
+    def run(at_once: bool):
+        rng, sink = random.Random(7), ListSink()
+        c = UnifiedRadixCache(components, page_size=page, sliding_window_size=12,
+                              mamba_chunk_size=4, allocator=SWASlotAllocator(400, 400, page),
+                              mamba_pool=MambaSlotPool(10) if "mamba" in components else None,
+                              sink=sink)
+        if not at_once:
+            c._add_capped_leaf = None
+        prefixes = [[rng.randrange(9) for _ in range(30)] for _ in range(3)]
+        states = []
+        for i in range(40):
+            toks = rng.choice(prefixes) + [rng.randrange(9) for _ in range(rng.randrange(1, 50))]
+            serve(c, Req(f"r{i}", toks, max_new_tokens=rng.choice([1, 1, 3])), SchedulerKnobs())
+            nodes = [(x.id, x.last_access_time, x.creation_time, x.priority, x.hit_count)
+                     for x in c._nodes.values()]
+            lru = [cd.node.id for cd in c.components[SWA].lru.entries()]
+            states.append((c.snapshot(), nodes, lru, dict(c.evictable_size_)))
+        return sink.events, states
+
+    made = []
+    real = UnifiedRadixCache.__init__
+
+    def counting(self, *a, **k):
+        real(self, *a, **k)
+        if self._add_capped_leaf is not None:
+            inner = self._add_capped_leaf
+            self._add_capped_leaf = lambda *args: made.append(inner(*args)) or made[-1]
+    UnifiedRadixCache.__init__ = counting
+    try:
+        assert run(True) == run(False)
+    finally:
+        UnifiedRadixCache.__init__ = real
+    assert sum(leaf is not None for leaf in made) >= 5  # the fast path ran
