@@ -190,7 +190,11 @@ class FreeListIds:
         self.next_fresh += fresh
         rest = num_pages - fresh
         if rest:
-            pages += self.queue[self.head : self.head + rest]
+            freed = self.queue[self.head : self.head + rest]
+            if fresh:
+                pages += freed
+            else:  # (the freed pages alone: no second copy)
+                pages = freed
             self.head += rest
             if self.head > 4096 and self.head * 2 > len(self.queue):
                 del self.queue[: self.head]  # compact the consumed front

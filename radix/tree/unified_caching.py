@@ -116,6 +116,7 @@ def free_kv_row(cache, req: Req, state, start: int, end: int) -> None:
     hi = min(max(state.swa_evicted_seqlen, req.cache_protected_len, start), end)
     if hi > lo:
         cache.free_full_only(row[lo:hi])
-    alive = [(a, b) for a, b in ((start, lo), (hi, end)) if b > a]
-    for a, b in alive:
-        cache.free_kv(row[a:b])
+    if lo > start:
+        cache.free_kv(row[start:lo])
+    if end > hi:
+        cache.free_kv(row[hi:end])
