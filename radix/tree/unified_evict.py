@@ -13,7 +13,7 @@ Leaves out: host demotion and write-back backups, session partitions, the shared
 from __future__ import annotations
 
 from radix import events as ev
-from radix.tree.components.base import FULL, TreeComponent
+from radix.tree.components.base import FULL, SWA, TreeComponent
 from radix.tree.node import detach
 from radix.tree.unified_types import EvictResult
 
@@ -97,15 +97,24 @@ def cascade(cache, node, trigger: TreeComponent, tracker: dict) -> None:
 
 def delete_leaf(cache, node, tracker: dict) -> None:
     """An evictable leaf goes whole: FULL's slots (full pool), SWA's peers, the state; the
-    parent may become an evictable leaf in the same call."""
+    parent may become an evictable leaf in the same call. Where SWA holds the leaf's peers,
+    both pools get theirs back in one free (the allocator's free: SWA's, then FULL's)."""
     slot_ids = node.value
-    cache.full.evict_component(node, tracker)
-    for comp in cache.aux:
-        comp.evict_component(node, tracker, cause="")
     data = node.component_data
+    both = cache._frees_swa_peers and data[SWA].value is not None
+    cache.full.evict_component(node, tracker, not both)
+    for comp in cache.aux:
+        comp.evict_component(node, tracker, "", not both or comp.component_type != SWA)
+    if both:
+        cache.allocator.free(slot_ids)
     for t in cache._aux_types:  # its data lets go of it (the one reference cycle a node is
         data[t].node = None     # in), so the node is freed at once, not by the cycle collector
-    parent = detach(node, cache.page_size)
+    key = node.key
+    if cache.page_size == 1 and key.extra_key is None and key.cache_salt is None:
+        parent = node.parent  # (detach, inline)
+        del parent.children[key.token_ids[0]]
+    else:
+        parent = detach(node, cache.page_size)
     del cache._nodes[node.id]
     cache._leaves.discard(node)
     node.value = None

@@ -117,6 +117,8 @@ class UnifiedRadixCache:
         self._acquires = tuple(c.acquire for c in self.comps)  # (bound once)
         self._releases = tuple(c.release for c in reversed(self.comps))  # auxiliary first
         self._hooks = _Hooks(self.comps)
+        # a deleted leaf's FULL slots and SWA peers go back in one free (the allocator's)
+        self._frees_swa_peers = self.is_swa_enabled and allocator is not None
         # SWA: a new leaf longer than a window is made as the two nodes its cap splits it into
         self._add_capped_leaf = self.components[SWA].add_capped_leaf \
             if SWA in self.components and self.eviction_policy != "tlru" else None

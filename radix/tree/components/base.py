@@ -226,15 +226,18 @@ class TreeComponent:
         return len(value)
 
     # -- evict
-    def evict_component(self, node, tracker: dict, cause: str = "evict") -> int:
+    def evict_component(self, node, tracker: dict, cause: str = "evict",
+                        free: bool = True) -> int:
         """Frees this component's data on `node` (a tombstone now, unless the node is being
-        deleted), unlisted; adds what it freed to tracker. Returns that amount."""
+        deleted), unlisted; adds what it freed to tracker. Returns that amount. free=False:
+        the pool gets it back from the caller (a deleted leaf's SWA peers, with FULL's)."""
         cd = node.component_data[self.component_type]
         if cd.value is None:
             return 0
         value = cd.value
         n = len(value) if self._sized_by_len else self.size_of(value)
-        self.free_value(node, value)
+        if free:
+            self.free_value(node, value)
         cd.value = None
         assert cd.next is not None, "not listed"  # (LRUList.remove)
         cd.prev.next, cd.next.prev = cd.next, cd.prev

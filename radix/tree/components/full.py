@@ -31,10 +31,12 @@ class FullComponent(TreeComponent):
     def validator(self):
         return lambda node: node.value is not None
 
-    def evict_component(self, node, tracker: dict) -> int:
-        """A leaf's FULL slots go back (the full pool only: SWA frees its peers itself)."""
+    def evict_component(self, node, tracker: dict, free: bool = True) -> int:
+        """A leaf's FULL slots go back (the full pool only: SWA frees its peers itself);
+        free=False: counted only, the caller frees them (with their SWA peers)."""
         n = len(node.value)
-        self.cache.free_full_only(node.value)
+        if free:
+            self.cache.free_full_only(node.value)
         self.cache.evictable_size_[FULL] -= n
         tracker[FULL] += n
         return n
