@@ -7,15 +7,17 @@ prompt[:-1], lock the hit, the request's slots (Mamba: its state slots), KV for 
 eviction of the shortfall, then the finish: checkpoint into the tree, free, unlock. Rounds are
 interleaved (the contestants in a rotating order, each on a fresh cache); the figures are
 medians over rounds of the process CPU time per request (a shared machine's waits left out),
-and ratios to our full-only RadixCache and to the unified tree with FULL alone. Our pools skip
-their double-free bookkeeping (check=False), as SGLang's do.
+and ratios to our full-only RadixCache (with the lowest and highest round's ratio) and to the
+unified tree with FULL alone. Our pools skip their double-free bookkeeping (check=False), as
+SGLang's do (its invariant checks are off by default).
 Contestants: ours: RadixCache (flavor "unified"), UnifiedRadixCache with FULL, FULL+SWA
 (window 128) and FULL+MAMBA (chunk 64, extra_buffer); with --sglang ROOT (an unpacked wheel),
 SGLang's UnifiedRadixCache, Rust TreeCore, FULL+SWA and FULL+MAMBA over its own pools on CPU.
 --what-if adds FULL+SWA with new leaves not split to one window (not SGLang's rule: what the
 cap costs). With --other ROOT (another checkout, e.g. `git archive main | tar -x -C
 /tmp/main`), each round also runs that checkout's four contestants of ours, one round in a
-fresh subprocess: before and after figures from one run.
+fresh subprocess: before and after figures from one run. A fresh process reads slower on the
+same code (its RadixCache too), so compare the two checkouts by their ratios to RadixCache.
 
     python benchmarks/hybrid_tree.py --rounds 7 --requests 300 --sglang /tmp/sgl/ex
 """
@@ -136,10 +138,24 @@ def other_round(root: Path, requests: int, r: int) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def table(med: dict[str, float]) -> dict[str, dict]:
+def table(times: dict[str, list[float]]) -> dict[str, dict]:
+    """Medians, their ratios, and the lowest and highest round's ratio to RadixCache (each
+    round's time over that round's RadixCache time)."""
+    med = {n: statistics.median(t) for n, t in times.items()}
     base, full = med["ours RadixCache"], med["ours unified FULL"]
+    per_round = {n: [a / b for a, b in zip(t, times["ours RadixCache"], strict=True)]
+                 for n, t in times.items()}
     return {n: {"us_per_request": round(m * 1e6, 1), "x_radix_cache": round(m / base, 2),
+                "x_radix_cache_range": [round(min(per_round[n]), 2), round(max(per_round[n]), 2)],
                 "x_unified_full": round(m / full, 2)} for n, m in med.items()}
+
+
+def print_rows(rows: dict[str, dict], prefix: str = "") -> None:
+    for n, row in rows.items():
+        lo, hi = row["x_radix_cache_range"]
+        print(f"{prefix + n[len('ours ') if prefix else 0:]:26} {row['us_per_request']:11,.1f} "
+              f"{row['x_radix_cache']:13.2f} {f'{lo:.2f}..{hi:.2f}':>12} "
+              f"{row['x_unified_full']:15.2f}")
 
 
 def main() -> None:
@@ -168,20 +184,16 @@ def main() -> None:
         if args.other is not None and not r % 2:
             for n, t in other_round(args.other, args.requests, r).items():
                 other.setdefault(n, []).append(t)
-    rows = table({n: statistics.median(t) for n, t in times.items()})
+    rows = table(times)
     out = {"requests": args.requests, "rounds": args.rounds, "clock": "process CPU time",
            "results": rows}
     if other:
-        out["other"] = {"root": str(args.other),
-                        "results": table({n: statistics.median(t) for n, t in other.items()})}
+        out["other"] = {"root": str(args.other), "results": table(other)}
     print(json.dumps(out, indent=1))
-    print(f"\n{'contestant':26} {'us/request':>11} {'x RadixCache':>13} {'x unified FULL':>15}")
-    for n, row in rows.items():
-        print(f"{n:26} {row['us_per_request']:11,.1f} {row['x_radix_cache']:13.2f} "
-              f"{row['x_unified_full']:15.2f}")
-    for n, row in out.get("other", {}).get("results", {}).items():
-        print(f"{'other: ' + n[5:]:26} {row['us_per_request']:11,.1f} "
-              f"{row['x_radix_cache']:13.2f} {row['x_unified_full']:15.2f}")
+    print(f"\n{'contestant':26} {'us/request':>11} {'x RadixCache':>13} {'(min..max)':>12} "
+          f"{'x unified FULL':>15}")
+    print_rows(rows)
+    print_rows(out.get("other", {}).get("results", {}), "other: ")
 
 
 if __name__ == "__main__":
