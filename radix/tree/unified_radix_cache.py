@@ -22,6 +22,7 @@ Leaves out: HiCache, sessions, EAGLE bigram keys, the rotation base, storage and
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from radix import events as ev
@@ -43,6 +44,7 @@ from radix.tree.components.full import FullComponent
 from radix.tree.components.mamba import MambaComponent
 from radix.tree.components.req_state import ReqKvInfo
 from radix.tree.components.swa import SWAComponent
+from radix.tree.components.swa_cap import add_capped_leaf
 from radix.tree.evict_policy import EvictionHeap, get_strategy, tlru_new_node, tlru_split
 from radix.tree.key import RadixKey, page_at
 from radix.tree.node import ROOT_PRIORITY, TreeNode, attach
@@ -120,7 +122,7 @@ class UnifiedRadixCache:
         # a deleted leaf's FULL slots and SWA peers go back in one free (the allocator's)
         self._frees_swa_peers = self.is_swa_enabled and allocator is not None
         # SWA: a new leaf longer than a window is made as the two nodes its cap splits it into
-        self._add_capped_leaf = self.components[SWA].add_capped_leaf \
+        self._add_capped_leaf = partial(add_capped_leaf, self.components[SWA]) \
             if SWA in self.components and self.eviction_policy != "tlru" else None
         self._probe = PrefixProbe()  # compares long first edges without slicing the key
         self.num_steps = 0

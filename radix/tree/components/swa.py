@@ -11,8 +11,7 @@ values, the unified pool's page binding, sessions, the independent (auxiliary) w
 from __future__ import annotations
 
 from radix import events as ev
-from radix.tokens import tokens
-from radix.tree.components.base import FULL, SWA, LockReceipt, TreeComponent
+from radix.tree.components.base import SWA, LockReceipt, TreeComponent
 
 
 def ceil_align(x: int, a: int) -> int:
@@ -151,56 +150,6 @@ class SWAComponent(TreeComponent):
         if parent is not None:
             self.publish(parent)  # older first, so the tail stays the more recent
         self.publish(node)
-
-    def add_capped_leaf(self, parent, key, value, pos: int, n: int, params):
-        """The new leaf key[pos:n] (slots value[pos:n]) under `parent`, when it lies wholly
-        inside the request's window and is longer than a page-aligned window, made at once as
-        the two nodes commit_insert's cap would split it into, both published: the same ids,
-        clock reads, links, sizes, LRU order and events as the tree's _add_leaf, split_node
-        and two publishes. None where that does not apply (the caller adds the leaf whole)."""
-        cut = n - ceil_align(self.window, self.cache.page_size)
-        if cut <= pos or params.swa_evicted_seqlen > pos:
-            return None
-        cache, priority = self.cache, params.priority
-        nid = cache._next_id
-        t1 = cache.clock()  # (_add_leaf's read)
-        leaf = cache._new_node(nid, key[cut:n], value[cut:n], t1)
-        t2 = cache.clock()  # (the split's)
-        upper = cache._new_node(nid + 1, key[pos:cut], value[pos:cut], t2)
-        cache._next_id = nid + 2
-        upper.creation_time = t1
-        leaf.priority = upper.priority = priority
-        ps, tok = cache.page_size, key.token_ids
-        upper.parent, leaf.parent = parent, upper
-        if ps == 1 and key.extra_key is None and key.cache_salt is None:
-            upper.children = {tok[cut]: leaf}
-            parent.children[tok[pos]] = upper
-        else:
-            upper.children = {leaf.key.child_key(ps): leaf}
-            parent.children[upper.key.child_key(ps)] = upper
-        cache._nodes[nid] = leaf
-        cache._nodes[nid + 1] = upper
-        cache.evictable_size_[FULL] += n - pos
-        leaf.last_access_time = cache.clock()  # (the split touches the lower half)
-        sink = cache._sink
-        if sink is not None:
-            sink.emit(ev.NodeInserted(nid, parent.id, tokens(key.token_ids[pos:n]),
-                                      tokens(value[pos:n]), priority, t1, key.extra_key,
-                                      key.cache_salt))
-            sink.emit(ev.LeafSetChanged((nid,), ()))
-        leaves = cache._leaves
-        leaves.add(leaf)
-        if parent in leaves.leaves:
-            cache.update_leaf(parent)
-        if sink is not None:
-            sink.emit(ev.NodeSplit(nid, nid + 1, parent.id, cut - pos, t2,
-                                   t1 if t1 != t2 else None))
-        a = cache.allocator  # (publish of each half: one translate of the whole leaf)
-        both = a.translate(value[pos:n]) if a is not None else list(value[pos:n])
-        k = cut - pos
-        self.set_value(upper, both[:k])  # older first, so the tail stays the more recent
-        self.set_value(leaf, both[k:])
-        return leaf
 
     def _cap_leaf(self, leaf):
         """A fresh in-window leaf longer than a page-aligned window splits so that a lock on

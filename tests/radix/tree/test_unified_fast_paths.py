@@ -139,7 +139,7 @@ def test_evicted_nodes_leave_no_reference_cycles(components):
                                                   (("full", "swa", "mamba"), 1)])
 def test_a_capped_leaf_made_at_once_equals_the_insert_then_the_split(components, page):
     """The same requests through two trees, one making a new in-window leaf longer than the
-    window as its two nodes at once (SWAComponent.add_capped_leaf), one adding it whole and
+    window as its two nodes at once (swa_cap.add_capped_leaf), one adding it whole and
     letting commit_insert split and publish it: the same events (ids, times, slots, in order)
     and the same tree, sizes and SWA LRU order after every request."""
     def run(at_once: bool):
