@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from radix.hosttier.explain import HostTierExplanation, explain_host_tier
-from radix.runs import memory
 from radix.runs.explain import (
     BUCKETS,
     Explanation,
@@ -33,6 +32,7 @@ from radix.runs.explain import (
     num_what_ifs,
     what_ifs,
 )
+from radix.runs.memory import estimate  # what the watched run holds (the CLI's too)
 from radix.runs.progress import with_time_left  # noqa: F401 (the panel's name, kept)
 from radix.runs.sim import SimConfig
 from radix.traces.trace import Trace
@@ -45,8 +45,6 @@ WHAT = "trace explain"
 WHAT_HOST = "trace host tier"
 HOST_RATIOS = (2.0, 4.0, 8.0)  # the panel's host pools (x the device pool), SGLang's default 2
 POLICIES = ("fcfs", "lpm")  # fcfs: arrival order, as the replay; lpm: SGLang's default
-# what the watched run holds (radix/runs/memory.py: the command line's explain reads them too)
-BYTES_PER_REQUEST, BYTES_PER_TOKEN = memory.BYTES_PER_REQUEST, memory.BYTES_PER_TOKEN
 KEPT_PER_REQUEST = 2_000  # an Explanation's row per request, kept after the run
 EXAMPLES = 3  # requests shown per bucket
 WHAT_IF_RUNS = num_what_ifs()  # simulator runs of the what-ifs (at most)
@@ -84,16 +82,6 @@ def settings(capacity: int, policy: str = "fcfs") -> SimConfig:
     if policy not in POLICIES:
         raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
     return SimConfig(policy=policy, capacity=capacity, page_size=1, block_size=16)
-
-
-def estimate(trace: Trace) -> int:
-    """Bytes the watched run may hold: per request, and per token for request traces (a
-    Mooncake request's tokens are runs of 512, held compactly)."""
-    n = len(trace.requests)
-    if trace.format == "mooncake":
-        return BYTES_PER_REQUEST * n
-    tokens = sum(trace.input_lens) + sum(r.output_len for r in trace.requests)
-    return BYTES_PER_REQUEST * n + BYTES_PER_TOKEN * tokens
 
 
 def _checked(progress: Progress | None, cancel: threading.Event | None) -> Any:

@@ -158,6 +158,11 @@ class TreeModel:
         keys and values are shared (they are never mutated in place: a split slices anew)."""
         out = _new(TreeModel)
         out.page_size, out.step = self.page_size, self.step
+        self._copy_nodes_into(out)
+        return out
+
+    def _copy_nodes_into(self, out: TreeModel) -> None:
+        """`out.nodes` and `out.leaves`: copies of this model's, linked among themselves."""
         nodes = out.nodes = {i: _copy_node(n) for i, n in self.nodes.items()}
         for n in nodes.values():
             if n.parent is not None:
@@ -165,7 +170,6 @@ class TreeModel:
             # subtle: every node gets its own dict, an empty one too (attach fills it in place)
             n.children = {k: nodes[c.id] for k, c in n.children.items()}
         out.leaves = {nodes[n.id] for n in self.leaves}
-        return out
 
     def apply_all(self, events: Iterable[ev.Event]) -> None:
         for e in events:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from radix import events as ev
 from radix.tokens import TokenRuns, tokens
-from radix.tree.replay import EventLog, TreeModel, _copy_node, _new
+from radix.tree.replay import EventLog, TreeModel, _new
 from radix.tree.unified_check import ComponentNodeState
 
 AUX = ("swa", "mamba")  # the auxiliary components, in ComponentType order
@@ -53,12 +53,7 @@ class ComponentTreeModel(TreeModel):
     def copy(self) -> ComponentTreeModel:
         out = _new(ComponentTreeModel)
         out.page_size, out.step, out.components = self.page_size, self.step, self.components
-        nodes = out.nodes = {i: _copy_node(n) for i, n in self.nodes.items()}
-        for n in nodes.values():
-            if n.parent is not None:
-                n.parent = nodes[n.parent.id]
-            n.children = {k: nodes[c.id] for k, c in n.children.items()}
-        out.leaves = {nodes[n.id] for n in self.leaves}
+        self._copy_nodes_into(out)
         out.aux = {i: list(a) for i, a in self.aux.items()}
         return out
 

@@ -151,10 +151,10 @@ def test_panel_refused_by_the_budget_says_so_once_and_offers_a_retry(monkeypatch
     """An explainer too big for the session's budget (the per-request estimate raised to a
     TiB) is refused with the figures; the next rerun starts no new job (the refusal stays,
     with a button to run again)."""
-    import scenarios.explain
+    import radix.runs.memory
     from pages._serve import holdings
 
-    monkeypatch.setattr(scenarios.explain, "BYTES_PER_REQUEST", 2**40)
+    monkeypatch.setattr(radix.runs.memory, "BYTES_PER_REQUEST", 2**40)
     at = page("trace").run()
     data = TRACE.replace('"c"', '"z"').encode()  # its own content: not another test's state
     at.file_uploader(key="trace.upload").set_value(("abz.jsonl", data, "text/plain")).run()

@@ -6,15 +6,10 @@ replicas."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import partial
 
 import pytest
-from enginehelp import engine_serve
+from enginehelp import engine_serve, sim_serve
 from machine import poll_until, seconds
 
 from radix.cluster import ROUTERS as SHARED
@@ -71,41 +66,6 @@ def test_kv_overlap_sends_turn_two_to_its_prefix_holder(openai):
             assert cached > 0 and cached % 16 == 0
 
 
-@contextmanager
-def _sim_serve(dp: int, router: str) -> Iterator[str]:
-    """engine/server.py's app over a Cluster of simulated replicas (no model: the real
-    scheduler, trees and block caches; every reply is REPLY's characters), served by uvicorn
-    in a thread on a free port; yields the base URL."""
-    import uvicorn
-
-    from engine.backends import simulated
-    from engine.cluster import Cluster
-    from engine.server import Server, build_app
-    from engine.service import EngineService
-    from scenarios.classroom import SimLoaded
-
-    config = ClusterConfig(dp=dp, router=router, kv_endpoint=None, kv_replay_endpoint=None,
-                           capacity_tokens=4096)
-    cluster = Cluster(SimLoaded(), config, partial(EngineService, backend=simulated()))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(16)
-    uv = uvicorn.Server(uvicorn.Config(build_app(Server(cluster, "sim")), log_level="warning"))
-    thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + seconds(30)
-        while not uv.started and thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert uv.started, "uvicorn did not start"
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
-    finally:
-        uv.should_exit = True
-        thread.join(timeout=seconds(10))
-        cluster.close()
-        sock.close()
-
-
 def test_session_ids_reach_the_session_router_over_http(openai):
     """Three conversations, each sending its id where one of the anchors reads it: vLLM
     0.33's body field `session_id`, vLLM's `X-Session-ID` header, SGLang's `X-SMG-Routing-Key`
@@ -125,7 +85,8 @@ def test_session_ids_reach_the_session_router_over_http(openai):
     carriers = [lambda s: {"extra_body": {"session_id": s}},
                 lambda s: {"extra_headers": {SESSION_HEADER: s}},
                 lambda s: {"extra_headers": {ROUTING_KEY_HEADER: s}}]
-    with _sim_serve(3, "session") as url:
+    with sim_serve(3, "session") as (base, _):
+        url = base + "/v1"
         client = openai.OpenAI(base_url=url, api_key="none")
 
         def ask(msgs, **carry):
