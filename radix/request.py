@@ -186,11 +186,15 @@ class FreeListIds:
     def take(self, num_tokens: int, num_pages: int) -> list[int]:
         """`num_pages` pages (counted by the pool already) as `num_tokens` slot ids."""
         fresh = min(num_pages, self.num_pages + 1 - self.next_fresh)
-        pages = list(range(self.next_fresh, self.next_fresh + fresh))
+        pages = shared_ids(self.next_fresh, self.next_fresh + fresh) if fresh else []
         self.next_fresh += fresh
         rest = num_pages - fresh
         if rest:
-            pages += self.queue[self.head : self.head + rest]
+            freed = self.queue[self.head : self.head + rest]
+            if fresh:
+                pages += freed
+            else:  # (the freed pages alone: no second copy)
+                pages = freed
             self.head += rest
             if self.head > 4096 and self.head * 2 > len(self.queue):
                 del self.queue[: self.head]  # compact the consumed front
@@ -202,7 +206,7 @@ class FreeListIds:
             return pages
         ids: list[int] = []
         for p in pages:
-            ids += range(p * ps, p * ps + ps)
+            ids += shared_ids(p * ps, p * ps + ps)
         del ids[num_tokens:]  # the last page's rest stays reserved to the caller
         return ids
 
@@ -215,7 +219,9 @@ class FreeListIds:
             raise ValueError(f"slot {last_slot} lies in a page that is not in use")
         fill = min(num_tokens, ps - (last_slot + 1) % ps)
         rest = self.pool.alloc(num_tokens - fill)
-        return None if rest is None else list(range(last_slot + 1, last_slot + 1 + fill)) + rest
+        if rest is None:
+            return None
+        return shared_ids(last_slot + 1, last_slot + 1 + fill) + rest
 
     def can_continue(self, last_slot: int, num_tokens: int) -> bool:
         return False  # a list of ids never grows in place
@@ -248,6 +254,24 @@ class FreeListIds:
         if self.check:
             assert len(self.in_use) == used, "in-use set disagrees with the count"
             assert not self.in_use.intersection(self.queue[self.head :]), "slot free and used"
+
+
+SHARED_IDS: list[int] = []  # 0, 1, 2, ...: see shared_ids
+
+
+def shared_ids(lo: int, hi: int) -> list[int]:
+    """The ints lo .. hi - 1 (a new list), each one object shared by every pool that hands out
+    lists of ids: a run of ids then compares equal to this slice pointer by pointer
+    (SWASlotAllocator reads and writes its mapping a run at a time). Grows to the largest id
+    asked for.
+
+    >>> shared_ids(3, 6), shared_ids(700, 701)[0] is shared_ids(700, 701)[0]
+    ([3, 4, 5], True)
+    """
+    have = len(SHARED_IDS)
+    if hi > have:
+        SHARED_IDS.extend(range(have, max(hi, have + have // 4 + 1024)))
+    return SHARED_IDS[lo:hi]
 
 
 class FreshRuns:

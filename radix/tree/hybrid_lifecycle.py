@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from radix import events as ev
 from radix.request import Req
+from radix.tokens import head
 from radix.tree.components.base import MAMBA
 from radix.tree.components.swa import free_swa_out_of_window_slots
 from radix.tree.key import RadixKey
@@ -248,7 +249,7 @@ def begin_extend(cache: UnifiedRadixCache, req: Req, start: int, end: int) -> No
     """The row holds KV slots through `end`: the extend's Mamba state is tracked, the
     request's fill ends at `end` and its decode count restarts (prepare_for_extend)."""
     track_mamba_extend(cache, req, start, end)
-    req.fill_ids = req.all_ids[:end]
+    req.fill_ids = head(req.all_ids, end)
     cache.kv_of(req).decode_batch_idx = 0
 
 

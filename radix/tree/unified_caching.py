@@ -32,7 +32,8 @@ def checkpoint_into_tree(cache, req: Req, up_to: int) -> None:
     if not 0 <= up_to <= len(row):
         raise ValueError(f"request {req.rid!r}: up_to {up_to} is outside 0..{len(row)}")
     is_finished = req.finished
-    ids = head(req.all_ids, up_to)
+    prompt_ids = req.origin_input_ids  # the whole prompt shared when up_to covers it
+    ids = head(prompt_ids if up_to <= len(prompt_ids) else req.all_ids, up_to)
     params = InsertParams(None, prev_prefix_len=req.cache_protected_len,
                           inserted_len=req.cache_inserted_len, priority=req.priority or 0)
     effective = len(ids)
@@ -49,7 +50,7 @@ def checkpoint_into_tree(cache, req: Req, up_to: int) -> None:
         return
     n = effective - effective % cache.page_size
     params.key = RadixKey(head(ids, n), req.extra_key, req.cache_salt)
-    params.value = row[:n]
+    params.value = row  # the insert reads its first n slots (the row is not changed in it)
     result = cache._insert(params)
     req.cache_inserted_len = max(req.cache_inserted_len, n)
     prompt = len(req.origin_input_ids)
@@ -115,6 +116,7 @@ def free_kv_row(cache, req: Req, state, start: int, end: int) -> None:
     hi = min(max(state.swa_evicted_seqlen, req.cache_protected_len, start), end)
     if hi > lo:
         cache.free_full_only(row[lo:hi])
-    alive = [(a, b) for a, b in ((start, lo), (hi, end)) if b > a]
-    for a, b in alive:
-        cache.free_kv(row[a:b])
+    if lo > start:
+        cache.free_kv(row[start:lo])
+    if end > hi:
+        cache.free_kv(row[hi:end])

@@ -12,10 +12,8 @@ Leaves out: host demotion and write-back backups, session partitions, the shared
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from radix import events as ev
-from radix.tree.components.base import FULL, TreeComponent
+from radix.tree.components.base import FULL, SWA, TreeComponent
 from radix.tree.node import detach
 from radix.tree.unified_types import EvictResult
 
@@ -25,38 +23,39 @@ def evict_components(cache, requests: dict, targets: dict | None):
     tracker = dict.fromkeys(cache.tree_components, 0)
     if cache.disable:
         return EvictResult(tracker)
-
-    def reached(ct) -> bool:
-        target = None if targets is None else targets.get(ct)
-        return target is not None and cache.available_size(ct) >= target
-
+    walked = False  # until a walk runs, no pool has reached its target (each lies above it)
     for comp in cache.comps:
         ct = comp.component_type
         request = requests.get(ct, 0)
-        to_target = ct == FULL and request > 0 and targets is not None and ct in targets
-        if reached(ct) or (not to_target and tracker[ct] >= request):
+        # the pool's availability to reach (evict_for_alloc), None: the request alone
+        target = None if targets is None else targets.get(ct)
+        to_target = ct == FULL and request > 0 and target is not None
+        if not to_target and tracker[ct] >= request:
+            continue
+        if walked and target is not None and cache.available_size(ct) >= target:
             continue
         quota = max(request, tracker[ct] + cache.evictable_size_[FULL]) if to_target else request
+        walked = True
         if ct == FULL:
-            _walk_full(cache, quota, tracker, reached)
+            _walk_full(cache, quota, tracker, target)
         else:
-            _walk_lru(cache, comp, quota, tracker, reached)
+            _walk_lru(cache, comp, quota, tracker, target)
     return EvictResult(tracker)
 
 
-def _walk_full(cache, quota: int, tracker: dict, reached: Callable) -> None:
+def _walk_full(cache, quota: int, tracker: dict, target: int | None) -> None:
     heap = cache._leaves
     while tracker[FULL] < quota:
         node = heap.pop()
         if node is None:
             break
         delete_leaf(cache, node, tracker)
-        if reached(FULL):
+        if target is not None and cache.available_size(FULL) >= target:
             break
 
 
 def _walk_lru(cache, comp: TreeComponent, quota: int, tracker: dict,
-              reached: Callable) -> None:
+              target: int | None) -> None:
     """The component's walk from its LRU tail: the cursor moves to the previous unlocked entry
     before each victim goes, and restarts at the tail when its entry left the list."""
     lru, ct = comp.lru, comp.component_type
@@ -73,7 +72,7 @@ def _walk_lru(cache, comp: TreeComponent, quota: int, tracker: dict,
         else:
             comp.evict_component(node, tracker)
             cascade(cache, node, comp, tracker)
-        if reached(ct):
+        if target is not None and cache.available_size(ct) >= target:
             return
 
 
@@ -98,14 +97,24 @@ def cascade(cache, node, trigger: TreeComponent, tracker: dict) -> None:
 
 def delete_leaf(cache, node, tracker: dict) -> None:
     """An evictable leaf goes whole: FULL's slots (full pool), SWA's peers, the state; the
-    parent may become an evictable leaf in the same call."""
+    parent may become an evictable leaf in the same call. Where SWA holds the leaf's peers,
+    both pools get theirs back in one free (the allocator's free: SWA's, then FULL's)."""
     slot_ids = node.value
-    for comp in cache.comps:
-        if comp.component_type == FULL:
-            comp.evict_component(node, tracker)
-        else:
-            comp.evict_component(node, tracker, cause="")
-    parent = detach(node, cache.page_size)
+    data = node.component_data
+    both = cache._frees_swa_peers and data[SWA].value is not None
+    cache.full.evict_component(node, tracker, not both)
+    for comp in cache.aux:
+        comp.evict_component(node, tracker, "", not both or comp.component_type != SWA)
+    if both:
+        cache.allocator.free(slot_ids)
+    for t in cache._aux_types:  # its data lets go of it (the one reference cycle a node is
+        data[t].node = None     # in), so the node is freed at once, not by the cycle collector
+    key = node.key
+    if cache.page_size == 1 and key.extra_key is None and key.cache_salt is None:
+        parent = node.parent  # (detach, inline)
+        del parent.children[key.token_ids[0]]
+    else:
+        parent = detach(node, cache.page_size)
     del cache._nodes[node.id]
     cache._leaves.discard(node)
     node.value = None
@@ -113,4 +122,5 @@ def delete_leaf(cache, node, tracker: dict) -> None:
         cache._sink.emit(ev.LeafSetChanged((), (node.id,)))
         cache._sink.emit(ev.NodeEvicted(node.id, parent.id, len(slot_ids), tuple(slot_ids),
                                         node.heap_key))
-    cache.update_leaf(parent)
+    if not parent.children or parent in cache.evictable_leaves:  # (else: still no leaf)
+        cache.update_leaf(parent)

@@ -22,12 +22,13 @@ Leaves out: HiCache, sessions, EAGLE bigram keys, the rotation base, storage and
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from radix import events as ev
 from radix.request import Req
 from radix.tokens import TokenRuns, tokens
-from radix.tokens.runs import gallop_match
+from radix.tokens.runs import PrefixProbe, gallop_match
 from radix.tree import unified_caching, unified_check, unified_evict
 from radix.tree.components.base import (
     FULL,
@@ -43,11 +44,13 @@ from radix.tree.components.full import FullComponent
 from radix.tree.components.mamba import MambaComponent
 from radix.tree.components.req_state import ReqKvInfo
 from radix.tree.components.swa import SWAComponent
+from radix.tree.components.swa_cap import add_capped_leaf
 from radix.tree.evict_policy import EvictionHeap, get_strategy, tlru_new_node, tlru_split
-from radix.tree.key import RadixKey
-from radix.tree.node import ROOT_PRIORITY, TreeNode, attach, cut_edge
+from radix.tree.key import RadixKey, page_at
+from radix.tree.node import ROOT_PRIORITY, TreeNode, attach
 from radix.tree.radix_cache import LogicalClock
 from radix.tree.unified_types import EvictResult, HybridMatchResult, InsertParams, InsertResult
+from radix.tree.walk import GUARD_MIN_LEN
 
 
 class UnifiedTreeNode(TreeNode):
@@ -113,6 +116,15 @@ class UnifiedRadixCache:
         self._aux_types = tuple(int(c.component_type) for c in self.aux)
         self.full: FullComponent = self.components[FULL]
         self._slots = max(types) + 1  # length of a node's component_data list
+        self._acquires = tuple(c.acquire for c in self.comps)  # (bound once)
+        self._releases = tuple(c.release for c in reversed(self.comps))  # auxiliary first
+        self._hooks = _Hooks(self.comps)
+        # a deleted leaf's FULL slots and SWA peers go back in one free (the allocator's)
+        self._frees_swa_peers = self.is_swa_enabled and allocator is not None
+        # SWA: a new leaf longer than a window is made as the two nodes its cap splits it into
+        self._add_capped_leaf = partial(add_capped_leaf, self.components[SWA]) \
+            if SWA in self.components and self.eviction_policy != "tlru" else None
+        self._probe = PrefixProbe()  # compares long first edges without slicing the key
         self.num_steps = 0
         self.req_states: dict[Req, ReqKvInfo] = {}
         self.reset()
@@ -164,10 +176,15 @@ class UnifiedRadixCache:
         >>> r.mamba_branching_seqlen  # keep a state at 4 (the grid of 2 below 5): next one hits
         4
         """
-        key = _as_key(key)
-        self._begin("match_prefix", rid)
+        if key.__class__ is not RadixKey:
+            key = _as_key(key)
+        sink = self._sink
+        if sink is not None:
+            sink.emit(ev.StepStarted(self.num_steps, "match_prefix", rid))
         result = self._match(key)
-        self._end("match_prefix")
+        if sink is not None:
+            sink.emit(ev.StepEnded(self.num_steps, "match_prefix"))
+        self.num_steps += 1
         return result
 
     def _match(self, key: RadixKey) -> HybridMatchResult:
@@ -176,37 +193,46 @@ class UnifiedRadixCache:
         if self.disable or n == 0:
             return HybridMatchResult([], self.root_node, 0, 0)
         validators = [c.validator() for c in self.aux]
+        ns = key.namespace
         node = best = self.root_node
         values: list = []
-        best_count = pos = 0
+        best_count = best_len = pos = 0
         while pos < n:
-            child = node.children.get(_child_key(key, tok, pos, ps))
+            first = tok[pos] if ps == 1 else tuple(tok[pos: pos + ps])
+            child = node.children.get(first if ns is None else (ns, first))
             if child is None:
                 break
-            m = _edge_match(child.key.token_ids, tok, pos, n, ps)
-            cut = m < len(child.key)
+            m = self._edge_match(child, tok, pos, n)
+            cut = m < len(child.value)  # (a live node's value is as long as its key)
             if cut:
                 child = self._split_node(child, m)
             values.append(child.value)
             node, pos = child, pos + m
-            if all([v(node) for v in validators]):  # every validator sees every node
-                best, best_count = node, len(values)
+            ok = True
+            for v in validators:  # every validator sees every node
+                if not v(node):
+                    ok = False
+            if ok:
+                best, best_count, best_len = node, len(values), pos
             if cut:
                 break
-        return self._match_post(key, best, values[:best_count], pos)
+        if best_count < len(values):
+            del values[best_count:]
+        return self._match_post(key, best, values, best_len, pos)
 
-    def _match_post(self, key, best, values, full_hit: int) -> HybridMatchResult:
-        for comp in self.aux:
-            comp.refresh_match_end(best)
+    def _match_post(self, key, best, values, prefix_len: int, full_hit: int) -> \
+            HybridMatchResult:
+        for refresh in self._hooks.refresh_match_end:
+            refresh(best)
         t = self.clock()
         x = best
         while x is not None:
             x.last_access_time = t
             x = x.parent
         self._leaves.touch(best)
-        result = HybridMatchResult(values, best, sum(len(v) for v in values), full_hit)
-        for comp in self.comps:
-            result = comp.finalize_match(result)
+        result = HybridMatchResult(values, best, prefix_len, full_hit)
+        for finalize in self._hooks.finalize_match:
+            result = finalize(result)
         if self._sink is not None:
             path, x = [], best
             while x is not self.root_node:
@@ -216,6 +242,29 @@ class UnifiedRadixCache:
                                               full_hit, result.mamba_branching_seqlen,
                                               result.swa_branching_seqlen))
         return result
+
+    def _edge_match(self, child, tok, pos: int, n: int) -> int:
+        """Tokens of child's edge that tok[pos:n] matches, page-floored (at least one page: the
+        child key matched). A long first edge (a shared system prompt, compared on every
+        request) is compared in place, without slicing the key (RadixCache's PrefixProbe)."""
+        edge = child.key.token_ids
+        m = len(edge)
+        if n - pos >= m:
+            if pos or m < GUARD_MIN_LEN or tok.__class__ is not list \
+                    or edge.__class__ is not list:
+                if tok[pos: pos + m] == edge:
+                    return m
+            elif len(tok) == m:
+                if tok == edge:
+                    return m
+            else:
+                guarded = child.guarded_key
+                if guarded is None:
+                    guarded = child.guarded_key = self._probe.guard(edge)
+                if self._probe.starts_with(tok, guarded):
+                    return m
+        m = gallop_match(edge, tok[pos:n])
+        return m - m % self.page_size
 
     # --------------------------------------------------------------------------------- insert
 
@@ -242,67 +291,81 @@ class UnifiedRadixCache:
 
     def _insert(self, params: InsertParams) -> InsertResult:
         key, ps = params.key, self.page_size
-        n = len(key) - len(key) % ps
+        tok = key.token_ids
+        n = len(tok) - len(tok) % ps
         value = params.value
         if value is None:
-            value = key.token_ids
+            value = tok
         elif len(value) < n:
             raise ValueError(f"value has {len(value)} slot ids for a key of {n} tokens")
         root, t = self.root_node, self.clock()
         root.last_access_time = t
-        root.priority = max(root.priority, params.priority)
+        priority, inserted_len = params.priority, params.inserted_len
+        if root.priority < priority:
+            root.priority = priority
         result = InsertResult(0, root)
         if self.disable or n == 0:
             result.mamba_exist = True
             return result
-        tok, node, pos, path, first = key.token_ids, root, 0, [], None
+        overlaps = self._hooks.insert_overlap
+        ns = key.namespace
+        node, pos, path, first = root, 0, [], None
         while pos < n:
-            child = node.children.get(_child_key(key, tok, pos, ps))
+            head_ = tok[pos] if ps == 1 else tuple(tok[pos: pos + ps])
+            child = node.children.get(head_ if ns is None else (ns, head_))
             if child is None:
                 break
             child.last_access_time = t
-            m = _edge_match(child.key.token_ids, tok, pos, n, ps)
-            if m < len(child.key):
+            m = self._edge_match(child, tok, pos, n)
+            if m < len(child.value):
                 child = self._split_node(child, m)
-            child.priority = max(child.priority, params.priority)
-            child = self._overlap(child, m, pos, value, params, result)
-            if pos + m > params.inserted_len:
+            if child.priority < priority:
+                child.priority = priority
+            # the components take what they overlap; the request's duplicates past
+            # prev_prefix_len are freed (FULL only below its SWA eviction cursor)
+            consumed = m
+            for overlap in overlaps:
+                consumed = min(consumed, overlap(child, m, pos, value, params, result))
+            dup_start = params.prev_prefix_len - pos
+            if dup_start < 0:
+                dup_start = 0
+            if dup_start < consumed:
+                self._free_duplicates(value[pos + dup_start: pos + consumed],
+                                      params.swa_evicted_seqlen - (pos + dup_start))
+            if pos + m > inserted_len:
                 child.hit_count += 1
-                first = len(path) if first is None else first
+                if first is None:
+                    first = len(path)
             path.append(child)
             node, pos = child, pos + m
-        return self._commit(node, pos, n, key, value, params, result, (path, first))
+        return self._commit(node, pos, n, key, value, params, result, path, first)
 
-    def _overlap(self, node, m: int, pos: int, value, params: InsertParams, result) -> Any:
-        """The components take what they overlap; the request's duplicates past
-        prev_prefix_len are freed (FULL only below its SWA eviction cursor)."""
-        consumed = m
-        for comp in self.aux:
-            consumed = min(consumed, comp.insert_overlap(node, m, pos, value, params, result))
-        dup_start = max(0, params.prev_prefix_len - pos)
-        if dup_start < consumed:
-            dup = value[pos + dup_start: pos + consumed]
-            gone = min(max(params.swa_evicted_seqlen - (pos + dup_start), 0), len(dup))
-            if gone:
-                self.free_full_only(dup[:gone])
-            if gone < len(dup):
-                self.free_kv(dup[gone:])
-        return node
+    def _free_duplicates(self, dup, swa_gone: int) -> None:
+        """The request's own slots for tokens the tree already had: the first `swa_gone` lost
+        their SWA peers already (full side only), the rest go back whole."""
+        gone = min(max(swa_gone, 0), len(dup))
+        if gone:
+            self.free_full_only(dup[:gone])
+        if gone < len(dup):
+            self.free_kv(dup[gone:])
 
-    def _commit(self, node, pos: int, n: int, key, value, params, result, walked) -> \
-            InsertResult:
+    def _commit(self, node, pos: int, n: int, key, value, params, result, path: list,
+                first: int | None) -> InsertResult:
         is_new = pos < n
         if is_new:
-            edge = key if pos == 0 and n == len(key) else key[pos:n]
-            node = self._add_leaf(node, edge, value[pos:n], params.priority)
+            capped = self._add_capped_leaf
+            leaf = None if capped is None else capped(node, key, value, pos, n, params)
+            if leaf is None:
+                edge = key if pos == 0 and n == len(key) else key[pos:n]
+                leaf = self._add_leaf(node, edge, value[pos:n], params.priority)
+            node = leaf
         result.prefix_len, result.last_node = pos, node
-        for comp in self.aux:
-            comp.commit_insert(node, is_new, params, result)
+        for commit in self._hooks.commit_insert:
+            commit(node, is_new, params, result)
         if node is not self.root_node:
-            for comp in self.aux:
-                comp.refresh_insert_end(node)
-        path, first = walked
-        if is_new and pos + len(node.key) > params.inserted_len:
+            for refresh in self._hooks.refresh_insert_end:
+                refresh(node)
+        if is_new and pos + len(node.value) > params.inserted_len:
             node.hit_count += 1  # (SGLang measures the leaf after commit's SWA window cap)
             first = len(path) if first is None else first
         self._leaves.touch(node)
@@ -320,13 +383,19 @@ class UnifiedRadixCache:
         if self._tlru:
             tlru_new_node(leaf, parent)
         self._nodes[leaf.id] = leaf
-        self.evictable_size_[FULL] += len(key)
-        if self._sink is not None:
+        self.evictable_size_[FULL] += len(value)
+        sink = self._sink
+        if sink is not None:
             self._emit(ev.NodeInserted(leaf.id, parent.id, tokens(key.token_ids),
                                        tokens(leaf.value), priority, t, key.extra_key,
                                        key.cache_salt))
-        self.update_leaf(leaf)
-        self.update_leaf(parent)
+        # a fresh leaf is unlocked in every component: an evictable leaf; its parent is not
+        leaves = self._leaves
+        leaves.add(leaf)
+        if sink is not None:
+            sink.emit(ev.LeafSetChanged((leaf.id,), ()))
+        if parent in leaves.leaves:
+            self.update_leaf(parent)
         return leaf
 
     def split_node(self, child, split_len: int) -> UnifiedTreeNode:
@@ -336,12 +405,25 @@ class UnifiedRadixCache:
 
     def _split_node(self, child, split_len: int) -> UnifiedTreeNode:
         created = self.clock()
-        new = self._new_node(self._next_id, child.key[:split_len], child.value[:split_len],
-                             created)
+        key, value, ps = child.key, child.value, self.page_size
+        new = self._new_node(self._next_id, key[:split_len], value[:split_len], created)
         self._next_id += 1
-        child.value = child.value[split_len:]
+        child.value = value[split_len:]
         child.guarded_key = None
-        cut_edge(child, new, self.page_size)  # FULL's lock_ref, hit_count, priority go up too
+        # cut_edge's links: new goes between child and its parent, taking child's slot in the
+        # parent's dict and FULL's lock_ref, hit_count and priority
+        parent = new.parent = child.parent
+        new.lock_ref, new.hit_count, new.priority = child.lock_ref, child.hit_count, child.priority
+        rest = child.key = key[split_len:]
+        child.parent = new
+        upper, lower = new.key.token_ids, rest.token_ids
+        upper, lower = (upper[0], lower[0]) if ps == 1 else (page_at(upper, 0, ps),
+                                                              page_at(lower, 0, ps))
+        if key.extra_key is not None or key.cache_salt is not None:
+            ns = (key.extra_key, key.cache_salt)
+            upper, lower = (ns, upper), (ns, lower)
+        new.children = {lower: child}
+        parent.children[upper] = new
         new.creation_time = child.creation_time
         if self._tlru:
             tlru_split(new, child, split_len)
@@ -352,8 +434,8 @@ class UnifiedRadixCache:
         if self._sink is not None:
             self._emit(ev.NodeSplit(child.id, new.id, new.parent.id, split_len, created,
                                     new.creation_time if new.creation_time != created else None))
-        self.update_leaf(new)
-        self.update_leaf(child)
+        # the leaf set stays: `new` has a child and was never listed; child keeps its children,
+        # its locks and its slots, so its standing
         self._leaves.touch(child)
         return new
 
@@ -437,35 +519,57 @@ class UnifiedRadixCache:
         >>> r = c.inc_lock_ref(leaf); c.protected_size_[FULL], r.swa_uuid is not None
         (4, True)
         """
-        self._check_live(node)
-        self._begin("inc_lock_ref", rid)
-        receipt = LockReceipt(node.id, tuple(skip))
+        if node.__class__ is not UnifiedTreeNode or self._nodes.get(node.id) is not node:
+            self._check_live(node)
+        sink = self._sink
+        if sink is not None:
+            sink.emit(ev.StepStarted(self.num_steps, "inc_lock_ref", rid))
+        skipped = tuple(skip) if skip else ()
+        receipt = tuple.__new__(LockReceipt, (node.id, skipped, None))
         if not self.disable:
-            for comp in self.comps:
-                if comp.component_type not in receipt.skipped:
-                    receipt = comp.acquire(node, receipt)
-            self.update_leaf(node)
-        self._end("inc_lock_ref")
+            if not skipped:
+                for acquire in self._acquires:
+                    receipt = acquire(node, receipt)
+            else:
+                for comp in self.comps:
+                    if comp.component_type not in skipped:
+                        receipt = comp.acquire(node, receipt)
+            if node.lock_ref == 0 or node in self._leaves.leaves:  # (else: still no leaf)
+                self.update_leaf(node)
+        if sink is not None:
+            sink.emit(ev.StepEnded(self.num_steps, "inc_lock_ref"))
+        self.num_steps += 1
         return receipt
 
     def dec_lock_ref(self, node, receipt: LockReceipt, skip_swa: bool = False,
                      rid: str | None = None) -> None:
         """Replays the receipt, auxiliary components first; skip_swa after dec_swa_lock_only
         (SWA and the components below it are already released)."""
-        self._check_live(node)
+        if node.__class__ is not UnifiedTreeNode or self._nodes.get(node.id) is not node:
+            self._check_live(node)
         if receipt.node_id != node.id:
             raise ValueError(f"lock receipt anchored on node {receipt.node_id} released on "
                              f"node {node.id}")
-        self._begin("dec_lock_ref", rid)
+        sink = self._sink
+        if sink is not None:
+            sink.emit(ev.StepStarted(self.num_steps, "dec_lock_ref", rid))
         if not self.disable:
-            for comp in reversed(self.comps):
-                if comp.component_type in receipt.skipped:
-                    continue
-                if skip_swa and comp.internal_priority <= SWAComponent.internal_priority:
-                    continue
-                comp.release(node, receipt)
-            self.update_leaf(node)
-        self._end("dec_lock_ref")
+            skipped = receipt.skipped
+            if not skipped and not skip_swa:
+                for release in self._releases:
+                    release(node, receipt)
+            else:
+                for comp in reversed(self.comps):
+                    if skipped and comp.component_type in skipped:
+                        continue
+                    if skip_swa and comp.internal_priority <= SWAComponent.internal_priority:
+                        continue
+                    comp.release(node, receipt)
+            if (node.lock_ref == 0 and not node.children) or node in self._leaves.leaves:
+                self.update_leaf(node)  # (else it is no leaf, and is not listed as one)
+        if sink is not None:
+            sink.emit(ev.StepEnded(self.num_steps, "dec_lock_ref"))
+        self.num_steps += 1
 
     def dec_swa_lock_only(self, node, receipt: LockReceipt, rid: str | None = None) -> None:
         """Releases the SWA window lock early (decode has moved past the window) and the
@@ -561,13 +665,19 @@ class UnifiedRadixCache:
     def path_values(self, node, last: int | None = None) -> list[int]:
         """FULL slots of the path from the root to `node` (SGLang's path_device_indices), or
         only its `last` ones (joining no more nodes than they take)."""
-        parts, got = [], 0
-        while node is not self.root_node and (last is None or got < last):
-            parts.append(node.value)
-            got += len(node.value)
+        parts, got, root = [], 0, self.root_node
+        while node is not root and (last is None or got < last):
+            value = node.value
+            parts.append(value)
+            got += len(value)
             node = node.parent
-        out = [s for part in reversed(parts) for s in part]
-        return out if last is None or got <= last else out[got - last:]
+        parts.reverse()
+        if last is not None and got > last:  # the shallowest node gives only its tail
+            parts[0] = parts[0][got - last:]
+        out: list[int] = []
+        for part in parts:
+            out += part
+        return out
 
     def check_invariants(self) -> None:
         """Raises InvariantError on the first broken rule (unified_check.py)."""
@@ -606,18 +716,15 @@ def _as_key(key) -> RadixKey:
     return RadixKey(tokens(key) if isinstance(key, TokenRuns) else list(key))
 
 
-def _child_key(key: RadixKey, tok, pos: int, ps: int):
-    """The children-dict key of the edge starting at `pos` (RadixKey.child_key at an offset)."""
-    first = tok[pos] if ps == 1 else tuple(tok[pos: pos + ps])
-    ns = key.namespace
-    return first if ns is None else (ns, first)
+class _Hooks:
+    """The components' hooks the tree's walks call, bound once, in component order, leaving
+    out the components that keep TreeComponent's default (a no-op) for a hook."""
 
+    NAMES = ("refresh_match_end", "finalize_match", "insert_overlap", "commit_insert",
+             "refresh_insert_end")
 
-def _edge_match(edge, tok, pos: int, n: int, ps: int) -> int:
-    """Tokens of `edge` that tok[pos:n] matches, page-floored (at least one page: the child
-    key matched)."""
-    m = len(edge)
-    if n - pos >= m and tok[pos: pos + m] == edge:
-        return m
-    m = gallop_match(edge, tok[pos:n])
-    return m - m % ps
+    def __init__(self, comps: Sequence[TreeComponent]) -> None:
+        for name in self.NAMES:
+            default = getattr(TreeComponent, name)
+            setattr(self, name, tuple(getattr(c, name) for c in comps
+                                      if getattr(type(c), name) is not default))

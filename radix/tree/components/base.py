@@ -117,8 +117,11 @@ class LRUList:
         recent, its ancestors right behind it (reset_node_and_parents_mru)."""
         prev = self.head
         for cd in path:
-            self._unlink(cd)
-            self._link_after(prev, cd)
+            if cd.prev is not prev:  # (an entry already in its place stays)
+                cd.prev.next, cd.next.prev = cd.next, cd.prev
+                nxt = prev.next
+                cd.prev, cd.next = prev, nxt
+                nxt.prev = prev.next = cd
             prev = cd
 
     def prev_no_lock(self, cd: ComponentData) -> ComponentData | None:
@@ -162,6 +165,8 @@ class TreeComponent:
     def __init__(self, cache: Any) -> None:  # the UnifiedRadixCache it serves
         self.cache = cache
         self.lru = LRUList()
+        # a value counts its length (size_of not overridden): read inline, no call
+        self._sized_by_len = type(self).size_of is TreeComponent.size_of
 
     # -- data on a node
     def data(self, node) -> ComponentData:
@@ -202,10 +207,16 @@ class TreeComponent:
         protected when the node is locked (SGLang's set_component_device_value)."""
         cd = node.component_data[self.component_type]
         cd.value = value
-        self.lru.insert_mru(cd)
+        lru = self.lru  # (LRUList.insert_mru)
+        assert cd.next is None, "already listed"
+        head = lru.head
+        nxt = head.next
+        cd.prev, cd.next = head, nxt
+        nxt.prev = head.next = cd
+        lru.size += 1
         cache, ct = self.cache, self.component_type
         sizes = cache.protected_size_ if cd.lock_ref else cache.evictable_size_
-        sizes[ct] += self.size_of(value)
+        sizes[ct] += len(value) if self._sized_by_len else self.size_of(value)
         if cache._sink is not None:
             full = tuple(node.value) if recovered else None
             cache._sink.emit(ev.ComponentStored(node.id, str(ct), tuple(value), recovered, full))
@@ -215,16 +226,23 @@ class TreeComponent:
         return len(value)
 
     # -- evict
-    def evict_component(self, node, tracker: dict, cause: str = "evict") -> int:
+    def evict_component(self, node, tracker: dict, cause: str = "evict",
+                        free: bool = True) -> int:
         """Frees this component's data on `node` (a tombstone now, unless the node is being
-        deleted), unlisted; adds what it freed to tracker. Returns that amount."""
+        deleted), unlisted; adds what it freed to tracker. Returns that amount. free=False:
+        the pool gets it back from the caller (a deleted leaf's SWA peers, with FULL's)."""
         cd = node.component_data[self.component_type]
         if cd.value is None:
             return 0
-        n = self.size_of(cd.value)
-        self.free_value(node, cd.value)
+        value = cd.value
+        n = len(value) if self._sized_by_len else self.size_of(value)
+        if free:
+            self.free_value(node, value)
         cd.value = None
-        self.lru.remove(cd)
+        assert cd.next is not None, "not listed"  # (LRUList.remove)
+        cd.prev.next, cd.next.prev = cd.next, cd.prev
+        cd.prev = cd.next = None
+        self.lru.size -= 1
         cache, ct = self.cache, self.component_type
         cache.evictable_size_[ct] -= n
         tracker[ct] += n

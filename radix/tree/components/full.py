@@ -31,10 +31,12 @@ class FullComponent(TreeComponent):
     def validator(self):
         return lambda node: node.value is not None
 
-    def evict_component(self, node, tracker: dict) -> int:
-        """A leaf's FULL slots go back (the full pool only: SWA frees its peers itself)."""
+    def evict_component(self, node, tracker: dict, free: bool = True) -> int:
+        """A leaf's FULL slots go back (the full pool only: SWA frees its peers itself);
+        free=False: counted only, the caller frees them (with their SWA peers)."""
         n = len(node.value)
-        self.cache.free_full_only(node.value)
+        if free:
+            self.cache.free_full_only(node.value)
         self.cache.evictable_size_[FULL] -= n
         tracker[FULL] += n
         return n
@@ -44,12 +46,17 @@ class FullComponent(TreeComponent):
         cache = self.cache
         root, sink, moved_total = cache.root_node, cache._sink, 0
         x = node
+        if sink is None:
+            while x is not root:
+                if x.lock_ref == 0:
+                    moved_total += len(x.value)
+                x.lock_ref += 1
+                x = x.parent
         while x is not root:
             moved = len(x.value) if x.lock_ref == 0 else 0
             moved_total += moved
             x.lock_ref += 1
-            if sink is not None:
-                sink.emit(ev.LockChanged(x.id, x.lock_ref, 1, moved))
+            sink.emit(ev.LockChanged(x.id, x.lock_ref, 1, moved))
             x = x.parent
         cache.evictable_size_[FULL] -= moved_total
         cache.protected_size_[FULL] += moved_total
@@ -61,13 +68,17 @@ class FullComponent(TreeComponent):
         root, sink, moved_total = cache.root_node, cache._sink, 0
         x = node
         while x is not root:
-            if x.lock_ref <= 0:
-                raise ValueError(f"FULL release hit lock_ref 0 on node {x.id}")
-            moved = len(x.value) if x.lock_ref == 1 else 0
-            moved_total += moved
-            x.lock_ref -= 1
+            ref = x.lock_ref
+            if ref <= 1:
+                if ref <= 0:
+                    raise ValueError(f"FULL release hit lock_ref 0 on node {x.id}")
+                moved = len(x.value)
+                moved_total += moved
+            else:
+                moved = 0
+            x.lock_ref = ref - 1
             if sink is not None:
-                sink.emit(ev.LockChanged(x.id, x.lock_ref, -1, moved))
+                sink.emit(ev.LockChanged(x.id, ref - 1, -1, moved))
             x = x.parent
         cache.evictable_size_[FULL] += moved_total
         cache.protected_size_[FULL] -= moved_total

@@ -117,7 +117,8 @@ class MambaComponent(TreeComponent):
     def release(self, node, receipt: LockReceipt) -> None:
         if node is not self.cache.root_node:
             self._lock(node, -1)
-            if node.component_data[MAMBA].lock_ref == 0:
+            # a node FULL still locks is no evictable leaf (and is not listed as one)
+            if node.component_data[MAMBA].lock_ref == 0 and node.lock_ref == 0:
                 self.cache.update_leaf(node)
 
     def _lock(self, node, delta: int) -> None:

@@ -71,25 +71,26 @@ class SWAComponent(TreeComponent):
         result.swa_branching_seqlen = aligned if aligned > result.prefix_len else None
         return result
 
-    def refresh_match_end(self, node) -> None:
-        self._refresh_window(node)
-
-    def refresh_insert_end(self, node) -> None:
-        self._refresh_window(node)
-
     def _refresh_window(self, node) -> None:
         """The node and its ancestors within a window (+ a page) that hold SWA data become the
-        most recent, the deepest first (reset_node_and_window_ancestors_mru)."""
-        root, span = self.cache.root_node, self.window + self.cache.page_size
-        path, acc = [], 0
+        most recent, the deepest first (reset_node_and_window_ancestors_mru: LRUList's
+        reset_path_mru, done as the walk goes)."""
+        cache = self.cache
+        root, span = cache.root_node, self.window + cache.page_size
+        prev, acc = self.lru.head, 0
         while node is not root and acc < span:
             cd = node.component_data[SWA]
             if cd.value is not None:
-                path.append(cd)
+                if cd.prev is not prev:  # (an entry already in its place stays)
+                    cd.prev.next, cd.next.prev = cd.next, cd.prev
+                    nxt = prev.next
+                    cd.prev, cd.next = prev, nxt
+                    nxt.prev = prev.next = cd
+                prev = cd
             acc += len(node.value)
             node = node.parent
-        if path:
-            self.lru.reset_path_mru(path)
+
+    refresh_match_end = refresh_insert_end = _refresh_window
 
     # ----------------------------------------------------------------------- split, insert
     def on_split(self, new, child) -> None:
@@ -142,7 +143,7 @@ class SWAComponent(TreeComponent):
         if not is_new_leaf:
             return
         start = result.prefix_len
-        live = self._clip(node, start, start + len(node.key), params.swa_evicted_seqlen)
+        live = self._clip(node, start, start + len(node.value), params.swa_evicted_seqlen)
         if live is None:
             return  # the whole new leaf is out of the window: an SWA tombstone leaf
         parent = self._cap_leaf(node)
@@ -156,9 +157,10 @@ class SWAComponent(TreeComponent):
         if leaf.component_data[SWA].lock_ref > 0:
             return None
         tail = ceil_align(self.window, self.cache.page_size)
-        if len(leaf.key) <= tail:
+        n = len(leaf.value)  # (as long as its key)
+        if n <= tail:
             return None
-        return self.cache.split_node(leaf, len(leaf.key) - tail)
+        return self.cache.split_node(leaf, n - tail)
 
     # ------------------------------------------------------------------------------ locks
     def acquire(self, node, receipt: LockReceipt) -> LockReceipt:
@@ -166,56 +168,60 @@ class SWAComponent(TreeComponent):
         where the window fills; the receipt keeps that uuid (None: the walk hit the root)."""
         cache = self.cache
         root, covered, uuid, sizes_moved = cache.root_node, 0, None, 0
+        window, sink = self.window, cache._sink
         x = node
-        while x is not root and covered < self.window:
+        while x is not root:
             cd = x.component_data[SWA]
-            moved = len(cd.value) if cd.lock_ref == 0 and cd.value is not None else 0
+            ref = cd.lock_ref
+            moved = len(cd.value) if ref == 0 and cd.value is not None else 0
             sizes_moved += moved
-            cd.lock_ref += 1
+            cd.lock_ref = ref + 1
+            if sink is not None:
+                sink.emit(ev.ComponentLockChanged(x.id, "swa", ref + 1, 1, moved))
             covered += len(x.value)
-            if covered >= self.window:
-                if cd.uuid is None:
-                    self._uuid += 1
-                    cd.uuid = self._uuid
+            if covered >= window:  # the window fills here: its boundary's stamp
                 uuid = cd.uuid
-            self._emit_lock(x, cd, 1, moved)
+                if uuid is None:
+                    self._uuid += 1
+                    uuid = cd.uuid = self._uuid
+                break
             x = x.parent
-        cache.evictable_size_[SWA] -= sizes_moved
-        cache.protected_size_[SWA] += sizes_moved
-        return receipt._replace(swa_uuid=uuid)
+        if sizes_moved:
+            cache.evictable_size_[SWA] -= sizes_moved
+            cache.protected_size_[SWA] += sizes_moved
+        return tuple.__new__(LockReceipt, (receipt.node_id, receipt.skipped, uuid))
 
     def release(self, node, receipt: LockReceipt) -> None:
-        self._unlock_window(node, receipt.swa_uuid, early=False)
+        self._unlock_window(node, receipt.swa_uuid)
 
     def release_window_lock(self, node, uuid: int | None) -> None:
         """dec_swa_lock_only's SWA part: the same walk; a device leaf it unlocks loses its
         SWA slots at once."""
         self._unlock_window(node, uuid, early=True)
 
-    def _unlock_window(self, node, uuid: int | None, early: bool) -> None:
+    def _unlock_window(self, node, uuid: int | None, early: bool = False) -> None:
         cache = self.cache
-        root, x = cache.root_node, node
+        root, x, sink = cache.root_node, node, cache._sink
         while x is not root:
             cd = x.component_data[SWA]
-            if cd.lock_ref <= 0:
+            ref = cd.lock_ref
+            if ref <= 0:
                 raise ValueError(f"SWA release hit lock_ref 0 on node {x.id}")
-            moved = len(cd.value) if cd.lock_ref == 1 and cd.value is not None else 0
-            cd.lock_ref -= 1
-            cache.evictable_size_[SWA] += moved
-            cache.protected_size_[SWA] -= moved
-            self._emit_lock(x, cd, -1, moved)
-            if cd.lock_ref == 0:
+            moved = len(cd.value) if ref == 1 and cd.value is not None else 0
+            cd.lock_ref = ref - 1
+            if moved:
+                cache.evictable_size_[SWA] += moved
+                cache.protected_size_[SWA] -= moved
+            if sink is not None:
+                sink.emit(ev.ComponentLockChanged(x.id, "swa", ref - 1, -1, moved))
+            # a node FULL still locks is no evictable leaf (and is not listed as one)
+            if ref == 1 and x.lock_ref == 0:
                 cache.update_leaf(x)
                 if early and moved and x in cache.evictable_leaves:
                     self.evict_component(x, {SWA: 0}, cause="window")
             if uuid and cd.uuid == uuid:
                 break
             x = x.parent
-
-    def _emit_lock(self, node, cd, delta: int, moved: int) -> None:
-        if self.cache._sink is not None:
-            self.cache._sink.emit(ev.ComponentLockChanged(node.id, "swa", cd.lock_ref, delta,
-                                                          moved))
 
     # -------------------------------------------------------------------- a request's KV
     def prepare_for_caching_req(self, req, state, params, token_ids_len: int,
