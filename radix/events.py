@@ -54,6 +54,37 @@ class ListSink:
         self.events.append(event)
 
 
+class StepEmitter:
+    """A cache's steps as events: `_begin` and `_end` bracket one public call (StepStarted,
+    StepEnded, then the step counter moves on), `_emit` sends one event; all three do nothing
+    without a sink. The host needs `_sink` (an EventSink or None) and `num_steps`.
+
+    >>> class Tiny(StepEmitter):
+    ...     def __init__(self, sink): self._sink, self.num_steps = sink, 0
+    >>> t = Tiny(ListSink()); t._begin("insert", "r1", "key of {} tokens", 3); t._end("insert")
+    >>> [type(e).__name__ for e in t._sink.events], t._sink.events[0].detail, t.num_steps
+    (['StepStarted', 'StepEnded'], 'key of 3 tokens', 1)
+    """
+
+    _sink: EventSink | None
+    num_steps: int
+
+    def _begin(self, op: str, rid: str | None = None, detail: str = "", *args: Any) -> None:
+        """Opens a step; `detail` is formatted with `args` only when someone listens."""
+        if self._sink is not None:
+            self._sink.emit(StepStarted(self.num_steps, op, rid,
+                                        detail.format(*args) if args else detail))
+
+    def _end(self, op: str) -> None:
+        if self._sink is not None:
+            self._sink.emit(StepEnded(self.num_steps, op))
+        self.num_steps += 1
+
+    def _emit(self, event: Event) -> None:
+        if self._sink is not None:
+            self._sink.emit(event)
+
+
 # --- the radix tree (radix/tree/) ---------------------------------------------------------------
 
 

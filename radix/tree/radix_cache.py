@@ -59,7 +59,7 @@ class LogicalClock:
         return self.now
 
 
-class RadixCache(RequestLifecycle):
+class RadixCache(RequestLifecycle, ev.StepEmitter):
     """SGLang's RadixCache over integer KV slot ids (its request calls: lifecycle.py).
 
     >>> c = RadixCache()
@@ -493,19 +493,6 @@ class RadixCache(RequestLifecycle):
         if self.allocator is not None and len(slot_ids):
             self.allocator.free(slot_ids)
 
-    def _begin(self, op: str, rid: str | None = None, detail: str = "", *args) -> None:
-        """Opens a step; `detail` is formatted with `args` only when someone listens."""
-        if self._sink is not None:
-            self._sink.emit(ev.StepStarted(self.num_steps, op, rid, detail.format(*args)))
-
-    def _end(self, op: str) -> None:
-        if self._sink is not None:
-            self._sink.emit(ev.StepEnded(self.num_steps, op))
-        self.num_steps += 1
-
-    def _emit(self, event: ev.Event) -> None:
-        if self._sink is not None:
-            self._sink.emit(event)
 
 
 def _concat_tokens(parts: list) -> Tokens:

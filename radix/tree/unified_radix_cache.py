@@ -63,7 +63,7 @@ class UnifiedTreeNode(TreeNode):
 COMPONENT_CLASSES = {FULL: FullComponent, SWA: SWAComponent, MAMBA: MambaComponent}
 
 
-class UnifiedRadixCache:
+class UnifiedRadixCache(ev.StepEmitter):
     """SGLang 0.5.23's UnifiedRadixCache over integer slot ids.
 
     With FULL alone it is our RadixCache (flavor "unified"); with SWA, a node beyond a window
@@ -693,18 +693,6 @@ class UnifiedRadixCache:
         if self._nodes.get(getattr(node, "id", None)) is not node:
             raise ValueError(f"{node!r} is not a live node of this tree (evicted or foreign)")
 
-    def _begin(self, op: str, rid: str | None = None) -> None:
-        if self._sink is not None:
-            self._sink.emit(ev.StepStarted(self.num_steps, op, rid))
-
-    def _end(self, op: str) -> None:
-        if self._sink is not None:
-            self._sink.emit(ev.StepEnded(self.num_steps, op))
-        self.num_steps += 1
-
-    def _emit(self, event: ev.Event) -> None:
-        if self._sink is not None:
-            self._sink.emit(event)
 
 
 def _as_key(key) -> RadixKey:
