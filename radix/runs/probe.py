@@ -189,7 +189,7 @@ class Probe:
                         e.node_id, e.num_tokens)
         for tnode, lo, hi in self.tree.ever.walk(tokens, e.namespace, len(tokens)).pieces:
             if hi > start:
-                tnode.marks.append((max(lo, start), hi, mark))
+                tnode.add_mark(max(lo, start), hi, mark)
 
     def on_lookup(self, req: Req, hit: Any) -> None:
         if req.rid in self.block_rows:
