@@ -169,12 +169,14 @@ class Probe:
     def on_arrival(self, req: Req) -> None:
         p, n = req.origin_input_ids, len(req.origin_input_ids)
         t_ns, b_ns = namespace(req, False), namespace(req, True)
-        self.at_arrival[req.rid] = (self.tree.arrived.known(p, t_ns, n),
-                                    self.blocks.arrived.known(p, b_ns, n),
-                                    self.arrived_any.known(p, None, n))
-        self.tree.arrived.insert(p, t_ns, n)
-        self.blocks.arrived.insert(p, b_ns, n)
-        self.arrived_any.insert(p, None, n)
+        # each insert resumes the walk that measured how much was known (nothing changed the
+        # trie between the two): one walk a trie, not two
+        walks = (self.tree.arrived.walk(p, t_ns, n), self.blocks.arrived.walk(p, b_ns, n),
+                 self.arrived_any.walk(p, None, n))
+        self.at_arrival[req.rid] = (walks[0].pos, walks[1].pos, walks[2].pos)
+        self.tree.arrived.insert(p, t_ns, n, resume=walks[0])
+        self.blocks.arrived.insert(p, b_ns, n, resume=walks[1])
+        self.arrived_any.insert(p, None, n, resume=walks[2])
 
     def on_extend(self, reqs: list[Req]) -> None:
         """A prefill batch is about to run: its matches are final, its inserts to come."""
