@@ -56,7 +56,8 @@ def upload(at, data: bytes) -> None:  # noqa: ANN001 - an AppTest
 
 def drawn(at) -> list[str]:  # noqa: ANN001 - an AppTest
     """Every element the page drew, as its type and proto, in the page's order. Left out: the
-    memory caption (it measures the process); the download buttons' random file ids read "-"."""
+    memory caption (it measures the process); the downloads' random file ids (a button's, or a
+    link's folder under static/downloads/) read "-"."""
     lines: list[str] = []
 
     def walk(node) -> None:  # noqa: ANN001 - an AppTest node
@@ -69,7 +70,8 @@ def drawn(at) -> list[str]:  # noqa: ANN001 - an AppTest
             walk(child)
 
     walk(at._tree)
-    return [re.sub(r'deferred_file_id: "[0-9a-f]+"', 'deferred_file_id: "-"', x) for x in lines]
+    return [re.sub(r'static/downloads/[0-9a-f]+/', 'static/downloads/-/', re.sub(
+        r'deferred_file_id: "[0-9a-f]+"', 'deferred_file_id: "-"', x)) for x in lines]
 
 
 def digest(lines: list[str]) -> str:

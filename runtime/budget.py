@@ -120,6 +120,18 @@ def resident_growth() -> tuple[int, int] | None:
     return now, now - _BASELINE[0]
 
 
+def set_aside_heap() -> None:
+    """Leaves every object alive now out of the cyclic collector's passes (gc.freeze) until
+    `give_back_memory` hands them back (gc.unfreeze, then its full collection). Called once a
+    big replay is built: its ~1.3 M objects (the conversation stand-in) live as long as the
+    session, and every full collection rescanned them all, ~0.5 s of CPU each, one every few
+    slider jumps (each block pool drawn is ~63 K new objects) and one in the explainer. Garbage
+    among them (a cycle dropped meanwhile) waits for the next give_back_memory: a session
+    closing or replacing its trace.
+    """
+    gc.freeze()
+
+
 def give_back_memory() -> None:
     """Hands memory freed in bulk (a dropped replay) back to the system: struct's cache of
     compiled formats emptied, a full collection, then glibc's malloc_trim, which returns the
@@ -130,6 +142,7 @@ def give_back_memory() -> None:
     17 of the 1 MiB arenas it had emptied (issue 27: tests/scenarios/test_memory_given_back.py).
     """
     struct._clearcache()
+    gc.unfreeze()  # what set_aside_heap left out of the passes: collected with the rest
     gc.collect()
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)

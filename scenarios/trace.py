@@ -39,6 +39,7 @@ from radix.traces.trace import Trace, output_tokens, to_req
 from radix.tree.invariants import InvariantError
 from radix.tree.radix_cache import RadixCache
 from radix.tree.replay import EventLog
+from runtime.budget import set_aside_heap
 from scenarios.blockframes import BlockFrames
 from scenarios.kvrecording import RecordingFold, fold_recording
 
@@ -263,6 +264,8 @@ def replay(data: bytes, name: str, capacity: int = 1_000_000, page_size: int = 1
             _replay_requests(out, hold, live, progress, cancel)
         out.nbytes = live + out.log.nbytes + out.blocks.nbytes
         hold(out.nbytes)
+        if len(trace.requests) > CHECK_EVERY_REQUEST_UP_TO:
+            set_aside_heap()  # a big replay, kept for the session: out of the collector's way
         return out
     except BaseException:
         if budget is not None:

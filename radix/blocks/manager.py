@@ -522,7 +522,7 @@ class ExtentPool:
         right = Segment(seg.node, at, seg.hi, seg.ref, seg.seq)
         seg.hi = at
         right.piece, seg.piece = seg.piece, right
-        seg.node.carriers.append(right)
+        seg.node.add_carrier(right)
         if seg.prev is not None:
             prev = seg.prev
             prev.next, right.prev, right.next, seg.prev = right, prev, seg, right
@@ -544,7 +544,7 @@ class ExtentPool:
                 self.num_queued -= n
             if self.record_evictions:
                 now = self.clock() if self.clock is not None else None
-                seg.node.marks.append((lo, seg.hi, EvictionMark(self.num_pops, now, evicted)))
+                seg.node.add_mark(lo, seg.hi, EvictionMark(self.num_pops, now, evicted))
             n -= seg.hi - lo
             if lo > seg.lo:
                 seg.hi = lo
@@ -564,7 +564,7 @@ class ExtentPool:
             fresh.append((node, max(lo, first), hi))
         for node, lo, hi in reversed(fresh):
             seg = Segment(node, lo, hi, 1, self._seq)
-            node.carriers.append(seg)
+            node.add_carrier(seg)
             state.entries.append((seg, hi))
         self.num_cached_blocks += num_full - first
         state.num_cached = num_full

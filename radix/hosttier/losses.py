@@ -62,7 +62,7 @@ class LossTracker:
             mark = Loss(self.rids[index], index, cause, hi - lo)
             for tnode, a, b in self.trie.insert(self.seqs[k], None, hi).pieces:
                 if b > lo:
-                    tnode.marks.append((max(a, lo), b, mark))
+                    tnode.add_mark(max(a, lo), b, mark)
 
     def span(self, node_id: int) -> tuple[int, int]:
         """A live node's [start, end) along its path."""

@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from radix.runs.compare import fewer_collections
 from radix.runs.probe import (
     BUCKETS,
     Eviction,
@@ -75,9 +76,10 @@ def explain(trace: Trace, config: SimConfig | None = None, *, what_if: bool = Tr
     """
     cfg = config or SimConfig()
     share = 1 / (1 + num_what_ifs(capacities)) if what_if else 1.0
-    probe, result = watched_run(trace, cfg, _ticker(progress, len(trace.requests), 0.0, share,
-                                                     "buckets"))
-    rows = _rows(probe)
+    with fewer_collections():  # the build (every Req) and the rows too, not only the run
+        probe, result = watched_run(trace, cfg, _ticker(progress, len(trace.requests), 0.0,
+                                                         share, "buckets"))
+        rows = _rows(probe)
     sides = ["tree"] + (["blocks"] if cfg.shadow else [])
     totals = {s: {b: sum(getattr(r, s)[b] for r in rows) for b in BUCKETS} for s in sides}
     recomputed = {"tree": sum(r.recomputed_tree for r in rows),

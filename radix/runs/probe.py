@@ -51,6 +51,17 @@ class RequestBuckets(NamedTuple):
     recomputed_blocks: int
 
 
+def one_namespace(reqs: Sequence[Req]) -> bool:
+    """Whether every request has the same (extra_key, cache_salt): one namespace in both
+    caches.
+
+    >>> a, b, salted = Req("a", [1]), Req("b", [2]), Req("c", [3], cache_salt="s")
+    >>> one_namespace([a, b]), one_namespace([a, salted])
+    (True, False)
+    """
+    return len({(r.extra_key, r.cache_salt) for r in reqs}) <= 1
+
+
 def namespace(req: Req, blocks: bool) -> Hashable:
     """The tree keys namespaces by (extra_key, cache_salt); vLLM treats "" as none."""
     if blocks:
@@ -95,11 +106,15 @@ def split(n: int, hit: int, done: int, seen: int, any_ns: int, unit: int) -> dic
 
 
 class Side:
-    """One cache's record: what it ever held (per namespace and across them)."""
+    """One cache's record: what it ever held (per namespace and across them). `single`: the
+    trace has one namespace, so the trie across namespaces would get exactly `ever`'s inserts
+    (the same nodes, under another root key): `ever_any` is then `ever` itself, not built twice,
+    and a prompt's length across namespaces is its length in its own."""
 
-    def __init__(self) -> None:
+    def __init__(self, single: bool = False) -> None:
+        self.single = single
         self.ever = PrefixTrie()
-        self.ever_any = PrefixTrie()
+        self.ever_any = self.ever if single else PrefixTrie()
         self.arrived = PrefixTrie()  # prompts of the requests arrived so far
         self.walks: dict[str, tuple[Walk, Walk]] = {}  # rid -> its last walks (ns, any)
 
@@ -111,10 +126,12 @@ class Side:
         n = len(tokens)
         if owner is None:
             self.ever.insert(tokens, ns, n)
-            self.ever_any.insert(tokens, None, n)
+            if not self.single:
+                self.ever_any.insert(tokens, None, n)
             return
         last = self.walks.get(owner.rid, (None, None))
-        self.walks[owner.rid] = (self.ever.insert(tokens, ns, n, owner, last[0]),
+        walk = self.ever.insert(tokens, ns, n, owner, last[0])
+        self.walks[owner.rid] = (walk, walk if self.single else
                                  self.ever_any.insert(tokens, None, n, owner, last[1]))
 
     def lengths(self, prompt: Sequence[int], ns: Hashable, arrived: tuple[int, int]
@@ -123,7 +140,8 @@ class Side:
         n = len(prompt)
         done = self.ever.known(prompt, ns, n)
         seen = max(arrived[0], done)
-        return done, seen, max(arrived[1], self.ever_any.known(prompt, None, n), seen)
+        across = done if self.single else self.ever_any.known(prompt, None, n)
+        return done, seen, max(arrived[1], across, seen)
 
 
 class _TreeEvents:
@@ -157,7 +175,10 @@ class Probe:
 
     def __init__(self, sim: SimRun) -> None:
         self.sim = sim
-        self.tree, self.blocks = Side(), Side()
+        # one (extra_key, cache_salt) in the whole trace: one namespace in either cache, so
+        # the tries across namespaces are the per-namespace ones (Side)
+        self.single = one_namespace(sim.reqs)
+        self.tree, self.blocks = Side(self.single), Side(self.single)
         self.arrived_any = PrefixTrie()
         self.at_arrival: dict[str, tuple[int, int, int]] = {}
         self.tree_rows: dict[str, tuple[int, float, dict[str, int], Eviction | None]] = {}
@@ -168,13 +189,20 @@ class Probe:
     # ------------------------------------------------------------------ hooks
     def on_arrival(self, req: Req) -> None:
         p, n = req.origin_input_ids, len(req.origin_input_ids)
+        if self.single:  # the three tries would get the same prompts: one is kept
+            walk = self.arrived_any.walk(p, None, n)
+            self.at_arrival[req.rid] = (walk.pos, walk.pos, walk.pos)
+            self.arrived_any.insert(p, None, n, resume=walk)
+            return
         t_ns, b_ns = namespace(req, False), namespace(req, True)
-        self.at_arrival[req.rid] = (self.tree.arrived.known(p, t_ns, n),
-                                    self.blocks.arrived.known(p, b_ns, n),
-                                    self.arrived_any.known(p, None, n))
-        self.tree.arrived.insert(p, t_ns, n)
-        self.blocks.arrived.insert(p, b_ns, n)
-        self.arrived_any.insert(p, None, n)
+        # each insert resumes the walk that measured how much was known (nothing changed the
+        # trie between the two): one walk a trie, not two
+        walks = (self.tree.arrived.walk(p, t_ns, n), self.blocks.arrived.walk(p, b_ns, n),
+                 self.arrived_any.walk(p, None, n))
+        self.at_arrival[req.rid] = (walks[0].pos, walks[1].pos, walks[2].pos)
+        self.tree.arrived.insert(p, t_ns, n, resume=walks[0])
+        self.blocks.arrived.insert(p, b_ns, n, resume=walks[1])
+        self.arrived_any.insert(p, None, n, resume=walks[2])
 
     def on_extend(self, reqs: list[Req]) -> None:
         """A prefill batch is about to run: its matches are final, its inserts to come."""
@@ -189,7 +217,7 @@ class Probe:
                         e.node_id, e.num_tokens)
         for tnode, lo, hi in self.tree.ever.walk(tokens, e.namespace, len(tokens)).pieces:
             if hi > start:
-                tnode.marks.append((max(lo, start), hi, mark))
+                tnode.add_mark(max(lo, start), hi, mark)
 
     def on_lookup(self, req: Req, hit: Any) -> None:
         if req.rid in self.block_rows:

@@ -581,11 +581,27 @@ class TrieNode:
         self.content = content  # a sequence whose first d1 units are this node's chain
         self.d0, self.d1 = d0, d1
         self.children: dict[tuple[int, Hashable], TrieNode] = {}
-        self.depths: set[int] = set()  # positions some child hangs at (skips building keys)
+        # the three below start as a shared () and become a set or list at their first item:
+        # most nodes never get one, and each empty container would be one more object for the
+        # cyclic collector to scan (an explainer run makes ~120,000 nodes)
+        self.depths: set[int] | tuple = ()  # positions some child hangs at (skips building keys)
         self.parent = parent
         self.owner = owner  # who may extend it in place (the sequence that created it)
-        self.carriers: list[Any] = []  # ExtentPool: segments of blocks caching these positions
-        self.marks: list[tuple[int, int, Any]] = []  # (lo, hi, what) annotations, in time order
+        self.carriers: list[Any] | tuple = ()  # ExtentPool: segments of blocks caching these
+        self.marks: list[tuple[int, int, Any]] | tuple = ()  # (lo, hi, what), in time order
+
+    def add_carrier(self, segment: Any) -> None:
+        if self.carriers:
+            self.carriers.append(segment)
+        else:
+            self.carriers = [segment]
+
+    def add_mark(self, lo: int, hi: int, what: Any) -> None:
+        """Annotates positions [lo, hi) with `what` (marks are read newest first)."""
+        if self.marks:
+            self.marks.append((lo, hi, what))
+        else:
+            self.marks = [(lo, hi, what)]
 
     def __repr__(self) -> str:
         return f"TrieNode([{self.d0}, {self.d1}), {len(self.children)} children)"
@@ -643,6 +659,9 @@ class PrefixTrie:
                 return _cut(resume, limit)
             pieces, node, pos = list(resume.pieces), resume.node, resume.pos
         u = self.unit
+        if tokens.__class__ in _RUNS and limit * u <= tokens.__len__():
+            node, pos = _walk_runs(self, tokens, pieces, node, pos, limit)
+            return Walk(pieces, node, pos)
         while node is not None and pos < limit:
             end = min(node.d1, limit)
             if pos < end:
@@ -665,6 +684,8 @@ class PrefixTrie:
 
     def known(self, tokens: Sequence[int], ns: Hashable, limit: int) -> int:
         """Units of `tokens` (at most `limit`) the trie already holds from the start."""
+        if tokens.__class__ in _RUNS and limit * self.unit <= tokens.__len__():
+            return _walk_runs(self, tokens, None, self.roots.get(ns), 0, limit)[1]
         return self.walk(tokens, ns, limit).pos
 
     def insert(self, tokens: Sequence[int], ns: Hashable, limit: int, owner: Any = None,
@@ -686,7 +707,10 @@ class PrefixTrie:
             return Walk(pieces, node, limit)
         child = TrieNode(tokens, pos, limit, node, owner)
         node.children[(pos, self.key(tokens, pos))] = child
-        node.depths.add(pos)
+        if node.depths:
+            node.depths.add(pos)
+        else:
+            node.depths = {pos}
         self.num_nodes += 1
         pieces.append((child, pos, limit))
         return Walk(pieces, child, limit)
@@ -698,3 +722,65 @@ class PrefixTrie:
             node = stack.pop()
             yield node
             stack.extend(node.children.values())
+
+
+def _walk_runs(trie: PrefixTrie, tokens: TokenRuns, pieces: list | None, node: TrieNode | None,
+               pos: int, limit: int) -> tuple[TrieNode | None, int]:
+    """PrefixTrie.walk's loop for compact tokens (limit * unit <= len(tokens)): the same steps,
+    with `common_prefix_from` and runs_agree inlined against runs contents and each unit's
+    first token read from the runs (the explainer walks ~370,000 times on the conversation
+    stand-in). Appends to `pieces` (None: only how far); returns (node, pos)."""
+    u = trie.unit
+    ts, te = tokens._starts, tokens._ends
+    while node is not None and pos < limit:
+        end = node.d1 if node.d1 < limit else limit
+        if pos < end:
+            c = node.content
+            if c.__class__ is TokenRuns or c.__class__ is RunList:
+                cs, ce = c._starts, c._ends
+                start, stop = pos * u, end * u
+                clen = ce[-1] if ce else 0
+                if clen < stop:
+                    stop = clen
+                p = start
+                if p < stop:  # runs_agree(ts, te, cs, ce, start, stop), inlined
+                    i, j = bisect_right(te, p), bisect_right(ce, p)
+                    a0 = te[i - 1] if i else 0
+                    b0 = ce[j - 1] if j else 0
+                    while p < stop:
+                        if ts[i] - a0 != cs[j] - b0:
+                            break
+                        ai, bj = te[i], ce[j]
+                        p = ai if ai < bj else bj
+                        if stop < p:
+                            p = stop
+                        if p == ai:
+                            a0 = p
+                            i += 1
+                        if p == bj:
+                            b0 = p
+                            j += 1
+                same = (p - start) // u
+            else:
+                same = common_prefix_from(tokens, c, pos * u, end * u) // u
+            if same:
+                if pieces is not None:
+                    if pieces and pieces[-1][0] is node:  # resumed inside the same node
+                        pieces[-1] = (node, pieces[-1][1], pos + same)
+                    else:
+                        pieces.append((node, pos, pos + same))
+                pos += same
+            if pos == limit:
+                break
+        if pos not in node.depths:
+            break
+        if u == 1:
+            k = bisect_right(te, pos)
+            key = ts[k] + pos - (te[k - 1] if k else 0)
+        else:
+            key = trie.key(tokens, pos)
+        child = node.children.get((pos, key))
+        if child is None:
+            break
+        node = child
+    return node, pos

@@ -229,3 +229,27 @@ def test_a_dropped_replay_leaves_few_arenas_pinned():
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["held"] > out["before"], out  # the replay really took arenas
     assert out["after"] - out["before"] <= 8, out
+
+
+def test_a_big_replay_is_set_aside_from_the_collector_until_memory_is_given_back(monkeypatch):
+    """Past CHECK_EVERY_REQUEST_UP_TO requests (lowered to 1 here) a finished replay freezes the
+    heap (gc.freeze: full collections stop rescanning a session's replay on every slider jump);
+    give_back_memory unfreezes it before its collection, so nothing stays out of it. A small
+    replay freezes nothing."""
+    import gc
+
+    import scenarios.trace as trace_mod
+    from runtime.budget import give_back_memory
+
+    data = b"".join(b'{"rid": "%s", "tokens": [1, %d], "output_len": 1}\n' % (r, k)
+                    for r, k in ((b"a", 2), (b"b", 3)))
+    give_back_memory()
+    trace_mod.replay(data, "small")
+    assert gc.get_freeze_count() == 0
+    monkeypatch.setattr(trace_mod, "CHECK_EVERY_REQUEST_UP_TO", 1)
+    try:
+        r = trace_mod.replay(data, "big")
+        assert gc.get_freeze_count() > 0 and r.log.num_steps
+    finally:
+        give_back_memory()
+    assert gc.get_freeze_count() == 0

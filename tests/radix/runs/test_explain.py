@@ -203,3 +203,30 @@ def test_cli(tmp_path, capsys):
     assert out["requests"][1]["tree"]["hit"] == 39 and len(out["what_if"]["capacity"]) == 3
     assert main(["explain", str(TRACES / "kv_events.jsonl")]) == 2
     assert "needs a request or Mooncake trace" in capsys.readouterr().err
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(request, min_size=1, max_size=10), st.sampled_from([None, 120]),
+       st.sampled_from([1, 4]), st.booleans())
+def test_one_namespace_keeps_one_trie_and_explains_the_same(reqs, capacity, page, compact):
+    """A trace with one namespace: the probe keeps one trie where the tries across namespaces
+    would repeat it (probe.Side `single`); the explanation equals the one built with every trie
+    (one_namespace patched to say no), evictions and cross-request hits included."""
+    import radix.runs.probe as probe_mod
+
+    trs, arrival = [], 0.0
+    for i, (shared, own, _ns, out, gap) in enumerate(reqs):
+        arrival += gap
+        tokens = TokenRuns([(shared * 1000, 25), (50_000 + i * 100, own)])
+        trs.append(TraceRequest(f"r{i}", arrival, tokens if compact else tuple(tokens), out))
+    t = Trace("mooncake" if compact else "request", trs)
+    cfg = SimConfig(capacity=capacity, page_size=page, block_size=4, policy="fcfs",
+                    max_prefill_tokens=64)
+    one = explain(t, cfg, what_if=False)
+    real = probe_mod.one_namespace
+    probe_mod.one_namespace = lambda reqs: False
+    try:
+        every = explain(t, cfg, what_if=False)
+    finally:
+        probe_mod.one_namespace = real
+    assert one == every

@@ -121,3 +121,37 @@ def test_assigning_the_ints_a_run_list_holds_keeps_it_as_it_is():
     assert t + [] is t and t + RunList() is t and t + TokenRuns() is t
     grown = RunList([(5, 4)]) + []
     assert type(grown) is RunList and grown is not t and list(grown) == [5, 6, 7, 8]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.tuples(st.integers(0, 3), st.integers(1, 9)), min_size=1,
+                                   max_size=3), st.integers(0, 20), st.sampled_from([None, "b"])),
+                min_size=1, max_size=8), st.sampled_from([1, 2, 4]))
+def test_the_prefix_trie_over_runs_walks_as_over_lists(prompts, unit):
+    """PrefixTrie's walks of compact tokens (an inlined loop over the runs) and of the same ints
+    as lists: the same pieces, nodes and lengths. Each sequence is a cut of the one before plus
+    runs of its own (so children hang inside runs); every third grows the one before under the
+    same owner, its walk resumed. "mixed" files every other sequence as a list and walks runs
+    (the loop's fallback for nodes over plain lists)."""
+    from radix.tokens.runs import PrefixTrie
+
+    def shape(walk):
+        return [(n.d0, n.d1, lo, hi) for n, lo, hi in walk.pieces], walk.pos
+
+    tries = {kind: PrefixTrie(unit) for kind in ("runs", "list", "mixed")}
+    last: dict = {}
+    t, last_ns = TokenRuns(), None
+    for k, (spans, cut, ns) in enumerate(prompts):
+        grows = k % 3 == 2  # extends the one before (same owner, its walk resumed)
+        more = TokenRuns((s * 10 + k % 2, n) for s, n in spans)
+        t, ns = (t + more, last_ns) if grows else (t[:cut] + more, ns)
+        seqs = {"runs": t, "list": list(t), "mixed": list(t) if k % 2 and not grows else t}
+        limit = len(t) // unit
+        got = {kind: (tries[kind].known(t if kind == "mixed" else seqs[kind], ns, limit),
+                      shape(tries[kind].walk(seqs[kind], ns, limit // 2 + 1)))
+               for kind in tries}
+        assert got["runs"] == got["list"] == got["mixed"]
+        walks = {kind: tries[kind].insert(seqs[kind], ns, limit, ns or "-",
+                                          last.get(kind) if grows else None) for kind in tries}
+        assert shape(walks["runs"]) == shape(walks["list"]) == shape(walks["mixed"])
+        last, last_ns = walks, ns
