@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -57,12 +58,15 @@ def rss_mb(pid: int) -> float:
 def start(port: int, log: Path, root: Path = ROOT, wait_s: float = 60) -> subprocess.Popen:
     """`streamlit run app.py` of the checkout at `root` on `port` (sessions expire TTL_S after
     their browser left), once it accepts connections (RuntimeError with its log's tail if it
-    exits, or is not up in `wait_s`). benchmarks/trace_memory.py starts its servers here too."""
+    exits, or is not up in `wait_s`). benchmarks/trace_memory.py starts its servers here too.
+    Started as the README starts the app: `MALLOC_ARENA_MAX=2` unless the environment says
+    otherwise (glibc's per-thread heaps otherwise keep freed memory: docs/PERF.md)."""
+    env = {**os.environ, "MALLOC_ARENA_MAX": os.environ.get("MALLOC_ARENA_MAX", "2")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1",
          "--browser.gatherUsageStats", "false", "--server.disconnectedSessionTTL", str(TTL_S)],
-        cwd=root, stdout=subprocess.DEVNULL, stderr=open(log, "w"))  # noqa: SIM115
+        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "w"))  # noqa: SIM115
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:
