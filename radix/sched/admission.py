@@ -138,6 +138,11 @@ class PrefillAdder:
             limit = min(limit, int(self.rem_total_tokens))
         truncated = remaining > limit
         extend_len = (limit // self.page_size * self.page_size) if truncated else remaining
+        return self._admit_chunk(req, extend_len, truncated)
+
+    def _admit_chunk(self, req: Req, extend_len: int, truncated: bool) -> Req | None:
+        """Admits the next `extend_len` tokens of the request mid-chunk (budgets, then
+        `_admit`); returns it while more chunks remain (`truncated`), else None."""
         req.fill_ids = req.all_ids
         max_new = 0 if truncated else min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS)
         self._update_budget(0, extend_len, max_new)

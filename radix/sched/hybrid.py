@@ -105,13 +105,7 @@ class HybridPrefillAdder(PrefillAdder):
                 return req
         elif limit <= 0:
             limit = remaining if self.rem_chunk_tokens is None else self.rem_chunk_tokens
-        truncated = remaining > limit
-        extend_len = min(remaining, limit)
-        req.fill_ids = req.all_ids
-        max_new = 0 if truncated else min(req.max_new_tokens, CLIP_MAX_NEW_TOKENS)
-        self._update_budget(0, extend_len, max_new)
-        self._admit(req, len(req.prefix_indices), extend_len, truncated)
-        return req if truncated else None
+        return self._admit_chunk(req, min(remaining, limit), remaining > limit)
 
     def add_one_req(self, req: Req) -> AddReqResult:
         """Admits `req` (matched by HybridSteps.match) or says why not, deciding with its match

@@ -117,12 +117,17 @@ class LRUList:
         recent, its ancestors right behind it (reset_node_and_parents_mru)."""
         prev = self.head
         for cd in path:
-            if cd.prev is not prev:  # (an entry already in its place stays)
-                cd.prev.next, cd.next.prev = cd.next, cd.prev
-                nxt = prev.next
-                cd.prev, cd.next = prev, nxt
-                nxt.prev = prev.next = cd
+            self.place_after(prev, cd)
             prev = cd
+
+    @staticmethod
+    def place_after(prev: ComponentData, cd: ComponentData) -> None:
+        """Moves `cd` (in the list) right behind `prev`; an entry already there stays."""
+        if cd.prev is not prev:
+            cd.prev.next, cd.next.prev = cd.next, cd.prev
+            nxt = prev.next
+            cd.prev, cd.next = prev, nxt
+            nxt.prev = prev.next = cd
 
     def prev_no_lock(self, cd: ComponentData) -> ComponentData | None:
         """The first unlocked entry toward the head from `cd`, or None at the head."""

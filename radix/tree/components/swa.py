@@ -77,15 +77,11 @@ class SWAComponent(TreeComponent):
         reset_path_mru, done as the walk goes)."""
         cache = self.cache
         root, span = cache.root_node, self.window + cache.page_size
-        prev, acc = self.lru.head, 0
+        prev, acc, place_after = self.lru.head, 0, self.lru.place_after
         while node is not root and acc < span:
             cd = node.component_data[SWA]
             if cd.value is not None:
-                if cd.prev is not prev:  # (an entry already in its place stays)
-                    cd.prev.next, cd.next.prev = cd.next, cd.prev
-                    nxt = prev.next
-                    cd.prev, cd.next = prev, nxt
-                    nxt.prev = prev.next = cd
+                place_after(prev, cd)
                 prev = cd
             acc += len(node.value)
             node = node.parent
