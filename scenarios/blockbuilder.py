@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from radix.blocks.hashing import BlockHasher
-from radix.blocks.manager import ComputedBlocks, UnsupportedByStorage
+from radix.blocks.manager import ComputedBlocks, UnsupportedByStorage, allocation_total
 from radix.request import Req
 from radix.tokens.runs import Walk
 from scenarios.blockhashes import WIDTH, BlockHashes, HashIds
@@ -244,15 +244,9 @@ class ArrayPool:
         if held is None:
             raise ValueError(f"request {req.rid!r}: an ArrayPool allocates after a lookup")
         num_hit = hit.num_blocks if hit is not None else 0
-        if num_hit and len(held.blocks):
-            raise ValueError(f"request {req.rid!r}: computed blocks given after allocation")
         bs = self.block_size
-        num_computed = held.num_computed_tokens + num_hit * bs
-        num_tokens = len(req.origin_input_ids) + len(req.output_ids)
-        if num_new_tokens < 0 or num_computed + num_new_tokens > num_tokens:
-            raise ValueError(f"request {req.rid!r}: num_new_tokens {num_new_tokens} with "
-                             f"{num_computed} computed exceeds its {num_tokens} tokens")
-        total = num_computed + num_new_tokens
+        total = allocation_total(req, num_hit, len(held.blocks), held.num_computed_tokens, bs,
+                                 num_new_tokens)
         num_new = max(0, -(-total // bs) - len(held.blocks) - num_hit)
         if num_new + num_hit > self.num_free:  # every hit is free: one request at a time
             return None

@@ -201,14 +201,8 @@ class BlockCacheManager:
             raise UnsupportedByStorage("a BlockPool takes no prepaid blocks (reserve_blocks)")
         state = self.requests.get(req.rid) or self.requests.setdefault(req.rid, _ReqBlocks())
         hits = new_computed.blocks if new_computed is not None else []
-        if hits and state.blocks:
-            raise ValueError(f"request {req.rid!r}: computed blocks given after allocation")
-        num_computed = state.num_computed_tokens + len(hits) * self.block_size
-        num_tokens = len(req.origin_input_ids) + len(req.output_ids)
-        if num_new_tokens < 0 or num_computed + num_new_tokens > num_tokens:
-            raise ValueError(f"request {req.rid!r}: num_new_tokens {num_new_tokens} with "
-                             f"{num_computed} computed exceeds its {num_tokens} tokens")
-        total = num_computed + num_new_tokens
+        total = allocation_total(req, len(hits), len(state.blocks), state.num_computed_tokens,
+                                 self.block_size, num_new_tokens)
         num_new_blocks = max(0, -(-total // self.block_size) - len(state.blocks) - len(hits))
         num_evictable_hits = [b.ref_cnt for b in hits].count(0) if hits else 0
         pool = self.pool
@@ -342,6 +336,25 @@ class BlockCacheManager:
 # here), hashed ones behind, a request's freed blocks last first (hi-1 .. lo); hits touch each
 # position's first-cached carrier (lowest `seq`); pops evict from the head.
 
+def allocation_total(req: Req, num_hit: int, num_held: int, num_computed: int, block_size: int,
+                     num_new_tokens: int) -> int:
+    """Tokens the request has computed once `num_new_tokens` more are (allocate_slots' check,
+    one for every storage): `num_hit` blocks found by the lookup may come only before the
+    request holds any (`num_held`), and the total may not pass its tokens (ValueError).
+
+    >>> allocation_total(Req("r", list(range(40))), 2, 0, 0, 16, 8)
+    40
+    """
+    if num_hit and num_held:
+        raise ValueError(f"request {req.rid!r}: computed blocks given after allocation")
+    num_computed += num_hit * block_size
+    num_tokens = len(req.origin_input_ids) + len(req.output_ids)
+    if num_new_tokens < 0 or num_computed + num_new_tokens > num_tokens:
+        raise ValueError(f"request {req.rid!r}: num_new_tokens {num_new_tokens} with "
+                         f"{num_computed} computed exceeds its {num_tokens} tokens")
+    return num_computed + num_new_tokens
+
+
 class Segment:
     """Physical blocks caching positions [lo, hi) of `node`, ref_cnt `ref`, cached at `seq`."""
 
@@ -455,15 +468,9 @@ class ExtentPool:
         """BlockCacheManager.allocate_slots: the number of new blocks taken, or None."""
         state = self.requests.get(req.rid) or self.requests.setdefault(req.rid, _ReqExtents())
         num_hit = hit.num_blocks if hit is not None else 0
-        if num_hit and state.num_blocks:
-            raise ValueError(f"request {req.rid!r}: computed blocks given after allocation")
         bs = self.block_size
-        num_computed_tokens = state.num_computed_tokens + num_hit * bs
-        num_tokens = len(req.origin_input_ids) + len(req.output_ids)
-        if num_new_tokens < 0 or num_computed_tokens + num_new_tokens > num_tokens:
-            raise ValueError(f"request {req.rid!r}: num_new_tokens {num_new_tokens} with "
-                             f"{num_computed_tokens} computed exceeds its {num_tokens} tokens")
-        total = num_computed_tokens + num_new_tokens
+        total = allocation_total(req, num_hit, state.num_blocks, state.num_computed_tokens, bs,
+                                 num_new_tokens)
         num_new = max(0, -(-total // bs) - state.num_blocks - num_hit)
         if prepaid:
             if num_hit or num_new > self.num_prepaid:
